@@ -1,0 +1,166 @@
+"""API keys as the hot path sees them: from memory, with one store read per miss.
+
+A request's key is hashed and looked up here. A hit costs a dict lookup. A
+miss reads the key and its chain's limits once, however many requests are
+waiting on that same key at that moment (they all await one future), and
+the answer — a key, or "no such key" — is kept for `auth.cache_ttl`. A
+revocation made on this control plane drops the entry at once; one made on
+another is seen when the entry's TTL runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+from llmgw.account.keys import digest
+from llmgw.account.limits import Effective, effective
+from llmgw.store import ApiKey, ProjectPath, Store, StoreError
+
+# Unknown keys are remembered too, or a client retrying a wrong key would
+# cost a store read per request; bounded so random keys cannot fill memory.
+MAX_UNKNOWN = 10_000
+
+
+@dataclass(frozen=True)
+class Principal:
+    key: ApiKey
+    path: ProjectPath
+    limits: Effective
+
+    def refusal(self, now: float) -> str | None:
+        """Why this key may not be used now, or None."""
+        if self.key.revoked_at is not None:
+            return "this API key was revoked"
+        if self.key.expires_at is not None and self.key.expires_at <= now:
+            return "this API key has expired"
+        if self.limits.expires_at is not None and self.limits.expires_at <= now:
+            return "this API key's project has expired"
+        return None
+
+
+class KeyCache:
+    def __init__(self, store: Store, ttl: Callable[[], float]):
+        self.store = store
+        self._ttl = ttl
+        self._known: dict[bytes, tuple[float, Principal]] = {}
+        self._by_id: dict[str, bytes] = {}
+        self._unknown: OrderedDict[bytes, float] = OrderedDict()
+        self._inflight: dict[bytes, asyncio.Future] = {}
+        self.store_reads = 0
+
+    async def lookup(self, secret: str) -> Principal | None:
+        """The key's principal, or None when no such key exists.
+
+        Raises StoreError only when the key is not in memory and the store
+        cannot be read; a key seen before is served from memory, stale if
+        need be, while the store is away.
+        """
+        d = digest(secret)
+        now = time.monotonic()
+        hit = self._known.get(d)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        until = self._unknown.get(d)
+        if until is not None and until > now:
+            return None
+        pending = self._inflight.get(d)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        pending = asyncio.get_running_loop().create_future()
+        self._inflight[d] = pending
+        try:
+            result = await self._read(d)
+        except StoreError as e:
+            if hit is None:
+                _fail(pending, e)
+                raise
+            result = hit[1]  # the store is away: the last known answer beats a refusal
+        except BaseException:
+            # Cancelled mid-read: the requests sharing this read must not wait forever.
+            _fail(pending, StoreError("the key lookup was interrupted; try again"))
+            raise
+        else:
+            self._remember(d, result)
+        finally:
+            self._inflight.pop(d, None)
+        pending.set_result(result)
+        return result
+
+    async def _read(self, d: bytes) -> Principal | None:
+        self.store_reads += 1
+        key = await self.store.key_by_digest(d)
+        if key is None:
+            return None
+        path = await self.store.project_path(key.project_id)
+        if path is None:
+            return None
+        chain = [
+            await self.store.get_limits("org", path.org.id),
+            await self.store.get_limits("team", path.team.id),
+            await self.store.get_limits("project", path.project.id),
+            await self.store.get_limits("key", key.id),
+        ]
+        return Principal(key, path, effective(chain))
+
+    def _remember(self, d: bytes, principal: Principal | None) -> None:
+        until = time.monotonic() + self._ttl()
+        if principal is None:
+            self._unknown[d] = until
+            self._unknown.move_to_end(d)
+            while len(self._unknown) > MAX_UNKNOWN:
+                self._unknown.popitem(last=False)
+            return
+        self._known[d] = (until, principal)
+        self._by_id[principal.key.id] = d
+
+    def invalidate(self, key_id: str) -> None:
+        d = self._by_id.pop(key_id, None)
+        if d is not None:
+            self._known.pop(d, None)
+
+    def clear(self) -> None:
+        """After a limits change: every cached chain may be out of date."""
+        self._known.clear()
+        self._by_id.clear()
+        self._unknown.clear()
+
+
+def _fail(future: asyncio.Future, error: BaseException) -> None:
+    future.set_exception(error)
+    future.exception()  # marked retrieved: each waiter re-raises it itself
+
+
+class UnknownKeyThrottle:
+    """Counts unknown keys per client address in a one-minute window.
+
+    Past the rate an address gets 429 before its key is even looked up, so
+    guessing keys costs the guesser time and the store nothing.
+    """
+
+    MAX_ADDRESSES = 50_000
+
+    def __init__(self, per_minute: Callable[[], int]):
+        self._rate = per_minute
+        self._windows: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def throttled(self, address: str, now: float | None = None) -> float:
+        """Seconds the address must wait, 0 when it may try."""
+        now = time.monotonic() if now is None else now
+        start, count = self._windows.get(address, (now, 0))
+        if now - start >= 60:
+            return 0.0
+        return max(0.0, 60 - (now - start)) if count >= self._rate() else 0.0
+
+    def failed(self, address: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        start, count = self._windows.get(address, (now, 0))
+        if now - start >= 60:
+            start, count = now, 0
+        self._windows[address] = (start, count + 1)
+        self._windows.move_to_end(address)
+        while len(self._windows) > self.MAX_ADDRESSES:
+            self._windows.popitem(last=False)

@@ -1,0 +1,135 @@
+"""Limits along a key's chain (org, team, project, key): each level only narrows.
+
+The router reads the chain as one `Effective` value, computed once when a
+key enters the key cache, so the hot path does no walking. Budgets are not
+folded into one figure: a team's monthly budget and a key's daily one are
+different money over different time, so each level's budget is checked on
+its own (the accounting package counts them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmgw.store import Limits
+
+# From the top of the tree down; a key's chain is always in this order.
+CHAIN = ("org", "team", "project", "key")
+
+
+class LimitError(ValueError):
+    """A limit that cannot be set, said as a sentence."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    scope: str
+    scope_id: str
+    micros: int
+    period: str
+
+
+@dataclass(frozen=True)
+class Effective:
+    """What a key may do once every level above it has had its say."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None  # None: every model
+    expires_at: float | None = None
+    budgets: tuple[Budget, ...] = field(default_factory=tuple)
+    # Which level set each figure, so a refusal can say "the team's 600 a minute".
+    rpm_from: str | None = None
+    tpm_from: str | None = None
+
+    def allows_model(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+
+def effective(chain: list[Limits | None]) -> Effective:
+    """Fold the chain (top first) into what applies: the smallest figure, the
+    models every level allows, the earliest expiry, every budget."""
+    rpm = tpm = None
+    rpm_from = tpm_from = None
+    models: frozenset[str] | None = None
+    expires_at = None
+    budgets: list[Budget] = []
+    for limits in chain:
+        if limits is None:
+            continue
+        if limits.rpm is not None and (rpm is None or limits.rpm < rpm):
+            rpm, rpm_from = limits.rpm, limits.scope
+        if limits.tpm is not None and (tpm is None or limits.tpm < tpm):
+            tpm, tpm_from = limits.tpm, limits.scope
+        if limits.models is not None:
+            level = frozenset(limits.models)
+            models = level if models is None else models & level
+        if limits.expires_at is not None and (expires_at is None or limits.expires_at < expires_at):
+            expires_at = limits.expires_at
+        if limits.budget_micros is not None:
+            budgets.append(
+                Budget(limits.scope, limits.scope_id, limits.budget_micros, limits.period or "month")
+            )
+    return Effective(rpm, tpm, models, expires_at, tuple(budgets), rpm_from, tpm_from)
+
+
+def check_narrows(new: Limits, above: list[Limits | None]) -> None:
+    """Refuse a level's limits that would widen what a level above allows.
+
+    The fold above would cap them anyway; refusing says so at the moment
+    someone believes they are raising a figure, instead of a request later
+    being refused by a limit they thought they had lifted.
+    """
+    for parent in above:
+        if parent is None:
+            continue
+        for name, word in (("rpm", "requests a minute"), ("tpm", "tokens a minute")):
+            mine, theirs = getattr(new, name), getattr(parent, name)
+            if mine is not None and theirs is not None and mine > theirs:
+                raise LimitError(
+                    f"{new.scope} {name} {mine} is above its {parent.scope}'s {theirs} {word}; "
+                    "a level can only narrow what the level above it allows"
+                )
+        if (
+            new.budget_micros is not None
+            and parent.budget_micros is not None
+            and (new.period or "month") == (parent.period or "month")
+            and new.budget_micros > parent.budget_micros
+        ):
+            raise LimitError(
+                f"{new.scope} budget {format_money(new.budget_micros)} a {new.period or 'month'} "
+                f"is above its {parent.scope}'s {format_money(parent.budget_micros)}; "
+                "a level can only narrow what the level above it allows"
+            )
+        if new.models is not None and parent.models is not None:
+            outside = sorted(set(new.models) - set(parent.models))
+            if outside:
+                raise LimitError(
+                    f"{new.scope} models {', '.join(outside)} are not allowed by its "
+                    f"{parent.scope} ({', '.join(sorted(parent.models)) or 'none'}); "
+                    "a level can only narrow what the level above it allows"
+                )
+
+
+def parse_money(text: str) -> int:
+    """"12.50" -> 12_500_000 micro-units. Money is never a float in the store."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.strip().lstrip("$"))
+    except InvalidOperation:
+        raise LimitError(f'expected an amount of money like 12.50, got "{text}"') from None
+    if value < 0:
+        raise LimitError(f"a budget cannot be negative, got {text}")
+    micros = value * 1_000_000
+    if micros != micros.to_integral_value():
+        raise LimitError(f"{text} has more than six decimal places")
+    return int(micros)
+
+
+def format_money(micros: int) -> str:
+    whole, rest = divmod(micros, 1_000_000)
+    if rest == 0:
+        return f"{whole}.00"
+    text = f"{whole}.{rest:06d}".rstrip("0")
+    return text if len(text.split(".")[1]) >= 2 else text + "0"

@@ -1,0 +1,268 @@
+"""Keys, people and limits as the admin API, the CLI and the portal change them.
+
+Every change is written to the audit log with what it was before and after,
+in the public form of the thing: a key's id, name and shown prefix, never
+its secret or its hash.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from llmgw.account import keys as keymod
+from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
+from llmgw.account.passwords import hash_password
+from llmgw.account.tree import TreeError, check_name, parse_project_path
+from llmgw.store import ApiKey, AuditEntry, Conflict, Limits, Person, ProjectPath, Store
+
+
+class AccountError(ValueError):
+    """A refused change, said as a sentence; `status` is the HTTP status that fits it."""
+
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who asked, for the audit log: "root" via "cli", "alice@example.com" via "portal"."""
+
+    name: str
+    via: str
+
+
+def key_view(key: ApiKey, path: ProjectPath | None, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    if key.revoked_at is not None:
+        state = "revoked"
+    elif key.expires_at is not None and key.expires_at <= now:
+        state = "expired"
+    else:
+        state = "active"
+    return {
+        "id": key.id,
+        "name": key.name,
+        "prefix": key.prefix,
+        "project": str(path) if path else key.project_id,
+        "project_id": key.project_id,
+        "person_id": key.person_id,
+        "band": key.band,
+        "created_at": key.created_at,
+        "expires_at": key.expires_at,
+        "revoked_at": key.revoked_at,
+        "state": state,
+    }
+
+
+def limits_view(limits: Limits | None) -> dict[str, Any] | None:
+    if limits is None:
+        return None
+    view = asdict(limits)
+    view["budget"] = None if limits.budget_micros is None else format_money(limits.budget_micros)
+    return view
+
+
+class Accounts:
+    def __init__(self, store: Store):
+        self.store = store
+
+    async def audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
+        await self.store.add_audit(
+            AuditEntry(at=time.time(), actor=actor.name, via=actor.via, action=action,
+                       target=target, before=before, after=after)
+        )
+
+    # keys
+
+    async def create_key(
+        self, actor: Actor, *, name: str, project: str, ttl: float | None = None,
+        band: str | None = None, person_email: str | None = None,
+        max_key_ttl: float = 0.0,
+    ) -> tuple[dict[str, Any], str]:
+        """Make a key; returns its public view and the secret, which is never kept."""
+        if not name or len(name) > 128:
+            raise AccountError("a key needs a name of 1-128 characters")
+        try:
+            org, team, proj = parse_project_path(project)
+        except TreeError as e:
+            raise AccountError(str(e)) from None
+        if ttl is not None and ttl <= 0:
+            raise AccountError("a key's --ttl must be longer than zero")
+        if max_key_ttl > 0:
+            if ttl is None:
+                ttl = max_key_ttl
+            elif ttl > max_key_ttl:
+                raise AccountError(
+                    f"--ttl {_days(ttl)} is longer than the cluster allows (auth.max_key_ttl "
+                    f"{_days(max_key_ttl)}); ask for a shorter one"
+                )
+        if band is not None:
+            check_name("band", band)
+        person_id = None
+        if person_email:
+            person = await self.store.person_by_email(person_email)
+            if person is None:
+                raise AccountError(f"no person {person_email} is known here", 404, "not_found")
+            person_id = person.id
+        path = await self.store.ensure_project(org, team, proj)
+        now = time.time()
+        secret = keymod.new_secret()
+        key = ApiKey(
+            id=keymod.new_id("key"), name=name, project_id=path.project.id,
+            digest=keymod.digest(secret), prefix=keymod.shown_prefix(secret),
+            person_id=person_id, band=band, created_at=now,
+            expires_at=None if ttl is None else now + ttl,
+        )
+        await self.store.add_key(key)
+        view = key_view(key, path, now)
+        await self.audit(actor, "key.create", f"key:{key.id}", None, view)
+        return view, secret
+
+    async def key(self, key_id: str) -> dict[str, Any]:
+        key = await self.store.key_by_id(key_id)
+        if key is None:
+            raise AccountError(f"no key {key_id}; llmgw keys list shows them", 404, "not_found")
+        view = key_view(key, await self.store.project_path(key.project_id))
+        view["limits"] = limits_view(await self.store.get_limits("key", key.id))
+        return view
+
+    async def list_keys(self, project: str | None = None) -> list[dict[str, Any]]:
+        project_id = None
+        if project:
+            try:
+                path = await self.store.project_by_path(*parse_project_path(project))
+            except TreeError as e:
+                raise AccountError(str(e)) from None
+            if path is None:
+                raise AccountError(f"no project {project}", 404, "not_found")
+            project_id = path.project.id
+        paths: dict[str, ProjectPath | None] = {}
+        views = []
+        for key in await self.store.list_keys(project_id):
+            if key.project_id not in paths:
+                paths[key.project_id] = await self.store.project_path(key.project_id)
+            views.append(key_view(key, paths[key.project_id]))
+        return views
+
+    async def revoke_key(self, actor: Actor, key_id: str) -> dict[str, Any]:
+        before = await self.store.key_by_id(key_id)
+        if before is None:
+            raise AccountError(f"no key {key_id}; llmgw keys list shows them", 404, "not_found")
+        after = await self.store.revoke_key(key_id, time.time())
+        path = await self.store.project_path(before.project_id)
+        view = key_view(after or before, path)
+        if before.revoked_at is None:
+            await self.audit(actor, "key.revoke", f"key:{key_id}", key_view(before, path), view)
+        return view
+
+    # limits
+
+    async def resolve_scope(self, scope: str, ident: str) -> tuple[str, list[tuple[str, str]]]:
+        """The scope's id and the (scope, id) pairs above it, top first.
+
+        `ident` is an id (org_…, key_…) or a name path: ORG, ORG/TEAM,
+        ORG/TEAM/PROJECT, which is what people remember.
+        """
+        if scope not in CHAIN:
+            raise AccountError(f'--scope must be one of {", ".join(CHAIN)}, not "{scope}"')
+        store = self.store
+        if scope == "key":
+            key = await store.key_by_id(ident)
+            if key is None:
+                raise AccountError(f"no key {ident}", 404, "not_found")
+            path = await store.project_path(key.project_id)
+            return key.id, [("org", path.org.id), ("team", path.team.id), ("project", path.project.id)]
+        if scope == "project":
+            path = await store.project_path(ident) if ident.startswith("prj_") else None
+            if path is None and "/" in ident:
+                try:
+                    path = await store.project_by_path(*parse_project_path(ident))
+                except TreeError as e:
+                    raise AccountError(str(e)) from None
+            if path is None:
+                raise AccountError(f"no project {ident}", 404, "not_found")
+            return path.project.id, [("org", path.org.id), ("team", path.team.id)]
+        if scope == "team":
+            team = await store.team_by_id(ident) if ident.startswith("team_") else None
+            if team is None and ident.count("/") == 1:
+                org_name, team_name = ident.split("/")
+                org = await store.org_by_name(org_name)
+                team = await store.team_by_name(org.id, team_name) if org else None
+            if team is None:
+                raise AccountError(f"no team {ident} (write ORG/TEAM or its id)", 404, "not_found")
+            return team.id, [("org", team.org_id)]
+        org = await store.org_by_id(ident) if ident.startswith("org_") else None
+        org = org or await store.org_by_name(ident)
+        if org is None:
+            raise AccountError(f"no org {ident}", 404, "not_found")
+        return org.id, []
+
+    async def limits(self, scope: str, ident: str) -> dict[str, Any]:
+        scope_id, above = await self.resolve_scope(scope, ident)
+        own = await self.store.get_limits(scope, scope_id)
+        return {
+            "scope": scope, "id": scope_id,
+            "limits": limits_view(own or Limits(scope, scope_id)),
+            "above": [limits_view(await self.store.get_limits(s, i) or Limits(s, i)) for s, i in above],
+        }
+
+    async def set_limits(
+        self, actor: Actor, scope: str, ident: str, changes: dict[str, Any], *, replace_all: bool = False,
+    ) -> dict[str, Any]:
+        """Change only the fields in `changes` (None clears one), or with
+        `replace_all` write exactly `changes`, every other field cleared."""
+        allowed = {"rpm", "tpm", "budget_micros", "period", "models", "expires_at"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise AccountError(f"unknown limit {', '.join(unknown)}; limits are {', '.join(sorted(allowed))}")
+        for name in ("rpm", "tpm", "budget_micros"):
+            value = changes.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise AccountError(f"{name} must be a whole number of zero or more, got {value!r}")
+        period = changes.get("period")
+        if period is not None and period not in ("day", "month"):
+            raise AccountError(f'--period must be day or month, not "{period}"')
+        models = changes.get("models")
+        if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and m for m in models)):
+            raise AccountError("models must be a list of model names")
+        scope_id, above = await self.resolve_scope(scope, ident)
+        before = await self.store.get_limits(scope, scope_id)
+        base = Limits(scope, scope_id) if replace_all or before is None else before
+        after = replace(base, **changes)
+        if after.budget_micros is not None and after.period is None:
+            after = replace(after, period="month")
+        parents = [await self.store.get_limits(s, i) for s, i in above]
+        try:
+            check_narrows(after, parents)
+        except LimitError as e:
+            raise AccountError(str(e)) from None
+        await self.store.put_limits(after)
+        await self.audit(actor, "limits.set", f"{scope}:{scope_id}", limits_view(before), limits_view(after))
+        return {"scope": scope, "id": scope_id, "limits": limits_view(after)}
+
+    # people
+
+    async def add_person(self, actor: Actor, *, email: str, name: str, role: str, password: str | None) -> Person:
+        person = Person(
+            id=keymod.new_id("usr"), email=email, name=name, role=role,
+            password_hash=hash_password(password) if password else None, created_at=time.time(),
+        )
+        try:
+            await self.store.add_person(person)
+        except Conflict as e:
+            raise AccountError(str(e), 409, "conflict") from None
+        await self.audit(actor, "person.create", f"person:{person.id}", None,
+                         {"id": person.id, "email": email, "name": name, "role": role})
+        return person
+
+
+def _days(seconds: float) -> str:
+    if seconds % 86400 == 0:
+        return f"{int(seconds // 86400)}d"
+    if seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    return f"{int(seconds)}s"

@@ -1,0 +1,1 @@
+"""The `llmgw` command: argparse subcommands, each thin: parse, call a package, print."""

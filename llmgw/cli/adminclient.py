@@ -1,0 +1,114 @@
+"""The admin API's client, for `llmgw ctl` and `llmgw keys`.
+
+Plain urllib: a command makes one or two calls and exits, so an event loop
+and a connection pool would only add start-up time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from llmgw.control.token import TokenError, read_token
+
+DEFAULT_ADMIN = "127.0.0.1:9090"
+SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
+# `python3 build.py run` keeps its state in ./var; a ctl run from the
+# checkout finds that server's token without being told.
+CHECKOUT_TOKEN = os.path.join("var", "admin-token")
+
+
+class AdminError(Exception):
+    """A refusal or a failure to reach the admin API, as a sentence; `status` when it answered."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def token_file(given: str | None) -> str:
+    if given:
+        return given
+    if os.environ.get("LLMGW_TOKEN_FILE"):
+        return os.environ["LLMGW_TOKEN_FILE"]
+    if os.path.exists(CHECKOUT_TOKEN):
+        return CHECKOUT_TOKEN
+    return SYSTEM_TOKEN
+
+
+class AdminClient:
+    def __init__(self, address: str | None = None, token_path: str | None = None, timeout: float = 30.0):
+        self.address = address or os.environ.get("LLMGW_ADMIN") or DEFAULT_ADMIN
+        self.token_path = token_file(token_path)
+        self.timeout = timeout
+        self._token: str | None = None
+
+    def _base(self) -> str:
+        address = self.address
+        if not address.startswith(("http://", "https://")):
+            if address.startswith(":"):
+                address = "127.0.0.1" + address
+            address = "http://" + address
+        return address.rstrip("/")
+
+    def token(self) -> str:
+        if self._token is None:
+            try:
+                self._token = read_token(self.token_path)
+            except FileNotFoundError:
+                raise AdminError(
+                    f"there is no admin token at {self.token_path}; is llmgw server set up on this "
+                    "machine? (give another with --token-file)") from None
+            except PermissionError:
+                raise AdminError(f"cannot read the admin token at {self.token_path}: permission denied; "
+                                 "run as root or as the llmgw user") from None
+            except TokenError as e:
+                raise AdminError(str(e)) from None
+        return self._token
+
+    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        url = self._base() + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token()}",
+            "Content-Type": "application/json",
+            "X-Llmgw-Actor": _who(),
+            "X-Llmgw-Via": "cli",
+        })
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                error = json.loads(raw)["error"]
+                raise AdminError(error["message"], e.code, error.get("code")) from None
+            except (ValueError, KeyError, TypeError):
+                raise AdminError(f"the admin API answered {e.code} {e.reason}", e.code) from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+                raise AdminError(
+                    f"no llmgw server answers at {self.address}; is it running? "
+                    "(systemctl status llmgw-server, or python3 build.py run in a checkout)") from None
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise AdminError(f"the llmgw server at {self.address} did not answer in "
+                                 f"{self.timeout:.0f} s") from None
+            raise AdminError(f"cannot reach the llmgw server at {self.address}: {reason}") from None
+        except (TimeoutError, socket.timeout):
+            raise AdminError(f"the llmgw server at {self.address} did not answer in {self.timeout:.0f} s") from None
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry for this uid, as in some containers
+        return f"uid {os.getuid()}"

@@ -1,0 +1,170 @@
+"""`llmgw ctl`: the administrator's commands, over the admin API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import yaml
+
+from llmgw.cli.adminclient import AdminClient, AdminError
+from llmgw.cli.output import emit_json, fields, table, when
+
+
+def client(args) -> AdminClient:
+    return AdminClient(args.admin, args.token_file)
+
+
+def register(commands, common) -> None:
+    ctl = commands.add_parser("ctl", help="administer a running control plane",
+                              description="Administer the cluster through this machine's control plane.")
+    sub = ctl.add_subparsers(dest="ctl_command", metavar="COMMAND")
+
+    status = sub.add_parser("status", parents=[common], help="this control plane, the leader and the store")
+    status.set_defaults(run=run_status)
+
+    config = sub.add_parser("config", help="the cluster's settings (in force everywhere within 5 s)")
+    csub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    get = csub.add_parser("get", parents=[common], help="print the settings, or one key")
+    get.add_argument("path", nargs="?", help="a dotted key, e.g. router.cache.max_bytes")
+    get.set_defaults(run=run_config_get)
+    set_ = csub.add_parser("set", parents=[common], help="change keys: PATH VALUE [PATH VALUE …]")
+    set_.add_argument("pairs", nargs="+", metavar="PATH VALUE")
+    set_.set_defaults(run=run_config_set)
+    unset = csub.add_parser("unset", parents=[common], help="put keys back to their defaults")
+    unset.add_argument("paths", nargs="+", metavar="PATH")
+    unset.set_defaults(run=run_config_unset)
+    edit = csub.add_parser("edit", parents=[common], help="edit the whole document in $EDITOR")
+    edit.set_defaults(run=run_config_edit)
+
+    audit = sub.add_parser("audit", parents=[common], help="who changed what, before and after")
+    audit.add_argument("--limit", type=int, default=50, help="how many entries (default 50)")
+    audit.add_argument("--since", metavar="DURATION", help="only the last DURATION, e.g. 24h")
+    audit.add_argument("--target", help="only changes to this, e.g. key:key_0123abcd")
+    audit.set_defaults(run=run_audit)
+
+
+def run_status(args) -> int:
+    status = client(args).call("GET", "/api/v1/status")
+    if args.json:
+        emit_json(status)
+        return 0
+    leader = status["leader"]
+    store = status["store"]
+    fields([
+        ("control plane", f"{status['name']} ({status['role']})"),
+        ("version", status["version"]),
+        ("leader", f"{leader['holder']} at {leader['address']} (epoch {leader['epoch']})" if leader else "none"),
+        ("store", f"{store['address']} ({'up' if store['up'] else 'NOT ANSWERING'}, schema {store['schema']})"),
+        ("settings", f"version {status['settings_version']}"),
+        ("listening", ", ".join(f"{k} {v}" for k, v in status["listen"].items())),
+        ("up for", f"{status['uptime_s']:.0f} s"),
+    ])
+    return 0
+
+
+def run_config_get(args) -> int:
+    answer = client(args).call("GET", "/api/v1/config", query={"path": args.path})
+    if args.json:
+        emit_json(answer)
+        return 0
+    value = answer["value"]
+    if isinstance(value, (dict, list)):
+        print(yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip())
+    else:
+        print(value)
+    return 0
+
+
+def _done(args, answer) -> int:
+    if args.json:
+        emit_json(answer)
+    else:
+        print(f"cluster settings version {answer['version']}; in force on every control plane within 5 s")
+    return 0
+
+
+def run_config_set(args) -> int:
+    if len(args.pairs) % 2:
+        raise AdminError("config set takes pairs: PATH VALUE [PATH VALUE …]")
+    pairs = dict(zip(args.pairs[::2], args.pairs[1::2]))
+    return _done(args, client(args).call("POST", "/api/v1/config", {"set": pairs}))
+
+
+def run_config_unset(args) -> int:
+    return _done(args, client(args).call("POST", "/api/v1/config", {"unset": args.paths}))
+
+
+def run_config_edit(args) -> int:
+    api = client(args)
+    current = api.call("GET", "/api/v1/config")
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.NamedTemporaryFile("w+", suffix=".yaml", prefix="llmgw-settings-", delete=False) as f:
+        f.write(f"# The cluster's settings, version {current['version']}. Save and quit to apply;\n"
+                "# leave unchanged to do nothing. Keys: docs/reference.md.\n")
+        yaml.safe_dump(current["value"], f, sort_keys=False)
+        path = f.name
+    try:
+        while True:
+            if subprocess.call([*editor.split(), path]) != 0:
+                raise AdminError(f"{editor} exited with an error; nothing was changed")
+            with open(path) as f:
+                try:
+                    doc = yaml.safe_load(f) or {}
+                except yaml.YAMLError as e:
+                    raise AdminError(f"the edited document is not YAML ({e}); nothing was changed") from None
+            if doc == current["value"]:
+                print("no change")
+                return 0
+            try:
+                answer = api.call("POST", "/api/v1/config",
+                                  {"settings": doc, "expected_version": current["version"]})
+            except AdminError as e:
+                if e.status == 400 and os.isatty(0):
+                    input(f"llmgw: {e}\npress Enter to edit again, Ctrl-C to give up ")
+                    continue
+                raise
+            return _done(args, answer)
+    finally:
+        os.unlink(path)
+
+
+def run_audit(args) -> int:
+    from llmgw.config.types import Duration
+
+    since = None
+    if args.since:
+        try:
+            since = time.time() - float(Duration.parse(args.since))
+        except ValueError as e:
+            raise AdminError(f"--since: {e}") from None
+    entries = client(args).call("GET", "/api/v1/audit",
+                                query={"limit": args.limit, "since": since, "target": args.target})
+    if args.json:
+        emit_json(entries)
+        return 0
+    table(["when", "who", "via", "action", "target", "change"], [
+        (when(e["at"]), e["actor"], e["via"], e["action"], e["target"], _change(e["before"], e["after"]))
+        for e in entries
+    ])
+    return 0
+
+
+def _change(before, after) -> str:
+    if isinstance(before, dict) and isinstance(after, dict):
+        keys = sorted(set(before) | set(after))
+        parts = [f"{k}: {_short(before.get(k))} → {_short(after.get(k))}" for k in keys
+                 if before.get(k) != after.get(k)]
+        return "; ".join(parts)
+    if before is None:
+        return "created"
+    return f"{_short(before)} → {_short(after)}"
+
+
+def _short(value) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "…"
+

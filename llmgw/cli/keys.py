@@ -1,0 +1,163 @@
+"""`llmgw keys`: API keys and the limits on every level of the tree."""
+
+from __future__ import annotations
+
+from llmgw.cli.adminclient import AdminError
+from llmgw.cli.ctl import client
+from llmgw.cli.output import ago, emit_json, fields, table
+
+
+def register(commands, common) -> None:
+    keys = commands.add_parser("keys", help="API keys and limits",
+                               description="Make, list and revoke API keys; set limits on orgs, teams, "
+                                           "projects and keys.")
+    sub = keys.add_subparsers(dest="keys_command", metavar="COMMAND")
+
+    create = sub.add_parser("create", parents=[common], help="make a key (printed once)")
+    create.add_argument("name")
+    create.add_argument("--project", required=True, metavar="ORG/TEAM/PROJECT",
+                        help="where the key belongs; made if it does not exist")
+    create.add_argument("--ttl", metavar="DURATION", help="how long it lasts, e.g. 30d (auth.max_key_ttl caps it)")
+    create.add_argument("--band", help="its admission priority band")
+    create.add_argument("--person", metavar="EMAIL", help="the person it belongs to")
+    create.set_defaults(run=run_create)
+
+    listing = sub.add_parser("list", parents=[common], help="every key, or a project's")
+    listing.add_argument("--project", metavar="ORG/TEAM/PROJECT")
+    listing.set_defaults(run=run_list)
+
+    show = sub.add_parser("show", parents=[common], help="one key and its own limits")
+    show.add_argument("id")
+    show.set_defaults(run=run_show)
+
+    revoke = sub.add_parser("revoke", parents=[common], help="refuse a key from now on")
+    revoke.add_argument("id")
+    revoke.set_defaults(run=run_revoke)
+
+    limits = sub.add_parser("limits", parents=[common], help="show or change limits at one level",
+                            description="Without a limit flag, shows the level's limits and those above "
+                                        "it. Flags change only what they name; --replace writes exactly "
+                                        "what is given and clears the rest. 'none' clears one limit.")
+    limits.add_argument("--scope", required=True, choices=["org", "team", "project", "key"])
+    limits.add_argument("--id", required=True, help="an id, or ORG, ORG/TEAM, ORG/TEAM/PROJECT")
+    limits.add_argument("--rpm", help="requests a minute")
+    limits.add_argument("--tpm", help="tokens a minute")
+    limits.add_argument("--budget", help="money per --period, e.g. 25.00")
+    limits.add_argument("--period", choices=["day", "month"], help="the budget's period (default month)")
+    limits.add_argument("--models", help="comma-separated models allowed; '*' for every model")
+    limits.add_argument("--expires", metavar="DURATION", help="refuse from this long from now, e.g. 90d")
+    limits.add_argument("--replace", action="store_true", help="write exactly these limits, clearing the rest")
+    limits.set_defaults(run=run_limits)
+
+
+def run_create(args) -> int:
+    key = client(args).call("POST", "/api/v1/keys", {
+        "name": args.name, "project": args.project, "ttl": args.ttl, "band": args.band, "person": args.person,
+    })
+    if args.json:
+        emit_json(key)
+        return 0
+    print(key["key"])
+    print(f"\n{key['name']} ({key['id']}) in {key['project']}"
+          + (f", expires {ago(key['expires_at'])}" if key["expires_at"] else "")
+          + ". The key is shown once and kept nowhere: copy it now.")
+    return 0
+
+
+def run_list(args) -> int:
+    keys = client(args).call("GET", "/api/v1/keys", query={"project": args.project})
+    if args.json:
+        emit_json(keys)
+        return 0
+    table(["id", "name", "prefix", "project", "state", "created", "expires"], [
+        (k["id"], k["name"], k["prefix"] + "…", k["project"], k["state"], ago(k["created_at"]),
+         ago(k["expires_at"])) for k in keys
+    ])
+    return 0
+
+
+def run_show(args) -> int:
+    key = client(args).call("GET", f"/api/v1/keys/{args.id}")
+    if args.json:
+        emit_json(key)
+        return 0
+    limits = key.get("limits") or {}
+    fields([
+        ("id", key["id"]), ("name", key["name"]), ("prefix", key["prefix"] + "…"),
+        ("project", key["project"]), ("state", key["state"]), ("band", key["band"]),
+        ("created", ago(key["created_at"])), ("expires", ago(key["expires_at"])),
+        ("revoked", ago(key["revoked_at"])),
+        ("limits", _limits_text(limits) or "none of its own"),
+    ])
+    return 0
+
+
+def run_revoke(args) -> int:
+    key = client(args).call("POST", f"/api/v1/keys/{args.id}/revoke")
+    if args.json:
+        emit_json(key)
+    else:
+        print(f"{key['id']} ({key['name']}) is revoked; this control plane refuses it now, "
+              "every other within auth.cache_ttl")
+    return 0
+
+
+def _number(flag: str, text: str | None):
+    if text is None or text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise AdminError(f"--{flag} takes a whole number or none, not {text!r}") from None
+    if value < 0:
+        raise AdminError(f"--{flag} cannot be negative")
+    return value
+
+
+def run_limits(args) -> int:
+    api = client(args)
+    given: dict = {}
+    if args.rpm is not None:
+        given["rpm"] = _number("rpm", args.rpm)
+    if args.tpm is not None:
+        given["tpm"] = _number("tpm", args.tpm)
+    if args.budget is not None:
+        given["budget"] = None if args.budget.lower() == "none" else args.budget
+    if args.period is not None:
+        given["period"] = args.period
+    if args.models is not None:
+        given["models"] = None if args.models.strip() == "*" else [
+            m.strip() for m in args.models.split(",") if m.strip()]
+    if args.expires is not None:
+        given["expires"] = None if args.expires.lower() == "none" else args.expires
+    if not given and not args.replace:
+        answer = api.call("GET", "/api/v1/limits", query={"scope": args.scope, "id": args.id})
+        if args.json:
+            emit_json(answer)
+            return 0
+        print(f"{args.scope} {answer['id']}: {_limits_text(answer['limits']) or 'no limits of its own'}")
+        for above in answer["above"]:
+            print(f"  under {above['scope']} {above['scope_id']}: {_limits_text(above) or 'no limits'}")
+        return 0
+    answer = api.call("PUT", "/api/v1/limits", {"scope": args.scope, "id": args.id, "limits": given,
+                                                "replace": args.replace})
+    if args.json:
+        emit_json(answer)
+    else:
+        print(f"{args.scope} {answer['id']}: {_limits_text(answer['limits']) or 'no limits of its own'}")
+    return 0
+
+
+def _limits_text(limits: dict) -> str:
+    parts = []
+    if limits.get("rpm") is not None:
+        parts.append(f"{limits['rpm']} requests/min")
+    if limits.get("tpm") is not None:
+        parts.append(f"{limits['tpm']} tokens/min")
+    if limits.get("budget") is not None:
+        parts.append(f"budget {limits['budget']} a {limits.get('period') or 'month'}")
+    if limits.get("models") is not None:
+        parts.append("models " + (", ".join(limits["models"]) or "none"))
+    if limits.get("expires_at") is not None:
+        parts.append(f"expires {ago(limits['expires_at'])}")
+    return "; ".join(parts)

@@ -1,0 +1,120 @@
+"""`llmgw server` (run a control plane) and `llmgw server init` (set a new one up)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from llmgw.cli.output import emit_json
+
+SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
+
+
+def register(commands) -> None:
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("--config", metavar="PATH",
+                        help=f"server.yaml (default {SYSTEM_CONFIG} when it exists, else built-in defaults)")
+    shared.add_argument("--store", metavar="URL", help="sqlite:PATH or postgresql://… (overrides server.yaml's store)")
+    shared.add_argument("--data-dir", metavar="DIR", help="this machine's files: the admin token, the SQLite store")
+    shared.add_argument("--name", help="this control plane's name (default: the host name)")
+    shared.add_argument("--advertise", metavar="URL", help="the client API's address as others reach it")
+    shared.add_argument("--admin-token-file", metavar="PATH", help="where the admin token is kept")
+    for role, default in (("client", ":8080"), ("agent", ":7443"), ("admin", "127.0.0.1:9090"),
+                          ("metrics", ":9091")):
+        shared.add_argument(f"--listen-{role}", metavar="ADDR", help=f"the {role} listener (default {default})")
+
+    server = commands.add_parser("server", parents=[shared], help="run a control plane",
+                                 description="Run a control plane in the foreground until SIGINT or SIGTERM.")
+    server.set_defaults(run=run_server)
+    actions = server.add_subparsers(dest="action", metavar="ACTION")
+    init = actions.add_parser("init", parents=[shared], help="set up a new control plane: its store, "
+                              "first administrator and first API key",
+                              description="Set up a new control plane. The first administrator's password "
+                                          "and the first API key are printed once and kept nowhere.")
+    init.add_argument("--admin-email", default="admin@localhost", help="the first administrator's e-mail")
+    init.add_argument("--project", default="Default/default/default",
+                      help="ORG/TEAM/PROJECT of the first API key")
+    init.add_argument("--json", action="store_true", help="print one JSON document")
+    init.set_defaults(run=run_init)
+
+
+def load(args) -> tuple:
+    """server.yaml with the command line's flags on top, validated as one document."""
+    from llmgw.config.loader import ConfigError, from_dict, parse_yaml, to_dict
+    from llmgw.config.server import ServerConfig, cluster_keys_in, load_server_config
+
+    path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
+    cfg = load_server_config(path)
+    raw = {}
+    if path:
+        with open(path, encoding="utf-8") as f:
+            raw = parse_yaml(f.read()) or {}
+    doc = to_dict(cfg)
+    flags = {
+        "store": args.store, "data_dir": args.data_dir, "name": args.name,
+        "advertise": args.advertise, "admin_token_file": args.admin_token_file,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            doc[key] = value
+    if args.data_dir and not args.store and "store" not in raw:
+        # A data directory given on the command line holds the SQLite store too.
+        doc["store"] = "sqlite:" + os.path.join(args.data_dir, "llmgw.db")
+    for role in ("client", "agent", "admin", "metrics"):
+        value = getattr(args, f"listen_{role}")
+        if value is not None:
+            doc["listen"][role] = value
+    try:
+        cfg = from_dict(ServerConfig, doc)
+    except ConfigError as e:
+        where = path or "the command line"
+        raise ConfigError(f"{where}: {e}") from None
+    return cfg, cluster_keys_in(raw)
+
+
+def run_server(args) -> int:
+    from llmgw import logsetup
+    from llmgw.control.plane import serve
+
+    cfg, seeded = load(args)
+    logsetup.setup(cfg.log.level, cfg.log.format)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # not built for this platform; asyncio's own loop does the same work
+        pass
+    asyncio.run(serve(cfg, seeded))
+    return 0
+
+
+def run_init(args) -> int:
+    from llmgw.account.tree import parse_project_path
+    from llmgw.onboard.first_run import init_server
+
+    cfg, _ = load(args)
+    parse_project_path(args.project)
+    result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project))
+    if args.json:
+        emit_json(result)
+        return 0
+    if result["already"]:
+        print(f"llmgw is already set up here ({result['people']} people); no secret is printed again.")
+        print(f"The admin token is in {result['admin_token_file']}. Make an API key with:")
+        print("  llmgw keys create NAME --project ORG/TEAM/PROJECT")
+        return 0
+    port = cfg.listen.client.port
+    host = cfg.listen.client.host if not cfg.listen.client.all_interfaces else "127.0.0.1"
+    key = result["key"]
+    admin = result["administrator"]
+    out = sys.stdout
+    out.write("llmgw is set up. These secrets are shown once and kept nowhere: copy them now.\n\n")
+    out.write(f"  client API      http://{host}:{port}/v1\n")
+    out.write(f"  administrator   {admin['email']}  password {admin['password']}\n")
+    out.write(f"  API key         {key['key']}  (project {key['project']})\n")
+    out.write(f"  admin token     {result['admin_token_file']}\n\n")
+    out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
+              f"http://{host}:{port}/v1/models\n")
+    return 0

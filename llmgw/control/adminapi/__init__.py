@@ -1,0 +1,257 @@
+"""The admin API (127.0.0.1:9090, /api/v1/*): what `llmgw ctl` and `llmgw keys` call.
+
+Every route sits behind the admin token (the file only root and the llmgw
+user can read); the middleware refuses anything without it before a
+handler runs, so a route added later cannot be left open by mistake.
+Answers are JSON; a refusal is {"error": {"message", "code"}} with the
+status that fits it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from llmgw import __version__
+from llmgw.account.service import AccountError, Actor
+from llmgw.config.types import Duration
+from llmgw.account.limits import LimitError, parse_money
+from llmgw.control.settings import SettingsError
+from llmgw.store import StoreError, redact_url
+
+if TYPE_CHECKING:
+    from llmgw.control.plane import ControlPlane
+
+PLANE = web.AppKey("plane", object)
+MAX_BODY = 1024 * 1024
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str, code: str):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+def _error(status: int, message: str, code: str) -> web.Response:
+    return _json({"error": {"message": message, "code": code}}, status)
+
+
+@web.middleware
+async def guard(request: web.Request, handler):
+    plane: ControlPlane = request.app[PLANE]
+    given = request.headers.get("Authorization", "")
+    token = given[7:] if given[:7].lower() == "bearer " else ""
+    if not token or not hmac.compare_digest(token.encode(), plane.admin_token.encode()):
+        return _error(401, "the admin API needs the admin token (Authorization: Bearer …); "
+                           "llmgw ctl reads it from the admin-token file", "unauthorized")
+    try:
+        return await handler(request)
+    except Refused as e:
+        return _error(e.status, str(e), e.code)
+    except (AccountError, SettingsError) as e:
+        return _error(e.status, str(e), e.code)
+    except StoreError as e:
+        return _error(503, str(e), "store_unavailable")
+    except web.HTTPException as e:
+        if e.status == 413:
+            return _error(413, f"the body is larger than {MAX_BODY // 1024} KiB", "too_large")
+        if e.status in (404, 405):
+            return _error(e.status, f"there is no {request.method} {request.path} in the admin API",
+                          "not_found")
+        raise
+
+
+def actor(request: web.Request) -> Actor:
+    name = request.headers.get("X-Llmgw-Actor", "").strip()[:128] or "admin-token"
+    via = request.headers.get("X-Llmgw-Via", "api")
+    return Actor(name, via if via in ("api", "cli", "portal") else "api")
+
+
+async def body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        data = orjson.loads(raw or b"{}")
+    except orjson.JSONDecodeError as e:
+        raise Refused(400, f"the body is not JSON: {e}", "invalid_json") from None
+    if not isinstance(data, dict):
+        raise Refused(400, "the body must be a JSON object", "invalid_json")
+    return data
+
+
+def _field(data: dict[str, Any], name: str, kind: type | tuple, required: bool = False) -> Any:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise Refused(400, f'"{name}" is required', "invalid_request")
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise Refused(400, f'"{name}" has the wrong type', "invalid_request")
+    return value
+
+
+# status
+
+async def status(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    lease = plane.lease.state.lease
+    now = time.time()
+    leader = None
+    if lease is not None and lease.expires_at > now:
+        leader = {"holder": lease.holder, "address": lease.address, "epoch": lease.epoch,
+                  "expires_in": round(lease.expires_at - now, 1)}
+    try:
+        schema = await plane.store.schema_version()
+        store_up = True
+    except StoreError:
+        schema, store_up = None, False
+    return _json({
+        "name": plane.name,
+        "version": __version__,
+        "holder": plane.holder,
+        "role": "leader" if plane.lease.leading else "standby",
+        "leader": leader,
+        "store": {"kind": "sqlite" if plane.store.url.startswith("sqlite:") else "postgresql",
+                  "address": redact_url(plane.store.url), "up": store_up, "schema": schema},
+        "settings_version": plane.settings.version,
+        "listen": plane.listen_addresses,
+        "uptime_s": round(time.monotonic() - plane.started, 1),
+    })
+
+
+# cluster settings
+
+async def config_get(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    version, value = await plane.settings.get(request.query.get("path"))
+    return _json({"version": version, "value": value})
+
+
+async def config_change(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    data = await body(request)
+    who = actor(request)
+    set_ = _field(data, "set", dict) or {}
+    if not all(isinstance(v, str) for v in set_.values()):
+        raise Refused(400, '"set" maps dotted paths to values written as text', "invalid_request")
+    version, doc = await plane.settings.change(
+        who.name, who.via, set_=set_, unset=_field(data, "unset", list),
+        whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int))
+    return _json({"version": version, "value": doc})
+
+
+# audit
+
+async def audit(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    try:
+        limit = min(int(request.query.get("limit", "100")), 10_000)
+        since = float(request.query["since"]) if "since" in request.query else None
+    except ValueError:
+        raise Refused(400, "limit and since must be numbers", "invalid_request") from None
+    entries = await plane.store.list_audit(limit=limit, since=since, target=request.query.get("target"))
+    return _json([
+        {"id": e.id, "at": e.at, "actor": e.actor, "via": e.via, "action": e.action,
+         "target": e.target, "before": e.before, "after": e.after}
+        for e in entries
+    ])
+
+
+# keys
+
+async def keys_create(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    data = await body(request)
+    ttl_text = _field(data, "ttl", str)
+    try:
+        ttl = float(Duration.parse(ttl_text)) if ttl_text else None
+    except ValueError as e:
+        raise Refused(400, f"--ttl: {e}", "invalid_request") from None
+    view, secret = await plane.accounts.create_key(
+        actor(request), name=_field(data, "name", str, True), project=_field(data, "project", str, True),
+        ttl=ttl, band=_field(data, "band", str), person_email=_field(data, "person", str),
+        max_key_ttl=float(plane.settings.current.auth.max_key_ttl))
+    return _json({**view, "key": secret}, 201)
+
+
+async def keys_list(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    return _json(await plane.accounts.list_keys(request.query.get("project")))
+
+
+async def keys_show(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    return _json(await plane.accounts.key(request.match_info["key_id"]))
+
+
+async def keys_revoke(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    view = await plane.accounts.revoke_key(actor(request), request.match_info["key_id"])
+    plane.keys.invalidate(view["id"])
+    return _json(view)
+
+
+# limits
+
+async def limits_get(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    scope, ident = request.query.get("scope", ""), request.query.get("id", "")
+    return _json(await plane.accounts.limits(scope, ident))
+
+
+async def limits_put(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    data = await body(request)
+    scope = _field(data, "scope", str, True)
+    ident = _field(data, "id", str, True)
+    given = _field(data, "limits", dict) or {}
+    changes: dict[str, Any] = {}
+    for name in ("rpm", "tpm"):
+        if name in given:
+            changes[name] = given[name]
+    if "budget" in given:
+        try:
+            changes["budget_micros"] = None if given["budget"] is None else parse_money(str(given["budget"]))
+        except LimitError as e:
+            raise Refused(400, f"--budget: {e}", "invalid_request") from None
+    for name in ("period", "models"):
+        if name in given:
+            changes[name] = given[name]
+    if "expires" in given:
+        try:
+            changes["expires_at"] = None if given["expires"] is None else time.time() + float(
+                Duration.parse(str(given["expires"])))
+        except ValueError as e:
+            raise Refused(400, f"--expires: {e}", "invalid_request") from None
+    unknown = sorted(set(given) - {"rpm", "tpm", "budget", "period", "models", "expires"})
+    if unknown:
+        raise Refused(400, f"unknown limit {', '.join(unknown)}", "invalid_request")
+    result = await plane.accounts.set_limits(actor(request), scope, ident, changes,
+                                             replace_all=bool(data.get("replace")))
+    # Limits feed every cached key's chain; a change must be in force at once here.
+    plane.keys.clear()
+    return _json(result)
+
+
+def make_admin_app(plane: "ControlPlane") -> web.Application:
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app[PLANE] = plane
+    r = app.router
+    r.add_get("/api/v1/status", status)
+    r.add_get("/api/v1/config", config_get)
+    r.add_post("/api/v1/config", config_change)
+    r.add_get("/api/v1/audit", audit)
+    r.add_post("/api/v1/keys", keys_create)
+    r.add_get("/api/v1/keys", keys_list)
+    r.add_get("/api/v1/keys/{key_id}", keys_show)
+    r.add_post("/api/v1/keys/{key_id}/revoke", keys_revoke)
+    r.add_get("/api/v1/limits", limits_get)
+    r.add_put("/api/v1/limits", limits_put)
+    return app

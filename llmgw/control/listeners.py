@@ -1,0 +1,57 @@
+"""Taking a control plane's ports, before anything else.
+
+The ports are bound first, before the store is opened or the lease asked
+for: a second `llmgw server` started by mistake on the same machine must
+fail at once with a sentence, not join the race for leadership and take
+over as a confused twin of the first.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from llmgw.config.types import Address
+
+
+class ListenError(Exception):
+    pass
+
+
+def bind(role: str, address: Address) -> socket.socket:
+    """A listening TCP socket for `address` (":8080", "127.0.0.1:9090", "[::1]:0")."""
+    host = address.host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if host == "" or host == "0.0.0.0":
+        bind_host = "0.0.0.0"
+    else:
+        bind_host = host
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    # SO_REUSEADDR only lets a restart reuse a port in TIME_WAIT; it does
+    # not let two live servers share one (that would be SO_REUSEPORT).
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((bind_host, address.port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ListenError(
+                f"the {role} port {address} is taken by another process; is another llmgw server "
+                f"running on this machine? (ss -ltnp 'sport = :{address.port}' shows which)"
+            ) from None
+        if e.errno == errno.EACCES:
+            raise ListenError(
+                f"the {role} port {address} needs privileges this process lacks; use a port above 1023"
+            ) from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise ListenError(f"the {role} address {address} is not an address of this machine") from None
+        raise ListenError(f"cannot listen on {address} for the {role} API: {e.strerror}") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def shown(sock: socket.socket) -> str:
+    """The address a socket really listens on (port 0 becomes the port given)."""
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

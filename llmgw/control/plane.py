@@ -1,0 +1,166 @@
+"""One control plane: its listeners, its store, the lease and the services on them.
+
+Start order is the point of this module: ports first (a twin exits before it
+touches anything), then the admin token, then the store, then settings,
+lease and the listeners' handlers. Shutdown runs it backwards and gives the
+lease up, so a standby leads at once instead of after the TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import socket
+import time
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from llmgw import __version__
+from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
+from llmgw.account.service import Accounts
+from llmgw.config.server import ServerConfig, cluster_part
+from llmgw.control.adminapi import make_admin_app
+from llmgw.control.lease import LeaseKeeper
+from llmgw.control.listeners import bind, shown
+from llmgw.control.settings import ClusterSettingsWatcher
+from llmgw.control.token import ensure_token
+from llmgw.router.app import make_client_app
+from llmgw.store import Store, open_store
+
+log = logging.getLogger("llmgw.server")
+
+
+class ControlPlane:
+    def __init__(self, cfg: ServerConfig, store: Store, admin_token: str,
+                 sockets: dict[str, socket.socket], seeded_keys: list[str]):
+        self.cfg = cfg
+        self.name = cfg.machine_name
+        # Unique per process: a restarted server is a new holder and waits
+        # out its predecessor's lease rather than two processes sharing one.
+        self.holder = f"{self.name}#{secrets.token_hex(3)}"
+        self.store = store
+        self.admin_token = admin_token
+        self.sockets = sockets
+        self.listen_addresses = {role: shown(s) for role, s in sockets.items()}
+        self.seeded_keys = seeded_keys
+        self.started = time.monotonic()
+        self.settings = ClusterSettingsWatcher(store)
+        self.lease = LeaseKeeper(store, self.holder, self.advertise(),
+                                 ttl=lambda: float(self.settings.current.control.lease_ttl),
+                                 on_change=self._leadership_changed)
+        self.keys = KeyCache(store, ttl=lambda: float(self.settings.current.auth.cache_ttl))
+        self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
+        self.accounts = Accounts(store)
+        self.registry = CollectorRegistry()
+        self._leader_gauge = Gauge("llmgw_leader", "1 while this control plane leads", registry=self.registry)
+        self._settings_gauge = Gauge("llmgw_settings_version", "Cluster settings version in force",
+                                     registry=self.registry)
+        Info("llmgw_build", "This program's version", registry=self.registry).info({"version": __version__})
+        self._runners: list[web.AppRunner] = []
+
+    def advertise(self) -> str:
+        if self.cfg.advertise:
+            return self.cfg.advertise
+        host, port = self.sockets["client"].getsockname()[:2]
+        if host in ("0.0.0.0", "::"):
+            host = socket.gethostname()
+        return f"http://{host}:{port}"
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self._leader_gauge.set(1 if leading else 0)
+
+    async def start(self, seed) -> None:
+        await self.settings.load(seed, self.seeded_keys)
+        self._settings_gauge.set(self.settings.version)
+        self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
+        self.settings.start(lambda: float(self.settings.current.control.settings_poll))
+        await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
+        self.lease.start()
+        apps = {"client": make_client_app(self), "admin": make_admin_app(self),
+                "agent": _agent_app(self), "metrics": _metrics_app(self)}
+        for role, sock in self.sockets.items():
+            runner = web.AppRunner(apps[role], access_log=None, handle_signals=False)
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+            self._runners.append(runner)
+        log.info("llmgw %s serving: %s", __version__,
+                 ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
+
+    async def stop(self) -> None:
+        await self.lease.stop(release=True)
+        await self.settings.stop()
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        await self.store.close()
+
+
+def _agent_app(plane: ControlPlane) -> web.Application:
+    """The agent port, held so nothing else takes it. Agents' streams arrive
+    with the cluster work; until then it says so instead of hanging."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"error": {"message": "this llmgw release does not take agents yet", "code": "not_available"}},
+            status=501)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", refuse)
+    return app
+
+
+def _metrics_app(plane: ControlPlane) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        body = await asyncio.to_thread(generate_latest, plane.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+class StartError(Exception):
+    """Why a server could not start, as one sentence."""
+
+
+def take_ports(cfg: ServerConfig) -> dict[str, socket.socket]:
+    sockets: dict[str, socket.socket] = {}
+    try:
+        for role in ("client", "agent", "admin", "metrics"):
+            address = getattr(cfg.listen, role)
+            if getattr(address, "off", False):
+                continue
+            sockets[role] = bind(role, address)
+    except Exception:
+        for sock in sockets.values():
+            sock.close()
+        raise
+    return sockets
+
+
+async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
+    """Run a control plane until SIGINT or SIGTERM."""
+    sockets = take_ports(cfg)
+    try:
+        token = ensure_token(cfg.admin_token_path)
+        store = await open_store(cfg.store)
+    except BaseException:
+        for sock in sockets.values():
+            sock.close()
+        raise
+    plane = ControlPlane(cfg, store, token, sockets, seeded_keys)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await plane.start(cluster_part(cfg))
+        print(f"llmgw server {plane.name} is up: client API {plane.advertise()}/v1, "
+              f"admin API {plane.listen_addresses.get('admin')}", flush=True)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await plane.stop()

@@ -1,0 +1,183 @@
+"""The cluster's settings: one document in the store, applied live on every control plane.
+
+Each control plane asks the store for the document's version every
+`control.settings_poll` (2 s) — one indexed read of one row — and reloads
+only when it moved, so a change made on any control plane is in force on
+all of them within 5 s. server.yaml's cluster keys only seed a store that
+has no settings yet; after that the store is the truth, and a server.yaml
+that disagrees is named in the log so nobody edits the wrong place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from llmgw.config.loader import ConfigError, from_dict, get_path, set_path, to_dict, unset_path
+from llmgw.config.server import ClusterSettings
+from llmgw.store import AuditEntry, Conflict, Store, StoreError
+
+log = logging.getLogger("llmgw.settings")
+
+
+class SettingsError(ValueError):
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_settings"):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class ClusterSettingsWatcher:
+    def __init__(self, store: Store):
+        self.store = store
+        self.current = ClusterSettings()
+        self.version = 0
+        self._listeners: list[Callable[[ClusterSettings], None]] = []
+        self._task: asyncio.Task | None = None
+
+    def subscribe(self, listener: Callable[[ClusterSettings], None]) -> None:
+        self._listeners.append(listener)
+
+    async def load(self, seed: ClusterSettings, seeded_keys: list[str]) -> None:
+        """At start: read the store's settings, or write server.yaml's into a new store."""
+        stored = await self.store.get_settings()
+        if stored is None:
+            doc = to_dict(seed)
+            try:
+                stored = await self.store.put_settings(doc, 0, "server.yaml")
+                await self.store.add_audit(AuditEntry(
+                    at=time.time(), actor="server.yaml", via="system", action="config.seed",
+                    target="cluster-settings", before=None, after=doc))
+            except Conflict:
+                stored = await self.store.get_settings()  # another control plane seeded first
+        self._apply(stored.doc, stored.version)
+        # Just seeded, they agree; later, the store's win and the file is out of date.
+        for key in seeded_keys:
+            if getattr(seed, key) != getattr(self.current, key):
+                log.warning(
+                    "server.yaml sets %s, but the cluster's settings in the store say otherwise and "
+                    "win; change it with: llmgw ctl config set %s …", key, key)
+
+    def start(self, poll: Callable[[], float]) -> None:
+        self._task = asyncio.create_task(self._watch(poll), name="settings")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _watch(self, poll: Callable[[], float]) -> None:
+        while True:
+            await asyncio.sleep(poll())
+            await self.refresh()
+
+    async def refresh(self) -> None:
+        try:
+            version = await self.store.settings_version()
+            if version == self.version:
+                return
+            stored = await self.store.get_settings()
+        except StoreError as e:
+            log.debug("settings not checked: %s", e)
+            return
+        if stored is not None:
+            self._apply(stored.doc, stored.version)
+
+    def _apply(self, doc: dict[str, Any], version: int) -> None:
+        try:
+            settings = from_dict(ClusterSettings, doc)
+        except ConfigError as e:
+            # Written by a newer llmgw, perhaps: keep what we run with rather than fall over.
+            log.error("the cluster's settings version %d cannot be used here (%s); keeping version %d",
+                      version, e, self.version)
+            self.version = version
+            return
+        changed = version != self.version
+        self.current, self.version = settings, version
+        if changed:
+            log.info("cluster settings version %d in force", version)
+            for listener in self._listeners:
+                listener(settings)
+
+    # changes, as the admin API makes them
+
+    async def document(self) -> tuple[int, dict[str, Any]]:
+        stored = await self.store.get_settings()
+        if stored is None:
+            return 0, to_dict(ClusterSettings())
+        return stored.version, stored.doc
+
+    async def get(self, path: str | None) -> Any:
+        version, doc = await self.document()
+        if not path:
+            return version, doc
+        try:
+            value = get_path(from_dict(ClusterSettings, doc), path)
+        except ConfigError as e:
+            raise SettingsError(str(e), 404, "unknown_key") from None
+        if hasattr(value, "__dataclass_fields__"):
+            value = to_dict(value)
+        elif isinstance(value, list):
+            value = [to_dict(v) if hasattr(v, "__dataclass_fields__") else _plain(v) for v in value]
+        else:
+            value = _plain(value)
+        return version, value
+
+    async def change(self, actor: str, via: str, *, set_: dict[str, str] | None = None,
+                     unset: list[str] | None = None, whole: dict[str, Any] | None = None,
+                     expected_version: int | None = None) -> tuple[int, dict[str, Any]]:
+        version, before = await self.document()
+        if expected_version is not None and expected_version != version:
+            raise SettingsError(
+                f"the cluster's settings changed since you read them (version {expected_version}, "
+                f"now {version}); read them again", 409, "conflict")
+        try:
+            if whole is not None:
+                after = to_dict(from_dict(ClusterSettings, whole))
+            else:
+                after = before
+                for path, raw in (set_ or {}).items():
+                    after = set_path(ClusterSettings, after, path, raw)
+                for path in unset or []:
+                    after = unset_path(ClusterSettings, after, path)
+                after = to_dict(from_dict(ClusterSettings, after))
+        except ConfigError as e:
+            raise SettingsError(str(e)) from None
+        if after == before:
+            return version, before
+        try:
+            stored = await self.store.put_settings(after, version, f"{actor} via {via}")
+        except Conflict as e:
+            raise SettingsError(str(e), 409, "conflict") from None
+        await self.store.add_audit(AuditEntry(
+            at=time.time(), actor=actor, via=via, action="config.set", target="cluster-settings",
+            before=_changed(before, after), after=_changed(after, before)))
+        self._apply(stored.doc, stored.version)
+        return stored.version, stored.doc
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        # Duration and Size print as "10s" and "256MB"; keep them readable.
+        if type(value) not in (int, float, str, bool):
+            return str(value)
+    return value
+
+
+def _changed(doc: dict[str, Any], other: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Only the keys that differ, so an audit entry says what changed, not the whole document."""
+    out: dict[str, Any] = {}
+    for key in sorted(set(doc) | set(other)):
+        a, b = doc.get(key), other.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.update(_changed(a, b, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = a
+    return out

@@ -1,0 +1,1 @@
+"""Setting up: a new control plane, a new node, join codes, units, firewall."""

@@ -1,0 +1,119 @@
+"""The client listener (:8080): health, leadership, readiness and /v1.
+
+/health says the process is up; /leader is 200 only on the leader, which
+is what a load balancer in front of several control planes should check;
+/ready is 200 only when a request would have somewhere to go.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from llmgw.account.keycache import Principal
+from llmgw.account.keys import KEY_PREFIX, looks_like_key
+from llmgw.router.errors import api_error
+from llmgw.store import StoreError
+
+if TYPE_CHECKING:
+    from llmgw.control.plane import ControlPlane
+
+PLANE = web.AppKey("plane", object)
+PRINCIPAL = "llmgw.principal"
+
+
+def _json(data: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+async def health(request: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+async def leader(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    if plane.lease.leading:
+        return _json({"leader": True, "name": plane.name})
+    lease = plane.lease.state.lease
+    current = lease.address if lease and lease.expires_at > time.time() else None
+    return _json({"leader": False, "name": plane.name, "leader_address": current,
+                  "message": f"this control plane stands by; the leader is {current or 'not known yet'}"},
+                 status=503)
+
+
+async def ready(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    served = [m.name for m in plane.settings.current.models if m.endpoints]
+    if not served:
+        return _json({"ready": False, "message": "no model has an endpoint to send requests to yet"},
+                     status=503)
+    return _json({"ready": True, "models": served})
+
+
+def _presented_key(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    # Anthropic's SDK sends its key here.
+    return request.headers.get("x-api-key")
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler):
+    if not request.path.startswith("/v1/") and request.path != "/v1":
+        return await handler(request)
+    plane: ControlPlane = request.app[PLANE]
+    address = request.remote or "-"
+    wait = plane.throttle.throttled(address)
+    if wait:
+        return api_error(429, "too many unknown API keys from this address; wait a minute",
+                         "too_many_unknown_keys", headers={"Retry-After": str(int(wait) + 1)})
+    secret = _presented_key(request)
+    if not secret:
+        return api_error(401, f"no API key: send Authorization: Bearer {KEY_PREFIX}…", "missing_api_key")
+    if not looks_like_key(secret):
+        plane.throttle.failed(address)
+        return api_error(401, f"that is not an llmgw API key; they start {KEY_PREFIX}", "invalid_api_key")
+    try:
+        principal = await plane.keys.lookup(secret)
+    except StoreError:
+        return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
+                         "store_unavailable", headers={"Retry-After": "5"})
+    if principal is None:
+        plane.throttle.failed(address)
+        return api_error(401, "unknown API key", "invalid_api_key")
+    refusal = principal.refusal(time.time())
+    if refusal:
+        return api_error(401, refusal, "invalid_api_key")
+    request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+async def list_models(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    principal: Principal = request[PRINCIPAL]
+    data = [
+        {"id": m.name, "object": "model", "created": 0, "owned_by": m.owner,
+         "context_length": m.context_length or None, "max_output_tokens": m.max_output_tokens or None}
+        for m in plane.settings.current.models
+        if principal.limits.allows_model(m.name)
+    ]
+    return _json({"object": "list", "data": data})
+
+
+async def not_found(request: web.Request) -> web.Response:
+    return api_error(404, f"there is no {request.method} {request.path} here", "not_found")
+
+
+def make_client_app(plane: "ControlPlane") -> web.Application:
+    app = web.Application(middlewares=[authenticate], client_max_size=32 * 1024 * 1024)
+    app[PLANE] = plane
+    app.router.add_get("/health", health)
+    app.router.add_get("/leader", leader)
+    app.router.add_get("/ready", ready)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_route("*", "/v1/{tail:.*}", not_found)
+    return app

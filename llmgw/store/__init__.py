@@ -1,0 +1,136 @@
+"""The store: one async interface over SQLite (embedded) and PostgreSQL.
+
+Everything outside this package uses `open_store(url)` and the `Store`
+protocol below; nothing imports `sqlite.py` or `postgres.py` directly.
+
+Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
+`postgresql://user:pass@host:port/db`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
+from llmgw.store.records import (
+    ApiKey,
+    AuditEntry,
+    Lease,
+    Limits,
+    Org,
+    Person,
+    Project,
+    ProjectPath,
+    Session,
+    Settings,
+    Team,
+    Usage,
+)
+
+__all__ = [
+    "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
+    "ApiKey", "AuditEntry", "Lease", "Limits", "Org", "Person", "Project", "ProjectPath",
+    "Session", "Settings", "Team", "Usage", "redact_url",
+]
+
+
+class Store(Protocol):
+    """Every method raises StoreUnavailable (with a sentence naming the store)
+    when the store does not answer, never a driver's own exception."""
+
+    url: str  # as given, for messages use redact_url(url)
+
+    async def close(self) -> None: ...
+    async def ping(self) -> None: ...
+    async def schema_version(self) -> int: ...
+
+    # people and sessions
+    async def add_person(self, person: Person) -> Person: ...  # Conflict on a taken email
+    async def person_by_id(self, person_id: str) -> Person | None: ...
+    async def person_by_email(self, email: str) -> Person | None: ...  # case-insensitive
+    async def list_people(self) -> list[Person]: ...
+    async def count_people(self) -> int: ...
+    async def add_session(self, session: Session) -> None: ...
+    async def session_by_id(self, session_id: str) -> Session | None: ...
+    async def delete_session(self, session_id: str) -> None: ...
+
+    # the tenancy tree
+    async def ensure_project(self, org: str, team: str, project: str) -> ProjectPath: ...
+    async def project_by_path(self, org: str, team: str, project: str) -> ProjectPath | None: ...
+    async def project_path(self, project_id: str) -> ProjectPath | None: ...
+    async def org_by_id(self, org_id: str) -> Org | None: ...
+    async def team_by_id(self, team_id: str) -> Team | None: ...
+    async def org_by_name(self, name: str) -> Org | None: ...
+    async def team_by_name(self, org_id: str, name: str) -> Team | None: ...
+    async def list_orgs(self) -> list[Org]: ...
+    async def list_teams(self, org_id: str | None = None) -> list[Team]: ...
+    async def list_projects(self, team_id: str | None = None) -> list[Project]: ...
+
+    # API keys
+    async def add_key(self, key: ApiKey) -> ApiKey: ...
+    async def key_by_digest(self, digest: bytes) -> ApiKey | None: ...
+    async def key_by_id(self, key_id: str) -> ApiKey | None: ...
+    async def list_keys(self, project_id: str | None = None) -> list[ApiKey]: ...
+    async def revoke_key(self, key_id: str, at: float) -> ApiKey | None: ...  # idempotent
+
+    # limits at each level
+    async def get_limits(self, scope: str, scope_id: str) -> Limits | None: ...
+    async def put_limits(self, limits: Limits) -> None: ...  # replaces the row whole
+
+    # usage rows, written in batches
+    async def add_usage(self, rows: Sequence[Usage]) -> None: ...  # one transaction
+    async def usage_rows(self, since: float, until: float | None = None,
+                         key_id: str | None = None, project_id: str | None = None,
+                         limit: int = 1000) -> list[Usage]: ...
+    async def spend_since(self, scope: str, scope_id: str, since: float) -> int: ...
+
+    # audit
+    async def add_audit(self, entry: AuditEntry) -> None: ...
+    async def list_audit(self, limit: int = 100, since: float | None = None,
+                         target: str | None = None) -> list[AuditEntry]: ...
+
+    # leadership
+    async def try_lease(self, name: str, holder: str, address: str, ttl: float) -> Lease: ...
+    async def get_lease(self, name: str) -> Lease | None: ...
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+    # the cluster's settings
+    async def get_settings(self) -> Settings | None: ...
+    async def settings_version(self) -> int: ...  # 0 when none written yet
+    async def put_settings(self, doc: dict, expected_version: int, by: str) -> Settings: ...
+
+
+def redact_url(url: str) -> str:
+    """The store's address with any password taken out, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not url.startswith(("postgres://", "postgresql://")):
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
+
+
+async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:
+    """Open the store at `url` and bring its schema up to this program's.
+
+    Raises StoreUnavailable when it cannot be reached within `timeout`,
+    SchemaTooNew when a newer llmgw has migrated it, StoreError for an
+    address that is neither sqlite: nor postgresql://.
+    """
+    if url.startswith("sqlite:"):
+        from llmgw.store.sqlite import open_sqlite
+
+        return await open_sqlite(url, migrate=migrate, timeout=timeout)
+    if url.startswith(("postgres://", "postgresql://")):
+        from llmgw.store.postgres import open_postgres
+
+        return await open_postgres(url, migrate=migrate, timeout=timeout)
+    raise StoreError(
+        f'the store address "{url}" is neither sqlite:PATH nor postgresql://HOST/DB'
+    )
