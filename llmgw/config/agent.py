@@ -1,0 +1,128 @@
+"""agent.yaml: a node's configuration, read by `llmgw agent` at start.
+
+Every key here is the node's own. What runs on the node is decided by the
+control plane; this file says how to reach it and where the node keeps
+things. The string under each field is that key's documentation in
+docs/reference.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from llmgw.config.loader import Invalid, load_file
+from llmgw.config.server import LogSettings
+from llmgw.config.types import Address, describe
+
+__all__ = [
+    "AgentConfig",
+    "DiscoverySettings",
+    "EngineSettings",
+    "KNOWN_ENGINES",
+    "LlamaCppSettings",
+    "load_agent_config",
+]
+
+# The engines an agent can run, for refusing a misspelt name in
+# engines.disabled: "vlm" would otherwise disable nothing, silently.
+# A new engine under llmgw/agent/engines/ adds its name here.
+KNOWN_ENGINES = ("llamacpp", "vllm", "sglang", "trtllm", "comfyui", "strata", "freetoken", "sim")
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    skip_gpus: bool = False
+    """Report no GPUs at all. A node without an NVIDIA driver is already found to have none; this is for one whose driver is broken."""
+
+    nvidia_smi: str = "nvidia-smi"
+    """The nvidia-smi command asked about the GPUs when NVML can't be used, by name on PATH or as a full path."""
+
+    dcgm_exporter: str = "http://127.0.0.1:9400/metrics"
+    """The dcgm-exporter metrics URL read for how busy each GPU's chip is, on cards older than Hopper. `off` reads none.
+    A node without one costs only a refused connection every few minutes."""
+
+    def validate(self) -> None:
+        url = self.dcgm_exporter.strip()
+        if url.lower() == "off":
+            return
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise Invalid(
+                "dcgm_exporter",
+                f"expected an http:// URL like http://127.0.0.1:9400/metrics, or off, got {describe(self.dcgm_exporter)}",
+            )
+
+
+@dataclass(frozen=True)
+class LlamaCppSettings:
+    binary: str = ""
+    """The llama-server program to run. Empty is the one the agent installs itself, or llama-server on PATH."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    disabled: list[str] = field(default_factory=list)
+    """Engines this node must not run, by name (llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken, sim); the control plane places their models elsewhere."""
+
+    llamacpp: LlamaCppSettings = field(default_factory=LlamaCppSettings)
+    """llama.cpp, the engine for GGUF models on CPUs and GPUs."""
+
+    def validate(self) -> None:
+        for i, name in enumerate(self.disabled):
+            if name not in KNOWN_ENGINES:
+                near = difflib.get_close_matches(name, KNOWN_ENGINES, n=1, cutoff=0.6)
+                tail = f"did you mean {near[0]}?" if near else f"the engines are {', '.join(KNOWN_ENGINES)}"
+                raise Invalid(f"disabled[{i}]", f"unknown engine {describe(name)}; {tail}")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """A node's agent.yaml."""
+
+    name: str = ""
+    """This node's name, as the cluster shows it and placement refers to it. Empty is the host name."""
+
+    control_planes: list[str] = field(default_factory=list)
+    """The control planes' agent addresses, HOST:PORT (10.0.0.5:7443), tried in turn until one answers.
+    With several, the agent finds the leader through whichever it reaches."""
+
+    data_dir: str = "/var/lib/llmgw-agent"
+    """Where the agent keeps its own state: its certificate, and its records of the engines it started."""
+
+    cache_dir: str = "/var/cache/llmgw/weights"
+    """Where model weights are kept once fetched, shared by every replica on the node. Put it on the largest fast disk."""
+
+    log: LogSettings = field(default_factory=LogSettings)
+    """What the agent writes to its log."""
+
+    discovery: DiscoverySettings = field(default_factory=DiscoverySettings)
+    """How the agent finds out about this node's hardware."""
+
+    engines: EngineSettings = field(default_factory=EngineSettings)
+    """Which engines this node runs, and where their programs are."""
+
+    @property
+    def node_name(self) -> str:
+        return self.name or socket.gethostname()
+
+    def validate(self) -> None:
+        for i, entry in enumerate(self.control_planes):
+            try:
+                addr = Address(entry)
+            except ValueError:
+                addr = None
+            if addr is None or not addr.host or addr.port == 0:
+                raise Invalid(
+                    f"control_planes[{i}]",
+                    f"expected a control plane's address like 10.0.0.5:7443, got {describe(entry)}",
+                )
+
+
+def load_agent_config(path: str | None) -> AgentConfig:
+    """agent.yaml at `path`, or every default when there is none to read."""
+    if path is None:
+        return AgentConfig()
+    return load_file(AgentConfig, path)

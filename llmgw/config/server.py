@@ -1,0 +1,315 @@
+"""server.yaml: a control plane's configuration.
+
+It holds two kinds of keys. The machine's own (where its store is, what it
+listens on, how it logs) are read from this machine's server.yaml at every
+start. The cluster's settings (ClusterSettings: control, auth, router,
+models) are the same on every control plane: they live in the store once
+the cluster exists, change with `llmgw ctl config set`, and take effect
+within seconds everywhere. In server.yaml they only seed a new store.
+
+The string under each field is that key's documentation: docs/reference.md
+is generated from it (llmgw/config/reference.py), so write it for the
+person editing the file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass, field, fields
+from typing import Literal
+from urllib.parse import urlsplit
+
+from llmgw.config.loader import Invalid, load_file
+from llmgw.config.types import Address, AddressOrOff, Duration, Size, describe
+
+__all__ = [
+    "AuthSettings",
+    "CacheSettings",
+    "ClusterSettings",
+    "ControlSettings",
+    "CLUSTER_KEYS",
+    "Listen",
+    "LogSettings",
+    "MACHINE_KEYS",
+    "ModelSettings",
+    "RouterSettings",
+    "ServerConfig",
+    "cluster_keys_in",
+    "cluster_part",
+    "load_server_config",
+]
+
+DEFAULT_LEASE_TTL = Duration("10s")
+# The cluster's settings are promised to be in force on every control plane
+# "within seconds"; a poll slower than this would break that promise.
+MAX_SETTINGS_POLL = Duration("5s")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """The least severe messages written to the log. `debug` is for chasing a problem; it writes a line for every request."""
+
+    format: Literal["text", "json"] = "text"
+    """How each log line is written: `text` for people reading the journal, `json` for a log collector."""
+
+
+@dataclass(frozen=True)
+class ControlSettings:
+    lease_ttl: Duration = DEFAULT_LEASE_TTL
+    """How long the leader's lease lasts without being renewed; a standby takes over once it lapses.
+    Long enough to ride out a slow query, short enough that a failover is over before anyone reads the alert. 0 takes the default, 10s."""
+
+    settings_poll: Duration = Duration("2s")
+    """How often each control plane looks in the store for changed cluster settings, so a change is in force everywhere within this and a moment more.
+    More than 0 and at most 5s."""
+
+    def __post_init__(self) -> None:
+        if self.lease_ttl == 0:
+            # "0 takes the default" is kept as the value itself, so everything
+            # that reads the lease sees one number.
+            object.__setattr__(self, "lease_ttl", DEFAULT_LEASE_TTL)
+
+    def validate(self) -> None:
+        if not 0 < self.settings_poll <= MAX_SETTINGS_POLL:
+            raise Invalid(
+                "settings_poll",
+                f"must be more than 0 and at most {MAX_SETTINGS_POLL}, got {self.settings_poll}; "
+                "the cluster's settings must reach every control plane within seconds",
+            )
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    cache_ttl: Duration = Duration("5s")
+    """How long a control plane trusts its cached copy of an API key before reading it from the store again.
+    A key revoked on another control plane is refused here within this; 0 reads the store for every request."""
+
+    max_key_ttl: Duration = Duration(0)
+    """The longest lifetime a new API key may be given. When set, a key created without `--ttl` gets this lifetime.
+    0 is no limit."""
+
+    unknown_key_rate: int = 20
+    """How many unknown API keys one client address may try in a minute before its requests are refused for a while.
+    Enough for someone fixing a typo, too few for guessing keys."""
+
+    def validate(self) -> None:
+        if self.unknown_key_rate < 1:
+            raise Invalid("unknown_key_rate", f"must be at least 1, got {self.unknown_key_rate}")
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    max_bytes: Size = Size("256MB")
+    """How much memory the answer cache may hold, on each control plane. Past it, the answers used longest ago go first.
+    The cache is never written to disk and is empty after a restart; 0 keeps no answers."""
+
+    max_entry_bytes: Size = Size("1MB")
+    """The largest single answer the cache keeps; a longer one is served but not kept, so one long answer cannot push out many short ones."""
+
+    embedding_model: str = ""
+    """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions (`llmgw keys cache --similar`).
+    Empty: those projects reuse only the answer to the very same request."""
+
+    def validate(self) -> None:
+        if self.max_bytes and self.max_entry_bytes > self.max_bytes:
+            raise Invalid(
+                "max_entry_bytes",
+                f"{self.max_entry_bytes} is more than max_bytes ({self.max_bytes}); no answer that size could be kept",
+            )
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    cache: CacheSettings = field(default_factory=CacheSettings)
+    """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same request."""
+
+    trusted_proxies: list[str] = field(default_factory=list)
+    """Load balancers and proxies in front of the control planes, as addresses or CIDR prefixes (10.0.0.0/8).
+    Only their X-Forwarded-For, -Proto and -Host headers are believed; anyone else could forge the address that limits are counted against."""
+
+    def validate(self) -> None:
+        for i, entry in enumerate(self.trusted_proxies):
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise Invalid(
+                    f"trusted_proxies[{i}]",
+                    f"expected an address or CIDR prefix like 10.0.0.0/8, got {describe(entry)}",
+                ) from None
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    name: str
+    """The name clients ask for in `model`. Required, and unique among the models."""
+
+    context_length: int = 0
+    """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine reports."""
+
+    max_output_tokens: int = 0
+    """The longest answer, in tokens, a request may ask for; clients see it in /v1/models. 0 is no limit beyond the context."""
+
+    owner: str = "llmgw"
+    """Shown to clients as the model's `owned_by` in /v1/models."""
+
+    endpoints: list[str] = field(default_factory=list)
+    """Base URLs of OpenAI-compatible engines already serving this model (http://10.0.0.7:8000/v1), used as they are.
+    A fixed list, beside any replicas the cluster places itself."""
+
+    def validate(self) -> None:
+        if not self.name.strip():
+            raise Invalid("name", "must not be empty; it is what clients ask for")
+        for key in ("context_length", "max_output_tokens"):
+            if getattr(self, key) < 0:
+                raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
+        if self.context_length and self.max_output_tokens > self.context_length:
+            raise Invalid(
+                "max_output_tokens",
+                f"{self.max_output_tokens} is more than context_length ({self.context_length}); an answer must fit in the context",
+            )
+        for i, url in enumerate(self.endpoints):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise Invalid(f"endpoints[{i}]", f"expected an http:// or https:// URL like http://10.0.0.7:8000/v1, got {describe(url)}")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The cluster's settings: the same on every control plane, kept in the store once the cluster exists."""
+
+    control: ControlSettings = field(default_factory=ControlSettings)
+    """Leadership among the control planes, and how fast settings changes spread."""
+
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    """API keys: how long they are cached, how long they may live, and how guessing is slowed down."""
+
+    router: RouterSettings = field(default_factory=RouterSettings)
+    """The client API's routing of requests to the models."""
+
+    models: list[ModelSettings] = field(default_factory=list)
+    """Models served from engines listed here, each with the keys below."""
+
+    def validate(self) -> None:
+        first: dict[str, int] = {}
+        for i, model in enumerate(self.models):
+            if model.name in first:
+                raise Invalid(
+                    f"models[{i}].name",
+                    f"{model.name} is already the name of models[{first[model.name]}]; each model needs its own",
+                )
+            first[model.name] = i
+
+
+@dataclass(frozen=True)
+class Listen:
+    client: Address = Address(":8080")
+    """Where clients reach the OpenAI-compatible API, the portal and /health. Put TLS in front of it in production."""
+
+    agent: Address = Address(":7443")
+    """Where agents and the other control planes connect, over mutual TLS with the cluster's certificates."""
+
+    admin: Address = Address("127.0.0.1:9090")
+    """The admin API used by `llmgw ctl` on this machine, behind the admin token.
+    Loopback only unless `admin_allow_remote` is true."""
+
+    metrics: AddressOrOff = AddressOrOff(":9091")
+    """Where Prometheus scrapes /metrics, or `off`."""
+
+    def validate(self) -> None:
+        named = [(k, getattr(self, k)) for k in ("client", "agent", "admin", "metrics")]
+        for i, (key, addr) in enumerate(named):
+            if addr.off or addr.port == 0:
+                continue
+            for other_key, other in named[:i]:
+                if other.off or other.port != addr.port:
+                    continue
+                if addr.host == other.host or addr.all_interfaces or other.all_interfaces:
+                    raise Invalid(key, f"{addr} takes the same port as listen.{other_key} ({other}); each listener needs its own")
+
+
+_STORE_FORMS = "sqlite:/path/to/llmgw.db or postgresql://user@host/llmgw"
+
+
+@dataclass(frozen=True)
+class ServerConfig(ClusterSettings):
+    """A control plane's server.yaml: the cluster's settings, then this machine's own keys."""
+
+    name: str = ""
+    """This control plane's name, as the console and the other control planes show it. Empty is the host name."""
+
+    store: str = "sqlite:/var/lib/llmgw/llmgw.db"
+    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store."""
+
+    data_dir: str = "/var/lib/llmgw"
+    """Where this machine keeps its own files: the admin token, certificates and the SQLite store by default."""
+
+    admin_token_file: str = ""
+    """The file holding the token `llmgw ctl` presents to the admin API. Empty is admin-token in `data_dir`."""
+
+    advertise: str = ""
+    """The address other control planes and clients reach this one's client API at, when it is not what this machine can see for itself (behind NAT or a load balancer).
+    Empty is worked out from `listen.client` and the host's address."""
+
+    listen: Listen = field(default_factory=Listen)
+    """The addresses this control plane listens on."""
+
+    admin_allow_remote: bool = False
+    """Allow `listen.admin` on an address other machines can reach. The admin API is guarded by its token, but it is meant for this machine's own `llmgw ctl`."""
+
+    log: LogSettings = field(default_factory=LogSettings)
+    """What this control plane writes to its log."""
+
+    @property
+    def admin_token_path(self) -> str:
+        return self.admin_token_file or os.path.join(self.data_dir, "admin-token")
+
+    @property
+    def machine_name(self) -> str:
+        return self.name or socket.gethostname()
+
+    def validate(self) -> None:
+        super().validate()
+        store = self.store.strip()
+        if store.startswith("sqlite:"):
+            if not store[len("sqlite:") :].strip():
+                raise Invalid("store", f"the sqlite: store needs a file after it; expected {_STORE_FORMS}")
+        elif not store.startswith(("postgresql://", "postgres://")):
+            raise Invalid("store", f"expected {_STORE_FORMS}, got {describe(self.store)}")
+        if not self.admin_allow_remote and not self.listen.admin.is_loopback:
+            raise Invalid(
+                "listen.admin",
+                f"{self.listen.admin} can be reached from other machines; the admin API is for this machine's own "
+                "llmgw ctl, so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached from elsewhere",
+            )
+
+
+CLUSTER_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ClusterSettings))
+# The keys server.yaml holds for its own machine; every other key is the cluster's.
+MACHINE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServerConfig) if f.name not in CLUSTER_KEYS)
+
+
+def cluster_part(cfg: ServerConfig) -> ClusterSettings:
+    """The cluster's settings out of a server.yaml, as they would seed a new store."""
+    return ClusterSettings(**{k: getattr(cfg, k) for k in CLUSTER_KEYS})
+
+
+def cluster_keys_in(raw: dict | None) -> list[str]:
+    """The cluster's top-level keys that a parsed server.yaml sets itself, in the order they are documented.
+
+    Once the store exists these are not read from the file; the caller can
+    say so rather than let a person wonder why an edit did nothing.
+    """
+    if not raw:
+        return []
+    return [k for k in CLUSTER_KEYS if k in raw]
+
+
+def load_server_config(path: str | None) -> ServerConfig:
+    """server.yaml at `path`, or every default when there is none to read."""
+    if path is None:
+        return ServerConfig()
+    return load_file(ServerConfig, path)
+
