@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from llmgw.config.loader import ConfigError, from_dict, get_path, set_path, to_dict, unset_path
-from llmgw.config.server import ClusterSettings
+from llmgw.config.server import MACHINE_KEYS, ClusterSettings
 from llmgw.store import AuditEntry, Conflict, Store, StoreError
 
 log = logging.getLogger("llmgw.settings")
@@ -131,6 +131,12 @@ class ClusterSettingsWatcher:
     async def change(self, actor: str, via: str, *, set_: dict[str, str] | None = None,
                      unset: list[str] | None = None, whole: dict[str, Any] | None = None,
                      expected_version: int | None = None) -> tuple[int, dict[str, Any]]:
+        for path in [*(set_ or {}), *(unset or [])]:
+            top = path.split(".")[0].split("[")[0]
+            if top in MACHINE_KEYS:
+                raise SettingsError(
+                    f"{path} is this machine's own setting, kept in its server.yaml, not one of the "
+                    "cluster's; edit server.yaml on that machine and restart llmgw server")
         version, before = await self.document()
         if expected_version is not None and expected_version != version:
             raise SettingsError(

@@ -1,0 +1,62 @@
+"""The key cache: one store read however many requests miss one key at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
+from llmgw.account.keys import new_secret
+from llmgw.account.service import Accounts, Actor
+
+ME = Actor("test", "cli")
+
+
+async def test_many_requests_missing_one_key_share_one_store_read(store):
+    _, secret = await Accounts(store).create_key(ME, name="k", project="Demo/dev/app")
+    cache = KeyCache(store, ttl=lambda: 60)
+    found = await asyncio.gather(*(cache.lookup(secret) for _ in range(200)))
+    assert all(p is not None and p.path.project.name == "app" for p in found)
+    assert cache.store_reads == 1
+
+
+async def test_an_unknown_key_is_remembered_so_retries_cost_no_store_read(store):
+    cache = KeyCache(store, ttl=lambda: 60)
+    wrong = new_secret()
+    results = await asyncio.gather(*(cache.lookup(wrong) for _ in range(50)))
+    assert results == [None] * 50
+    assert await cache.lookup(wrong) is None
+    assert cache.store_reads == 1
+
+
+async def test_a_key_revoked_here_is_refused_on_the_next_lookup(store):
+    accounts = Accounts(store)
+    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    cache = KeyCache(store, ttl=lambda: 600)
+    assert (await cache.lookup(secret)).refusal(time.time()) is None
+    await accounts.revoke_key(ME, view["id"])
+    cache.invalidate(view["id"])
+    assert (await cache.lookup(secret)).refusal(time.time()) == "this API key was revoked"
+
+
+async def test_a_cached_key_carries_the_limits_of_every_level_above_it(store):
+    accounts = Accounts(store)
+    view, secret = await accounts.create_key(ME, name="k", project="Acme/ml/chat")
+    await accounts.set_limits(ME, "org", "Acme", {"rpm": 1000, "models": ["a", "b", "c"]})
+    await accounts.set_limits(ME, "team", "Acme/ml", {"rpm": 300, "tpm": 50_000})
+    await accounts.set_limits(ME, "key", view["id"], {"models": ["b"], "budget_micros": 2_000_000})
+    principal = await KeyCache(store, ttl=lambda: 60).lookup(secret)
+    assert principal.limits.rpm == 300 and principal.limits.rpm_from == "team"
+    assert principal.limits.tpm == 50_000
+    assert principal.limits.allows_model("b") and not principal.limits.allows_model("a")
+    assert [(b.scope, b.micros, b.period) for b in principal.limits.budgets] == [("key", 2_000_000, "month")]
+
+
+def test_an_address_trying_unknown_keys_is_throttled_for_the_rest_of_the_minute():
+    throttle = UnknownKeyThrottle(lambda: 3)
+    for _ in range(3):
+        assert throttle.throttled("10.1.1.1", now=100) == 0
+        throttle.failed("10.1.1.1", now=100)
+    assert throttle.throttled("10.1.1.1", now=110) == 50
+    assert throttle.throttled("10.2.2.2", now=110) == 0
+    assert throttle.throttled("10.1.1.1", now=161) == 0

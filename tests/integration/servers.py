@@ -1,0 +1,135 @@
+"""Real `llmgw server` processes on loopback, for the integration tests.
+
+Each gets its own data directory and four free ports, runs `python -m
+llmgw` exactly as a person would, and is ended by its own PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from pgcluster import free_port
+
+ROLES = ("client", "agent", "admin", "metrics")
+
+
+def llmgw(*args: str, env: dict | None = None, timeout: float = 60, cwd: str | None = None,
+          stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run one llmgw command to its end."""
+    return subprocess.run([sys.executable, "-m", "llmgw", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, input=stdin)
+
+
+class Server:
+    def __init__(self, root: Path, name: str, store: str | None = None, config: str | None = None):
+        self.name = name
+        self.data_dir = root / name
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = store or f"sqlite:{self.data_dir / 'llmgw.db'}"
+        self.config = config
+        self.ports = {role: free_port() for role in ROLES}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir / "server.log"
+
+    def args(self) -> list[str]:
+        args = ["--name", self.name, "--data-dir", str(self.data_dir), "--store", self.store]
+        if self.config:
+            args += ["--config", self.config]
+        for role, port in self.ports.items():
+            args += [f"--listen-{role}", f"127.0.0.1:{port}"]
+        return args
+
+    @property
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['client']}"
+
+    @property
+    def admin(self) -> str:
+        return f"127.0.0.1:{self.ports['admin']}"
+
+    @property
+    def token_file(self) -> str:
+        return str(self.data_dir / "admin-token")
+
+    def init(self, *extra: str) -> subprocess.CompletedProcess:
+        return llmgw("server", "init", *self.args(), *extra)
+
+    def start(self, wait: bool = True) -> "Server":
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "server", *self.args()],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n{self.output()}")
+            if self.get("/health")[0] == 200:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name} did not answer /health in {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str, headers: dict | None = None) -> tuple[int, dict | None]:
+        request = urllib.request.Request(self.client_url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return 0, None
+
+    def leads(self) -> bool:
+        return self.get("/leader")[0] == 200
+
+    def ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """`llmgw ctl …`/`llmgw keys …` against this server; args[0] picks the command."""
+        return llmgw(*args, "--admin", self.admin, "--token-file", self.token_file, timeout=timeout)
+
+    def ctl_json(self, *args: str):
+        done = self.ctl(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def signal(self, sig: int) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.log.close()
+        return self.proc.returncode
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.1):
+    """Poll until `predicate()` is truthy; returns (value, seconds it took)."""
+    start = time.monotonic()
+    while True:
+        value = predicate()
+        if value:
+            return value, time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            return value, time.monotonic() - start
+        time.sleep(interval)
