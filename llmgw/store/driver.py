@@ -1,0 +1,89 @@
+"""The seam between the store's SQL and a database: what a driver must do.
+
+The Store's methods are written once, in `sql.py`, as SQL with `$1, $2`
+placeholders and a `{now}` marker for the database's clock. A driver runs
+that SQL on its database: `sqlite.py` (apsw, on a thread of its own) and
+`postgres.py` (asyncpg, a pool). Everything a dialect does differently — the
+placeholder spelling, the clock, locks, how errors look — stays in its driver.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, Sequence
+
+from llmgw.store.errors import StoreError
+
+Row = Sequence[Any]
+
+
+class Duplicate(StoreError):
+    """A write broke a UNIQUE rule. Internal: SQLStore turns it into a Conflict
+    that says which rule, since only it knows what the row means."""
+
+
+class MissingParent(StoreError):
+    """A write named a parent row that does not exist (a foreign key).
+    Internal, like Duplicate."""
+
+
+class Statements:
+    """Running SQL: a driver outside a transaction, or one transaction.
+
+    Subclasses provide `_fetch` (every statement, rows or none) and `_many`;
+    the rest follows from them so each driver writes two methods, not five.
+    """
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        raise NotImplementedError
+
+    async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    async def script(self, sql: str) -> None:
+        """Several statements without parameters (a migration file)."""
+        raise NotImplementedError
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        return await self._fetch(sql, args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        rows = await self._fetch(sql, args)
+        return rows[0] if rows else None
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        row = await self.fetchrow(sql, *args)
+        return None if row is None else row[0]
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self._fetch(sql, args)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self._many(sql, rows)
+
+
+class Driver(Protocol):
+    """One database, as SQLStore sees it."""
+
+    url: str
+    dialect: str  # the folder of its migrations: "sqlite" or "postgres"
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+    async def execute(self, sql: str, *args: Any) -> None: ...
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Statements]:
+        """Statements inside one transaction: committed when the block ends,
+        rolled back when it raises."""
+        ...
+
+    async def lock_schema(self, tx: Statements) -> None:
+        """Hold, until `tx` ends, the lock that keeps two processes from
+        migrating one store at the same moment."""
+        ...
+
+    async def table_exists(self, name: str) -> bool: ...
+    async def close(self) -> None: ...

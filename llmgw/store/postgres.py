@@ -1,0 +1,184 @@
+"""The shared store: PostgreSQL through asyncpg, for several control planes.
+
+A small pool (1 to 10 connections): the hot path never waits on the store,
+so what reaches it is the usage writer's batches, the lease every few
+seconds, the settings poll and the administrators' reads. When PostgreSQL
+goes away (a restart, a Patroni failover) every call raises StoreUnavailable
+with a sentence rather than asyncpg's own exception, and the pool reconnects
+by itself on the next call once the server is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Iterator, Sequence
+
+import asyncpg
+
+from llmgw.store import Store, redact_url
+from llmgw.store.driver import Duplicate, MissingParent, Row, Statements
+from llmgw.store.errors import StoreError, StoreUnavailable
+from llmgw.store.migrate import bring_up_to_date
+from llmgw.store.sql import SQLStore
+
+# The database's clock as epoch seconds, read at each use (clock_timestamp,
+# not now(), which is frozen at the start of a transaction). extract() gives
+# numeric since PostgreSQL 14; the cast keeps arithmetic in float8 like the
+# columns.
+NOW = "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)"
+
+# Every process migrating a store takes this advisory lock first; any fixed
+# number works as long as no other program on the database uses it.
+_SCHEMA_LOCK = 0x6C6C6D67770001  # "llmgw" + 1
+
+# A statement that runs longer than this is taken for a server that has gone
+# silent (a partition leaves TCP open, with nothing answering).
+COMMAND_TIMEOUT = 30.0
+# Migrations may rebuild a large table; they get their own, far longer, bound.
+SCRIPT_TIMEOUT = 3600.0
+
+
+def _sql(sql: str) -> str:
+    return sql.replace("{now}", NOW)
+
+
+class _Tx(Statements):
+    """Statements on the one connection that holds a transaction."""
+
+    def __init__(self, conn: asyncpg.Connection, driver: PostgresDriver) -> None:
+        self._conn = conn
+        self._driver = driver
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        with self._driver.answers():
+            return await self._conn.fetch(_sql(sql), *args)
+
+    async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._driver.answers():
+            await self._conn.executemany(_sql(sql), rows)
+
+    async def script(self, sql: str) -> None:
+        with self._driver.answers():
+            await self._conn.execute(sql, timeout=SCRIPT_TIMEOUT)
+
+
+class PostgresDriver(Statements):
+    dialect = "postgres"
+
+    def __init__(self, url: str, pool: asyncpg.Pool, timeout: float) -> None:
+        self.url = url
+        self._pool = pool
+        self._timeout = timeout
+
+    @contextmanager
+    def answers(self) -> Iterator[None]:
+        """Turn a driver's failure into the store's own errors, in words."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except asyncpg.UniqueViolationError as e:
+            raise Duplicate(str(e)) from e
+        except asyncpg.ForeignKeyViolationError as e:
+            raise MissingParent(str(e)) from e
+        except Exception as e:
+            unavailable = unavailable_reason(e)
+            if unavailable is None:
+                if isinstance(e, asyncpg.PostgresError):
+                    raise StoreError(f"the store at {redact_url(self.url)} refused a statement: {e}") from e
+                raise
+            raise StoreUnavailable(
+                f"the store at {redact_url(self.url)} {unavailable}; is PostgreSQL running there?"
+            ) from e
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        with self.answers():
+            return await self._pool.fetch(_sql(sql), *args)
+
+    async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.answers():
+            await self._pool.executemany(_sql(sql), rows)
+
+    async def script(self, sql: str) -> None:
+        with self.answers():
+            await self._pool.execute(sql, timeout=SCRIPT_TIMEOUT)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Statements]:
+        with self.answers():
+            async with self._pool.acquire() as conn:
+                async with conn.transaction():
+                    yield _Tx(conn, self)
+
+    async def lock_schema(self, tx: Statements) -> None:
+        await tx.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+
+    async def table_exists(self, name: str) -> bool:
+        return bool(await self.fetchval("SELECT to_regclass($1) IS NOT NULL", name))
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), self._timeout)
+        except (asyncio.TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # A server that went away cannot be told goodbye; drop the sockets.
+            self._pool.terminate()
+
+
+def unavailable_reason(e: BaseException) -> str | None:
+    """How `e` says the server is not answering, as words; None if it does not."""
+    if isinstance(e, asyncio.TimeoutError):
+        return "did not answer in time"
+    if isinstance(e, ConnectionRefusedError):
+        return "refused the connection"
+    if isinstance(e, (asyncpg.PostgresConnectionError, ConnectionError, EOFError)):
+        return "closed the connection"
+    if isinstance(e, OSError):
+        return f"could not be reached ({e.strerror or e})"
+    if isinstance(e, asyncpg.CannotConnectNowError):
+        return "is starting up or shutting down"
+    if isinstance(e, asyncpg.OperatorInterventionError):
+        return "closed the connection (the server is shutting down)"
+    if isinstance(e, asyncpg.TooManyConnectionsError):
+        return "has no connections to spare"
+    if isinstance(e, asyncpg.InterfaceError) and "closed" in str(e):
+        return "closed the connection"
+    return None
+
+
+async def open_postgres(url: str, migrate: bool = True, timeout: float = 3.0) -> Store:
+    """Connect to the PostgreSQL store at `url` and bring its schema up to date."""
+    shown = redact_url(url)
+    try:
+        pool = await asyncio.wait_for(
+            asyncpg.create_pool(
+                url, min_size=1, max_size=10, timeout=timeout, command_timeout=COMMAND_TIMEOUT
+            ),
+            # asyncpg bounds each connection attempt by `timeout`; this bounds
+            # the whole, for an address that resolves slowly or not at all.
+            timeout * 2,
+        )
+    except asyncio.TimeoutError as e:
+        raise StoreUnavailable(
+            f"the store at {shown} did not answer in {timeout:g} s; is PostgreSQL running there?"
+        ) from e
+    except asyncpg.InvalidAuthorizationSpecificationError as e:
+        raise StoreError(
+            f"the store at {shown} refused llmgw's sign-in ({e}); check the user and password in its address"
+        ) from e
+    except asyncpg.InvalidCatalogNameError as e:
+        raise StoreError(
+            f"the store at {shown} has no such database ({e}); create it with createdb first"
+        ) from e
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        reason = unavailable_reason(e)
+        if reason is None:
+            raise StoreError(f"the store at {shown} could not be opened: {e}") from e
+        raise StoreUnavailable(f"the store at {shown} {reason}; is PostgreSQL running there?") from e
+    driver = PostgresDriver(url, pool, timeout)
+    try:
+        await bring_up_to_date(driver, apply=migrate)
+    except BaseException:
+        await driver.close()
+        raise
+    return SQLStore(driver)

@@ -1,0 +1,44 @@
+"""Fixtures shared by the whole suite.
+
+The store's fixtures: every store test runs twice, on SQLite (a file in the
+test's tmp_path) and on PostgreSQL (a database of its own on one throwaway
+cluster for the session). The cluster starts only when a test asks for it,
+so `-k sqlite` runs without PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pgcluster import PgCluster
+
+from llmgw.store import open_store
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A PostgreSQL server of our own for the session, stopped at its end."""
+    try:
+        cluster = PgCluster()
+    except RuntimeError as e:
+        # Fail, never skip: a suite that skips PostgreSQL passes while the
+        # half of the store that several control planes use goes untested.
+        pytest.fail(str(e), pytrace=False)
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """The address of a new, empty store of each dialect."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'store' / 'llmgw.db'}"
+    return request.getfixturevalue("postgres_cluster").create_database()
+
+
+@pytest.fixture
+async def store(store_url):
+    """An opened (migrated) store, closed after the test."""
+    opened = await open_store(store_url)
+    yield opened
+    await opened.close()

@@ -1,0 +1,135 @@
+"""A throwaway PostgreSQL cluster for tests, on a free loopback port.
+
+Tests run against a real server (the Store's PostgreSQL half is asyncpg
+talking to PostgreSQL, and nothing else would show its errors or its
+locking). initdb refuses to run as root, and CI runs as root, so there the
+cluster belongs to the `postgres` user and its tools run through runuser.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import itertools
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+
+USER = "llmgw"
+
+
+def find_bin() -> str:
+    """The bin directory of the newest PostgreSQL installed."""
+    found = [d for d in glob.glob("/usr/lib/postgresql/*/bin") if os.path.exists(os.path.join(d, "initdb"))]
+    if not found:
+        on_path = shutil.which("initdb")
+        if on_path:
+            return os.path.dirname(on_path)
+        raise RuntimeError(
+            "the store's tests need PostgreSQL's initdb and pg_ctl, which are not installed "
+            "(looked in /usr/lib/postgresql/*/bin and on PATH); run: apt-get install postgresql"
+        )
+    return max(found, key=lambda d: int(d.split("/")[-2]) if d.split("/")[-2].isdigit() else 0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgCluster:
+    """One initdb'd data directory and the server on it.
+
+    `create_database()` gives each test a database of its own in a few tens
+    of milliseconds, so tests share one server yet see nothing of each other.
+    """
+
+    def __init__(self) -> None:
+        self.bin = find_bin()
+        self.password = secrets.token_hex(12)
+        self.port = free_port()
+        # Not under pytest's tmp_path: that is private to root, and the
+        # postgres user must be able to reach its own data directory.
+        self.root = tempfile.mkdtemp(prefix="llmgw-pg-")
+        self.data = os.path.join(self.root, "data")
+        self.sockets = os.path.join(self.root, "sockets")
+        self.log = os.path.join(self.root, "server.log")
+        self._names = itertools.count(1)
+        self._as: list[str] = []
+        os.mkdir(self.sockets)
+        pwfile = os.path.join(self.root, "pwfile")
+        with open(pwfile, "w") as f:
+            f.write(self.password + "\n")
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            for path in (self.root, self.sockets, pwfile):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+            self._as = ["runuser", "-u", "postgres", "--"]
+        self._tool(
+            "initdb", "-D", self.data, "-U", USER, f"--pwfile={pwfile}",
+            "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale",
+        )
+        os.unlink(pwfile)
+        self.start()
+        # The fixture's teardown stops it; this is for a run that dies before
+        # teardown, which would otherwise leave a server behind on the host.
+        atexit.register(self.destroy)
+
+    def _tool(self, name: str, *args: str) -> None:
+        done = subprocess.run(
+            [*self._as, os.path.join(self.bin, name), *args],
+            capture_output=True, text=True, timeout=120,
+        )
+        if done.returncode != 0:
+            log = ""
+            if os.path.exists(self.log):
+                with open(self.log) as f:
+                    log = f.read()[-2000:]
+            raise RuntimeError(
+                f"{name} {' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}\n{log}"
+            )
+
+    def start(self) -> None:
+        # fsync and friends off: a test cluster is thrown away, and durability
+        # would only make every CREATE DATABASE and commit slower.
+        options = (
+            f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=200"
+        )
+        # -l: the server's output goes to a file; left on our pipes it would
+        # keep subprocess.run waiting for as long as the server lives.
+        self._tool("pg_ctl", "-D", self.data, "-l", self.log, "-o", options, "-w", "-t", "60", "start")
+
+    def stop(self) -> None:
+        self._tool("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop")
+
+    def running(self) -> bool:
+        return os.path.exists(os.path.join(self.data, "postmaster.pid"))
+
+    def url(self, database: str = "postgres", password: str | None = None) -> str:
+        return f"postgresql://{USER}:{password or self.password}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str | None = None) -> str:
+        """A new empty database; returns its address (with the password)."""
+        name = name or f"t{next(self._names):05d}"
+        done = subprocess.run(
+            [os.path.join(self.bin, "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, name],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "PGPASSWORD": self.password},
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"createdb {name} failed: {done.stderr}")
+        return self.url(name)
+
+    def destroy(self) -> None:
+        try:
+            if self.running():
+                self._tool("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", "60", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
