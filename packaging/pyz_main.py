@@ -1,0 +1,219 @@
+"""The bootstrap of dist/llmgw.pyz: unpack once, then run `llmgw`.
+
+The archive carries llmgw and its pinned dependencies under lib/. Several of
+those (apsw, asyncpg, orjson, uvloop, cryptography, psutil) are native
+extension modules, which Python cannot import from inside a zip file. So the
+first start unpacks lib/ into a cache directory named after the archive's
+contents, and every start after that finds it there and only puts it first
+on sys.path. Built by `python3 build.py dist`; see packaging/README.md.
+
+Standard library only, and nothing imported from lib/ before it is on the
+path.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import zipfile
+
+# A half-unpacked directory older than this was left by a start that died;
+# one younger may be another start unpacking right now.
+_STALE_S = 3600
+
+
+def _say(message):
+    sys.stderr.write("llmgw: %s\n" % message)
+
+
+def _archive_path():
+    # Run as a zipapp, __file__ is "<archive>/__main__.py" whatever sys.argv[0]
+    # or a symlink (/usr/local/bin/llmgw) says.
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _content_hash(zf):
+    """A digest of what the archive holds, from its central directory alone.
+
+    Names, CRC-32s and sizes change with any change to a file, and reading
+    them costs a few milliseconds, where hashing the whole archive (tens of
+    megabytes) would be paid on every start.
+    """
+    digest = hashlib.sha256()
+    for info in zf.infolist():
+        digest.update(("%s\0%08x\0%d\n" % (info.filename, info.CRC, info.file_size)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _check_interpreter(zf):
+    try:
+        built = json.loads(zf.read("pyz-built-for.json"))
+    except (KeyError, ValueError):
+        return
+    here = {
+        "python": "%d.%d" % sys.version_info[:2],
+        "implementation": sys.implementation.name,
+        "machine": platform.machine(),
+        "system": platform.system(),
+    }
+    if any(built.get(key) != value for key, value in here.items()):
+        _say(
+            "this llmgw.pyz was built for %s %s on %s %s, and this is %s %s on %s %s "
+            "(%s); its native modules will not load here. Run it with python%s, or build "
+            "one on this machine with `python3 build.py dist`."
+            % (built.get("implementation"), built.get("python"), built.get("system"), built.get("machine"),
+               here["implementation"], here["python"], here["system"], here["machine"],
+               sys.executable, built.get("python"))
+        )
+        sys.exit(1)
+
+
+def _is_safe(path):
+    """Whether code unpacked under path can be changed only by us (or root).
+
+    Unpacked modules are imported, so a directory another user could write
+    into, or whose parent they could rename it out of, is a way into every
+    process that starts this archive — root's included, under sudo with a
+    preserved HOME.
+    """
+    euid = os.geteuid()
+    try:
+        st = os.lstat(path)
+        parent = os.stat(os.path.dirname(path))
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != euid or st.st_mode & 0o022:
+        return False
+    if parent.st_uid not in (euid, 0):
+        return False
+    # /tmp is writable by all, but its sticky bit stops others renaming ours.
+    return not (parent.st_mode & 0o022) or bool(parent.st_mode & stat.S_ISVTX)
+
+
+def _candidates():
+    env = os.environ
+    if env.get("LLMGW_PYZ_CACHE"):
+        yield env["LLMGW_PYZ_CACHE"]
+    # systemd's CacheDirectory= (the units set it): /var/cache/llmgw, owned
+    # by the service's user, writable under ProtectSystem=strict.
+    if env.get("CACHE_DIRECTORY"):
+        yield env["CACHE_DIRECTORY"].split(":")[0]
+    if env.get("XDG_CACHE_HOME"):
+        yield os.path.join(env["XDG_CACHE_HOME"], "llmgw")
+    home = env.get("HOME")
+    if home and home != "/":
+        yield os.path.join(home, ".cache", "llmgw")
+    try:
+        import pwd
+
+        pw_home = pwd.getpwuid(os.geteuid()).pw_dir
+    except (ImportError, KeyError):
+        pw_home = None
+    if pw_home and pw_home not in ("/", "/nonexistent") and pw_home != home:
+        yield os.path.join(pw_home, ".cache", "llmgw")
+    yield "/var/cache/llmgw"
+    # Last: /tmp may be mounted noexec, where the native modules cannot be
+    # mapped, and may be cleaned under a running service.
+    yield os.path.join(tempfile.gettempdir(), "llmgw-pyz-%d" % os.geteuid())
+
+
+def _cache_dir():
+    for path in _candidates():
+        path = os.path.abspath(path)
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            continue
+        if _is_safe(path) and os.access(path, os.W_OK | os.X_OK):
+            return path
+    _say(
+        "found no directory to unpack into that only this user can write: tried "
+        "$LLMGW_PYZ_CACHE, $CACHE_DIRECTORY, $XDG_CACHE_HOME, ~/.cache, /var/cache/llmgw "
+        "and %s. Set LLMGW_PYZ_CACHE to a directory of this user's." % tempfile.gettempdir()
+    )
+    sys.exit(1)
+
+
+def _remove_stale(cache):
+    now = time.time()
+    try:
+        names = os.listdir(cache)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(".unpacking-"):
+            path = os.path.join(cache, name)
+            try:
+                if now - os.lstat(path).st_mtime > _STALE_S:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def _unpack(zf, cache, final):
+    """Unpack lib/ into final, all at once or not at all.
+
+    Into a temporary directory beside it first, then renamed: two processes
+    starting together (a server and a mirror on one machine, a test that
+    starts three) each unpack their own copy, one rename wins, and no process
+    ever imports from a half-written tree.
+    """
+    _remove_stale(cache)
+    tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=cache)
+    try:
+        for info in zf.infolist():
+            if not info.filename.startswith("lib/") or info.is_dir():
+                continue
+            rel = info.filename[len("lib/"):]
+            parts = rel.split("/")
+            if not rel or rel.startswith("/") or ".." in parts:
+                raise OSError("unexpected member %r in the archive" % info.filename)
+            dest = os.path.join(tmp, *parts)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with zf.open(info) as src, open(dest, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.chmod(dest, ((info.external_attr >> 16) & 0o755) or 0o644)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, final)
+    except OSError as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.isdir(final):
+            return  # another start got there first; its copy is as good
+        _say("could not unpack the archive into %s: %s" % (cache, error))
+        sys.exit(1)
+
+
+def main():
+    archive = _archive_path()
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (OSError, zipfile.BadZipFile) as error:
+        _say("cannot read the archive %s: %s" % (archive, error))
+        sys.exit(1)
+    with zf:
+        _check_interpreter(zf)
+        cache = _cache_dir()
+        final = os.path.join(cache, "pyz-" + _content_hash(zf))
+        if not os.path.isdir(final):
+            _unpack(zf, cache, final)
+
+    # The unpacked tree replaces the archive on the path, so nothing is ever
+    # imported from the zip by accident.
+    sys.path[:] = [final] + [p for p in sys.path if os.path.abspath(p or ".") != archive]
+    # For llmgw starting itself again (`llmgw sim-engine`, `llmgw
+    # strata-serve`): [sys.executable, $LLMGW_PYZ, ...] is the same program.
+    os.environ["LLMGW_PYZ"] = archive
+
+    from llmgw.cli.main import main as llmgw_main
+
+    sys.argv[0] = "llmgw"
+    sys.exit(llmgw_main())
+
+
+if __name__ == "__main__":
+    main()
