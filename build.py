@@ -71,7 +71,11 @@ See docs/building.md.
 
 
 def say(message: str) -> None:
-    print(f"build: {message}", flush=True)
+    try:
+        print(f"build: {message}", flush=True)
+    except BrokenPipeError:
+        # Whoever read our output (a `| tee`) has gone; the work goes on.
+        pass
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -219,12 +223,14 @@ def cmd_run(args: list[str]) -> int:
         # SIGHUP (the terminal closed) would otherwise leave the server,
         # which is not in the terminal's foreground group, running alone.
         sent = signal.SIGTERM if signum == signal.SIGHUP else signum
-        if first:
-            say(f"stopping the server (pid {server.pid})")
+        # The signal before the message: under `build.py run | tee`, Ctrl-C
+        # ends tee too, and a write to its pipe must not stop the passing on.
         try:
             os.kill(server.pid, sent)
         except ProcessLookupError:
             pass
+        if first:
+            say(f"stopping the server (pid {server.pid})")
 
     # Handlers first: a Ctrl-C between starting the server and handling it
     # would end build.py and leave the server, deaf to the terminal, behind.
@@ -234,7 +240,15 @@ def cmd_run(args: list[str]) -> int:
     started.append(server)
     if stopping:
         pass_on(server, stopping[0], first=True)
-    rc = server.wait()
+    try:
+        rc = server.wait()
+    except BaseException:
+        # build.py itself is going (an error of its own): never leave the
+        # server, in a process group the terminal does not signal, behind.
+        if server.poll() is None:
+            os.kill(server.pid, signal.SIGTERM)
+            server.wait()
+        raise
     if stopping:
         # Ended by the signal we passed on, or exiting 0 or 128+N for it, is
         # the stop that was asked for.

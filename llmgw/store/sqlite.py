@@ -90,7 +90,10 @@ class SQLiteDriver(Statements):
     def _connect(self) -> None:
         if self._path != ":memory:":
             parent = os.path.dirname(os.path.abspath(self._path))
-            os.makedirs(parent, exist_ok=True)
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            # The store holds password and key hashes: only its owner may read
+            # it. SQLite gives its -wal and -shm files the same mode.
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         conn = apsw.Connection(self._path)
         conn.setbusytimeout(int(self._timeout * 1000))
         conn.execute("PRAGMA journal_mode = WAL").fetchall()

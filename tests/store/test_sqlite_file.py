@@ -80,3 +80,17 @@ async def test_a_file_held_locked_by_another_process_is_reported_after_the_timeo
         other.close()
     assert (await store.try_lease("leader", "cp-1", "a", ttl=10)).holder == "cp-1"
     await store.close()
+
+
+async def test_a_new_sqlite_store_can_be_read_by_its_owner_only(tmp_path):
+    import os
+    import stat
+
+    from llmgw.store import open_store
+
+    path = tmp_path / "new" / "llmgw.db"
+    store = await open_store(f"sqlite:{path}")
+    await store.ping()
+    await store.close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
