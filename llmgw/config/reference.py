@@ -160,7 +160,10 @@ def _keys(cls: type, prefix: str = "", only: tuple[str, ...] | None = None) -> l
         path = f"{prefix}.{f.name}" if prefix else f.name
         hint = hints[f.name]
         default = _default(f)
+        optional = _inner(hint)
         nested = hint if dataclasses.is_dataclass(hint) else None
+        if optional is not None and dataclasses.is_dataclass(optional):
+            nested = optional  # a block that may be left out: its keys are still documented
         item = get_args(hint)[0] if get_origin(hint) is list else None
         if nested is not None:
             out.append(_Key(path, type_words(hint), "", docs.get(f.name, ""), True))

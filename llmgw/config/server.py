@@ -14,15 +14,14 @@ person editing the file.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field, fields
 from typing import Literal
-from urllib.parse import urlsplit
 
 from llmgw.config.loader import Invalid, load_file
-from llmgw.config.types import Address, AddressOrOff, Duration, Size, describe
+from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
+from llmgw.config.types import Address, AddressOrOff, Duration, describe
 
 __all__ = [
     "AuthSettings",
@@ -101,82 +100,6 @@ class AuthSettings:
 
 
 @dataclass(frozen=True)
-class CacheSettings:
-    max_bytes: Size = Size("256MB")
-    """How much memory the answer cache may hold, on each control plane. Past it, the answers used longest ago go first.
-    The cache is never written to disk and is empty after a restart; 0 keeps no answers."""
-
-    max_entry_bytes: Size = Size("1MB")
-    """The largest single answer the cache keeps; a longer one is served but not kept, so one long answer cannot push out many short ones."""
-
-    embedding_model: str = ""
-    """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions (`llmgw keys cache --similar`).
-    Empty: those projects reuse only the answer to the very same request."""
-
-    def validate(self) -> None:
-        if self.max_bytes and self.max_entry_bytes > self.max_bytes:
-            raise Invalid(
-                "max_entry_bytes",
-                f"{self.max_entry_bytes} is more than max_bytes ({self.max_bytes}); no answer that size could be kept",
-            )
-
-
-@dataclass(frozen=True)
-class RouterSettings:
-    cache: CacheSettings = field(default_factory=CacheSettings)
-    """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same request."""
-
-    trusted_proxies: list[str] = field(default_factory=list)
-    """Load balancers and proxies in front of the control planes, as addresses or CIDR prefixes (10.0.0.0/8).
-    Only their X-Forwarded-For, -Proto and -Host headers are believed; anyone else could forge the address that limits are counted against."""
-
-    def validate(self) -> None:
-        for i, entry in enumerate(self.trusted_proxies):
-            try:
-                ipaddress.ip_network(entry.strip(), strict=False)
-            except ValueError:
-                raise Invalid(
-                    f"trusted_proxies[{i}]",
-                    f"expected an address or CIDR prefix like 10.0.0.0/8, got {describe(entry)}",
-                ) from None
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    name: str
-    """The name clients ask for in `model`. Required, and unique among the models."""
-
-    context_length: int = 0
-    """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine reports."""
-
-    max_output_tokens: int = 0
-    """The longest answer, in tokens, a request may ask for; clients see it in /v1/models. 0 is no limit beyond the context."""
-
-    owner: str = "llmgw"
-    """Shown to clients as the model's `owned_by` in /v1/models."""
-
-    endpoints: list[str] = field(default_factory=list)
-    """Base URLs of OpenAI-compatible engines already serving this model (http://10.0.0.7:8000/v1), used as they are.
-    A fixed list, beside any replicas the cluster places itself."""
-
-    def validate(self) -> None:
-        if not self.name.strip():
-            raise Invalid("name", "must not be empty; it is what clients ask for")
-        for key in ("context_length", "max_output_tokens"):
-            if getattr(self, key) < 0:
-                raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
-        if self.context_length and self.max_output_tokens > self.context_length:
-            raise Invalid(
-                "max_output_tokens",
-                f"{self.max_output_tokens} is more than context_length ({self.context_length}); an answer must fit in the context",
-            )
-        for i, url in enumerate(self.endpoints):
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise Invalid(f"endpoints[{i}]", f"expected an http:// or https:// URL like http://10.0.0.7:8000/v1, got {describe(url)}")
-
-
-@dataclass(frozen=True)
 class ClusterSettings:
     """The cluster's settings: the same on every control plane, kept in the store once the cluster exists."""
 
@@ -201,6 +124,10 @@ class ClusterSettings:
                     f"{model.name} is already the name of models[{first[model.name]}]; each model needs its own",
                 )
             first[model.name] = i
+        for i, model in enumerate(self.models):
+            for j, other in enumerate(model.fallbacks):
+                if other not in first:
+                    raise Invalid(f"models[{i}].fallbacks[{j}]", f"{other} is not one of the models")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,258 @@
+"""The cluster's settings for the client API: routing, admission, timeouts, and the models.
+
+Like every cluster setting these live in the store and change live; the
+string under each field is its entry in docs/reference.md.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from llmgw.config.loader import Invalid
+from llmgw.config.types import Duration, Size, describe
+
+PROFILES = ("chat", "batch", "long-context")
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    max_bytes: Size = Size("256MB")
+    """How much memory the answer cache may hold, on each control plane. Past it, the answers used longest ago go first.
+    The cache is never written to disk and is empty after a restart; 0 keeps no answers."""
+
+    max_entry_bytes: Size = Size("1MB")
+    """The largest single answer the cache keeps; a longer one is served but not kept, so one long answer cannot push out many short ones."""
+
+    embedding_model: str = ""
+    """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions (`llmgw keys cache --similar`).
+    Empty: those projects reuse only the answer to the very same request."""
+
+    def validate(self) -> None:
+        if self.max_bytes and self.max_entry_bytes > self.max_bytes:
+            raise Invalid(
+                "max_entry_bytes",
+                f"{self.max_entry_bytes} is more than max_bytes ({self.max_bytes}); no answer that size could be kept",
+            )
+
+
+@dataclass(frozen=True)
+class Band:
+    name: str
+    """The band's name, as keys name it (`llmgw keys create --band`)."""
+
+    priority: int = 0
+    """Higher goes first: when every replica is busy, a waiting request of a higher band is let in before any of a lower one."""
+
+    queue_ttl: Duration = Duration(0)
+    """How long a request of this band may wait for room before it is refused with 504 and Retry-After. 0 takes `router.admission.queue_ttl`."""
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    saturation: int = 64
+    """Requests in flight on one replica at which it counts as full. When every replica of a model is full, new requests wait in their band's queue. 0 turns admission off.
+    Outside providers never count as full: their own 429 is the signal."""
+
+    queue_ttl: Duration = Duration("30s")
+    """How long a request waits for room by default before it is refused with 504 and Retry-After."""
+
+    default_band: str = "standard"
+    """The band of a key that names none."""
+
+    bands: list[Band] = field(default_factory=lambda: [
+        Band("interactive", 100), Band("standard", 50), Band("batch", 0, Duration("10m"))])
+    """Priority bands. People at a chat window are let in before a batch job that would rather wait than be turned away."""
+
+    def validate(self) -> None:
+        if self.saturation < 0:
+            raise Invalid("saturation", f"must be 0 or more, got {self.saturation}")
+        names = [b.name for b in self.bands]
+        for i, name in enumerate(names):
+            if not name or names.index(name) != i:
+                raise Invalid(f"bands[{i}].name", f"each band needs a name of its own, got {describe(name)}")
+        if self.bands and self.default_band not in names:
+            raise Invalid("default_band", f"{self.default_band} is not one of the bands ({', '.join(names)})")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: Duration = Duration("5s")
+    """How long to wait for an engine to accept the connection before trying another replica."""
+
+    first_byte: Duration = Duration("5m")
+    """How long to wait for an engine's first byte (a long prompt is read before anything comes back) before trying another replica or refusing with 504."""
+
+    idle: Duration = Duration("2m")
+    """The longest silence between two parts of a streamed answer before it is cut and the stream ended with an error."""
+
+    total: Duration = Duration("30m")
+    """The longest a whole request may take, answer included."""
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    failures: int = 5
+    """Failures in a row (connection refused, 5xx, a provider's 429 or 401) after which a replica or provider key is passed over."""
+
+    open_for: Duration = Duration("30s")
+    """How long a tripped replica is passed over before one request is let through to see whether it has recovered."""
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    cache: CacheSettings = field(default_factory=CacheSettings)
+    """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same request."""
+
+    trusted_proxies: list[str] = field(default_factory=list)
+    """Load balancers and proxies in front of the control planes, as addresses or CIDR prefixes (10.0.0.0/8).
+    Only their X-Forwarded-For, -Proto and -Host headers are believed; anyone else could forge the address that limits are counted against."""
+
+    max_body: Size = Size("32MB")
+    """The largest request body the client API reads; a larger one is refused with 413 before it is read whole."""
+
+    default_profile: Literal["chat", "batch", "long-context"] = "chat"
+    """How replicas are chosen for a model that names no profile: `chat` keeps a conversation on one replica and favours the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache."""
+
+    retries: int = 2
+    """How many other replicas a request is tried on when one fails before sending anything back."""
+
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings)
+    """What happens when every replica of a model is busy."""
+
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    """How long the router waits on engines."""
+
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    """When a failing replica is passed over."""
+
+    def validate(self) -> None:
+        for i, entry in enumerate(self.trusted_proxies):
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise Invalid(
+                    f"trusted_proxies[{i}]",
+                    f"expected an address or CIDR prefix like 10.0.0.0/8, got {describe(entry)}",
+                ) from None
+        if self.retries < 0:
+            raise Invalid("retries", f"must be 0 or more, got {self.retries}")
+        if self.max_body < 1024:
+            raise Invalid("max_body", f"{self.max_body} is too small for any request; 32MB is the default")
+
+
+@dataclass(frozen=True)
+class Price:
+    """Prices in micro-units of the site's currency (millionths), per thousand tokens or per item."""
+
+    prompt_per_1k: int = 0
+    """What a thousand prompt tokens cost, in micro-units (1000 is 0.001 a thousand)."""
+
+    cached_per_1k: int = 0
+    """What a thousand prompt tokens cost that the engine or provider read from its cache (the answer's `cached_tokens`). 0 charges them at `prompt_per_1k`."""
+
+    completion_per_1k: int = 0
+    """What a thousand answer tokens cost, in micro-units."""
+
+    per_image: int = 0
+    """What one picture made costs, in micro-units."""
+
+    per_mesh: int = 0
+    """What one 3D mesh made costs, in micro-units."""
+
+    def validate(self) -> None:
+        for key in ("prompt_per_1k", "cached_per_1k", "completion_per_1k", "per_image", "per_mesh"):
+            if getattr(self, key) < 0:
+                raise Invalid(key, f"a price cannot be negative, got {getattr(self, key)}")
+
+
+@dataclass(frozen=True)
+class ExternalKey:
+    file: str
+    """A file holding one of the provider's keys, on the control plane; re-read when it changes."""
+
+    weight: float = 1.0
+    """Its share of the requests against the other keys'. 0 is 1."""
+
+
+@dataclass(frozen=True)
+class ExternalSettings:
+    url: str
+    """The provider's OpenAI-compatible base URL, https://api.example.com/v1."""
+
+    model: str = ""
+    """The provider's name for the model; empty is the model's own name here."""
+
+    api_key_file: str = ""
+    """A file holding the provider's key, on the control plane: a file rather than the key itself, so the key is in neither the settings, the store nor the audit log. Empty for a provider that asks for none."""
+
+    api_key_files: list[ExternalKey] = field(default_factory=list)
+    """Several keys for the provider, in place of `api_key_file`: each an endpoint of its own (external:MODEL#1, #2…), so a key answering 429 or 401 is passed over while its breaker is open and the request goes to another."""
+
+    def validate(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise Invalid("url", f"expected an https:// URL like https://api.example.com/v1, got {describe(self.url)}")
+        if self.api_key_file and self.api_key_files:
+            raise Invalid("api_key_files", "give api_key_file or api_key_files, not both")
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    name: str
+    """The name clients ask for in `model`. Required, and unique among the models."""
+
+    context_length: int = 0
+    """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine reports."""
+
+    max_output_tokens: int = 0
+    """The longest answer, in tokens, a request may ask for (larger `max_tokens` is refused with a sentence); clients see it in /v1/models. 0 is no limit beyond the context."""
+
+    owner: str = "llmgw"
+    """Shown to clients as the model's `owned_by` in /v1/models."""
+
+    endpoints: list[str] = field(default_factory=list)
+    """Base URLs of OpenAI-compatible engines already serving this model (http://10.0.0.7:8000/v1), used as they are.
+    A fixed list, beside any replicas the cluster places itself."""
+
+    source: Literal["", "external"] = ""
+    """`external` for a model an outside provider serves (see `external`); empty for one served by engines here."""
+
+    external: ExternalSettings | None = None
+    """The outside provider of a `source: external` model."""
+
+    profile: Literal["", "chat", "batch", "long-context"] = ""
+    """How its replicas are chosen (see `router.default_profile`); empty takes the default. A request may ask for another with the `x-llmgw-profile` header."""
+
+    fallbacks: list[str] = field(default_factory=list)
+    """Models to answer instead, in order, when this one has no replica with room (every one full, failing or gone)."""
+
+    price: Price = field(default_factory=Price)
+    """What its use costs, counted against budgets and in usage."""
+
+    thinking: Literal["", "chat_template_kwargs", "reasoning_effort"] = "chat_template_kwargs"
+    """How a request's thinking (Anthropic's `thinking: {type: enabled}`) reaches the engine: `chat_template_kwargs` sends `enable_thinking` (Qwen3 and others, on vLLM, SGLang and llama.cpp), `reasoning_effort` sends OpenAI's field; empty sends nothing."""
+
+    def validate(self) -> None:
+        if not self.name.strip():
+            raise Invalid("name", "must not be empty; it is what clients ask for")
+        for key in ("context_length", "max_output_tokens"):
+            if getattr(self, key) < 0:
+                raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
+        if self.context_length and self.max_output_tokens > self.context_length:
+            raise Invalid(
+                "max_output_tokens",
+                f"{self.max_output_tokens} is more than context_length ({self.context_length}); an answer must fit in the context",
+            )
+        for i, url in enumerate(self.endpoints):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise Invalid(f"endpoints[{i}]", f"expected an http:// or https:// URL like http://10.0.0.7:8000/v1, got {describe(url)}")
+        if self.source == "external" and self.external is None:
+            raise Invalid("external", "a source: external model needs external: {url: …}")
+        if self.source != "external" and self.external is not None:
+            raise Invalid("source", "a model with external: {…} needs source: external")
+        if self.name in self.fallbacks:
+            raise Invalid("fallbacks", f"{self.name} cannot fall back to itself")
