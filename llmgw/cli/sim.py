@@ -1,0 +1,104 @@
+"""`llmgw sim-engine`: an OpenAI-compatible engine for tests and benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds or tokens, got {text!r}") from None
+    if value < 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text!r}")
+    return value
+
+
+def _count(least: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {least} or more, got {value}")
+        return value
+    return parse
+
+
+def _status(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an HTTP status like 503, got {text!r}") from None
+    if not 400 <= value <= 599:
+        raise argparse.ArgumentTypeError(f"expected an error status from 400 to 599, got {value}")
+    return value
+
+
+def _refusal(text: str) -> tuple[str, int]:
+    key, sep, status = text.rpartition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=STATUS like sk-test=429, got {text!r}")
+    return key, _status(status)
+
+
+def register(commands) -> None:
+    p = commands.add_parser(
+        "sim-engine", help="run an OpenAI-compatible engine that answers at a set speed, for tests and benches",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health and "
+                    "/metrics as vLLM does, answering deterministic words at a set speed, until SIGINT or "
+                    "SIGTERM. The failure options make it refuse, fail, cut or hang as engines do. "
+                    "docs/sim-engine.md has the rules it answers by.")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_count(0), default=8000,
+                   help="the port to listen on (default 8000; 0 picks a free one, shown in the line it prints)")
+    p.add_argument("--model", default="sim", help="the one model it serves (default sim); others get 404")
+    p.add_argument("--tokens-per-second", type=_rate, default=0.0, metavar="R",
+                   help="each stream's speed, independently of the others (default 0: every token at once)")
+    p.add_argument("--ttft", type=_rate, default=0.0, metavar="SECONDS",
+                   help="time to the first token (default 0)")
+    p.add_argument("--max-tokens-default", type=_count(1), default=16, metavar="N",
+                   help="an answer's own length; a smaller max_tokens cuts it short (default 16)")
+    p.add_argument("--context-length", type=_count(2), default=32768, metavar="N",
+                   help="the model's context window, shown as max_model_len (default 32768)")
+    fail = p.add_argument_group("failures, for a router's tests")
+    fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
+                      help="take only requests with this key (repeatable); others get 401")
+    fail.add_argument("--refuse-key", action="append", default=[], type=_refusal, metavar="KEY=STATUS",
+                      help="answer this key with STATUS (repeatable), e.g. sk-a=429 (with Retry-After: 1)")
+    fail.add_argument("--fail-status", type=_status, metavar="CODE",
+                      help="answer every completion and embedding request with CODE")
+    fail.add_argument("--cut-after", type=_count(0), metavar="N",
+                      help="close the connection after N tokens: a stream ends without [DONE], "
+                           "a longer non-streamed answer never comes")
+    fail.add_argument("--hang", action="store_true",
+                      help="accept completion and embedding requests and never answer them")
+    p.set_defaults(run=run_sim)
+
+
+def run_sim(args) -> int:
+    from llmgw.sim import SimConfig, SimError, bind, serve
+
+    cfg = SimConfig(
+        host=args.host, port=args.port, model=args.model, tokens_per_second=args.tokens_per_second,
+        ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
+        api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
+        cut_after=args.cut_after, hang=args.hang,
+    )
+    try:
+        sock = bind(cfg.host, cfg.port)
+    except SimError as e:
+        print(f"llmgw: sim-engine: {e}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # not built for this platform; asyncio's own loop does the same work
+        pass
+    asyncio.run(serve(cfg, sock))
+    return 0

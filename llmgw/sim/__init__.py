@@ -1,0 +1,11 @@
+"""An OpenAI-compatible engine that answers deterministic words at a set speed.
+
+For tests and benchmarks: a router can be pointed at it as at vLLM (the same
+paths, JSON shapes, /metrics names and error sentences), and told to fail in
+the ways real engines fail. docs/sim-engine.md has the rules it answers by.
+"""
+
+from llmgw.sim.config import SimConfig
+from llmgw.sim.server import SimError, bind, serve
+
+__all__ = ["SimConfig", "SimError", "bind", "serve"]

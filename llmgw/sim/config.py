@@ -1,0 +1,28 @@
+"""What a sim-engine was told to be: its model, its speed and the failures it plays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "sim"
+    # Per stream, not per engine: a real engine slows as its batch grows, but
+    # the sim's job is to be a known quantity, so every stream gets the rate.
+    tokens_per_second: float = 0.0
+    ttft: float = 0.0
+    max_tokens_default: int = 16
+    context_length: int = 32768
+    api_keys: frozenset[str] = frozenset()
+    refused_keys: dict[str, int] = field(default_factory=dict)
+    fail_status: int | None = None
+    cut_after: int | None = None
+    hang: bool = False
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two tokens of one stream; 0 sends them all at once."""
+        return 1.0 / self.tokens_per_second if self.tokens_per_second > 0 else 0.0

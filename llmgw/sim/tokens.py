@@ -1,0 +1,106 @@
+"""The sim's deterministic language: which tokens it says, and how it counts a prompt.
+
+Everything here is a pure function of the request, so a test (or a router's
+accounting) can predict an answer's text and usage exactly without running
+a model. The rules are in docs/sim-engine.md; change them there too.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import orjson
+
+# Sixteen words, each one token with its leading space, cycled: token i of an
+# answer is WORDS[i % 16]. The answer to max_tokens=3 is " the quick brown".
+WORDS = (" the", " quick", " brown", " fox", " jumps", " over", " a", " lazy",
+         " dog", " while", " seven", " wizards", " quietly", " hum", " old", " songs")
+# What a thinking answer reasons with first, cycled the same way.
+THOUGHTS = (" let", " me", " think", " this", " through")
+# A thinking answer spends at most this many of its tokens on reasoning, and
+# at most half of them, so even a short answer keeps some content.
+MAX_REASONING_TOKENS = 4
+# Prompts longer than this report part of themselves as served from a
+# prefix cache, so a router's cached-token accounting has something to count.
+CACHE_FROM_TOKENS = 64
+CACHE_BLOCK = 16
+
+WORDS_JSON = tuple(orjson.dumps(w) for w in WORDS)
+THOUGHTS_JSON = tuple(orjson.dumps(w) for w in THOUGHTS)
+
+
+def estimate_tokens(chars: int) -> int:
+    """About four characters a token, as tokenizers of English average; never 0."""
+    return max(1, (chars + 3) // 4)
+
+
+def cached_tokens(prompt_tokens: int) -> int:
+    """Half a long prompt, rounded down to whole 16-token blocks as vLLM's cache keeps them."""
+    if prompt_tokens <= CACHE_FROM_TOKENS:
+        return 0
+    return prompt_tokens // 2 // CACHE_BLOCK * CACHE_BLOCK
+
+
+@lru_cache(maxsize=1024)
+def words_text(count: int) -> str:
+    return "".join(WORDS[i % len(WORDS)] for i in range(count))
+
+
+@lru_cache(maxsize=64)
+def thoughts_text(count: int) -> str:
+    return "".join(THOUGHTS[i % len(THOUGHTS)] for i in range(count))
+
+
+def reasoning_split(count: int) -> int:
+    """How many of a thinking answer's `count` tokens are reasoning."""
+    return min(MAX_REASONING_TOKENS, count // 2)
+
+
+def message_chars(messages: list) -> int:
+    """Characters of text in a chat's messages: string contents and text parts."""
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    chars += len(part["text"])
+    return chars
+
+
+_EXAMPLES = {"string": "x", "number": 1, "integer": 1, "boolean": True, "array": [], "object": {}, "null": None}
+
+
+def tool_arguments(parameters: object) -> str:
+    """The arguments a sim tool call passes: each required key with a plain example value.
+
+    Strings are "x", numbers 1, booleans true, an enum its first value, so
+    the call validates against the schema it was given in the usual cases.
+    """
+    if not isinstance(parameters, dict):
+        return "{}"
+    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    required = parameters.get("required") if isinstance(parameters.get("required"), list) else []
+    args = {}
+    for key in required:
+        if not isinstance(key, str):
+            continue
+        schema = properties.get(key) if isinstance(properties.get(key), dict) else {}
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            args[key] = schema["enum"][0]
+            continue
+        kind = schema.get("type")
+        if isinstance(kind, list):  # ["string", "null"]: the first named type
+            kind = next((k for k in kind if k != "null"), "null")
+        args[key] = _EXAMPLES.get(kind, "x")
+    return orjson.dumps(args).decode()
+
+
+def argument_pieces(arguments: str) -> list[str]:
+    """A tool call's arguments as a stream sends them: 8-character pieces, at least two."""
+    if len(arguments) <= 8:
+        half = max(1, len(arguments) // 2)
+        return [arguments[:half], arguments[half:]]
+    return [arguments[i:i + 8] for i in range(0, len(arguments), 8)]

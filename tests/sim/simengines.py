@@ -1,0 +1,60 @@
+"""Real `llmgw sim-engine` processes on loopback, for the tests.
+
+Each is started as a person would start it (`python -m llmgw sim-engine
+--port 0 …`), its address read from the line it prints, and ended by its
+own PID.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+
+class Sim:
+    def __init__(self, *args: str):
+        self.args = ["--port", "0", *args]
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.err = b""
+
+    def start(self, timeout: float = 20) -> "Sim":
+        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline and not line.endswith(b"\n"):
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                line += chunk
+        if b" listening on " not in line:
+            self.stop()
+            raise AssertionError(f"sim-engine did not start: {line!r} {self.err!r}")
+        self.line = line.decode().strip()
+        self.url = self.line.rsplit(" ", 1)[1]
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def stop(self) -> int | None:
+        """SIGTERM by PID; its exit status (killed after 10 s if it would not go)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        _, self.err = self.proc.communicate()
+        return self.proc.returncode
