@@ -30,6 +30,18 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class Level:
+    """One level's own minute limits, kept beside the folded figures: a team's
+    600 a minute is shared by every key under it, so it must be counted on
+    the team's own counter, which the smallest figure alone cannot say."""
+
+    scope: str
+    scope_id: str
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True)
 class Effective:
     """What a key may do once every level above it has had its say."""
 
@@ -41,6 +53,8 @@ class Effective:
     # Which level set each figure, so a refusal can say "the team's 600 a minute".
     rpm_from: str | None = None
     tpm_from: str | None = None
+    # Every level of the chain with an rpm or tpm of its own, top first.
+    levels: tuple[Level, ...] = field(default_factory=tuple)
 
     def allows_model(self, model: str) -> bool:
         return self.models is None or model in self.models
@@ -54,9 +68,12 @@ def effective(chain: list[Limits | None]) -> Effective:
     models: frozenset[str] | None = None
     expires_at = None
     budgets: list[Budget] = []
+    levels: list[Level] = []
     for limits in chain:
         if limits is None:
             continue
+        if limits.rpm is not None or limits.tpm is not None:
+            levels.append(Level(limits.scope, limits.scope_id, limits.rpm, limits.tpm))
         if limits.rpm is not None and (rpm is None or limits.rpm < rpm):
             rpm, rpm_from = limits.rpm, limits.scope
         if limits.tpm is not None and (tpm is None or limits.tpm < tpm):
@@ -70,7 +87,7 @@ def effective(chain: list[Limits | None]) -> Effective:
             budgets.append(
                 Budget(limits.scope, limits.scope_id, limits.budget_micros, limits.period or "month")
             )
-    return Effective(rpm, tpm, models, expires_at, tuple(budgets), rpm_from, tpm_from)
+    return Effective(rpm, tpm, models, expires_at, tuple(budgets), rpm_from, tpm_from, tuple(levels))
 
 
 def check_narrows(new: Limits, above: list[Limits | None]) -> None:

@@ -106,9 +106,43 @@ class AdminClient:
         except (TimeoutError, socket.timeout):
             raise AdminError(f"the llmgw server at {self.address} did not answer in {self.timeout:.0f} s") from None
 
+    def stream(self, path: str, query: dict[str, Any] | None = None):
+        """GET `path` and return the open response, to be read as it arrives
+        (an export too large to hold in memory). The caller closes it."""
+        url = self._base() + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        request = urllib.request.Request(url, method="GET", headers={
+            "Authorization": f"Bearer {self.token()}",
+            "X-Llmgw-Actor": _who(),
+            "X-Llmgw-Via": "cli",
+        })
+        try:
+            return urllib.request.urlopen(request, timeout=self.timeout)
+        except (urllib.error.URLError, TimeoutError, socket.timeout) as e:
+            raise _stream_refusal(self, e) from None
+
 
 def _who() -> str:
     try:
         return getpass.getuser()
     except Exception:  # no passwd entry for this uid, as in some containers
         return f"uid {os.getuid()}"
+
+
+def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
+    """The sentence for a failed streaming request, as `call` says it."""
+    if isinstance(e, urllib.error.HTTPError):
+        raw = e.read()
+        try:
+            error = json.loads(raw)["error"]
+            return AdminError(error["message"], e.code, error.get("code"))
+        except (ValueError, KeyError, TypeError):
+            return AdminError(f"the admin API answered {e.code} {e.reason}", e.code)
+    reason = getattr(e, "reason", e)
+    if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+        return AdminError(f"no llmgw server answers at {client.address}; is it running? "
+                          "(systemctl status llmgw-server, or python3 build.py run in a checkout)")
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return AdminError(f"the llmgw server at {client.address} did not answer in {client.timeout:.0f} s")
+    return AdminError(f"cannot reach the llmgw server at {client.address}: {reason}")

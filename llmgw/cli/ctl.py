@@ -46,6 +46,9 @@ def register(commands, common) -> None:
     audit.add_argument("--target", help="only changes to this, e.g. key:key_0123abcd")
     audit.set_defaults(run=run_audit)
 
+    from llmgw.cli import usage  # here: it imports client() from this module
+    usage.register(sub, common)
+
 
 def run_status(args) -> int:
     status = client(args).call("GET", "/api/v1/status")

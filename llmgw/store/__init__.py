@@ -76,6 +76,7 @@ class Store(Protocol):
     # limits at each level
     async def get_limits(self, scope: str, scope_id: str) -> Limits | None: ...
     async def put_limits(self, limits: Limits) -> None: ...  # replaces the row whole
+    async def list_budgets(self) -> list[Limits]: ...  # every level with a budget, by scope and id
 
     # usage rows, written in batches
     async def add_usage(self, rows: Sequence[Usage]) -> None: ...  # one transaction
@@ -83,6 +84,18 @@ class Store(Protocol):
                          key_id: str | None = None, project_id: str | None = None,
                          limit: int = 1000) -> list[Usage]: ...
     async def spend_since(self, scope: str, scope_id: str, since: float) -> int: ...
+    async def usage_by_id(self, request_id: str) -> Usage | None: ...
+    # One dict a key_id, project_id or model ("group", None for rows without
+    # one): requests, errors (status >= 400), prompt_tokens, cached_tokens,
+    # completion_tokens, cost_micros; most costly first. StoreError for
+    # another `by`.
+    async def usage_summary(self, since: float, until: float | None = None,
+                            by: str = "key") -> list[dict]: ...
+    # A page of an export: rows in [since, until) after (after_at, after_id),
+    # the previous page's last row; oldest first.
+    async def usage_page(self, since: float, until: float | None = None,
+                         after_at: float | None = None, after_id: str | None = None,
+                         limit: int = 1000) -> list[Usage]: ...
 
     # audit
     async def add_audit(self, entry: AuditEntry) -> None: ...

@@ -143,6 +143,11 @@ def unavailable_reason(e: BaseException) -> str | None:
         return "has no connections to spare"
     if isinstance(e, asyncpg.InterfaceError) and "closed" in str(e):
         return "closed the connection"
+    if isinstance(e, asyncpg.InternalClientError) and "another operation" in str(e):
+        # Seen when the server shut down while a pooled connection sat idle:
+        # asyncpg's protocol is left mid-message and the next statement on it
+        # fails with this rather than with a closed connection.
+        return "closed the connection"
     return None
 
 

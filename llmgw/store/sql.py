@@ -65,6 +65,9 @@ _SPEND = {
            "WHERE t.org_id = $1 AND u.at >= $2",
 }
 
+# What usage_summary groups by: the column on the usage row.
+_SUMMARY_BY = {"key": "key_id", "project": "project_id", "model": "model"}
+
 # One statement, so two control planes trying at the same moment cannot both
 # win: the row is inserted if missing, renewed if the caller holds it, taken
 # (a new epoch) if it has run out, and otherwise left as it is. A lease that
@@ -367,6 +370,12 @@ class SQLStore:
             limits.period, _json(limits.models), limits.expires_at,
         )
 
+    async def list_budgets(self) -> list[Limits]:
+        rows = await self._db.fetch(
+            f"SELECT {_LIMITS} FROM limits WHERE budget_micros IS NOT NULL ORDER BY scope, scope_id"
+        )
+        return [_limits(r) for r in rows]
+
     # usage rows
 
     async def add_usage(self, rows: Sequence[Usage]) -> None:
@@ -410,6 +419,61 @@ class SQLStore:
         if sql is None:
             raise StoreError(f'"{scope}" is not a level of spend; use one of {", ".join(SCOPES)}')
         return int(await self._db.fetchval(sql, scope_id, since))
+
+    async def usage_by_id(self, request_id: str) -> Usage | None:
+        row = await self._db.fetchrow(f"SELECT {_USAGE} FROM usage WHERE id = $1", request_id)
+        return None if row is None else _usage(row)
+
+    async def usage_summary(self, since: float, until: float | None = None,
+                            by: str = "key") -> list[dict[str, Any]]:
+        column = _SUMMARY_BY.get(by)
+        if column is None:
+            raise StoreError(f'usage cannot be summed by "{by}"; use one of {", ".join(_SUMMARY_BY)}')
+        where, args = "at >= $1", [since]
+        if until is not None:
+            where += " AND at < $2"
+            args.append(until)
+        rows = await self._db.fetch(
+            f"SELECT {column}, COUNT(*), "
+            "CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) "
+            f"FROM usage WHERE {where} GROUP BY {column}",
+            *args,
+        )
+        out = [
+            {"group": r[0], "requests": int(r[1]), "errors": int(r[2]), "prompt_tokens": int(r[3]),
+             "cached_tokens": int(r[4]), "completion_tokens": int(r[5]), "cost_micros": int(r[6])}
+            for r in rows
+        ]
+        # Sorted here rather than in SQL: the two dialects order NULL and
+        # text differently, and the same store must read the same either way.
+        out.sort(key=lambda g: (-g["cost_micros"], -g["requests"], g["group"] is None, g["group"] or ""))
+        return out
+
+    async def usage_page(self, since: float, until: float | None = None,
+                         after_at: float | None = None, after_id: str | None = None,
+                         limit: int = 1000) -> list[Usage]:
+        """Up to `limit` rows in [since, until), oldest first, after the row
+        (after_at, after_id): the last of the previous page. Keyed on the
+        row's place rather than an offset, so each page costs the same
+        however deep the export is, and rows landing meanwhile do not shift it."""
+        where, args = ["at >= $1"], [since]
+        if until is not None:
+            args.append(until)
+            where.append(f"at < ${len(args)}")
+        if after_at is not None:
+            args.extend([after_at, after_id or ""])
+            n = len(args)
+            where.append(f"(at > ${n - 1} OR (at = ${n - 1} AND id > ${n}))")
+        args.append(int(limit))
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage WHERE {' AND '.join(where)} ORDER BY at, id LIMIT ${len(args)}",
+            *args,
+        )
+        return [_usage(r) for r in rows]
 
     # audit
 

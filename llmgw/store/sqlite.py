@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -96,7 +97,19 @@ class SQLiteDriver(Statements):
             os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         conn = apsw.Connection(self._path)
         conn.setbusytimeout(int(self._timeout * 1000))
-        conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        # Switching a new file to WAL needs a lock that SQLite refuses at once,
+        # without its busy handler, while another connection is part-way
+        # through a write (seen with several control planes opening one fresh
+        # file and migrating it): so wait here as the busy timeout would.
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL").fetchall()
+                break
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         self._conn = conn

@@ -254,4 +254,6 @@ def make_admin_app(plane: "ControlPlane") -> web.Application:
     r.add_post("/api/v1/keys/{key_id}/revoke", keys_revoke)
     r.add_get("/api/v1/limits", limits_get)
     r.add_put("/api/v1/limits", limits_put)
+    from llmgw.control.adminapi import usage  # here: it imports this module's helpers
+    usage.register(r)
     return app

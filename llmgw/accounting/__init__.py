@@ -1,0 +1,24 @@
+"""Accounting: what a request costs, who may send one now, and the record of it.
+
+Everything here is counted in memory on the hot path and never waits on the
+store: prices are arithmetic, rate limits are sliding-minute counters,
+budgets are counters restored from the store at start and raised to it
+every 30 s, and usage rows go to the store in batches from a background
+task. The router calls, per request:
+
+    refusal = limiter.check(principal) or budgets.check(principal, now)
+    limiter.admit(principal, now)
+    ... the answer ...
+    limiter.add_tokens(principal, tokens, now)
+    budgets.charge(principal, cost_micros, now)
+    writer.submit(Usage(...))
+"""
+
+from llmgw.accounting.budgets import Budgets, period_end, period_start
+from llmgw.accounting.prices import cost
+from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.accounting.refusal import Refusal, level_name
+from llmgw.accounting.usage import UsageWriter
+
+__all__ = ["Budgets", "RateLimiter", "Refusal", "UsageWriter", "cost", "level_name",
+           "period_end", "period_start"]

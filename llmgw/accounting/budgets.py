@@ -1,0 +1,249 @@
+"""Money a level may spend in a day or a month, counted in memory.
+
+Each budget of a key's chain (an org's monthly 1000.00, a key's daily 5.00)
+is one counter per (scope, scope_id, period), holding the spend since the
+period began. Periods are UTC days and months: every control plane of a
+cluster, wherever it is, turns the page at the same instant.
+
+The store is the record; memory is what the hot path reads:
+
+- `restore()` at start reads each budget's spend this period from the
+  usage rows, so a restart does not hand everyone a fresh month.
+- `catch_up()` every 30 s raises each counter to the store's figure. On
+  several control planes, the others' spend reaches this one only through
+  the store. It never lowers a counter: this process's own spend is in
+  memory before its usage rows are written, and a store that is behind
+  must not wipe it.
+- A budget this process has no counter for (set a moment ago, or on a
+  level not seen since start) is counted from 0 at once and its spend read
+  from the store in the background; the read raises the counter when it
+  lands, milliseconds later. The request that met it is not held for the
+  read: the hot path never waits on the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+import time
+from typing import TYPE_CHECKING
+
+from llmgw.account.limits import format_money
+from llmgw.accounting.refusal import Refusal, level_name
+from llmgw.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from llmgw.account.keycache import Principal
+
+log = logging.getLogger("llmgw.accounting")
+
+CATCH_UP_INTERVAL = 30.0
+
+_UTC = dt.timezone.utc
+
+
+def period_start(period: str, now: float) -> float:
+    """When the UTC day or month holding `now` began, in epoch seconds."""
+    at = dt.datetime.fromtimestamp(now, _UTC)
+    if period == "day":
+        start = at.replace(hour=0, minute=0, second=0, microsecond=0)
+    else:
+        start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return start.timestamp()
+
+
+def period_end(period: str, now: float) -> float:
+    """When the UTC day or month holding `now` ends (the next one's start)."""
+    start = dt.datetime.fromtimestamp(period_start(period, now), _UTC)
+    if period == "day":
+        end = start + dt.timedelta(days=1)
+    elif start.month == 12:
+        end = start.replace(year=start.year + 1, month=1)
+    else:
+        end = start.replace(month=start.month + 1)
+    return end.timestamp()
+
+
+class _Spend:
+    __slots__ = ("start", "micros")
+
+    def __init__(self, start: float, micros: int = 0) -> None:
+        self.start = start
+        self.micros = micros
+
+
+Counter = tuple[str, str, str]  # scope, scope_id, period
+
+
+class Budgets:
+    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL) -> None:
+        self.store = store
+        self.interval = interval
+        self._spend: dict[Counter, _Spend] = {}
+        self._reads: dict[Counter, asyncio.Task] = {}
+        self._unread: set[Counter] = set()
+        self._task: asyncio.Task | None = None
+        self._store_away = False
+
+    # the hot path
+
+    def check(self, principal: Principal, now: float | None = None) -> Refusal | None:
+        """The refusal of a spent budget on the key's chain, or None.
+
+        Of several spent budgets, the one that comes back last is named (a
+        spent month outlasts a spent day): waiting out the other would only
+        meet this one.
+        """
+        now = time.time() if now is None else now
+        worst: Refusal | None = None
+        for budget in principal.limits.budgets:
+            spend = self._counter((budget.scope, budget.scope_id, budget.period), now)
+            if spend.micros < budget.micros:
+                continue
+            wait = max(1, math.ceil(period_end(budget.period, now) - now))
+            if worst is None or wait > worst.retry_after:
+                when = "today" if budget.period == "day" else "this month"
+                worst = Refusal(
+                    code="budget_exceeded",
+                    message=(f"{level_name(principal, budget.scope)} has spent its "
+                             f"{format_money(budget.micros)} for {when}"),
+                    scope=budget.scope, scope_id=budget.scope_id, retry_after=wait, status=402,
+                )
+        return worst
+
+    def charge(self, principal: Principal, cost_micros: int, now: float | None = None) -> None:
+        """Add a request's cost to every budget of its key's chain."""
+        if cost_micros <= 0:
+            return
+        now = time.time() if now is None else now
+        for budget in principal.limits.budgets:
+            self._counter((budget.scope, budget.scope_id, budget.period), now).micros += cost_micros
+
+    def spent(self, scope: str, scope_id: str, period: str, now: float | None = None) -> int:
+        """This period's spend on one budget as this process knows it."""
+        now = time.time() if now is None else now
+        spend = self._spend.get((scope, scope_id, period))
+        if spend is None or spend.start != period_start(period, now):
+            return 0
+        return spend.micros
+
+    # the store
+
+    async def restore(self, now: float | None = None) -> int:
+        """At start: every budget's spend this period, from the usage rows.
+
+        Returns how many budgets were read. Raises StoreError: a control plane
+        that cannot read its budgets should say so rather than start counting
+        everyone from zero.
+        """
+        count = await self.catch_up(now)
+        log.info("restored %d budgets from the store", count)
+        return count
+
+    async def catch_up(self, now: float | None = None) -> int:
+        """Raise each budget's counter to the store's figure; never lower one.
+
+        Budgets no longer set anywhere are dropped, so memory follows the
+        limits rather than everything ever budgeted.
+        """
+        now = time.time() if now is None else now
+        rows = await self.store.list_budgets()
+        present: set[Counter] = set()
+        for row in rows:
+            counter = (row.scope, row.scope_id, row.period or "month")
+            present.add(counter)
+            await self._read(counter, now)
+        self._unread -= present
+        for counter in list(self._unread):
+            # A budget a cached key's chain still carries though its row is
+            # gone: still counted, from the store, until the chain is re-read.
+            await self._read(counter, now)
+            self._unread.discard(counter)
+            present.add(counter)
+        for counter in [c for c in self._spend if c not in present and c not in self._reads]:
+            del self._spend[counter]
+        return len(rows)
+
+    async def settle(self) -> None:
+        """Wait for the background reads of budgets met for the first time."""
+        while self._reads:
+            await asyncio.gather(*list(self._reads.values()), return_exceptions=True)
+
+    def start(self) -> None:
+        """Catch up every `interval` seconds until stop()."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="budgets-catch-up")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._reads.values()) if t is not None]
+        self._task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._reads.clear()
+
+    # inside
+
+    def _counter(self, counter: Counter, now: float) -> _Spend:
+        start = period_start(counter[2], now)
+        spend = self._spend.get(counter)
+        if spend is None:
+            spend = self._spend[counter] = _Spend(start)
+            self._read_soon(counter, now)
+        elif spend.start < start:
+            # A new day or month: nothing spent in it yet, here. Another
+            # control plane's spend in it arrives with the next catch-up.
+            spend.start, spend.micros = start, 0
+        return spend
+
+    def _read_soon(self, counter: Counter, now: float) -> None:
+        if counter in self._reads:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._unread.add(counter)  # no loop to read on: the next catch-up reads it
+            return
+        task = loop.create_task(self._read_first(counter, now), name="budget-read")
+        self._reads[counter] = task
+        task.add_done_callback(lambda _t, c=counter: self._reads.pop(c, None))
+
+    async def _read_first(self, counter: Counter, now: float) -> None:
+        try:
+            await self._read(counter, now)
+        except StoreError as e:
+            self._unread.add(counter)
+            log.warning("could not read the spend of the %s %s's budget (%s); counting from what "
+                        "this control plane sees until the next catch-up", counter[0], counter[1], e)
+
+    async def _read(self, counter: Counter, now: float) -> None:
+        scope, scope_id, period = counter
+        start = period_start(period, now)
+        stored = await self.store.spend_since(scope, scope_id, start)
+        spend = self._spend.get(counter)
+        if spend is None:
+            self._spend[counter] = _Spend(start, stored)
+        elif spend.start < start:
+            spend.start, spend.micros = start, stored
+        elif spend.start == start and stored > spend.micros:
+            spend.micros = stored
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.catch_up()
+            except StoreError as e:
+                if not self._store_away:
+                    log.warning("budgets cannot catch up with the store (%s); counting on from "
+                                "memory and trying every %g s", e, self.interval)
+                self._store_away = True
+                continue
+            except Exception:  # noqa: BLE001 - the loop must outlive one bad round
+                log.exception("budgets' catch-up failed")
+                continue
+            if self._store_away:
+                log.info("budgets caught up with the store again")
+            self._store_away = False

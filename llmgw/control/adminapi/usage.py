@@ -1,0 +1,186 @@
+"""The admin API's usage routes: summaries, exports and one request's record.
+
+    GET /api/v1/usage?since=&until=&by=key|project|model   sums per key, project or model
+    GET /api/v1/usage/export?format=csv|jsonl&since=&until= every row, streamed
+    GET /api/v1/requests/{id}                              one request and its decisions
+
+Times are epoch seconds; `since` defaults to a day ago, `until` to now.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import logging
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from llmgw.account.limits import format_money
+from llmgw.control.adminapi import PLANE, Refused, _json
+from llmgw.store import StoreError, Usage
+
+if TYPE_CHECKING:
+    from llmgw.control.plane import ControlPlane
+
+log = logging.getLogger("llmgw.adminapi")
+
+DAY = 86400.0
+# Rows per store read in an export: large enough that the round trips do
+# not dominate, small enough that a page is a few hundred KB in memory.
+EXPORT_PAGE = 1000
+BY = ("key", "project", "model")
+FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+COLUMNS = ("id", "at", "time", "key_id", "project_id", "model", "endpoint", "status", "prompt_tokens",
+           "cached_tokens", "completion_tokens", "cost_micros", "ttft_ms", "duration_ms", "cache", "detail")
+TOTALS = ("requests", "errors", "prompt_tokens", "cached_tokens", "completion_tokens", "cost_micros")
+
+
+def register(router: web.UrlDispatcher) -> None:
+    router.add_get("/api/v1/usage", summary)
+    router.add_get("/api/v1/usage/export", export)
+    router.add_get("/api/v1/requests/{request_id}", request_record)
+
+
+def _span(request: web.Request) -> tuple[float, float]:
+    now = time.time()
+    try:
+        since = float(request.query["since"]) if request.query.get("since") else now - DAY
+        until = float(request.query["until"]) if request.query.get("until") else now
+    except ValueError:
+        raise Refused(400, "since and until are times in seconds since the epoch", "invalid_request") from None
+    if until < since:
+        raise Refused(400, "until is before since; nothing can be in that time", "invalid_request")
+    return since, until
+
+
+def _iso(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def summary(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    since, until = _span(request)
+    by = request.query.get("by", "key")
+    if by not in BY:
+        raise Refused(400, f'usage is summed by {", ".join(BY)}, not "{by}"', "invalid_request")
+    groups = await plane.store.usage_summary(since, until, by)
+    names = await _names(plane, by, [g["group"] for g in groups])
+    for g in groups:
+        g["name"], g["project"] = names.get(g["group"], (g["group"], None))
+        g["cost"] = format_money(g["cost_micros"])
+    total = {name: sum(g[name] for g in groups) for name in TOTALS}
+    total["cost"] = format_money(total["cost_micros"])
+    return _json({"since": since, "until": until, "by": by, "rows": groups, "total": total})
+
+
+async def _names(plane: ControlPlane, by: str, groups: list[str | None]) -> dict[Any, tuple[str, str | None]]:
+    """What a person reads for each group: a key's name and project, a project's path."""
+    out: dict[Any, tuple[str, str | None]] = {}
+    if by == "model":
+        return out
+    paths: dict[str, str | None] = {}
+
+    async def path_of(project_id: str | None) -> str | None:
+        if project_id is None:
+            return None
+        if project_id not in paths:
+            found = await plane.store.project_path(project_id)
+            paths[project_id] = None if found is None else str(found)
+        return paths[project_id]
+
+    for group in groups:
+        if group is None:
+            # Requests refused before a key was known (a wrong key, a throttled address).
+            out[None] = ("(no key)" if by == "key" else "(no project)", None)
+        elif by == "key":
+            key = await plane.store.key_by_id(group)
+            out[group] = (group, None) if key is None else (key.name, await path_of(key.project_id))
+        else:
+            shown = await path_of(group)
+            out[group] = (shown or group, shown)
+    return out
+
+
+def _csv_line(row: Usage) -> str:
+    buffer = io.StringIO()
+    values = asdict(row)
+    values["time"] = _iso(row.at)
+    values["detail"] = orjson.dumps(row.detail or {}).decode()
+    csv.writer(buffer, lineterminator="\n").writerow(["" if values[c] is None else values[c] for c in COLUMNS])
+    return buffer.getvalue()
+
+
+def _csv_header() -> str:
+    return ",".join(COLUMNS) + "\n"
+
+
+def _jsonl_line(row: Usage) -> bytes:
+    return orjson.dumps(asdict(row)) + b"\n"
+
+
+async def export(request: web.Request) -> web.StreamResponse:
+    plane: ControlPlane = request.app[PLANE]
+    since, until = _span(request)
+    fmt = request.query.get("format", "csv")
+    if fmt not in FORMATS:
+        raise Refused(400, f'exports are csv or jsonl, not "{fmt}"', "invalid_request")
+    # The first page is read before the answer starts, so a store that is
+    # away is a 503 with a sentence rather than an empty file.
+    page = await plane.store.usage_page(since, until, limit=EXPORT_PAGE)
+    response = web.StreamResponse(headers={
+        "Content-Type": FORMATS[fmt],
+        "Content-Disposition": f'attachment; filename="llmgw-usage.{fmt}"',
+    })
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if fmt == "csv":
+        await response.write(_csv_header().encode())
+    rows = 0
+    while page:
+        if fmt == "csv":
+            chunk = "".join(_csv_line(r) for r in page).encode()
+        else:
+            chunk = b"".join(_jsonl_line(r) for r in page)
+        await response.write(chunk)
+        rows += len(page)
+        if len(page) < EXPORT_PAGE:
+            break
+        last = page[-1]
+        try:
+            page = await plane.store.usage_page(since, until, after_at=last.at, after_id=last.id,
+                                                limit=EXPORT_PAGE)
+        except StoreError as e:
+            # The status line is long gone: end the connection without the
+            # closing chunk, so the client sees a cut-off transfer and not a
+            # short file that looks whole.
+            log.warning("usage export cut off after %d rows: %s", rows, e)
+            if request.transport is not None:
+                request.transport.close()  # sends what is buffered, then closes
+            return response
+    await response.write_eof()
+    return response
+
+
+async def request_record(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    request_id = request.match_info["request_id"]
+    row = await plane.store.usage_by_id(request_id)
+    if row is None:
+        raise Refused(404, f"there is no request {request_id} in the usage records; a request's row "
+                           "is written within a second or so of its answer", "not_found")
+    view: dict[str, Any] = asdict(row)
+    view["time"] = _iso(row.at)
+    view["cost"] = format_money(row.cost_micros)
+    view["key_name"] = view["project"] = None
+    if row.key_id is not None:
+        key = await plane.store.key_by_id(row.key_id)
+        view["key_name"] = None if key is None else key.name
+    if row.project_id is not None:
+        path = await plane.store.project_path(row.project_id)
+        view["project"] = None if path is None else str(path)
+    return _json(view)

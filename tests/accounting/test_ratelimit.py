@@ -1,0 +1,162 @@
+"""Requests and tokens a minute, sliding, at every level of a key's chain."""
+
+from __future__ import annotations
+
+from llmgw.accounting import RateLimiter
+
+from .principals import offline
+
+T0 = 1_800_000_000.0  # a whole second, so the arithmetic below reads plainly
+
+
+def test_a_key_over_its_minute_is_refused_with_when_to_try_again():
+    key = offline(key={"rpm": 3})
+    limiter = RateLimiter()
+    for i in range(3):
+        assert limiter.check(key, T0 + i) is None
+        limiter.admit(key, T0 + i)
+
+    refused = limiter.check(key, T0 + 10.5)
+
+    assert refused.code == "rate_limited" and refused.status == 429
+    assert refused.message == "the key demo allows 3 requests a minute"
+    assert refused.scope == "key"
+    # The first of the three leaves the window at T0 + 60.
+    assert refused.retry_after == 50
+    assert limiter.check(key, T0 + 60) is None
+
+
+def test_the_minute_slides_so_a_burst_at_a_minute_boundary_is_not_twice_the_limit():
+    key = offline(key={"rpm": 10})
+    limiter = RateLimiter()
+    for _ in range(10):
+        limiter.admit(key, T0 + 59.9)
+    # A fixed window would start afresh at T0 + 60 and let ten more through.
+    assert limiter.check(key, T0 + 60.1) is not None
+    assert limiter.check(key, T0 + 118.5).retry_after == 1
+    # Counts are kept by the second: the second T0 + 59 leaves the window whole.
+    assert limiter.check(key, T0 + 119.0) is None
+
+
+def test_a_team_limit_binds_a_key_that_sent_nothing_once_the_teams_other_keys_used_it():
+    alice = offline(name="alice", team={"rpm": 5})
+    bob = offline(name="bob", team={"rpm": 5}, project={"rpm": 100})
+    limiter = RateLimiter()
+    for i in range(5):
+        limiter.admit(alice, T0 + i)
+
+    refused = limiter.check(bob, T0 + 5)
+
+    assert refused.message == "the team Acme/ml allows 5 requests a minute"
+    assert refused.scope == "team" and refused.retry_after == 55
+    # Another team's key is not touched by it.
+    assert limiter.check(offline("Acme/sales/crm", name="carol", team={"rpm": 5}), T0 + 5) is None
+
+
+def test_every_level_is_checked_not_only_the_smallest_figure():
+    # The key's own 100 is the smallest, but the org's 200 is shared by the org.
+    heavy = offline("Acme/ml/chat", name="heavy", org={"rpm": 200})
+    light = offline("Acme/research/lab", name="light", org={"rpm": 200}, key={"rpm": 100})
+    limiter = RateLimiter()
+    for _ in range(200):
+        limiter.admit(heavy, T0)
+
+    refused = limiter.check(light, T0 + 1)
+
+    assert refused.message == "the org Acme allows 200 requests a minute"
+
+
+def test_tokens_are_counted_after_the_answer_and_refuse_the_requests_after_the_one_that_crossed():
+    key = offline(project={"tpm": 1000})
+    limiter = RateLimiter()
+    assert limiter.check(key, T0) is None
+    limiter.admit(key, T0)
+    # Its size was unknown beforehand: the answer that crosses the limit is counted, not refused.
+    limiter.add_tokens(key, 1500, T0 + 2)
+
+    refused = limiter.check(key, T0 + 3)
+
+    assert refused.message == "the project Acme/ml/chat allows 1000 tokens a minute"
+    assert refused.retry_after == 59
+    assert limiter.used("project", key.path.project.id, T0 + 3) == (0, 1500)
+    assert limiter.check(key, T0 + 62) is None
+
+
+def test_of_two_limits_reached_the_one_that_lasts_longest_is_named():
+    key = offline(team={"tpm": 100}, key={"rpm": 1})
+    limiter = RateLimiter()
+    limiter.admit(key, T0)
+    limiter.add_tokens(key, 500, T0 + 30)
+
+    # The key's own minute has room at T0 + 60, the team's tokens at T0 + 90:
+    # waiting for the first would only meet the second.
+    refused = limiter.check(key, T0 + 40)
+    assert refused.message == "the team Acme/ml allows 100 tokens a minute"
+    assert refused.retry_after == 50
+    assert limiter.check(key, T0 + 61).scope == "team"
+    assert limiter.check(key, T0 + 90) is None
+
+
+def test_a_limit_of_zero_refuses_everything_and_says_to_wait_a_minute():
+    key = offline(key={"rpm": 0})
+    refused = RateLimiter().check(key, T0)
+    assert refused.message == "the key demo allows 0 requests a minute" and refused.retry_after == 60
+
+
+def test_a_key_without_limits_is_never_counted():
+    limiter = RateLimiter()
+    free = offline()
+    for _ in range(1000):
+        limiter.admit(free, T0)
+        limiter.add_tokens(free, 10_000, T0)
+    assert limiter.check(free, T0) is None
+    assert len(limiter) == 0
+
+
+def test_counters_idle_for_a_minute_are_dropped_so_memory_follows_the_traffic():
+    limiter = RateLimiter()
+    for n in range(5000):
+        limiter.admit(offline(name=f"k{n}", key={"rpm": 10}), T0)
+    assert len(limiter) == 5000
+
+    busy = offline(name="busy", key={"rpm": 10})
+    limiter.admit(busy, T0 + 61)
+
+    assert len(limiter) == 1
+    assert limiter.used("key", "key_k1", T0 + 61) == (0, 0)
+
+
+def test_two_workers_sharing_counts_hold_a_key_to_its_limit_between_them():
+    key = offline(key={"rpm": 10})
+    a, b = RateLimiter(share=True), RateLimiter(share=True)
+    for i in range(6):
+        a.admit(key, T0 + i)
+        b.admit(key, T0 + i)
+
+    a.merge(b.snapshot(), T0 + 7)
+    b.merge(a.snapshot(), T0 + 7)
+
+    assert a.check(key, T0 + 7).message == "the key demo allows 10 requests a minute"
+    assert b.check(key, T0 + 7) is not None
+    assert a.used("key", "key_demo", T0 + 7) == (12, 0)
+    # What was merged is never sent back out as one's own, and a snapshot
+    # is only what was counted since the last one.
+    assert a.snapshot() == [] and b.snapshot() == []
+    a.admit(key, T0 + 8)
+    assert a.snapshot() == [["requests", "key", "key_demo", int(T0 + 8), 1]]
+
+
+def test_shared_counts_from_before_the_minute_are_ignored_and_ones_from_a_fast_clock_land_now():
+    key = offline(key={"rpm": 3})
+    limiter = RateLimiter(share=True)
+    limiter.merge([["requests", "key", "key_demo", int(T0) - 61, 50]], T0)
+    assert limiter.check(key, T0) is None
+    limiter.merge([["requests", "key", "key_demo", int(T0) + 5, 3]], T0)
+    assert limiter.check(key, T0).retry_after == 60
+
+
+def test_a_worker_that_does_not_share_keeps_no_record_to_send():
+    key = offline(key={"rpm": 3})
+    limiter = RateLimiter()
+    limiter.admit(key, T0)
+    assert limiter.snapshot() == []
