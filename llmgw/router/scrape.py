@@ -1,0 +1,223 @@
+"""Reading each engine's own /metrics, so the scheduler sees queues other routers fill.
+
+This router knows only what it sent itself (Endpoint.in_flight). The engine
+knows everything it holds, from every control plane, and how full its KV
+cache is; vLLM, llama.cpp (with --metrics) and SGLang all say so in
+Prometheus text. Each local endpoint is read every `interval`, with a short
+timeout: a figure that comes late is no use to a choice made now.
+
+An engine that does not answer keeps its last figures, which go stale (the
+scheduler believes them for LOAD_MAX_AGE, about three reads) and is asked
+less often, doubling up to a minute, so a replica that is down or starting
+is not asked every two seconds by every router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import time
+from typing import Callable, Iterable
+
+import aiohttp
+
+from llmgw.router.endpoint import EngineLoad, Endpoint
+
+log = logging.getLogger(__name__)
+
+# The figures each engine gives, by the names it gives them under. vLLM
+# renamed gpu_cache_usage_perc to kv_cache_usage_perc (0.10); both are 0..1.
+RUNNING = ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs")
+WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs")
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio",
+            "sglang:token_usage")
+WANTED = frozenset(RUNNING + WAITING + KV_USAGE)
+
+MAX_BACKOFF = 60.0
+# vLLM's page is some hundreds of KB with its histograms; far more is not a metrics page.
+MAX_BYTES = 8 << 20
+
+
+def metrics_url(url: str) -> str:
+    """The engine's /metrics beside its OpenAI base URL: http://h:8000/v1 -> http://h:8000/metrics."""
+    base = url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base + "/metrics"
+
+
+def parse_metrics(text: str, wanted: frozenset[str] = WANTED) -> dict[str, list[float]]:
+    """The samples of the wanted metrics in Prometheus text, one value per label set.
+
+    Only what is needed of the format: comments skipped, labels read past
+    (a quoted value may hold spaces, braces or escaped quotes), the value is
+    the first field after them and a timestamp after it is ignored.
+    """
+    samples: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace != -1 and (space == -1 or brace < space):
+            name = line[:brace]
+            if name not in wanted:
+                continue
+            end = _labels_end(line, brace)
+            if end == -1:
+                continue
+            rest = line[end + 1:]
+        else:
+            if space == -1:
+                continue
+            name = line[:space]
+            if name not in wanted:
+                continue
+            rest = line[space:]
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            samples.setdefault(name, []).append(value)
+    return samples
+
+
+def _labels_end(line: str, start: int) -> int:
+    quoted = False
+    i = start + 1
+    while i < len(line):
+        c = line[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c == "}":
+            return i
+        i += 1
+    return -1
+
+
+def load_from(samples: dict[str, list[float]], read_at: float) -> EngineLoad | None:
+    """An EngineLoad from parsed samples, or None when the page said nothing we read.
+
+    Counts are summed over label sets (an engine serving with data
+    parallelism gives one per rank); a usage ratio is averaged over them,
+    since the sum of two halves-full caches is not a full one.
+    """
+    def first(names: tuple[str, ...]) -> list[float] | None:
+        return next((samples[n] for n in names if n in samples), None)
+
+    running, waiting, kv = first(RUNNING), first(WAITING), first(KV_USAGE)
+    if running is None and waiting is None and kv is None:
+        return None
+    return EngineLoad(
+        running=sum(running or ()),
+        waiting=sum(waiting or ()),
+        kv_usage=min(1.0, max(0.0, sum(kv) / len(kv))) if kv else None,
+        read_at=read_at,
+    )
+
+
+@dataclasses.dataclass
+class _Backoff:
+    failures: int = 0
+    next_at: float = 0.0
+
+
+class EngineScraper:
+    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[], Iterable[Endpoint]],
+                 interval: float = 2.0, timeout: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._session = session
+        self._endpoints = endpoints
+        self.interval = interval
+        self.timeout = timeout
+        self._clock = clock
+        self._backoff: dict[str, _Backoff] = {}
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="llmgw engine metrics")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.poll()
+            except Exception:
+                log.exception("reading the engines' metrics failed; trying again in %.0f s", self.interval)
+            await asyncio.sleep(self.interval)
+
+    async def poll(self) -> None:
+        """One round: read every local endpoint's metrics that is due, all at once."""
+        by_url: dict[str, list[Endpoint]] = {}
+        for endpoint in self._endpoints():
+            if not endpoint.external:
+                by_url.setdefault(metrics_url(endpoint.url), []).append(endpoint)
+        for url in list(self._backoff):
+            if url not in by_url:
+                del self._backoff[url]  # a replica gone; if it comes back it starts afresh
+        now = self._clock()
+        due = [url for url in by_url if self._backoff.get(url, _Backoff()).next_at <= now]
+        await asyncio.gather(*(self._scrape(url, by_url[url]) for url in due))
+
+    def backoff(self, url: str) -> float:
+        """Seconds until the engine at this metrics URL is asked again (0: at the next round)."""
+        state = self._backoff.get(url)
+        return max(0.0, state.next_at - self._clock()) if state else 0.0
+
+    async def _scrape(self, url: str, endpoints: list[Endpoint]) -> None:
+        key = next((e.api_key for e in endpoints if e.api_key), None)
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        try:
+            async with self._session.get(url, headers=headers,
+                                         timeout=aiohttp.ClientTimeout(total=self.timeout)) as response:
+                if response.status != 200:
+                    raise _Unread(f"answered {response.status}")
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    body += chunk
+                    if len(body) > MAX_BYTES:
+                        raise _Unread(f"sent more than {MAX_BYTES >> 20} MB")
+            load = load_from(parse_metrics(body.decode("utf-8", "replace")), self._clock())
+            if load is None:
+                raise _Unread("gave none of the running, waiting or KV cache figures")
+        except (aiohttp.ClientError, asyncio.TimeoutError, _Unread) as e:
+            self._failed(url, str(e) or type(e).__name__)
+            return
+        self._backoff.pop(url, None)
+        for endpoint in endpoints:
+            endpoint.load = dataclasses.replace(load)
+
+    def _failed(self, url: str, why: str) -> None:
+        state = self._backoff.setdefault(url, _Backoff())
+        state.failures += 1
+        delay = min(MAX_BACKOFF, self.interval * 2 ** state.failures)
+        state.next_at = self._clock() + delay
+        # Said once as it starts failing, not every round while it stays down.
+        level = logging.INFO if state.failures == 1 else logging.DEBUG
+        log.log(level, "the engine's metrics at %s could not be read (%s); asking again in %.0f s",
+                url, why, delay)
+
+
+class _Unread(Exception):
+    pass
