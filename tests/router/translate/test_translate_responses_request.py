@@ -1,0 +1,169 @@
+"""A Responses request (what Codex sends) becomes the chat request the engines take."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmgw.router.translate.common import TranslateError
+from llmgw.router.translate.responses import responses_to_chat
+
+
+def translate(body: dict, thinking_mode: str = "reasoning_effort") -> dict:
+    return responses_to_chat(body, upstream_model="openai/gpt-oss-20b", thinking_mode=thinking_mode)
+
+
+def refusal(body: dict) -> TranslateError:
+    with pytest.raises(TranslateError) as caught:
+        translate(body)
+    return caught.value
+
+
+def test_a_string_input_with_instructions_becomes_a_system_and_a_user_message():
+    chat = translate({"model": "gpt-oss", "instructions": "You are Codex.", "input": "List the files"})
+    assert chat == {"model": "openai/gpt-oss-20b", "messages": [
+        {"role": "system", "content": "You are Codex."}, {"role": "user", "content": "List the files"}]}
+
+
+def test_developer_messages_before_the_conversation_join_the_system_message():
+    chat = translate({"instructions": "Base.", "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandbox: none."}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "<env>cwd=/src</env>"},
+                                     {"type": "input_text", "text": "fix it"}]},
+        {"type": "message", "role": "developer", "content": "Later note."},
+    ]})
+    assert chat["messages"] == [
+        {"role": "system", "content": "Base.\n\nSandbox: none."},
+        {"role": "user", "content": "<env>cwd=/src</env>\nfix it"},
+        {"role": "system", "content": "Later note."},
+    ]
+
+
+def test_an_image_part_becomes_an_image_url_part():
+    chat = translate({"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "What is this?"},
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBO", "detail": "high"}]}]})
+    assert chat["messages"][0]["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO", "detail": "high"}}]
+
+
+def test_function_calls_join_the_assistant_turn_before_them_and_outputs_become_tool_messages():
+    chat = translate({"input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run tests"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "hmm"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Running."}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "shell",
+         "arguments": '{"command": ["pytest"]}'},
+        {"type": "function_call", "id": "fc_2", "call_id": "call_b", "name": "shell",
+         "arguments": '{"command": ["ls"]}'},
+        {"type": "function_call_output", "call_id": "call_a", "output": "3 passed"},
+        {"type": "function_call_output", "call_id": "call_b",
+         "output": [{"type": "input_text", "text": "a.py"}, {"type": "input_text", "text": "b.py"}]},
+        {"type": "function_call", "call_id": "call_c", "name": "shell", "arguments": "{}"},
+    ]})
+    assert chat["messages"] == [
+        {"role": "user", "content": "run tests"},
+        {"role": "assistant", "content": "Running.", "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "shell", "arguments": '{"command": ["pytest"]}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "shell", "arguments": '{"command": ["ls"]}'}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "3 passed"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "a.py\nb.py"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_c", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+    ]
+    assert "hmm" not in str(chat)
+
+
+def test_an_image_in_a_functions_output_follows_the_run_of_tool_messages_as_a_user_turn():
+    chat = translate({"input": [
+        {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": [{"type": "input_image", "image_url": "https://x/1.png"}]},
+        {"type": "function_call_output", "call_id": "c2", "output": "none"},
+    ]})
+    roles = [m["role"] for m in chat["messages"]]
+    assert roles == ["assistant", "tool", "tool", "user"]
+    assert chat["messages"][3]["content"][1] == {"type": "image_url", "image_url": {"url": "https://x/1.png"}}
+
+
+def test_function_tools_in_the_flat_shape_become_chats_nested_functions():
+    tools = [{"type": "function", "name": "shell", "description": "Run a command", "strict": False,
+              "parameters": {"type": "object", "properties": {"command": {"type": "array"}}}},
+             {"type": "function", "name": "noargs", "parameters": None}]
+    chat = translate({"input": "x", "tools": tools, "tool_choice": "auto", "parallel_tool_calls": False})
+    assert chat["tools"] == [
+        {"type": "function", "function": {"name": "shell", "description": "Run a command", "strict": False,
+                                          "parameters": tools[0]["parameters"]}},
+        {"type": "function", "function": {"name": "noargs", "parameters": {"type": "object", "properties": {}}}}]
+    assert chat["tool_choice"] == "auto"
+    assert chat["parallel_tool_calls"] is False
+    named = translate({"input": "x", "tools": tools, "tool_choice": {"type": "function", "name": "shell"}})
+    assert named["tool_choice"] == {"type": "function", "function": {"name": "shell"}}
+
+
+def test_settings_pass_through_with_their_chat_names():
+    chat = translate({"input": "x", "max_output_tokens": 512, "temperature": 0.1, "top_p": 0.95, "stream": True,
+                      "store": False, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k",
+                      "text": {"verbosity": "low"}, "safety_identifier": "person-7"})
+    assert (chat["max_tokens"], chat["temperature"], chat["top_p"]) == (512, 0.1, 0.95)
+    assert chat["stream"] is True and chat["stream_options"] == {"include_usage": True}
+    assert chat["user"] == "person-7"
+    assert "response_format" not in chat
+
+
+def test_reasoning_effort_passes_to_a_model_that_takes_one_within_the_three_it_knows():
+    efforts = {e: translate({"input": "x", "reasoning": {"effort": e, "summary": "auto"}}).get("reasoning_effort")
+               for e in ("none", "minimal", "low", "medium", "high", "xhigh")}
+    assert efforts == {"none": None, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
+                       "xhigh": "high"}
+
+
+def test_reasoning_effort_turns_a_chat_template_models_thinking_on_or_off():
+    on = translate({"input": "x", "reasoning": {"effort": "high"}}, "chat_template_kwargs")
+    off = translate({"input": "x", "reasoning": {"effort": "none"}}, "chat_template_kwargs")
+    assert on["chat_template_kwargs"] == {"enable_thinking": True}
+    assert off["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "reasoning_effort" not in on
+    assert "chat_template_kwargs" not in translate({"input": "x", "reasoning": {"effort": "high"}}, "")
+
+
+def test_a_json_schema_text_format_becomes_a_response_format():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    chat = translate({"input": "x", "text": {"format": {"type": "json_schema", "name": "count", "schema": schema,
+                                                        "strict": True}}})
+    assert chat["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "count", "schema": schema, "strict": True}}
+    assert translate({"input": "x", "text": {"format": {"type": "json_object"}}})["response_format"] == \
+        {"type": "json_object"}
+
+
+def test_previous_response_id_is_refused_with_a_sentence_saying_to_send_the_whole_conversation():
+    error = refusal({"input": "and then?", "previous_response_id": "resp_123"})
+    assert error.param == "previous_response_id"
+    assert "send the whole conversation" in error.message
+
+
+@pytest.mark.parametrize("body, words, param", [
+    ({"model": "m"}, "input is required", "input"),
+    ({"input": []}, "non-empty array", "input"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, "built-in tool 'web_search'", "tools.0.type"),
+    ({"input": "x", "tools": [{"type": "local_shell"}]}, "built-in tool 'local_shell'", "tools.0.type"),
+    ({"input": "x", "conversation": "conv_1"}, "send the whole conversation", "conversation"),
+    ({"input": "x", "background": True}, "background", "background"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "item_reference", "input.0.type"),
+    ({"input": [{"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": "x"}]},
+     "'custom_tool_call' are not supported", "input.0.type"),
+    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input_file",
+     "input.0.content.0.type"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1"}]}]}, "file_id",
+     "input.0.content.0.file_id"),
+    ({"input": [{"role": "robot", "content": "x"}]}, "role", "input.0.role"),
+    ({"input": "x", "max_output_tokens": -1}, "positive integer", "max_output_tokens"),
+    ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort", "reasoning.effort"),
+    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "call_id", "input.0.call_id"),
+])
+def test_a_request_the_engines_cannot_take_is_refused_with_a_sentence_naming_the_field(body, words, param):
+    error = refusal(body)
+    assert words in error.message
+    assert error.param == param
