@@ -29,6 +29,7 @@ from llmgw.control.listeners import bind, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
 from llmgw.router.app import make_client_app
+from llmgw.router.service import Router
 from llmgw.store import Store, open_store
 
 log = logging.getLogger("llmgw.server")
@@ -60,6 +61,7 @@ class ControlPlane:
         self._settings_gauge = Gauge("llmgw_settings_version", "Cluster settings version in force",
                                      registry=self.registry)
         Info("llmgw_build", "This program's version", registry=self.registry).info({"version": __version__})
+        self.router = Router(store, lambda: self.settings.current, self.registry)
         self._runners: list[web.AppRunner] = []
 
     def advertise(self) -> str:
@@ -77,13 +79,19 @@ class ControlPlane:
         await self.settings.load(seed, self.seeded_keys)
         self._settings_gauge.set(self.settings.version)
         self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
+        self.router.apply(self.settings.current)
+        self.settings.subscribe(self.router.apply)
+        await self.router.start()
         self.settings.start(lambda: float(self.settings.current.control.settings_poll))
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
         self.lease.start()
         apps = {"client": make_client_app(self), "admin": make_admin_app(self),
                 "agent": _agent_app(self), "metrics": _metrics_app(self)}
         for role, sock in self.sockets.items():
-            runner = web.AppRunner(apps[role], access_log=None, handle_signals=False)
+            # handler_cancellation: a client that goes away cancels its
+            # handler, which closes the request to the engine, which stops it.
+            runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
+                                   handler_cancellation=(role == "client"))
             await runner.setup()
             await web.SockSite(runner, sock).start()
             self._runners.append(runner)
@@ -95,6 +103,9 @@ class ControlPlane:
         await self.settings.stop()
         for runner in reversed(self._runners):
             await runner.cleanup()
+        # After the listeners: requests still finishing above add their rows,
+        # then every row is written before the store closes.
+        await self.router.stop()
         await self.store.close()
 
 

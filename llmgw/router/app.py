@@ -15,14 +15,15 @@ from aiohttp import web
 
 from llmgw.account.keycache import Principal
 from llmgw.account.keys import KEY_PREFIX, looks_like_key
+from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
+from llmgw.router.call import new_request_id
 from llmgw.router.errors import api_error
+from llmgw.router.handlers import add_routes
 from llmgw.store import StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
 
-PLANE = web.AppKey("plane", object)
-PRINCIPAL = "llmgw.principal"
 
 
 def _json(data: object, status: int = 200) -> web.Response:
@@ -46,7 +47,7 @@ async def leader(request: web.Request) -> web.Response:
 
 async def ready(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
-    served = [m.name for m in plane.settings.current.models if m.endpoints]
+    served = [name for name, entry in plane.router.registry.models.items() if entry.usable()]
     if not served:
         return _json({"ready": False, "message": "no model has an endpoint to send requests to yet"},
                      status=503)
@@ -59,6 +60,24 @@ def _presented_key(request: web.Request) -> str | None:
         return header[7:].strip()
     # Anthropic's SDK sends its key here.
     return request.headers.get("x-api-key")
+
+
+@web.middleware
+async def request_id(request: web.Request, handler):
+    ident = request[REQUEST_ID] = new_request_id()
+    try:
+        response = await handler(request)
+    except web.HTTPException as e:
+        if e.status == 413:
+            response = api_error(413, "the request body is larger than this gateway takes (router.max_body)",
+                                 "request_too_large")
+        elif e.status == 405:
+            response = api_error(405, f"{request.path} does not take {request.method}", "method_not_allowed")
+        else:
+            raise
+    if not response.prepared:
+        response.headers["x-request-id"] = ident
+    return response
 
 
 @web.middleware
@@ -109,11 +128,14 @@ async def not_found(request: web.Request) -> web.Response:
 
 
 def make_client_app(plane: "ControlPlane") -> web.Application:
-    app = web.Application(middlewares=[authenticate], client_max_size=32 * 1024 * 1024)
+    # The body limit is router.max_body, read live by the handlers; this one
+    # only bounds what aiohttp itself would buffer for other routes.
+    app = web.Application(middlewares=[request_id, authenticate], client_max_size=1024 * 1024 * 1024)
     app[PLANE] = plane
     app.router.add_get("/health", health)
     app.router.add_get("/leader", leader)
     app.router.add_get("/ready", ready)
     app.router.add_get("/v1/models", list_models)
+    add_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", not_found)
     return app

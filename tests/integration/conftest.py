@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servers import Server
+from servers import Server, SimEngine
 
 
 @pytest.fixture
@@ -30,3 +30,18 @@ def server(servers):
     assert done.returncode == 0, done.stderr
     s.first_key = next(line.split()[2] for line in done.stdout.splitlines() if "API key" in line)
     return s.start()
+
+
+@pytest.fixture
+def engines(tmp_path):
+    """Start sim-engines with engines(model, *flags); each is stopped after the test."""
+    made: list[SimEngine] = []
+
+    def make(model: str = "sim", *flags: str) -> SimEngine:
+        engine = SimEngine(tmp_path, model, *flags).start()
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        engine.stop()

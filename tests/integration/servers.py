@@ -133,3 +133,53 @@ def wait_for(predicate, timeout: float, interval: float = 0.1):
         if time.monotonic() - start > timeout:
             return value, time.monotonic() - start
         time.sleep(interval)
+
+
+class SimEngine:
+    """A real `llmgw sim-engine` process on a free loopback port."""
+
+    def __init__(self, root: Path, model: str = "sim", *flags: str):
+        self.port = free_port()
+        self.model = model
+        self.flags = flags
+        self.log_path = root / f"sim-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "SimEngine":
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),
+                                      "--model", self.model, *self.flags], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):
+                    return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.05)
+        raise AssertionError(f"sim-engine did not come up:\n{self.log_path.read_text()}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        if self.proc:
+            self.log.close()
+
+
+def write_config(path: Path, doc: dict) -> str:
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(path)

@@ -1,0 +1,15 @@
+"""What the gateway adds to a request: the targets of the client API, measured.
+
+Runs `llmgw ctl bench overhead`'s steps (see llmgw/benchmark/overhead.py):
+concurrency 1 (added p50/p99), concurrency 32 (requests/s), and 64-token
+streams at concurrency 64 (streams/s), each straight to an instant sim-engine
+and through a real gateway with authentication and accounting on.
+"""
+
+import sys
+
+from llmgw.benchmark.overhead import overhead
+
+if __name__ == "__main__":
+    overhead(seconds=5.0)
+    sys.exit(0)

@@ -1,0 +1,1 @@
+"""Benchmarks the program runs on itself (llmgw ctl bench …)."""

@@ -1,0 +1,231 @@
+"""What the gateway adds to a request, measured: `llmgw ctl bench overhead`.
+
+An instant `llmgw sim-engine` and a real `llmgw server` in front of it, each
+a process of its own on loopback, and this process as the load. The same
+load goes straight to the engine and through the gateway (authentication
+and accounting on, as every request has them), and the difference is what
+the gateway added. Where `taskset` works the gateway gets core 1 to itself
+and the engine and the load share core 0, the way peers were measured on
+this kind of machine; the output says which placement it ran with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+import psutil
+
+CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 16}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pinned(core: int | None, argv: list[str]) -> list[str]:
+    if core is None:
+        return argv
+    return ["taskset", "-c", str(core), *argv]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it listened")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f} s")
+
+
+@dataclass
+class Rig:
+    """The engine, the gateway and a key, started by this process and ended by it."""
+
+    engine_url: str
+    gateway_url: str
+    key: str
+    gateway_pid: int
+    placement: str
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    tmp: str = ""
+    affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
+
+    @classmethod
+    def start(cls, answer_tokens: int = 16) -> "Rig":
+        pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+        engine_core, gateway_core = (0, 1) if pin else (None, None)
+        affinity = os.sched_getaffinity(0) if pin else None
+        if pin:
+            os.sched_setaffinity(0, {0})  # the load shares core 0 with the engine
+        tmp = tempfile.mkdtemp(prefix="llmgw-bench-")
+        py = [sys.executable, "-m", "llmgw"]
+        engine_port = _free_port()
+        engine = subprocess.Popen(_pinned(engine_core, [*py, "sim-engine", "--port", str(engine_port),
+                                                        "--model", "sim", "--max-tokens-default", str(answer_tokens)]),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs = [engine]
+        try:
+            _wait_port(engine_port, engine, "the sim-engine")
+            ports = {r: _free_port() for r in ("client", "agent", "admin", "metrics")}
+            config = os.path.join(tmp, "server.yaml")
+            with open(config, "w") as f:
+                json.dump({"models": [{"name": "sim", "endpoints": [f"http://127.0.0.1:{engine_port}/v1"]}],
+                           "log": {"level": "warning"}}, f)
+            args = ["--config", config, "--data-dir", tmp]
+            for role, port in ports.items():
+                args += [f"--listen-{role}", f"127.0.0.1:{port}"]
+            init = subprocess.run([*py, "server", "init", *args, "--json"], capture_output=True, text=True)
+            if init.returncode != 0:
+                raise RuntimeError(f"llmgw server init failed: {init.stderr.strip()}")
+            key = json.loads(init.stdout)["key"]["key"]
+            gateway = subprocess.Popen(_pinned(gateway_core, [*py, "server", *args]),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(gateway)
+            _wait_port(ports["client"], gateway, "the gateway")
+        except BaseException:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+            shutil.rmtree(tmp, ignore_errors=True)
+            if affinity:
+                os.sched_setaffinity(0, affinity)
+            raise
+        placement = ("gateway on core 1; engine and load on core 0" if pin
+                     else "unpinned (taskset missing or one core): gateway, engine and load share the cores")
+        return cls(f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{ports['client']}", key, gateway.pid,
+                   placement, procs, tmp, affinity)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.affinity:
+            os.sched_setaffinity(0, self.affinity)
+
+
+@dataclass
+class Step:
+    name: str
+    target: str  # "direct" or "gateway"
+    done: int
+    failed: int
+    seconds: float
+    latencies: list[float]
+    gateway_cpu: float = 0.0  # seconds of the gateway's CPU during the step
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds else 0.0
+
+
+async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: float, stream: bool) -> tuple:
+    body = dict(CHAT, stream=True) if stream else CHAT
+    payload = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    latencies: list[float] = []
+    failed = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal failed
+        while time.monotonic() < deadline:
+            start = time.perf_counter()
+            try:
+                async with session.post(url + "/v1/chat/completions", data=payload, headers=headers) as r:
+                    data = await r.read()
+                    ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
+            except aiohttp.ClientError:
+                ok = False
+            if ok:
+                latencies.append(time.perf_counter() - start)
+            else:
+                failed += 1
+
+    connector = aiohttp.TCPConnector(limit=0)
+    began = time.monotonic()
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+    return latencies, failed, time.monotonic() - began
+
+
+def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float, stream: bool = False) -> Step:
+    url = rig.engine_url if target == "direct" else rig.gateway_url
+    key = None if target == "direct" else rig.key
+    gateway = psutil.Process(rig.gateway_pid)
+    before = gateway.cpu_times()
+    latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream))
+    after = gateway.cpu_times()
+    cpu = (after.user - before.user) + (after.system - before.system)
+    return Step(name, target, len(latencies), failed, took, latencies, cpu)
+
+
+def overhead(seconds: float = 5.0, say=print) -> dict:
+    """Run every step; print figures as `name: value unit` lines; return them for --json."""
+    rig = Rig.start(answer_tokens=16)
+    results: dict = {"placement": rig.placement, "seconds_per_step": seconds, "steps": {}}
+    say(f"placement: {rig.placement}")
+    try:
+        asyncio.run(_closed_loop(rig.gateway_url, rig.key, 4, min(1.0, seconds), False))  # warm up
+        plan = [("c1", 1, False), ("c32", 32, False)]
+        for name, concurrency, stream in plan:
+            direct = run_step(rig, name, "direct", concurrency, seconds, stream)
+            through = run_step(rig, name, "gateway", concurrency, seconds, stream)
+            added50, added99 = through.pct(0.5) - direct.pct(0.5), through.pct(0.99) - direct.pct(0.99)
+            cpu_k = through.gateway_cpu / through.done * 1000 if through.done else float("nan")
+            figures = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
+                       "added_p50_ms": round(added50, 3), "added_p99_ms": round(added99, 3),
+                       "gateway_cpu_s_per_1k": round(cpu_k, 3), "failed": direct.failed + through.failed}
+            results["steps"][name] = figures
+            for key, value in figures.items():
+                unit = {"direct_rps": "req/s", "gateway_rps": "req/s", "added_p50_ms": "ms",
+                        "added_p99_ms": "ms", "gateway_cpu_s_per_1k": "s"}.get(key, "")
+                say(f"{name}.{key}: {value} {unit}".rstrip())
+    finally:
+        rig.stop()
+    stream_rig = Rig.start(answer_tokens=64)
+    say(f"placement: {stream_rig.placement}")
+    try:
+        direct = run_step(stream_rig, "s64", "direct", 64, seconds, stream=True)
+        through = run_step(stream_rig, "s64", "gateway", 64, seconds, stream=True)
+        figures = {"direct_streams_per_s": round(direct.rate), "gateway_streams_per_s": round(through.rate),
+                   "gateway_tokens_per_s": round(through.rate * 64),
+                   "gateway_cpu_s_per_1k": round(through.gateway_cpu / through.done * 1000, 3) if through.done else None,
+                   "failed": direct.failed + through.failed}
+        results["steps"]["s64"] = figures
+        for key, value in figures.items():
+            say(f"s64.{key}: {value}")
+    finally:
+        stream_rig.stop()
+    return results

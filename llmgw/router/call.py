@@ -1,0 +1,79 @@
+"""One client request's journey through the router, and the refusals it can meet.
+
+A `Call` carries what the handler learned (who asks, for which model, in
+which API shape) and what happened (which endpoint, retries, tokens, the
+status), so the usage row and `llmgw ctl request ID` can say it all from
+one place. Nothing in it is the request's text.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmgw.account.keycache import Principal
+from llmgw.router.endpoint import Endpoint
+from llmgw.router.registry import ModelEntry
+
+
+class Refuse(Exception):
+    """A refusal the client sees: status, a sentence, a code, and headers such as Retry-After."""
+
+    def __init__(self, status: int, message: str, code: str, *, param: str | None = None,
+                 headers: dict[str, str] | None = None, decided_by: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+        self.param, self.headers = param, headers or {}
+        self.decided_by = decided_by or code
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+@dataclass
+class Call:
+    id: str
+    api: str  # chat | completions | embeddings | messages | responses
+    principal: Principal
+    model: ModelEntry
+    upstream_path: str  # /chat/completions, /completions, /embeddings
+    upstream_body: dict[str, Any]
+    stream: bool
+    wants_usage: bool  # the client asked for the usage chunk (stream_options.include_usage)
+    profile: str
+    session_key: str | None
+    band: str | None
+    started: float = field(default_factory=time.perf_counter)
+    at: float = field(default_factory=time.time)
+    endpoint: Endpoint | None = None
+    status: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    ttft: float | None = None
+    first_token_at: float | None = None
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    decided_by: str | None = None  # the limit, breaker or timeout that decided the outcome
+    error: str | None = None
+    served_model: str | None = None  # a fallback's name when one answered
+    client_body: dict[str, Any] = field(default_factory=dict)  # as the client sent it; never stored
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def detail(self) -> dict[str, Any]:
+        detail: dict[str, Any] = {"api": self.api, "stream": self.stream}
+        if self.retries:
+            detail["retries"] = self.retries
+        if self.decided_by:
+            detail["decided_by"] = self.decided_by
+        if self.error:
+            detail["error"] = self.error
+        if self.served_model and self.served_model != self.model.name:
+            detail["fallback_from"] = self.model.name
+        if self.profile:
+            detail["profile"] = self.profile
+        return detail

@@ -1,0 +1,400 @@
+"""The /v1 endpoints: read and check the request, route it, answer in the client's API shape.
+
+Every request, refused or answered, ends in exactly one usage row (settled
+in `finally`), so a limit, a breaker or a cut stream is in the record as
+much as a good answer is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import orjson
+from aiohttp import web
+
+from llmgw.account.keycache import Principal
+from llmgw.router import scheduler
+from llmgw.router.admission import AdmissionTimeout
+from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
+from llmgw.router.call import Call, Refuse, new_request_id
+from llmgw.router.errors import api_error
+from llmgw.router.registry import ModelEntry
+from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, read_usage, relay
+from llmgw.router.translate import anthropic as anth
+from llmgw.router.translate import responses as resp_api
+from llmgw.router.translate.common import TranslateError, encode_sse
+from llmgw.router.upstream import Opened, open_upstream
+
+if TYPE_CHECKING:
+    from llmgw.control.plane import ControlPlane
+
+PROFILE_HEADER = "x-llmgw-profile"
+# Client closed request, as nginx writes it: the usage row says the client
+# left, not that the engine failed.
+CLIENT_GONE = 499
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What differs between the API shapes a client may speak."""
+
+    api: str
+    upstream_path: str
+    error: Callable[[int, str, str, str | None, dict], web.Response]
+
+
+def _openai_error(status, message, code, param, headers) -> web.Response:
+    return api_error(status, message, code, param=param, headers=headers)
+
+
+def _anthropic_error(status, message, code, param, headers) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(anth.anthropic_error(status, message)),
+                        content_type="application/json", headers=headers)
+
+
+CHAT = Shape("chat", "/chat/completions", _openai_error)
+COMPLETIONS = Shape("completions", "/completions", _openai_error)
+EMBEDDINGS = Shape("embeddings", "/embeddings", _openai_error)
+MESSAGES = Shape("messages", "/chat/completions", _anthropic_error)
+RESPONSES = Shape("responses", "/chat/completions", _openai_error)
+
+
+# -- reading the request ----------------------------------------------------
+
+async def read_json(request: web.Request, limit: int) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > limit:
+        raise Refuse(413, f"the request body is {request.content_length} bytes, more than the "
+                          f"{limit // (1024 * 1024)} MB this gateway takes (router.max_body)", "request_too_large")
+    if request.content_length is not None:
+        try:
+            raw = await request.content.readexactly(request.content_length)  # one read: the usual case
+        except asyncio.IncompleteReadError:
+            raise Refuse(400, "the request body ended before its Content-Length", "invalid_request") from None
+    else:
+        chunks, size = [], 0
+        async for chunk in request.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                raise Refuse(413, f"the request body is more than the {limit // (1024 * 1024)} MB this gateway "
+                                  "takes (router.max_body)", "request_too_large")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise Refuse(400, f"the request body is not valid JSON: {e}", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise Refuse(400, "the request body must be a JSON object", "invalid_request")
+    return body
+
+
+def _model_name(body: dict) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise Refuse(400, 'the request needs "model": the name of a model (GET /v1/models lists them)',
+                     "invalid_request", param="model")
+    return model
+
+
+def _find_model(plane: "ControlPlane", principal: Principal, name: str) -> ModelEntry:
+    entry = plane.router.registry.model(name)
+    if entry is None or not principal.limits.allows_model(name):
+        if entry is not None:
+            raise Refuse(403, f"this API key may not use the model {name}; GET /v1/models lists the ones it may",
+                         "model_not_allowed", param="model")
+        raise Refuse(404, f"there is no model {name} here; GET /v1/models lists the ones this key may use",
+                     "model_not_found", param="model")
+    return entry
+
+
+def _check_max_tokens(entry: ModelEntry, upstream: dict) -> None:
+    longest = entry.settings.max_output_tokens
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = upstream.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise Refuse(400, f"{field} must be a whole number of at least 1, got {value!r}", "invalid_request",
+                         param=field)
+        if longest and value > longest:
+            raise Refuse(400, f"{field} {value} is more than {entry.name}'s longest answer, {longest} tokens; "
+                              f"ask for {longest} or fewer", "max_tokens_too_large", param=field)
+
+
+def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
+    """The engine's body for an OpenAI-shaped request; (body, stream, client wants the usage event)."""
+    if shape is CHAT:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise Refuse(400, '"messages" must be a non-empty list of messages', "invalid_request", param="messages")
+        if not all(isinstance(m, dict) for m in messages):
+            raise Refuse(400, 'each of "messages" must be an object with a role and content', "invalid_request",
+                         param="messages")
+    elif shape is COMPLETIONS:
+        if not isinstance(body.get("prompt"), (str, list)):
+            raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
+    elif shape is EMBEDDINGS:
+        if not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", []):
+            raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise Refuse(400, '"stream" must be true or false', "invalid_request", param="stream")
+    if shape is EMBEDDINGS:
+        return body, False, False
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise Refuse(400, '"stream_options" must be an object', "invalid_request", param="stream_options")
+    wants = bool(options and options.get("include_usage"))
+    if stream:
+        # Always asked of the engine: tokens are what limits and budgets count.
+        body = {**body, "stream_options": {**(options or {}), "include_usage": True}}
+    return body, stream, wants
+
+
+# -- the handlers ------------------------------------------------------------
+
+def handler(shape: Shape):
+    async def handle(request: web.Request) -> web.StreamResponse:
+        plane: ControlPlane = request.app[PLANE]
+        principal: Principal = request[PRINCIPAL]
+        call: Call | None = None
+        request_id = request[REQUEST_ID]
+        try:
+            call = await _begin(plane, request, shape, principal, request_id)
+            return await _route(plane, request, shape, call)
+        except Refuse as refused:
+            if call is not None:
+                call.status = refused.status
+                call.decided_by = call.decided_by or refused.decided_by
+                call.error = refused.code
+            else:
+                plane.router.metrics.refused.labels("-", refused.code).inc()
+            return shape.error(refused.status, refused.message, refused.code, refused.param,
+                               {**refused.headers, "x-request-id": request_id})
+        except asyncio.CancelledError:
+            if call is not None:
+                call.status = CLIENT_GONE
+                call.error = "client_gone"
+            raise
+        finally:
+            if call is not None:
+                if not call.status:
+                    call.status = CLIENT_GONE
+                plane.router.settle(call)
+    return handle
+
+
+async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, principal: Principal,
+                 request_id: str) -> Call:
+    settings = plane.settings.current.router
+    body = await read_json(request, int(settings.max_body))
+    name = _model_name(body)
+    entry = _find_model(plane, principal, name)
+    wants = False
+    try:
+        if shape is MESSAGES:
+            upstream = anth.messages_to_chat(body, upstream_model=name, thinking_mode=entry.settings.thinking)
+            stream = bool(upstream.get("stream"))
+        elif shape is RESPONSES:
+            upstream = resp_api.responses_to_chat(body, upstream_model=name)
+            stream = bool(upstream.get("stream"))
+        else:
+            upstream, stream, wants = _prepare_openai(shape, body)
+    except TranslateError as e:
+        raise Refuse(400, e.message, "invalid_request", param=e.param) from None
+    _check_max_tokens(entry, upstream)
+    profile = request.headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile
+    if profile not in scheduler.profiles():
+        known = ", ".join(sorted(scheduler.profiles()))
+        raise Refuse(400, f"{PROFILE_HEADER}: there is no profile {profile}; the profiles are {known}",
+                     "unknown_profile")
+    call = Call(id=request_id, api=shape.api, principal=principal, model=entry, upstream_path=shape.upstream_path,
+                upstream_body=upstream, stream=stream, wants_usage=wants, profile=profile,
+                session_key=scheduler.session_key(upstream, request.headers) if profile == "chat" else None,
+                band=principal.key.band, client_body=body)
+    router = plane.router
+    now = time.time()
+    refusal = router.limits.check(principal, now) or router.budgets.check(principal, now)
+    if refusal is not None:
+        router.metrics.refused.labels(name, refusal.code).inc()
+        raise Refuse(refusal.status, refusal.message, refusal.code,
+                     headers={"Retry-After": str(refusal.retry_after)},
+                     decided_by=f"{refusal.code}:{refusal.scope}")
+    router.limits.admit(principal, now)
+    return call
+
+
+def _full(entry: ModelEntry, saturation: int) -> Callable[[], bool]:
+    def full() -> bool:
+        local = [e for e in entry.usable() if not e.external]
+        # An outside provider never counts as full: its own 429 is the signal.
+        if not local or len(local) < len(entry.usable()):
+            return False
+        return all(e.in_flight >= saturation or not scheduler.available(e) for e in local)
+    return full
+
+
+def _room(entry: ModelEntry, saturation: int) -> bool:
+    usable = [e for e in entry.usable() if scheduler.available(e)]
+    return bool(usable) and not (saturation and _full(entry, saturation)())
+
+
+async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
+    router = plane.router
+    settings = plane.settings.current.router
+    saturation = settings.admission.saturation
+    entry = call.model
+    if not _room(entry, saturation):
+        # No room here: a fallback with room answers instead of a queue.
+        for other in entry.settings.fallbacks:
+            candidate = router.registry.model(other)
+            if candidate and call.principal.limits.allows_model(other) and _room(candidate, saturation):
+                call.served_model = other
+                entry = candidate
+                break
+    served = entry
+    try:
+        ticket = await router.admission.enter(served.name, call.band, _full(served, saturation))
+    except AdmissionTimeout as e:
+        raise Refuse(504, str(e), "queue_timeout", headers={"Retry-After": str(e.retry_after)},
+                     decided_by=f"admission:{e.band}") from None
+    try:
+        candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
+        async with asyncio.timeout(float(settings.timeouts.total)):
+            opened = await open_upstream(router.session, call, candidates, settings.timeouts,
+                                         settings.retries, scheduler.take)
+            call.endpoint = opened.endpoint
+            call.ttft = opened.took
+            try:
+                return await _answer(plane, request, shape, call, opened)
+            finally:
+                opened.endpoint.in_flight -= 1
+                opened.response.release()
+    except TimeoutError:
+        raise Refuse(504, f"the answer took longer than router.timeouts.total "
+                          f"({settings.timeouts.total})", "upstream_timeout", decided_by="timeout") from None
+    finally:
+        ticket.release()
+
+
+async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call,
+                  opened: Opened) -> web.StreamResponse:
+    upstream = opened.response
+    name = call.served_model or call.model.name
+    if upstream.status >= 400:
+        # The engine's own refusal of this request (too long a prompt, a bad
+        # parameter): the client's to see, and no reason to doubt the engine.
+        call.status = upstream.status
+        call.error = "engine_refused"
+        message = _engine_message(opened.first) or f"the engine answered {upstream.status}"
+        return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
+    if not call.stream:
+        return _whole(shape, call, opened, name)
+    return await _stream(plane, request, shape, call, opened, name)
+
+
+def _engine_message(raw: bytes) -> str | None:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or "")[:1000] or None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"][:1000]
+    return None
+
+
+def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
+    try:
+        answer = orjson.loads(opened.first)
+    except orjson.JSONDecodeError:
+        call.status = 502
+        raise Refuse(502, f"the engine for {name} answered something that is not JSON", "upstream_invalid",
+                     decided_by="upstream_error") from None
+    read_usage(call, answer.get("usage") if isinstance(answer, dict) else None)
+    call.status = 200
+    headers = {"x-request-id": call.id}
+    if shape is MESSAGES:
+        body = orjson.dumps(anth.chat_to_message(answer, model=call.model.name,
+                                                 include_thinking=anth.wants_thinking(call.client_body)))
+    elif shape is RESPONSES:
+        body = orjson.dumps(resp_api.chat_to_response(answer, model=call.model.name, request=call.client_body))
+    else:
+        body = opened.first  # as the engine sent it: no second encoding on the hot path
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call, opened: Opened,
+                  name: str) -> web.StreamResponse:
+    settings = plane.settings.current.router
+    response = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+        "x-request-id": call.id})
+    await response.prepare(request)
+    if shape is MESSAGES:
+        translated = TranslatedStream(call, anth.MessagesStream(
+            model=call.model.name, include_thinking=anth.wants_thinking(call.client_body)), encode_sse)
+    elif shape is RESPONSES:
+        translated = TranslatedStream(call, resp_api.ResponsesStream(model=call.model.name,
+                                                                      request=call.client_body), encode_sse)
+    else:
+        translated = None
+    scanner = StreamScanner(call) if translated is None else None
+    transform = scanner.scan if scanner else translated.transform
+
+    def first_token() -> None:
+        call.first_token_at = time.perf_counter()
+
+    call.status = 200
+    try:
+        await relay(opened.first, opened.response.content.readany, response.write,
+                    idle=float(settings.timeouts.idle), transform=transform, on_first=first_token)
+        ended = scanner.done if scanner else translated.done
+        if not ended:
+            call.status, call.error = 502, "upstream_cut"
+    except TimeoutError:
+        call.status, call.error, call.decided_by = 504, "upstream_idle", "timeout"
+    except (ConnectionResetError, asyncio.CancelledError):
+        call.status, call.error = CLIENT_GONE, "client_gone"
+        raise
+    except Exception as e:  # aiohttp's payload errors: the engine's side broke mid-answer
+        if type(e).__name__ in ("ClientPayloadError", "ClientConnectionError", "ServerDisconnectedError",
+                                "ClientOSError", "ContentLengthError", "TransferEncodingError"):
+            call.status, call.error = 502, "upstream_cut"
+        else:
+            raise
+    if scanner:
+        scanner.finish()
+        if call.status != 200:
+            await _write_quietly(response, CUT_EVENT)
+    else:
+        tail = translated.finish() if call.status == 200 else translated.cut(
+            "the engine stopped before the answer was complete")
+        await _write_quietly(response, tail)
+    try:
+        await response.write_eof()
+    except ConnectionResetError:
+        call.status = CLIENT_GONE
+    return response
+
+
+async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
+    if not data:
+        return
+    try:
+        await response.write(data)
+    except ConnectionResetError:
+        pass
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", handler(CHAT))
+    app.router.add_post("/v1/completions", handler(COMPLETIONS))
+    app.router.add_post("/v1/embeddings", handler(EMBEDDINGS))
+    app.router.add_post("/v1/messages", handler(MESSAGES))
+    app.router.add_post("/v1/responses", handler(RESPONSES))

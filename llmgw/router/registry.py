@@ -1,0 +1,127 @@
+"""The endpoint registry: every model the router can serve and where its requests can go.
+
+Built from the cluster's settings (static `endpoints`, outside providers)
+and rebuilt whenever they change; an endpoint that survives a rebuild keeps
+its live state (in flight, latency, breaker), so a settings change does not
+make the router forget what it has learned. The cluster work fills the same
+registry from agents' ready replicas.
+
+Provider keys are read from files on the control plane, never from the
+settings: a file is looked at again every couple of seconds and re-read when
+it changed, so a rotated key needs no restart; one that cannot be read
+leaves its endpoint out (said once in the log) until it can.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from llmgw.config.router import ModelSettings
+from llmgw.config.server import ClusterSettings
+from llmgw.router.breaker import Breaker
+from llmgw.router.endpoint import Endpoint
+
+log = logging.getLogger("llmgw.registry")
+
+
+@dataclass
+class ModelEntry:
+    settings: ModelSettings
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def usable(self) -> list[Endpoint]:
+        """Endpoints that can be sent to: a provider key that could not be read is left out."""
+        return [e for e in self.endpoints if e.key_file is None or e.api_key is not None]
+
+
+@dataclass
+class _KeyFile:
+    path: str
+    stamp: tuple[float, int] | None = None  # (mtime, size) when last read
+    value: str | None = None
+    failed: bool = False
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.models: dict[str, ModelEntry] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._key_files: dict[str, _KeyFile] = {}
+
+    def apply(self, settings: ClusterSettings) -> None:
+        """Rebuild from the cluster's settings, keeping the state of endpoints that stay."""
+        breaker = settings.router.breaker
+        models: dict[str, ModelEntry] = {}
+        seen: dict[str, Endpoint] = {}
+        for model in settings.models:
+            entry = ModelEntry(model)
+            for made in self._endpoints_of(model):
+                kept = self._endpoints.get(made.id)
+                if kept is not None and (kept.url, kept.upstream_model) == (made.url, made.upstream_model):
+                    kept.weight, kept.key_file = made.weight, made.key_file
+                    made = kept
+                else:
+                    made.breaker = Breaker(breaker.failures, float(breaker.open_for))
+                made.breaker.configure(breaker.failures, float(breaker.open_for))
+                entry.endpoints.append(made)
+                seen[made.id] = made
+            models[model.name] = entry
+        self.models, self._endpoints = models, seen
+        self._key_files = {p: f for p, f in self._key_files.items() if p in self._wanted_files()}
+        self.refresh_keys()
+
+    def _endpoints_of(self, model: ModelSettings) -> list[Endpoint]:
+        if model.source == "external" and model.external is not None:
+            ext = model.external
+            upstream = ext.model or model.name
+            url = ext.url.rstrip("/")
+            files = [(k.file, k.weight or 1.0) for k in ext.api_key_files]
+            if not files:
+                files = [(ext.api_key_file or None, 1.0)]
+            made = []
+            for n, (path, weight) in enumerate(files, start=1):
+                ident = f"external:{model.name}" if len(files) == 1 else f"external:{model.name}#{n}"
+                made.append(Endpoint(id=ident, model=model.name, url=url, upstream_model=upstream,
+                                     external=True, weight=weight, key_file=path))
+            return made
+        return [Endpoint(id=url.rstrip("/"), model=model.name, url=url.rstrip("/"), upstream_model=model.name)
+                for url in model.endpoints]
+
+    def _wanted_files(self) -> set[str]:
+        return {e.key_file for e in self._endpoints.values() if e.key_file}
+
+    def refresh_keys(self) -> None:
+        """Re-read provider key files that changed; called every few seconds."""
+        for path in self._wanted_files():
+            state = self._key_files.setdefault(path, _KeyFile(path))
+            try:
+                info = os.stat(path)
+                stamp = (info.st_mtime, info.st_size)
+                if stamp != state.stamp:
+                    with open(path, encoding="utf-8") as f:
+                        value = f.read().strip()
+                    if not value:
+                        raise OSError("the file is empty")
+                    state.value, state.stamp = value, stamp
+                    if state.failed:
+                        log.info("the provider key in %s can be read again", path)
+                    state.failed = False
+            except OSError as e:
+                if not state.failed:
+                    log.error("the provider key in %s cannot be read (%s); its endpoint is left out until it can",
+                              path, getattr(e, "strerror", None) or e)
+                state.failed, state.value, state.stamp = True, None, None
+        for endpoint in self._endpoints.values():
+            if endpoint.key_file:
+                endpoint.api_key = self._key_files[endpoint.key_file].value
+
+    def model(self, name: str) -> ModelEntry | None:
+        return self.models.get(name)
+
+    def endpoints(self) -> list[Endpoint]:
+        return list(self._endpoints.values())

@@ -1,0 +1,162 @@
+"""Relaying an engine's answer to the client, and reading its token counts on the way.
+
+A stream is passed on as the engine sends it: whatever has arrived since the
+last write goes out in one write, cut at the last complete event so a client
+never sees half of one. Only events that mention `usage` are parsed (one per
+answer, at its end); the rest are looked at as bytes. The router always asks
+the engine for that usage event, because tokens are what limits, budgets and
+usage rows count; a client that did not ask for it does not get it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+import orjson
+
+from llmgw.router.call import Call
+
+DONE = b"data: [DONE]"
+CUT_EVENT = (b'data: {"error": {"message": "the engine stopped before the answer was complete", '
+             b'"type": "server_error", "code": "upstream_cut"}}\n\n')
+
+
+def _last_boundary(data: bytes) -> int:
+    """Index just past the last complete SSE event in `data`, 0 when there is none."""
+    lf = data.rfind(b"\n\n")
+    crlf = data.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
+def _events(block: bytes) -> list[bytes]:
+    return [e for e in block.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
+
+
+def read_usage(call: Call, usage: dict | None) -> None:
+    if not usage:
+        return
+    call.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    call.completion_tokens = int(usage.get("completion_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    call.cached_tokens = int(details.get("cached_tokens") or 0)
+
+
+class StreamScanner:
+    """Counts what an OpenAI-shaped stream carries and drops the usage event the client did not ask for."""
+
+    def __init__(self, call: Call):
+        self.call = call
+        self.done = False
+        self.content_events = 0  # the estimate of completion tokens when an engine sends no usage
+        self.saw_usage = False
+
+    def scan(self, block: bytes) -> bytes:
+        if DONE in block:
+            self.done = True
+        if b'"usage"' not in block:
+            self.content_events += block.count(b"data: {")
+            return block
+        kept = []
+        for event in _events(block):
+            if b'"usage"' in event and event.startswith(b"data: {"):
+                try:
+                    chunk = orjson.loads(event[6:])
+                except orjson.JSONDecodeError:
+                    kept.append(event)
+                    continue
+                usage = chunk.get("usage")
+                if usage:
+                    read_usage(self.call, usage)
+                    self.saw_usage = True
+                if usage and not chunk.get("choices") and not self.call.wants_usage:
+                    continue
+            if event.startswith(b"data: {"):
+                self.content_events += 1
+            kept.append(event)
+        return b"".join(e + b"\n\n" for e in kept)
+
+    def finish(self) -> None:
+        if not self.saw_usage:
+            # No usage from the engine: a token an event is what it sent.
+            self.call.completion_tokens = max(0, self.content_events - 1)
+
+
+async def relay(first: bytes, read_more, write, *, idle: float,
+                transform: Callable[[bytes], bytes], on_first: Callable[[], None]) -> bool:
+    """Pass a stream on. Returns True when the engine's stream ended by itself.
+
+    `read_more()` gives the next bytes (b"" at the end); `write(bytes)`
+    sends to the client; `transform` turns complete events into what the
+    client receives. Raises asyncio.TimeoutError after `idle` seconds of silence.
+    """
+    tail = b""
+    chunk = first
+    seen_first = False
+    while chunk:
+        data = tail + chunk if tail else chunk
+        cut = _last_boundary(data)
+        if cut:
+            ready, tail = data[:cut], data[cut:]
+            out = transform(ready)
+            if out:
+                if not seen_first:
+                    seen_first = True
+                    on_first()
+                await write(out)
+        else:
+            tail = data
+        async with asyncio.timeout(idle):
+            chunk = await read_more()
+    if tail.strip():
+        out = transform(tail + b"\n\n")
+        if out:
+            await write(out)
+    return True
+
+
+class TranslatedStream:
+    """Chat chunks in, another API's events out, through one of router.translate's stream classes."""
+
+    def __init__(self, call: Call, translator, encode: Callable[[list], bytes]):
+        self.call = call
+        self.translator = translator
+        self.encode = encode
+        self.done = False
+        self.saw_usage = False
+        self.content_events = 0
+
+    def transform(self, block: bytes) -> bytes:
+        produced = []
+        for event in _events(block):
+            if not event.startswith(b"data:"):
+                continue
+            payload = event[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                chunk = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                continue
+            usage = chunk.get("usage")
+            if usage:
+                read_usage(self.call, usage)
+                self.saw_usage = True
+            if chunk.get("choices"):
+                self.content_events += 1
+            produced.extend(self.translator.feed(chunk))
+        return self.encode(produced) if produced else b""
+
+    def finish(self) -> bytes:
+        if not self.saw_usage:
+            self.call.completion_tokens = max(0, self.content_events - 1)
+        return self.encode(self.translator.finish())
+
+    def cut(self, message: str) -> bytes:
+        return self.encode(self.translator.error(message))
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,122 @@
+"""The router's long-lived parts, one set per control plane process.
+
+The registry, the HTTP client pool to engines, admission, the engine
+scraper and the accounting (rate limits, budgets, the usage writer) live
+here, started after the store is open and stopped — usage flushed — before
+it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+from llmgw.accounting.budgets import Budgets
+from llmgw.accounting.prices import cost
+from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.accounting.usage import UsageWriter
+from llmgw.config.server import ClusterSettings
+from llmgw.router.admission import Admission
+from llmgw.router.call import Call
+from llmgw.router.metrics import RouterMetrics
+from llmgw.router.registry import Registry
+from llmgw.router.scrape import EngineScraper
+from llmgw.store import Store, Usage
+
+log = logging.getLogger("llmgw.router")
+
+KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
+
+
+class Router:
+    def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry):
+        self.store = store
+        self.settings = settings
+        current = settings()
+        self.registry = Registry()
+        self.admission = Admission(current.router.admission)
+        self.limits = RateLimiter()
+        self.budgets = Budgets(store)
+        self.usage = UsageWriter(store)
+        self.metrics = RouterMetrics(registry)
+        self.metrics.watch(self, registry)
+        self.session: aiohttp.ClientSession | None = None
+        self.scraper: EngineScraper | None = None
+        self._keys_task: asyncio.Task | None = None
+        self.apply(current)
+
+    def apply(self, settings: ClusterSettings) -> None:
+        """The cluster's settings changed: rebuild what depends on them, keeping live state."""
+        self.registry.apply(settings)
+        self.admission.configure(settings.router.admission)
+
+    async def start(self) -> None:
+        # No limit on connections: admission decides how many go to an
+        # engine; a pool limit would queue requests invisibly beneath it.
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                             skip_auto_headers=("User-Agent",))
+        await self.budgets.restore()
+        self.budgets.start()
+        self.usage.start()
+        self.scraper = EngineScraper(self.session, self.registry.endpoints)
+        self.scraper.start()
+        self._keys_task = asyncio.create_task(self._watch_keys(), name="provider-keys")
+
+    async def stop(self) -> None:
+        if self._keys_task:
+            self._keys_task.cancel()
+        if self.scraper:
+            await self.scraper.stop()
+        written = await self.usage.stop()
+        if written:
+            log.info("wrote the last %d usage rows", written)
+        await self.budgets.stop()
+        if self.session:
+            await self.session.close()
+
+    async def _watch_keys(self) -> None:
+        while True:
+            await asyncio.sleep(KEY_FILE_CHECK)
+            await asyncio.to_thread(self.registry.refresh_keys)
+
+    def settle(self, call: Call) -> None:
+        """The call is over: count its tokens and money and queue its usage row. Never awaits."""
+        model = call.model
+        served = self.registry.model(call.served_model or model.name) or model
+        spent = cost(served.settings.price, call.prompt_tokens, call.cached_tokens, call.completion_tokens)
+        principal = call.principal
+        now = time.time()
+        tokens = call.prompt_tokens + call.completion_tokens
+        if tokens:
+            self.limits.add_tokens(principal, tokens, now)
+        if spent:
+            self.budgets.charge(principal, spent, now)
+        name = served.name
+        m = self.metrics
+        m.child(m.requests, name, call.api, str(call.status)).inc()
+        if call.prompt_tokens:
+            m.child(m.tokens, name, "prompt").inc(call.prompt_tokens)
+        if call.cached_tokens:
+            m.child(m.tokens, name, "cached").inc(call.cached_tokens)
+        if call.completion_tokens:
+            m.child(m.tokens, name, "completion").inc(call.completion_tokens)
+        if call.ttft is not None:
+            m.child(m.ttft, name).observe(call.ttft)
+            if call.completion_tokens > 1 and call.first_token_at is not None:
+                after = time.perf_counter() - call.first_token_at
+                m.child(m.per_token, name).observe(after / (call.completion_tokens - 1))
+        if call.retries:
+            m.child(m.retries, name).inc(len(call.retries))
+        self.usage.submit(Usage(
+            id=call.id, at=call.at, key_id=principal.key.id, project_id=principal.path.project.id,
+            model=name, endpoint=call.endpoint.id if call.endpoint else "", status=call.status,
+            prompt_tokens=call.prompt_tokens, cached_tokens=call.cached_tokens,
+            completion_tokens=call.completion_tokens, cost_micros=spent,
+            ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
+            duration_ms=round(call.elapsed() * 1000, 3), cache=None, detail=call.detail()))

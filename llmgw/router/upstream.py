@@ -1,0 +1,148 @@
+"""Sending a call to an endpoint, and to another one when the first fails before its first byte.
+
+Until the engine's first byte has arrived nothing has reached the client,
+so a refused connection, a 5xx, a timeout, or a provider key answering 429
+or 401 is retried on the next candidate — up to `router.retries` others —
+and counted against that endpoint's breaker. After the first byte the
+answer is the client's, good or bad.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+
+from llmgw.config.router import Timeouts
+from llmgw.router.call import Call, Refuse
+from llmgw.router.endpoint import Endpoint
+
+log = logging.getLogger("llmgw.upstream")
+
+
+@dataclass
+class Opened:
+    """An endpoint that answered, its response, and (for a stream) the first bytes already read."""
+
+    endpoint: Endpoint
+    response: aiohttp.ClientResponse
+    first: bytes  # the first part of a stream; the whole body of an answer that is not
+    took: float  # seconds to that first part
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, status: int | None = None, body: bytes = b"", retry_after: str | None = None):
+        super().__init__(reason)
+        self.reason, self.status, self.body, self.retry_after = reason, status, body, retry_after
+
+
+async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: list[Endpoint],
+                        timeouts: Timeouts, retries: int, take) -> Opened:
+    """The first candidate that answers. `take(endpoint)` claims it (the breaker's trial);
+    the caller owns the returned endpoint's in_flight and must release it."""
+    last: _Failed | None = None
+    tried = 0
+    for endpoint in candidates:
+        if tried > retries:
+            break
+        if not take(endpoint):
+            continue
+        tried += 1
+        endpoint.in_flight += 1
+        try:
+            opened = await _send(session, call, endpoint, timeouts)
+        except _Failed as failed:
+            endpoint.in_flight -= 1
+            last = failed
+            if endpoint.external and failed.status in (401, 429):
+                endpoint.breaker.trip(failed.reason)
+            else:
+                endpoint.breaker.failure(failed.reason)
+            call.retries.append({"endpoint": endpoint.id, "error": failed.reason})
+            if endpoint.external and failed.status == 401:
+                # Naming the endpoint, never the key: the notification goes to people.
+                log.error("external_key_refused: %s refused its key (401); passed over while its breaker is open",
+                          endpoint.id)
+            continue
+        except BaseException:
+            endpoint.in_flight -= 1
+            endpoint.breaker.abandon()  # cancelled: no verdict, so a half-open trial is given back
+            raise
+        endpoint.breaker.success()
+        return opened
+    raise _refusal(call, last)
+
+
+def _refusal(call: Call, last: _Failed | None) -> Refuse:
+    model = call.model.name
+    if last is None:
+        return Refuse(503, f"no replica of {model} can take requests now; try again shortly", "no_capacity",
+                      headers={"Retry-After": "5"}, decided_by="breaker")
+    if last.status == 429:
+        return Refuse(429, f"the provider of {model} is at its rate limit; try again shortly", "upstream_rate_limited",
+                      headers={"Retry-After": last.retry_after or "5"}, decided_by="upstream_429")
+    if last.status == 401:
+        return Refuse(502, f"the provider of {model} refused llmgw's key for it; an administrator must replace "
+                           "the key file", "external_key_refused", decided_by="upstream_401")
+    if last.reason.startswith("timeout"):
+        return Refuse(504, f"{model} did not start answering in time; try again, or with a shorter prompt",
+                      "upstream_timeout", headers={"Retry-After": "5"}, decided_by="timeout")
+    return Refuse(502, f"every replica of {model} tried failed ({last.reason}); try again shortly",
+                  "upstream_failed", headers={"Retry-After": "5"}, decided_by="upstream_error")
+
+
+_timeouts: dict[Timeouts, aiohttp.ClientTimeout] = {}
+
+
+def _client_timeout(timeouts: Timeouts) -> aiohttp.ClientTimeout:
+    """Made once per settings version, not per request."""
+    found = _timeouts.get(timeouts)
+    if found is None:
+        _timeouts.clear()
+        found = _timeouts[timeouts] = aiohttp.ClientTimeout(
+            total=None, sock_connect=float(timeouts.connect), sock_read=float(timeouts.first_byte))
+    return found
+
+
+async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, timeouts: Timeouts) -> Opened:
+    body = dict(call.upstream_body)
+    body["model"] = endpoint.upstream_model
+    headers = {"Content-Type": "application/json", "X-Request-Id": call.id}
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    timeout = _client_timeout(timeouts)
+    sent = time.perf_counter()
+    try:
+        response = await session.post(endpoint.url + call.upstream_path, data=orjson.dumps(body),
+                                      headers=headers, timeout=timeout)
+    except asyncio.TimeoutError:
+        raise _Failed("timeout waiting for the engine") from None
+    except aiohttp.ClientError as e:
+        raise _Failed(f"connection failed: {type(e).__name__}") from None
+    try:
+        if response.status >= 500 or (endpoint.external and response.status in (401, 429)):
+            raw = await response.read()
+            raise _Failed(f"answered {response.status}", response.status, raw, response.headers.get("Retry-After"))
+        if response.status >= 400 or not call.stream:
+            first = await response.read()
+        else:
+            first = await response.content.readany()
+            if not first:
+                raise _Failed("closed the stream before its first byte")
+        return Opened(endpoint, response, first, time.perf_counter() - sent)
+    except asyncio.TimeoutError:
+        response.release()
+        raise _Failed("timeout waiting for the first byte") from None
+    except aiohttp.ClientError as e:
+        response.release()
+        raise _Failed(f"failed before the first byte: {type(e).__name__}") from None
+    except _Failed:
+        response.release()
+        raise
+    except BaseException:
+        response.close()
+        raise
