@@ -22,6 +22,9 @@ def register(commands, common) -> None:
     ctl = commands.add_parser("ctl", help="administer a running control plane",
                               description="Administer the cluster through this machine's control plane.")
     sub = ctl.add_subparsers(dest="ctl_command", metavar="COMMAND")
+    from llmgw.cli import bench
+
+    bench.register(sub)
 
     status = sub.add_parser("status", parents=[common], help="this control plane, the leader and the store")
     status.set_defaults(run=run_status)

@@ -8,6 +8,7 @@ much as a good answer is.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -30,6 +31,8 @@ from llmgw.router.upstream import Opened, open_upstream
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
+
+log = logging.getLogger("llmgw.router")
 
 PROFILE_HEADER = "x-llmgw-profile"
 # Client closed request, as nginx writes it: the usage row says the client
@@ -179,6 +182,15 @@ def handler(shape: Shape):
                 call.status = CLIENT_GONE
                 call.error = "client_gone"
             raise
+        except Exception:
+            # A bug of ours: the log gets the traceback, the client a sentence
+            # with the id to quote, never the traceback itself.
+            log.exception("request %s failed inside llmgw", request_id)
+            if call is not None:
+                call.status, call.error = 500, "internal_error"
+            return shape.error(500, f"llmgw failed to handle this request (request id {request_id}); "
+                                    "the administrator can look it up in the server's log", "internal_error",
+                               None, {"x-request-id": request_id})
         finally:
             if call is not None:
                 if not call.status:

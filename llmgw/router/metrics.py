@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ class RouterMetrics:
                                ["model", "code"], registry=registry)
         self.retries = Counter("llmgw_retries", "Attempts retried on another endpoint", ["model"],
                                registry=registry)
-        self.in_flight = Gauge("llmgw_in_flight", "Requests being answered now", ["model"], registry=registry)
 
         self._children: dict[tuple, object] = {}
 

@@ -11,7 +11,6 @@ usage rows count; a client that did not ask for it does not get it.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Callable
 
 import orjson
@@ -84,8 +83,8 @@ class StreamScanner:
 
 
 async def relay(first: bytes, read_more, write, *, idle: float,
-                transform: Callable[[bytes], bytes], on_first: Callable[[], None]) -> bool:
-    """Pass a stream on. Returns True when the engine's stream ended by itself.
+                transform: Callable[[bytes], bytes], on_first: Callable[[], None]) -> None:
+    """Pass a stream on until the engine's side ends.
 
     `read_more()` gives the next bytes (b"" at the end); `write(bytes)`
     sends to the client; `transform` turns complete events into what the
@@ -113,7 +112,6 @@ async def relay(first: bytes, read_more, write, *, idle: float,
         out = transform(tail + b"\n\n")
         if out:
             await write(out)
-    return True
 
 
 class TranslatedStream:
@@ -156,7 +154,3 @@ class TranslatedStream:
 
     def cut(self, message: str) -> bytes:
         return self.encode(self.translator.error(message))
-
-
-def now() -> float:
-    return time.perf_counter()

@@ -324,3 +324,43 @@ def test_usage_rows_of_many_requests_are_all_written_by_sigterm(gateway, engines
     row = next(r for r in summary["rows"] if r["group"] == "qwen")
     assert row["requests"] == n
     assert row["completion_tokens"] == n
+
+
+def test_a_provider_key_refused_with_401_is_passed_over_and_named_but_never_shown(gateway, engines, tmp_path):
+    provider = engines("gpt", "--api-key", "sk-good")
+    (tmp_path / "k1").write_text("sk-revoked-by-provider\n")
+    (tmp_path / "k2").write_text("sk-good\n")
+    gw = gateway([{"name": "gpt", "source": "external", "external": {
+        "url": provider.url, "api_key_files": [{"file": str(tmp_path / "k1")}, {"file": str(tmp_path / "k2")}]}}])
+    for n in range(10):
+        ask = [{"role": "user", "content": f"Question {n}"}]
+        assert gw.openai.chat.completions.create(model="gpt", messages=ask, max_tokens=1).choices
+    log = gw.output()
+    assert "external_key_refused: external:gpt#1 refused its key" in log
+    assert "sk-revoked-by-provider" not in log and "sk-good" not in log
+
+
+def test_a_rotated_key_file_is_read_again_and_a_missing_one_leaves_its_endpoint_out(gateway, engines, tmp_path):
+    provider = engines("gpt", "--api-key", "sk-new")
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-old\n")
+    gw = gateway([{"name": "gpt", "source": "external", "external": {"url": provider.url,
+                                                                      "api_key_file": str(key_file)}}],
+                 router={"breaker": {"open_for": "1s"}})
+    with pytest.raises(openai.APIStatusError) as refused:
+        gw.openai.chat.completions.create(model="gpt", messages=CHAT, max_tokens=1)
+    assert refused.value.status_code == 502 and refused.value.body["code"] == "external_key_refused"
+    key_file.write_text("sk-new\n")
+
+    def answered():
+        try:
+            return bool(gw.openai.chat.completions.create(model="gpt", messages=CHAT, max_tokens=1).choices)
+        except openai.APIStatusError:
+            return False
+
+    ok, _ = wait_for(answered, timeout=15, interval=0.5)
+    assert ok
+    key_file.unlink()
+    left_out, _ = wait_for(lambda: not answered(), timeout=15, interval=0.5)
+    assert left_out
+    assert f"the provider key in {key_file} cannot be read" in gw.output()

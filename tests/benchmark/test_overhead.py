@@ -1,0 +1,20 @@
+"""The overhead benchmark runs, so a change that breaks or doubles it is seen; no bound is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_the_gateways_overhead_is_measured_in_one_second_steps():
+    done = subprocess.run([sys.executable, "-m", "llmgw", "ctl", "bench", "overhead", "--seconds", "1", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert set(results["steps"]) >= {"c1", "c32", "s64"}
+    for step in results["steps"].values():
+        assert step["failed"] == 0
+    assert results["steps"]["c1"]["gateway_rps"] > 0
+    assert results["steps"]["s64"]["gateway_streams_per_s"] > 0
+    assert "added_p50_ms: " in done.stderr
