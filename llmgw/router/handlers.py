@@ -174,7 +174,9 @@ def handler(shape: Shape):
                 call.decided_by = call.decided_by or refused.decided_by
                 call.error = refused.code
             else:
-                plane.router.metrics.refused.labels("-", refused.code).inc()
+                # Refused before it named a usable model (bad JSON, no such
+                # model): still one usage row, saying why.
+                plane.router.refused_early(request_id, principal, shape.api, refused.status, refused.code)
             return shape.error(refused.status, refused.message, refused.code, refused.param,
                                {**refused.headers, "x-request-id": request_id})
         except asyncio.CancelledError:

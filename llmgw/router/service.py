@@ -85,6 +85,13 @@ class Router:
             await asyncio.sleep(KEY_FILE_CHECK)
             await asyncio.to_thread(self.registry.refresh_keys)
 
+    def refused_early(self, request_id: str, principal, api: str, status: int, code: str) -> None:
+        self.metrics.child(self.metrics.refused, "-", code).inc()
+        self.metrics.child(self.metrics.requests, "-", api, str(status)).inc()
+        self.usage.submit(Usage(
+            id=request_id, at=time.time(), key_id=principal.key.id, project_id=principal.path.project.id,
+            model="", status=status, detail={"api": api, "error": code}))
+
     def settle(self, call: Call) -> None:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""
         model = call.model

@@ -134,6 +134,8 @@ def test_bad_requests_get_the_right_status_and_a_sentence(gateway, engines):
     gw = gateway([{"name": "qwen", "endpoints": [engine.url]}, {"name": "other", "endpoints": [engine.url]}])
     status, headers, body = post(gw, "/v1/chat/completions", b"{not json")
     assert status == 400 and body["error"]["code"] == "invalid_json" and headers["x-request-id"]
+    record, _ = wait_for(lambda: _request(gw, headers["x-request-id"]), timeout=10, interval=0.2)
+    assert record["status"] == 400 and record["detail"]["error"] == "invalid_json"
     status, _, body = post(gw, "/v1/chat/completions", {"model": "qwen", "messages": []})
     assert status == 400 and body["error"]["message"] == '"messages" must be a non-empty list of messages'
     status, _, body = post(gw, "/v1/chat/completions", {"model": "qwen", "messages": CHAT, "stream": "yes"})
