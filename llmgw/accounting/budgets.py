@@ -14,6 +14,18 @@ The store is the record; memory is what the hot path reads:
   the store. It never lowers a counter: this process's own spend is in
   memory before its usage rows are written, and a store that is behind
   must not wipe it.
+- With `share=True` (router workers on one machine) each worker's charges
+  also reach the others through `snapshot()` and `merge()`, every 100 ms,
+  instead of at the next catch-up. That cannot count a charge twice against
+  catch-up's figure: catch-up raises a counter to the store's figure, it
+  never adds the two, and the store's figure is what every worker charged
+  once its rows are written. A counter is then max(store, what this worker
+  saw), and what it saw is at most the machine's charges (each once, its
+  own from `charge`, the others' from `merge`) on top of the figure it last
+  took from the store. The one overlap is a charge whose usage row reaches
+  the store before its share reaches a worker, in the same moment as that
+  worker's catch-up (or its start): it is counted twice there, which errs
+  towards refusing, by at most what one sharing interval spent.
 - A budget this process has no counter for (set a moment ago, or on a
   level not seen since start) is counted from 0 at once and its spend read
   from the store in the background; the read raises the counter when it
@@ -78,9 +90,12 @@ Counter = tuple[str, str, str]  # scope, scope_id, period
 
 
 class Budgets:
-    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL) -> None:
+    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL, share: bool = False) -> None:
         self.store = store
         self.interval = interval
+        self._share = share
+        # What this process charged since the last snapshot(), by counter and period start.
+        self._delta: dict[tuple[str, str, str, float], int] = {}
         self._spend: dict[Counter, _Spend] = {}
         self._reads: dict[Counter, asyncio.Task] = {}
         self._unread: set[Counter] = set()
@@ -119,7 +134,11 @@ class Budgets:
             return
         now = time.time() if now is None else now
         for budget in principal.limits.budgets:
-            self._counter((budget.scope, budget.scope_id, budget.period), now).micros += cost_micros
+            spend = self._counter((budget.scope, budget.scope_id, budget.period), now)
+            spend.micros += cost_micros
+            if self._share:
+                key = (budget.scope, budget.scope_id, budget.period, spend.start)
+                self._delta[key] = self._delta.get(key, 0) + cost_micros
 
     def spent(self, scope: str, scope_id: str, period: str, now: float | None = None) -> int:
         """This period's spend on one budget as this process knows it."""
@@ -128,6 +147,33 @@ class Budgets:
         if spend is None or spend.start != period_start(period, now):
             return 0
         return spend.micros
+
+    # sharing spend between workers
+
+    def snapshot(self) -> list[list]:
+        """What this process charged since the last call: [scope, scope_id, period, period_start, micros].
+
+        Deltas, like RateLimiter.snapshot(): a worker's merged spend is never
+        sent on as its own, so each charge is added once wherever it lands.
+        """
+        out = [[scope, scope_id, period, start, micros]
+               for (scope, scope_id, period, start), micros in self._delta.items()]
+        self._delta = {}
+        return out
+
+    def merge(self, spends, now: float | None = None) -> None:
+        """Add other workers' charges (their `snapshot()`s) to this one's counters.
+
+        A charge of a period that is over here (sent at 23:59:59.95, arriving
+        after midnight) is dropped rather than put into the new day.
+        """
+        now = time.time() if now is None else now
+        for scope, scope_id, period, start, micros in spends:
+            if period not in ("day", "month"):
+                continue
+            spend = self._counter((str(scope), str(scope_id), str(period)), now)
+            if spend.start == float(start):
+                spend.micros += int(micros)
 
     # the store
 

@@ -233,6 +233,28 @@ class RateLimiter:
             self._counters.move_to_end(key)
         self._prune(second)
 
+    def counts(self, now: float | None = None) -> list[list]:
+        """Everything counted in the minute up to `now`, own and merged, in `snapshot()`'s form.
+
+        For a worker that starts while the others have been counting: merged
+        into its empty limiter, the minute goes on where it was instead of
+        handing every key a fresh one from the new worker.
+        """
+        second = int(time.time() if now is None else now)
+        out: list[list] = []
+        for (scope, scope_id), counter in self._counters.items():
+            for kind, w in ((REQUESTS, counter.requests), (TOKENS, counter.tokens)):
+                if w is None:
+                    continue
+                w.advance(second)
+                if not w.total:
+                    continue
+                for s in range(w.last - WINDOW + 1, w.last + 1):
+                    n = w.counts[s % WINDOW]
+                    if n:
+                        out.append([kind, scope, scope_id, s, n])
+        return out
+
     # inside
 
     def _add(self, kind: str, scope: str, scope_id: str, second: int, n: int, own: bool) -> None:

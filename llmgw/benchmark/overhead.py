@@ -7,6 +7,13 @@ and accounting on, as every request has them), and the difference is what
 the gateway added. Where `taskset` works the gateway gets core 1 to itself
 and the engine and the load share core 0, the way peers were measured on
 this kind of machine; the output says which placement it ran with.
+
+The `workers` step runs c32 and s64 again through a gateway with
+`--workers 2`, unpinned, and prints the scaling against the one-process
+figures above. Nothing is pinned there, so the two workers share the cores
+with the engine and with this process's load, which needs a core of its
+own to push that much: on a two-core machine the figure is a floor of what
+a second core gives a gateway, not a measure of it.
 """
 
 from __future__ import annotations
@@ -68,8 +75,8 @@ class Rig:
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
 
     @classmethod
-    def start(cls, answer_tokens: int = 16) -> "Rig":
-        pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True) -> "Rig":
+        pin = pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
         engine_core, gateway_core = (0, 1) if pin else (None, None)
         affinity = os.sched_getaffinity(0) if pin else None
         if pin:
@@ -95,6 +102,8 @@ class Rig:
             if init.returncode != 0:
                 raise RuntimeError(f"llmgw server init failed: {init.stderr.strip()}")
             key = json.loads(init.stdout)["key"]["key"]
+            if workers > 1:
+                args += ["--workers", str(workers)]
             gateway = subprocess.Popen(_pinned(gateway_core, [*py, "server", *args]),
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(gateway)
@@ -107,8 +116,13 @@ class Rig:
             if affinity:
                 os.sched_setaffinity(0, affinity)
             raise
-        placement = ("gateway on core 1; engine and load on core 0" if pin
-                     else "unpinned (taskset missing or one core): gateway, engine and load share the cores")
+        if pin:
+            placement = "gateway on core 1; engine and load on core 0"
+        elif workers > 1:
+            placement = (f"unpinned: the gateway's {workers} workers, the engine and the load share the "
+                         f"{os.cpu_count()} cores")
+        else:
+            placement = "unpinned (taskset missing or one core): gateway, engine and load share the cores"
         return cls(f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{ports['client']}", key, gateway.pid,
                    placement, procs, tmp, affinity)
 
@@ -149,7 +163,9 @@ class Step:
 
 
 async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: float, stream: bool) -> tuple:
-    body = dict(CHAT, stream=True) if stream else CHAT
+    # A stream step asks for the 64 tokens its name promises; the sim's
+    # answers are --max-tokens-default long, which the stream rigs set to 64.
+    body = dict(CHAT, stream=True, max_tokens=64) if stream else CHAT
     payload = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if key:
@@ -183,11 +199,13 @@ async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: flo
 def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float, stream: bool = False) -> Step:
     url = rig.engine_url if target == "direct" else rig.gateway_url
     key = None if target == "direct" else rig.key
+    # The gateway and its workers, if it has them (the engine is not its child).
     gateway = psutil.Process(rig.gateway_pid)
-    before = gateway.cpu_times()
+    tree = [gateway, *gateway.children(recursive=True)]
+    before = [p.cpu_times() for p in tree]
     latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream))
-    after = gateway.cpu_times()
-    cpu = (after.user - before.user) + (after.system - before.system)
+    after = [p.cpu_times() for p in tree]
+    cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before))
     return Step(name, target, len(latencies), failed, took, latencies, cpu)
 
 
@@ -228,4 +246,36 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
             say(f"s64.{key}: {value}")
     finally:
         stream_rig.stop()
+    results["steps"]["workers"] = _workers_step(results["steps"], seconds, say)
     return results
+
+
+def _workers_step(one: dict, seconds: float, say, workers: int = 2) -> dict:
+    """c32 and s64 again through `--workers 2`, and the scaling against the one-process figures."""
+    # max_tokens in the body decides the answer's length here, so one rig
+    # answers both loads as the c32 and s64 rigs did.
+    rig = Rig.start(answer_tokens=64, workers=workers, pin=False)
+    say(f"placement: {rig.placement}")
+    say("workers: the load generator and the engine compete with the workers for the same cores, "
+        "so the scaling below is a floor of what the second worker gives")
+    try:
+        asyncio.run(_closed_loop(rig.gateway_url, rig.key, 4, min(1.0, seconds), False))  # every worker up
+        c32 = run_step(rig, "c32", "gateway", 32, seconds)
+        s64 = run_step(rig, "s64", "gateway", 64, seconds, stream=True)
+    finally:
+        rig.stop()
+
+    def scaling(now: float, before: float) -> float | None:
+        return round(now / before, 2) if before else None
+
+    figures = {"workers": workers, "c32_gateway_rps": round(c32.rate),
+               "c32_scaling": scaling(c32.rate, one["c32"]["gateway_rps"]),
+               "s64_gateway_streams_per_s": round(s64.rate),
+               "s64_scaling": scaling(s64.rate, one["s64"]["gateway_streams_per_s"]),
+               "gateway_cpu_s_per_1k": round(c32.gateway_cpu / c32.done * 1000, 3) if c32.done else None,
+               "failed": c32.failed + s64.failed}
+    units = {"c32_gateway_rps": "req/s", "s64_gateway_streams_per_s": "streams/s", "c32_scaling": "x",
+             "s64_scaling": "x", "gateway_cpu_s_per_1k": "s"}
+    for key, value in figures.items():
+        say(f"workers.{key}: {value} {units.get(key, '')}".rstrip())
+    return figures

@@ -27,6 +27,11 @@ def register(commands) -> None:
 
     server = commands.add_parser("server", parents=[shared], help="run a control plane",
                                  description="Run a control plane in the foreground until SIGINT or SIGTERM.")
+    server.add_argument("--workers", type=int, metavar="N",
+                        help="processes serving the client API on this machine, 1 to 64 "
+                             "(overrides server.yaml's workers; default 1)")
+    # The main process starting one of its workers; not for people.
+    server.add_argument("--worker-of", type=int, metavar="FD", help=argparse.SUPPRESS)
     server.set_defaults(run=run_server)
     actions = server.add_subparsers(dest="action", metavar="ACTION")
     init = actions.add_parser("init", parents=[shared], help="set up a new control plane: its store, "
@@ -55,6 +60,7 @@ def load(args) -> tuple:
     flags = {
         "store": args.store, "data_dir": args.data_dir, "name": args.name,
         "advertise": args.advertise, "admin_token_file": args.admin_token_file,
+        "workers": getattr(args, "workers", None),
     }
     for key, value in flags.items():
         if value is not None:
@@ -77,17 +83,29 @@ def load(args) -> tuple:
 def run_server(args) -> int:
     from llmgw import logsetup
     from llmgw.control.plane import serve
+    from llmgw.control.workers import WorkerFailed, run_worker
 
+    if args.worker_of is not None:
+        _install_uvloop()
+        return asyncio.run(run_worker(args.worker_of))
     cfg, seeded = load(args)
     logsetup.setup(cfg.log.level, cfg.log.format)
+    _install_uvloop()
+    try:
+        asyncio.run(serve(cfg, seeded))
+    except WorkerFailed as e:
+        print(f"llmgw: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _install_uvloop() -> None:
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:  # not built for this platform; asyncio's own loop does the same work
         pass
-    asyncio.run(serve(cfg, seeded))
-    return 0
 
 
 def run_init(args) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from llmgw.config.loader import Invalid, load_file
+from llmgw.config.guard import GuardSettings
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
 
@@ -115,6 +116,9 @@ class ClusterSettings:
     models: list[ModelSettings] = field(default_factory=list)
     """Models served from engines listed here, each with the keys below."""
 
+    guard: GuardSettings = field(default_factory=GuardSettings)
+    """Guardrails: policies that read prompts and answers, and where they apply."""
+
     def validate(self) -> None:
         first: dict[str, int] = {}
         for i, model in enumerate(self.models):
@@ -157,6 +161,10 @@ class Listen:
                     raise Invalid(key, f"{addr} takes the same port as listen.{other_key} ({other}); each listener needs its own")
 
 
+# Each worker is a whole router (its own engine connections, usage writer and
+# store connection); past a machine's cores more of them only add those.
+MAX_WORKERS = 64
+
 _STORE_FORMS = "sqlite:/path/to/llmgw.db or postgresql://user@host/llmgw"
 
 
@@ -189,6 +197,10 @@ class ServerConfig(ClusterSettings):
     log: LogSettings = field(default_factory=LogSettings)
     """What this control plane writes to its log."""
 
+    workers: int = 1
+    """How many processes serve the client API on this machine, each with its own event loop and all on `listen.client` (SO_REUSEPORT: the kernel spreads the connections). One process answers from one core; set about one worker per core the gateway may use.
+    With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker that dies. Rate limits and budgets hold across the workers: their counts are exchanged every 100 ms, so a key spread over them may pass its limit by what they let through in those 100 ms. From 1 to 64."""
+
     @property
     def admin_token_path(self) -> str:
         return self.admin_token_file or os.path.join(self.data_dir, "admin-token")
@@ -205,6 +217,8 @@ class ServerConfig(ClusterSettings):
                 raise Invalid("store", f"the sqlite: store needs a file after it; expected {_STORE_FORMS}")
         elif not store.startswith(("postgresql://", "postgres://")):
             raise Invalid("store", f"expected {_STORE_FORMS}, got {describe(self.store)}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise Invalid("workers", f"must be from 1 to {MAX_WORKERS}, got {self.workers}")
         if not self.admin_allow_remote and not self.listen.admin.is_loopback:
             raise Invalid(
                 "listen.admin",

@@ -18,8 +18,17 @@ class ListenError(Exception):
     pass
 
 
-def bind(role: str, address: Address) -> socket.socket:
-    """A listening TCP socket for `address` (":8080", "127.0.0.1:9090", "[::1]:0")."""
+def bind(role: str, address: Address, *, shared: bool = False) -> socket.socket:
+    """A listening TCP socket for `address` (":8080", "127.0.0.1:9090", "[::1]:0").
+
+    `shared` is for the client port served by several worker processes: the
+    socket is bound exactly as an unshared one is, so a port anybody holds
+    (another llmgw server, with or without workers) fails here with the same
+    sentence, and only then marked SO_REUSEPORT, before it listens, so that
+    `share_port` can open this process's other sockets on the same port.
+    Binding with SO_REUSEPORT from the start would let a second server with
+    workers join the first one's port instead of being refused.
+    """
     host = address.host
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if host == "" or host == "0.0.0.0":
@@ -46,6 +55,30 @@ def bind(role: str, address: Address) -> socket.socket:
         if e.errno == errno.EADDRNOTAVAIL:
             raise ListenError(f"the {role} address {address} is not an address of this machine") from None
         raise ListenError(f"cannot listen on {address} for the {role} API: {e.strerror}") from None
+    if shared:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def share_port(first: socket.socket, role: str) -> socket.socket:
+    """Another listening socket on the port of `first` (made by `bind(..., shared=True)`).
+
+    The kernel spreads new connections over every socket of the group, one
+    accept queue each, which is what lets each worker process accept on its
+    own instead of all of them waking for every connection on one socket.
+    """
+    host, port = first.getsockname()[:2]
+    sock = socket.socket(first.family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ListenError(f"cannot open another socket on the {role} port {port} for the workers: "
+                          f"{e.strerror}; run with workers: 1") from None
     sock.listen(1024)
     sock.setblocking(False)
     return sock

@@ -4,6 +4,10 @@ Start order is the point of this module: ports first (a twin exits before it
 touches anything), then the admin token, then the store, then settings,
 lease and the listeners' handlers. Shutdown runs it backwards and gives the
 lease up, so a standby leads at once instead of after the TTL.
+
+With `workers` above 1 the client port is served by worker processes
+(control/workers.py) and this process keeps the rest; it still takes every
+port first, the client port included, so a twin is refused the same way.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from llmgw.account.service import Accounts
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.lease import LeaseKeeper
-from llmgw.control.listeners import bind, shown
+from llmgw.control.listeners import bind, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
+from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, open_store
@@ -37,7 +42,8 @@ log = logging.getLogger("llmgw.server")
 
 class ControlPlane:
     def __init__(self, cfg: ServerConfig, store: Store, admin_token: str,
-                 sockets: dict[str, socket.socket], seeded_keys: list[str]):
+                 sockets: dict[str, socket.socket], seeded_keys: list[str],
+                 worker_sockets: list[socket.socket] | None = None):
         self.cfg = cfg
         self.name = cfg.machine_name
         # Unique per process: a restarted server is a new holder and waits
@@ -61,7 +67,14 @@ class ControlPlane:
         self._settings_gauge = Gauge("llmgw_settings_version", "Cluster settings version in force",
                                      registry=self.registry)
         Info("llmgw_build", "This program's version", registry=self.registry).info({"version": __version__})
-        self.router = Router(store, lambda: self.settings.current, self.registry)
+        # With workers the routers are theirs; this process has none.
+        self.workers: WorkerPool | None = None
+        self.router: Router | None = None
+        if worker_sockets:
+            self.workers = WorkerPool(self, worker_sockets)
+            self.keys = FannedKeys(self.keys, self.workers)
+        else:
+            self.router = Router(store, lambda: self.settings.current, self.registry)
         self._runners: list[web.AppRunner] = []
 
     def advertise(self) -> str:
@@ -74,20 +87,28 @@ class ControlPlane:
 
     def _leadership_changed(self, leading: bool) -> None:
         self._leader_gauge.set(1 if leading else 0)
+        if self.workers:
+            self.workers.lease_changed()
 
     async def start(self, seed) -> None:
         await self.settings.load(seed, self.seeded_keys)
         self._settings_gauge.set(self.settings.version)
         self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
-        self.router.apply(self.settings.current)
-        self.settings.subscribe(self.router.apply)
-        await self.router.start()
+        if self.router:
+            self.router.apply(self.settings.current)
+            self.settings.subscribe(self.router.apply)
+            await self.router.start()
         self.settings.start(lambda: float(self.settings.current.control.settings_poll))
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
         self.lease.start()
+        if self.workers:
+            # After the lease's first round, so the workers' /leader is right from their start.
+            await self.workers.start()
         apps = {"client": make_client_app(self), "admin": make_admin_app(self),
                 "agent": _agent_app(self), "metrics": _metrics_app(self)}
         for role, sock in self.sockets.items():
+            if role == "client" and self.workers:
+                continue  # the workers serve it, on this socket and its siblings
             # handler_cancellation: a client that goes away cancels its
             # handler, which closes the request to the engine, which stops it.
             runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
@@ -99,13 +120,18 @@ class ControlPlane:
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
 
     async def stop(self) -> None:
+        if self.workers:
+            # First, while the store is open and the lease held: their
+            # requests finish and their usage rows are written.
+            await self.workers.stop()
         await self.lease.stop(release=True)
         await self.settings.stop()
         for runner in reversed(self._runners):
             await runner.cleanup()
         # After the listeners: requests still finishing above add their rows,
         # then every row is written before the store closes.
-        await self.router.stop()
+        if self.router:
+            await self.router.stop()
         await self.store.close()
 
 
@@ -144,7 +170,7 @@ def take_ports(cfg: ServerConfig) -> dict[str, socket.socket]:
             address = getattr(cfg.listen, role)
             if getattr(address, "off", False):
                 continue
-            sockets[role] = bind(role, address)
+            sockets[role] = bind(role, address, shared=(role == "client" and cfg.workers > 1))
     except Exception:
         for sock in sockets.values():
             sock.close()
@@ -152,17 +178,35 @@ def take_ports(cfg: ServerConfig) -> dict[str, socket.socket]:
     return sockets
 
 
+def worker_sockets(cfg: ServerConfig, sockets: dict[str, socket.socket]) -> list[socket.socket]:
+    """One client socket per worker: the one take_ports checked, then its siblings on the same port."""
+    if cfg.workers <= 1:
+        return []
+    first = sockets["client"]
+    more: list[socket.socket] = []
+    try:
+        for _ in range(cfg.workers - 1):
+            more.append(share_port(first, "client"))
+    except Exception:
+        for sock in more:
+            sock.close()
+        raise
+    return [first, *more]
+
+
 async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
     """Run a control plane until SIGINT or SIGTERM."""
     sockets = take_ports(cfg)
+    shared: list[socket.socket] = []
     try:
+        shared = worker_sockets(cfg, sockets)
         token = ensure_token(cfg.admin_token_path)
         store = await open_store(cfg.store)
     except BaseException:
-        for sock in sockets.values():
+        for sock in [*sockets.values(), *shared]:
             sock.close()
         raise
-    plane = ControlPlane(cfg, store, token, sockets, seeded_keys)
+    plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -21,28 +21,40 @@ from llmgw.accounting.prices import cost
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.accounting.usage import UsageWriter
 from llmgw.config.server import ClusterSettings
+from llmgw.guard.decisions import GuardStats
+from llmgw.guard.policy import Resolver
 from llmgw.router.admission import Admission
 from llmgw.router.call import Call
 from llmgw.router.metrics import RouterMetrics
 from llmgw.router.registry import Registry
 from llmgw.router.scrape import EngineScraper
-from llmgw.store import Store, Usage
+from llmgw.router.cache import AnswerCache
+from llmgw.store import ProjectCache, Store, StoreError, Usage
 
 log = logging.getLogger("llmgw.router")
 
 KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
+CACHE_CHECK = 2.0  # seconds between reads of the projects' answer cache settings
 
 
 class Router:
-    def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry):
+    def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
+                 *, share: bool = False):
+        # share: this router is one of several worker processes, which
+        # exchange their limits' and budgets' counts (llmgw/control/workers.py).
         self.store = store
         self.settings = settings
         current = settings()
         self.registry = Registry()
         self.admission = Admission(current.router.admission)
-        self.limits = RateLimiter()
-        self.budgets = Budgets(store)
+        self.limits = RateLimiter(share=share)
+        self.budgets = Budgets(store, share=share)
         self.usage = UsageWriter(store)
+        self.cache = AnswerCache(int(current.router.cache.max_bytes), int(current.router.cache.max_entry_bytes))
+        self.project_caches: dict[str, ProjectCache] = {}  # `llmgw keys cache`, read every few seconds
+        self._caches_task: asyncio.Task | None = None
+        self.guards = Resolver()  # which guardrail policies apply, per key, per settings version
+        self.guard_stats = GuardStats()
         self.metrics = RouterMetrics(registry)
         self.metrics.watch(self, registry)
         self.session: aiohttp.ClientSession | None = None
@@ -54,6 +66,7 @@ class Router:
         """The cluster's settings changed: rebuild what depends on them, keeping live state."""
         self.registry.apply(settings)
         self.admission.configure(settings.router.admission)
+        self.cache.configure(int(settings.router.cache.max_bytes), int(settings.router.cache.max_entry_bytes))
 
     async def start(self) -> None:
         # No limit on connections: admission decides how many go to an
@@ -67,10 +80,14 @@ class Router:
         self.scraper = EngineScraper(self.session, self.registry.endpoints)
         self.scraper.start()
         self._keys_task = asyncio.create_task(self._watch_keys(), name="provider-keys")
+        await self.load_caches()
+        self._caches_task = asyncio.create_task(self._watch_caches(), name="project-caches")
 
     async def stop(self) -> None:
         if self._keys_task:
             self._keys_task.cancel()
+        if self._caches_task:
+            self._caches_task.cancel()
         if self.scraper:
             await self.scraper.stop()
         written = await self.usage.stop()
@@ -79,6 +96,19 @@ class Router:
         await self.budgets.stop()
         if self.session:
             await self.session.close()
+
+    async def load_caches(self) -> None:
+        """The projects' answer cache settings; a change is in force here within CACHE_CHECK."""
+        try:
+            self.project_caches = {c.project_id: c for c in await self.store.list_project_caches()}
+        except StoreError as e:
+            log.debug("answer cache settings not read: %s", e)
+
+    async def _watch_caches(self) -> None:
+        while True:
+            await asyncio.sleep(CACHE_CHECK)
+            await self.load_caches()
+            self.cache.sweep(time.time())
 
     async def _watch_keys(self) -> None:
         while True:
@@ -120,10 +150,14 @@ class Router:
                 m.child(m.per_token, name).observe(after / (call.completion_tokens - 1))
         if call.retries:
             m.child(m.retries, name).inc(len(call.retries))
+        if call.guard is not None:
+            decisions = list(call.guard_decisions) + (call.checker.decisions if call.checker else [])
+            if decisions:
+                self.guard_stats.record(decisions)
         self.usage.submit(Usage(
             id=call.id, at=call.at, key_id=principal.key.id, project_id=principal.path.project.id,
             model=name, endpoint=call.endpoint.id if call.endpoint else "", status=call.status,
             prompt_tokens=call.prompt_tokens, cached_tokens=call.cached_tokens,
             completion_tokens=call.completion_tokens, cost_micros=spent,
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
-            duration_ms=round(call.elapsed() * 1000, 3), cache=None, detail=call.detail()))
+            duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail()))

@@ -173,3 +173,52 @@ async def test_a_key_without_budgets_is_never_refused_and_costs_no_counter(store
     budgets.charge(key, 10**12, NOW)
     assert budgets.check(key, NOW) is None
     await budgets.settle()
+
+
+async def test_workers_sharing_spend_hold_a_budget_between_them_and_catch_up_counts_none_twice(store):
+    key = await principal(store)
+    await set_limits(store, "team", key.path.team.id, budget_micros=1_000_000, period="month")
+    key = await principal(store)
+    a, b = Budgets(store, share=True), Budgets(store, share=True)
+    await a.restore(NOW)
+    await b.restore(NOW)
+    a.charge(key, 600_000, NOW)
+    b.charge(key, 300_000, NOW)
+
+    b.merge(a.snapshot(), NOW)
+    a.merge(b.snapshot(), NOW)
+
+    assert a.spent("team", key.path.team.id, "month", NOW) == 900_000
+    assert b.spent("team", key.path.team.id, "month", NOW) == 900_000
+    assert a.snapshot() == [] and b.snapshot() == []  # merged spend is never sent on as one's own
+    # Both workers' rows reach the store; catching up raises to the store's
+    # figure rather than adding it, so the 900 000 are counted once.
+    await store.add_usage([spent_row(1, NOW - 1, key, 600_000), spent_row(2, NOW - 1, key, 300_000)])
+    await a.catch_up(NOW)
+    assert a.spent("team", key.path.team.id, "month", NOW) == 900_000
+    b.charge(key, 100_000, NOW)
+    a.merge(b.snapshot(), NOW)
+    assert a.check(key, NOW).message == "the team Acme/ml has spent its 1.00 for this month"
+
+
+async def test_spend_shared_from_a_period_that_is_over_is_not_put_into_the_new_one(store):
+    key = await principal(store)
+    await set_limits(store, "key", key.key.id, budget_micros=5_000_000, period="day")
+    key = await principal(store)
+    worker = Budgets(store, share=True)
+    await worker.restore(NOW)
+    yesterday = period_start("day", NOW - 86_400)
+
+    worker.merge([["key", key.key.id, "day", yesterday, 4_000_000],
+                  ["key", key.key.id, "day", period_start("day", NOW), 1_000]], NOW)
+
+    assert worker.spent("key", key.key.id, "day", NOW) == 1_000
+
+
+async def test_budgets_that_do_not_share_keep_no_record_to_send(store):
+    key = await principal(store)
+    await set_limits(store, "key", key.key.id, budget_micros=5_000_000)
+    key = await principal(store)
+    budgets = Budgets(store)
+    budgets.charge(key, 10, NOW)
+    assert budgets.snapshot() == []

@@ -160,3 +160,19 @@ def test_a_worker_that_does_not_share_keeps_no_record_to_send():
     limiter = RateLimiter()
     limiter.admit(key, T0)
     assert limiter.snapshot() == []
+
+
+def test_a_worker_that_starts_is_given_the_whole_minute_counted_so_far():
+    key = offline(key={"rpm": 10})
+    main, newcomer = RateLimiter(), RateLimiter(share=True)
+    main.merge([["requests", "key", "key_demo", int(T0) + 1, 4], ["requests", "key", "key_demo", int(T0) + 30, 6],
+                ["requests", "key", "key_demo", int(T0) - 90, 100]], T0 + 30)
+
+    newcomer.merge(main.counts(T0 + 40), T0 + 40)
+
+    assert newcomer.check(key, T0 + 40) is not None
+    assert newcomer.used("key", "key_demo", T0 + 40) == (10, 0)
+    # The first second's four leave the window on time, as they would have.
+    assert newcomer.check(key, T0 + 61.5) is None
+    # Given, not counted here: a starting worker sends none of it on.
+    assert newcomer.snapshot() == []

@@ -254,6 +254,7 @@ def make_admin_app(plane: "ControlPlane") -> web.Application:
     r.add_post("/api/v1/keys/{key_id}/revoke", keys_revoke)
     r.add_get("/api/v1/limits", limits_get)
     r.add_put("/api/v1/limits", limits_put)
-    from llmgw.control.adminapi import usage  # here: it imports this module's helpers
+    from llmgw.control.adminapi import cache, usage  # here: they import this module's helpers
     usage.register(r)
+    cache.register(r)
     return app
