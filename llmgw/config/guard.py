@@ -128,6 +128,9 @@ class Service:
             raise Invalid("url", f"expected an http(s) URL, got {describe(self.url)}")
         if not self.blocked:
             raise Invalid("blocked", "must say where the service's answer says the text is unsafe")
+        from llmgw.guard.services import validate_body_template  # here: guard imports config
+
+        validate_body_template(self.body)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""What the guardrails' pattern checks cost a request, in-process.
+
+Prints, for a one-word prompt (as bench_overhead sends) and prompts of 1 KB and 8 KB of ordinary prose (with numbers,
+dates and an address or two, none of them a finding):
+  guard_baseline_hi_us / _1k_us / _8k_us: check_input under the `baseline` policy
+    init installs (secrets blocked, cards redacted, injection flagged)
+  guard_all_1k_us / _8k_us: every pattern rule on (all PII kinds redacted,
+    names included), the most a policy can ask of the patterns
+  guard_output_8k_us: an 8 KB answer streamed in 20-character deltas
+    through the baseline's output rules, sentence by sentence
+  guard_resolve_ns: finding a key's effective policy (the cached lookup)
+Median of repeated runs, one core. The issue's budget: the baseline's
+added p50 on a request within 0.2 ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from llmgw.config.guard import Policy, Rules
+from llmgw.config.loader import from_dict
+from llmgw.guard.gate import OutputChecker, check_input
+from llmgw.guard.policy import baseline_policy, combine_policies
+
+PROSE = (
+    "Thanks for the update on the migration. We moved 1,250 accounts on 05.11.2023 and the rest follow "
+    "next week; order 20231105-7781 is the one that failed, see ticket #44812. The dashboard at "
+    "https://status.example.com/board shows p99 at 412 ms, up from 380 ms in October. Could you check "
+    "whether the retry budget of 3 is enough when the upstream answers slowly? Contact ops@example.com "
+    "if the queue passes 10 000 items. Version 2.14.3 fixed the leak; 2.15 is due on 2024-01-15. "
+)
+
+
+def _prompt(size: int) -> dict:
+    text = (PROSE * (size // len(PROSE) + 1))[:size]
+    return {"model": "m", "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                       {"role": "user", "content": text}]}
+
+
+def _median_us(fn, seconds: float = 1.5) -> float:
+    samples = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            fn()
+        samples.append((time.perf_counter() - t0) / 20)
+    return statistics.median(samples) * 1e6
+
+
+def main() -> None:
+    baseline = combine_policies([("baseline", from_dict(Policy, baseline_policy()))])
+    everything = combine_policies([("all", Policy(input=Rules(
+        secrets="block", cards="redact", injection="flag",
+        pii={"email": "redact", "phone": "redact", "iban": "redact", "national_id": "redact", "person": "redact"},
+        restore=True)))])
+    hi = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    print(f"guard_baseline_hi_us: {_median_us(lambda: check_input(baseline, hi, 'chat'), 0.5):.1f} us")
+    for size, label in ((1024, "1k"), (8192, "8k")):
+        body = _prompt(size)
+        print(f"guard_baseline_{label}_us: {_median_us(lambda: check_input(baseline, body, 'chat')):.1f} us")
+        print(f"guard_all_{label}_us: {_median_us(lambda: check_input(everything, body, 'chat')):.1f} us")
+
+    answer = (PROSE * 40)[:8192]
+    deltas = [answer[i:i + 20] for i in range(0, len(answer), 20)]
+
+    def stream() -> None:
+        checker = OutputChecker(baseline, None)
+        for d in deltas:
+            checker.feed(d)
+        checker.flush()
+
+    print(f"guard_output_8k_us: {_median_us(stream):.1f} us")
+
+    from llmgw.config.guard import GuardSettings
+    from llmgw.guard.policy import Resolver
+    from llmgw.store.records import ApiKey, Org, Project, ProjectPath, Team
+    from llmgw.account.keycache import Principal
+    settings = GuardSettings(default=["baseline"], policies={"baseline": from_dict(Policy, baseline_policy())})
+    principal = Principal(ApiKey("k1", "ci", "p1", b"", "sk-llmgw-ab"),
+                          ProjectPath(Org("o1", "Acme"), Team("t1", "o1", "ml"), Project("p1", "t1", "chat")),
+                          None)
+    resolver = Resolver()
+    resolver.effective(settings, 1, principal)
+    print(f"guard_resolve_ns: {_median_us(lambda: resolver.effective(settings, 1, principal)) * 1000:.0f} ns")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""The checks the router runs: on the prompt before it goes to the engine, on the answer as it comes back.
+
+The pattern rules only; the judge and outside services are asked by their
+own modules with the texts this one reads (`InputResult.last_user`, the
+released answer).
+
+Nothing here keeps or returns the text it read other than the request's
+own body and answer: decisions hold a rule, an action and a direction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from llmgw.guard.decisions import Decision, Decisions, Refusal, refusal_for
+from llmgw.guard.policy import EffectivePolicy
+from llmgw.guard.redact import Redactor, StreamRestorer
+from llmgw.guard.rules import CompiledRules
+
+Path = tuple[Any, ...]
+# Parts of a message that are text the model reads, in the shapes the
+# client API takes (OpenAI chat, Responses, Anthropic messages).
+_TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
+
+
+@dataclass
+class InputResult:
+    body: dict
+    """The body to send on: the caller's own object when nothing changed, a copy otherwise — the caller's is never changed."""
+
+    decisions: list[Decision]
+    refusal: Refusal | None
+    """Set when an enforced rule blocks the request: answer with it (400, guardrail_blocked) and send nothing on."""
+
+    redactor: Redactor = field(default_factory=Redactor)
+    """This request's placeholders, for the answer's restore and redaction. In memory only, for the request's life."""
+
+    last_user: str = ""
+    """The latest user turn as the model will read it (redacted), for the judge and outside services."""
+
+
+def _texts(body: dict, api: str) -> Iterator[tuple[Path, str, str]]:
+    """(where, text, role) for every text in `body` the model will read."""
+    if api == "completions":
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            yield ("prompt",), prompt, "user"
+        elif isinstance(prompt, list):
+            for i, p in enumerate(prompt):
+                if isinstance(p, str):
+                    yield ("prompt", i), p, "user"
+        return
+    if api == "embeddings":
+        value = body.get("input")
+        if isinstance(value, str):
+            yield ("input",), value, "user"
+        elif isinstance(value, list):
+            for i, p in enumerate(value):
+                if isinstance(p, str):
+                    yield ("input", i), p, "user"
+        return
+    for key in ("system", "instructions"):
+        yield from _content(body.get(key), (key,), "system")
+    messages = body.get("messages")
+    if messages is None and api == "responses":
+        messages = body.get("input")
+        if isinstance(messages, str):
+            yield ("input",), messages, "user"
+            return
+        key = "input"
+    else:
+        key = "messages"
+    if not isinstance(messages, list):
+        return
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role") or "user"
+        yield from _content(m.get("content"), (key, i, "content"), role)
+        calls = m.get("tool_calls")
+        if isinstance(calls, list):
+            for j, call in enumerate(calls):
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    yield (key, i, "tool_calls", j, "function", "arguments"), function["arguments"], role
+
+
+def _content(content: Any, path: Path, role: str) -> Iterator[tuple[Path, str, str]]:
+    if isinstance(content, str):
+        yield path, content, role
+    elif isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+                yield path + (j, "text"), part["text"], role
+            elif kind == "tool_result":
+                # Anthropic's tool results: what a tool answered is read as prompt.
+                yield from _content(part.get("content"), path + (j, "content"), "tool")
+
+
+def _with_changes(body: dict, changes: dict[Path, Any]) -> dict:
+    """A copy of `body` with `changes` made, copying only the containers on their way."""
+    copies: dict[int, Any] = {}
+
+    def own(obj: Any) -> Any:
+        copy = copies.get(id(obj))
+        if copy is None:
+            copy = copies[id(obj)] = dict(obj) if isinstance(obj, dict) else list(obj)
+        return copy
+
+    root = own(body)
+    for path, value in changes.items():
+        node, original = root, body
+        for step in path[:-1]:
+            original = original[step]
+            child = own(original)
+            node[step] = child
+            node = child
+        node[path[-1]] = value
+    return root
+
+
+def _put_system_prompt(body: dict, api: str, prompt: str) -> dict:
+    if api in ("completions", "embeddings"):
+        return body  # no place for a system prompt in these
+    if api != "messages" and isinstance(body.get("messages"), list):
+        return {**body, "messages": [{"role": "system", "content": prompt}, *body["messages"]]}
+    # Anthropic's own shape keeps the system prompt beside the messages;
+    # the Responses API calls it instructions.
+    key = "instructions" if api == "responses" else "system"
+    existing = body.get(key)
+    if isinstance(existing, str) and existing:
+        return {**body, key: f"{prompt}\n\n{existing}"}
+    if isinstance(existing, list):
+        return {**body, key: [{"type": "text", "text": prompt}, *existing]}
+    return {**body, key: prompt}
+
+
+def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
+    """Read the prompt with the policy's input rules.
+
+    `api` is the shape of `body`: "chat" (and the Anthropic and Responses
+    requests once translated to chat), "messages" or "responses" as the
+    client sent them, "completions", "embeddings". Rules run in the order
+    max_chars, deny, secrets, cards, pii, injection; the first enforced
+    `block` refuses the request and nothing is read after it.
+    """
+    rules: CompiledRules = policy.input
+    decisions = Decisions()
+    redactor = Redactor()
+    if not rules.active and not policy.system_prompt:
+        return InputResult(body, [], None, redactor, _last_user(body, api))
+    texts = list(_texts(body, api)) if rules.active else []
+    if rules.max_chars[0] or rules.max_chars[1]:
+        block = rules.too_long(sum(len(t) for _, t, _ in texts), decisions, "input")
+        if block is not None:
+            return InputResult(body, decisions.items, refusal_for(block), redactor)
+    changes: dict[Path, str] = {}
+    last_user = ""
+    for path, text, role in texts:
+        new, block = rules.scan(text, redactor, decisions, "input")
+        if block is not None:
+            return InputResult(body, decisions.items, refusal_for(block), redactor)
+        if new is not text:
+            changes[path] = new
+        if role == "user":
+            last_user = new
+    out = _with_changes(body, changes) if changes else body
+    if policy.system_prompt:
+        out = _put_system_prompt(out, api, policy.system_prompt)
+    if not rules.active:
+        last_user = _last_user(out, api)
+    return InputResult(out, decisions.items, None, redactor, last_user)
+
+
+def _last_user(body: dict, api: str) -> str:
+    last = ""
+    for _, text, role in _texts(body, api):
+        if role == "user":
+            last = text
+    return last
+
+
+# -- the answer ---------------------------------------------------------------
+
+# Where a sentence ends: . ! ? … (and the CJK ones) before white space, or a
+# line's end. An e-mail address's dots and a decimal point are not followed
+# by a space, so they never cut a value in two.
+_SENTENCE_END = re.compile(r"[.!?…。！？](?=\s)|\n")
+# Held without a sentence's end, the answer is released at its last space
+# past this many characters, so a model that writes no full stops still
+# streams. A value longer than this could be cut in two; none of the rules'
+# values (cards, IBANs, keys) come near.
+MAX_HELD = 1500
+
+
+class _Channel:
+    __slots__ = ("restorer", "held", "tool")
+
+    def __init__(self, restorer: StreamRestorer | None, tool: bool):
+        self.restorer = restorer
+        self.held = ""
+        self.tool = tool
+
+
+class OutputChecker:
+    """Reads one answer's text as it streams: restores, applies the output rules, and says what may be sent.
+
+    The router parses each engine event once and hands over its strings:
+    `feed(delta, "content")`, `feed(delta, "reasoning")`, and tool calls'
+    arguments as `feed(delta, "tool:0")` (by the call's index). What
+    `feed` returns is what to send in that event's place — possibly "",
+    when it is held. At the end, `flush()` gives each channel's rest.
+
+    - With nothing reading the answer but `restore`, text is released as
+      it comes, less a placeholder's unfinished beginning.
+    - Under output rules (or a judge or service on output), released a
+      sentence at a time, each sentence read by the rules first; a tool
+      call's arguments are held whole until `flush()`, as JSON has no
+      sentences and a secret in it must be seen entire.
+    - Under `stream: buffer_all`, everything is held until `flush()`.
+
+    An enforced `block` stops the answer: `stopped` is set to its decision,
+    nothing more is released, and the router ends the stream with
+    finish_reason `content_filter`.
+    """
+
+    def __init__(self, policy: EffectivePolicy, redactor: Redactor | None):
+        self.policy = policy
+        self.rules = policy.output
+        self._restore = bool(policy.restore and redactor)
+        # Output redaction numbers on from the request's own placeholders,
+        # so an address the prompt had is the same [EMAIL_1] in the answer.
+        self.redactor = redactor if redactor is not None else Redactor()
+        self._reads = policy.reads_output
+        self._hold_all = self._reads and policy.stream == "buffer_all"
+        self._channels: dict[str, _Channel] = {}
+        self._decisions = Decisions()
+        self._length = 0
+        self.stopped: Decision | None = None
+
+    @staticmethod
+    def needed(policy: EffectivePolicy | None, redactor: Redactor | None) -> bool:
+        """Whether an answer needs reading at all; when not, relay it untouched."""
+        return policy is not None and (policy.reads_output or bool(policy.restore and redactor))
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return self._decisions.items
+
+    def _channel(self, name: str) -> _Channel:
+        ch = self._channels.get(name)
+        if ch is None:
+            tool = name.startswith("tool")
+            restorer = StreamRestorer(self.redactor, json_fragment=tool) if self._restore else None
+            ch = self._channels[name] = _Channel(restorer, tool)
+        return ch
+
+    def feed(self, delta: str, channel: str = "content") -> str:
+        if self.stopped is not None or not delta:
+            return ""
+        ch = self._channel(channel)
+        text = ch.restorer.feed(delta) if ch.restorer is not None else delta
+        if not self._reads:
+            return text
+        before = len(ch.held)
+        ch.held += text
+        if self._hold_all or ch.tool or not ch.held:
+            return ""
+        # Only the new text can hold a new sentence end (one character back:
+        # a "." held waits for the space that says it ends a sentence).
+        cut = _sentence_cut(ch.held, max(0, before - 1))
+        if cut == 0:
+            return ""
+        ready, ch.held = ch.held[:cut], ch.held[cut:]
+        return self._check(ready)
+
+    def flush(self) -> dict[str, str]:
+        """Each channel's rest, read by the rules; {} when the answer was stopped."""
+        out: dict[str, str] = {}
+        for name in list(self._channels):
+            text = self._flush(name)
+            if self.stopped is not None:
+                return {}
+            if text:
+                out[name] = text
+        return out
+
+    def whole(self, text: str, channel: str = "content") -> str:
+        """A whole answer's text for one channel (an answer not streamed); "" when stopped."""
+        first = self.feed(text, channel)
+        rest = self._flush(channel)
+        return "" if self.stopped is not None else first + rest
+
+    def _flush(self, name: str) -> str:
+        ch = self._channels.get(name)
+        if ch is None or self.stopped is not None:
+            return ""
+        text = ch.held + (ch.restorer.flush() if ch.restorer is not None else "")
+        ch.held = ""
+        if not text or not self._reads:
+            return text
+        return self._check(text)
+
+    def _check(self, text: str) -> str:
+        rules = self.rules
+        if not rules.active:
+            return text
+        self._length += len(text)
+        if rules.max_chars[0] or rules.max_chars[1]:
+            block = rules.too_long(self._length, self._decisions, "output")
+            if block is not None:
+                self.stopped = block
+                return ""
+        new, block = rules.scan(text, self.redactor, self._decisions, "output")
+        if block is not None:
+            self.stopped = block
+            return ""
+        return new
+
+
+def _sentence_cut(held: str, start: int = 0) -> int:
+    """How much of `held` ends in a whole sentence (0: none yet), looking from `start`."""
+    last = None
+    for last in _SENTENCE_END.finditer(held, start):
+        pass
+    if last is not None:
+        return last.end()
+    if len(held) > MAX_HELD:
+        space = held.rfind(" ")
+        return space + 1 if space > 0 else len(held)
+    return 0

@@ -1,0 +1,135 @@
+"""One direction's rules, ready to read a text with: detectors looked up, actions combined.
+
+Each rule has two actions (a `Slot`): the one enforced, from the strictest
+`enforce` policy that sets it, and a stricter one only watched, from an
+`observe` policy. So a policy tried out in `observe` beside the enforced
+baseline records what it would have done ("would_block") and changes
+nothing, rather than lending its `block` to the baseline's `enforce`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from llmgw.config.guard import Pattern
+from llmgw.guard import detectors
+from llmgw.guard.decisions import RANK, WOULD, Decision, Decisions, Direction
+from llmgw.guard.detectors import DenyDetector, Match
+from llmgw.guard.redact import Redactor
+
+# The order rules are read in, which is also the order that decides which
+# rule a refusal names when several would block.
+ORDER = ("secrets", "cards", "email", "phone", "iban", "national_id", "person", "injection")
+# Findings of these are never dropped for lying inside a longer finding: a
+# site's own pattern and an injection phrase say something about the whole
+# text, whatever else is in it.
+_NEVER_SHADOWED = frozenset(("deny", "injection"))
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    act: str = ""
+    """What is done: "", flag, redact or block."""
+
+    watch: str = ""
+    """A stricter action only recorded (an observe policy's), or ""."""
+
+    def __bool__(self) -> bool:
+        return bool(self.act or self.watch)
+
+
+def combine(enforced: Sequence[str], observed: Sequence[str]) -> Slot:
+    act = max(enforced, key=RANK.__getitem__, default="")
+    watch = max(observed, key=RANK.__getitem__, default="")
+    return Slot(act, watch if RANK[watch] > RANK[act] else "")
+
+
+class CompiledRules:
+    """The checks of one direction of an effective policy."""
+
+    def __init__(self, slots: dict[str, Slot], deny: Sequence[tuple[Pattern, bool]] = (),
+                 max_chars: tuple[int, int] = (0, 0)):
+        self.slots = {kind: slot for kind, slot in slots.items() if slot}
+        self.checks: list[tuple[detectors.Detector, Slot]] = []
+        for kind in ORDER + tuple(sorted(set(self.slots) - set(ORDER))):
+            slot = self.slots.get(kind)
+            detector = detectors.get(kind)
+            if slot and detector is not None:
+                self.checks.append((detector, slot))
+        self.deny_slots: dict[str, Slot] = {}
+        by_rule: dict[str, tuple[list[str], list[str]]] = {}
+        for pattern, enforce in deny:
+            acts = by_rule.setdefault(f"deny:{pattern.name}", ([], []))
+            acts[0 if enforce else 1].append(pattern.action)
+        self.deny_slots = {rule: combine(*acts) for rule, acts in by_rule.items()}
+        unique = list({(p.name, p.regex): p for p, _ in deny}.values())
+        self.deny = DenyDetector(unique) if unique else None
+        self.max_chars = max_chars
+        self.active = bool(self.checks or self.deny or any(max_chars))
+        self.redacts = any(s.act == "redact" for _, s in self.checks) or any(
+            s.act == "redact" for s in self.deny_slots.values())
+
+    def too_long(self, length: int, decisions: Decisions, direction: Direction) -> Decision | None:
+        """max_chars: the blocking decision when `length` is over an enforced limit."""
+        act, watch = self.max_chars
+        if watch and length > watch:
+            decisions.add("max_chars", WOULD["block"], direction)
+        if act and length > act:
+            return decisions.add("max_chars", "block", direction)
+        return None
+
+    def scan(self, text: str, redactor: Redactor | None, decisions: Decisions,
+             direction: Direction) -> tuple[str, Decision | None]:
+        """(the text as it may go on, the decision that blocks it or None).
+
+        Decisions are added to `decisions`; redacted values are replaced
+        with `redactor`'s placeholders (none when `redactor` is None, which
+        reads only — an observe-only pass).
+        """
+        found: list[tuple[Match, Slot]] = []
+        if self.deny is not None:
+            for m in self.deny.find(text):
+                found.append((m, self.deny_slots[m.rule]))
+        for detector, slot in self.checks:
+            for m in detector.find(text):
+                found.append((m, slot))
+        if not found:
+            return text, None
+        found = _outermost(found)
+        block: Decision | None = None
+        redact: list[Match] = []
+        for m, slot in found:
+            if slot.act:
+                decision = decisions.add(m.rule, slot.act, direction)
+                if slot.act == "block" and block is None:
+                    block = decision
+                elif slot.act == "redact":
+                    redact.append(m)
+            if slot.watch:
+                decisions.add(m.rule, WOULD[slot.watch], direction)
+        if block is not None or not redact or redactor is None:
+            return text, block
+        return redactor.apply(text, redact), None
+
+
+def _outermost(found: list[tuple[Match, Slot]]) -> list[tuple[Match, Slot]]:
+    """Drop what lies inside a longer finding: the digits of an IBAN are not also a phone number.
+
+    The order of the rest is the order they were found in (deny, then ORDER),
+    which is what decides the rule a refusal names.
+    """
+    if len(found) == 1:
+        return found
+    spans = sorted(((m.start, -(m.end - m.start), i) for i, (m, _) in enumerate(found)))
+    drop: set[int] = set()
+    reach = -1
+    for start, negative_length, i in spans:
+        m = found[i][0]
+        if m.kind in _NEVER_SHADOWED:
+            continue
+        if m.end <= reach:
+            drop.add(i)
+        else:
+            reach = m.end
+    return [f for i, f in enumerate(found) if i not in drop] if drop else found
