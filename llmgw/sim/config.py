@@ -21,6 +21,12 @@ class SimConfig:
     fail_status: int | None = None
     cut_after: int | None = None
     hang: bool = False
+    # A sentence-transformers model behind /v1/embeddings (semantic.py):
+    # "all-MiniLM-L6-v2" or a model folder. None: the hashed vectors of embed.py.
+    embedding_model: str | None = None
+    # Answer chat with the last user message's own words: what reached the
+    # engine, seen from the client (a gateway's redaction, say).
+    echo: bool = False
 
     @property
     def interval(self) -> float:

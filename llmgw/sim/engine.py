@@ -34,8 +34,9 @@ def _error(status: int, message: str, param: str | None = None, code: str | None
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig):
+    def __init__(self, cfg: SimConfig, semantic=None):
         self.cfg = cfg
+        self.semantic = semantic  # a semantic.SemanticModel, or None for hashed vectors
         self.metrics = Metrics(cfg.model)
         self._model_json = orjson.dumps(cfg.model)
         self._interval = cfg.interval
@@ -134,9 +135,24 @@ class Engine:
                                   per_token=len(plan.prompts))
 
     async def _embeddings(self, request: web.BaseRequest) -> web.StreamResponse:
-        plan = plans.embedding_plan(await self._body(request), self.cfg)
+        body = await self._body(request)
+        if self.semantic is not None:
+            return await self._semantic_embeddings(body)
+        plan = plans.embedding_plan(body, self.cfg)
         self.metrics.prompt_tokens += plan.prompt_tokens
         return web.Response(body=wire.embedding_body(self.cfg.model, plan), headers=_JSON)
+
+    async def _semantic_embeddings(self, body: dict) -> web.StreamResponse:
+        plan = plans.semantic_plan(body, self.cfg, self.semantic.dimensions)
+        self.metrics.prompt_tokens += plan.prompt_tokens
+        self.metrics.running += 1
+        try:
+            # The model's forward pass blocks for milliseconds to seconds;
+            # in a thread, so /health and streams keep answering meanwhile.
+            vectors = await asyncio.to_thread(self.semantic.encode, plan.texts)
+        finally:
+            self.metrics.running -= 1
+        return web.Response(body=wire.semantic_embedding_body(self.cfg.model, plan, vectors), headers=_JSON)
 
     async def _list_models(self, request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(body=self._models, headers=_JSON)

@@ -35,6 +35,7 @@ class ChatPlan:
     finish: str
     tool_name: str | None = None
     tool_arguments: str = ""
+    echo: tuple[str, ...] | None = None  # --echo: the answer's words, in place of the word list
 
     @property
     def tool_pieces(self) -> list[str]:
@@ -176,6 +177,9 @@ def chat_plan(body: dict, cfg: SimConfig) -> ChatPlan:
     tool = _chosen_tool(body, messages)
     if tool is not None:
         return ChatPlan(stream, include_usage, prompt, reasoning, 0, "tool_calls", tool[0], tool[1])
+    if cfg.echo:
+        words = tokens.echo_words(messages)
+        return ChatPlan(stream, include_usage, prompt, 0, len(words), "stop", echo=words)
     return ChatPlan(stream, include_usage, prompt, reasoning, count - reasoning, finish)
 
 
@@ -232,3 +236,31 @@ def embedding_plan(body: dict, cfg: SimConfig) -> EmbeddingPlan:
         raise Refused(400, f"dimensions must be between 1 and {embed.DIMENSIONS}, got {dims!r}.", "dimensions")
     return EmbeddingPlan([embed.key_of(i) for i in items], sum(_item_tokens(i) for i in items),
                          fmt == "base64", dims)
+
+
+@dataclass(slots=True)
+class SemanticPlan:
+    texts: list[str]
+    prompt_tokens: int
+    base64: bool
+    dimensions: int
+
+
+def semantic_plan(body: dict, cfg: SimConfig, model_dimensions: int) -> SemanticPlan:
+    """An embeddings request for a real model (--embedding-model): texts only, up to its dimensions."""
+    check_model(body, cfg)
+    if "input" not in body:
+        raise Refused(400, "input is required: a string or a list of strings.", "input")
+    items = _prompt_list(body["input"], "input")
+    if not all(isinstance(i, str) for i in items):
+        raise Refused(400, "This sim-engine's embedding model (--embedding-model) reads text; send input as "
+                           "strings, not token ids.", "input")
+    fmt = body.get("encoding_format") or "float"
+    if fmt not in ("float", "base64"):
+        raise Refused(400, f"encoding_format must be \"float\" or \"base64\", got {fmt!r}.", "encoding_format")
+    dims = body.get("dimensions")
+    if dims is None:
+        dims = model_dimensions
+    elif isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= model_dimensions:
+        raise Refused(400, f"dimensions must be between 1 and {model_dimensions}, got {dims!r}.", "dimensions")
+    return SemanticPlan(items, sum(_item_tokens(i) for i in items), fmt == "base64", dims)

@@ -51,10 +51,14 @@ def url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def serve(cfg: SimConfig, sock: socket.socket | None = None) -> None:
-    """Serve until SIGTERM or SIGINT; prints one line once it is listening."""
+async def serve(cfg: SimConfig, sock: socket.socket | None = None, semantic=None) -> None:
+    """Serve until SIGTERM or SIGINT; prints one line once it is listening.
+
+    `semantic` is a loaded semantic.SemanticModel for /v1/embeddings; loaded
+    before this, so the line is printed only once embeddings can be answered.
+    """
     sock = sock or bind(cfg.host, cfg.port)
-    engine = Engine(cfg)
+    engine = Engine(cfg, semantic)
     # handler_cancellation: a client that hangs up stops its stream (and a
     # --hang request) at once, instead of the sim writing into a dead socket.
     server = web.Server(engine.handle, handler_cancellation=True, access_log=None)

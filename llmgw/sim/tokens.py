@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import re
+
 import orjson
 
 # Sixteen words, each one token with its leading space, cycled: token i of an
@@ -104,3 +106,15 @@ def argument_pieces(arguments: str) -> list[str]:
         half = max(1, len(arguments) // 2)
         return [arguments[:half], arguments[half:]]
     return [arguments[i:i + 8] for i in range(0, len(arguments), 8)]
+
+
+def echo_words(messages: list) -> tuple[str, ...]:
+    """The last user message's words, each with the space before it: an echo's tokens."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str) and content.strip():
+                return tuple(re.findall(r"\s*\S+", " " + content.lstrip()))
+    return (" nothing",)

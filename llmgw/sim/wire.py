@@ -8,11 +8,14 @@ gateway it is measuring.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import orjson
 
 from llmgw.sim import tokens
 from llmgw.sim.embed import as_base64, vector
-from llmgw.sim.plans import ChatPlan, CompletionPlan, EmbeddingPlan
+from llmgw.sim.plans import ChatPlan, CompletionPlan, EmbeddingPlan, SemanticPlan
 
 DONE = b"data: [DONE]\n\n"
 _OPEN = b',"logprobs":null,"finish_reason":null}]}\n\n'
@@ -49,6 +52,10 @@ def chat_events(rid: str, created: int, model_json: bytes, plan: ChatPlan) -> tu
         for piece in plan.tool_pieces:
             delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
             events.append(head + orjson.dumps(delta) + _OPEN)
+    elif plan.echo is not None:
+        for i, word in enumerate(plan.echo):
+            delta = {"role": "assistant", "content": word} if i == 0 and first else {"content": word}
+            events.append(head + orjson.dumps(delta) + _OPEN)
     elif plan.content:
         words = len(_CHAT_NEXT)
         events.append(head + (_CHAT_FIRST[0] if first else _CHAT_NEXT[0]))
@@ -62,7 +69,8 @@ def chat_events(rid: str, created: int, model_json: bytes, plan: ChatPlan) -> tu
 
 
 def chat_body(rid: str, created: int, model: str, plan: ChatPlan) -> bytes:
-    message: dict = {"role": "assistant", "content": tokens.words_text(plan.content) if plan.content else None}
+    text = "".join(plan.echo) if plan.echo is not None else tokens.words_text(plan.content)
+    message: dict = {"role": "assistant", "content": text if plan.content else None}
     if plan.reasoning:
         message["reasoning_content"] = tokens.thoughts_text(plan.reasoning)
     if plan.tool_name is not None:
@@ -104,6 +112,22 @@ def embedding_body(model: str, plan: EmbeddingPlan) -> bytes:
     data = []
     for i, key in enumerate(plan.keys):
         values = vector(key, plan.dimensions)
+        data.append({"object": "embedding", "index": i,
+                     "embedding": as_base64(values) if plan.base64 else values})
+    return orjson.dumps({"object": "list", "data": data, "model": model,
+                         "usage": {"prompt_tokens": plan.prompt_tokens, "total_tokens": plan.prompt_tokens}})
+
+
+def semantic_embedding_body(model: str, plan: SemanticPlan, vectors: list[list[float]]) -> bytes:
+    """A real model's vectors; a shorter `dimensions` keeps the first values, made a unit vector again."""
+    data = []
+    for i, values in enumerate(vectors):
+        if plan.dimensions < len(values):
+            cut = values[:plan.dimensions]
+            norm = math.sqrt(sum(x * x for x in cut)) or 1.0
+            values = [x / norm for x in cut]
+        # float32, so the JSON floats and the base64 bytes carry the same values.
+        values = struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values))
         data.append({"object": "embedding", "index": i,
                      "embedding": as_base64(values) if plan.base64 else values})
     return orjson.dumps({"object": "list", "data": data, "model": model,

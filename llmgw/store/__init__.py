@@ -20,6 +20,7 @@ from llmgw.store.records import (
     Org,
     Person,
     Project,
+    ProjectCache,
     ProjectPath,
     Session,
     Settings,
@@ -29,7 +30,7 @@ from llmgw.store.records import (
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
-    "ApiKey", "AuditEntry", "Lease", "Limits", "Org", "Person", "Project", "ProjectPath",
+    "ApiKey", "AuditEntry", "Lease", "Limits", "Org", "Person", "Project", "ProjectCache", "ProjectPath",
     "Session", "Settings", "Team", "Usage", "redact_url",
 ]
 
@@ -77,6 +78,12 @@ class Store(Protocol):
     async def get_limits(self, scope: str, scope_id: str) -> Limits | None: ...
     async def put_limits(self, limits: Limits) -> None: ...  # replaces the row whole
     async def list_budgets(self) -> list[Limits]: ...  # every level with a budget, by scope and id
+
+    # the answer cache's setting per project (no row: off)
+    async def get_project_cache(self, project_id: str) -> ProjectCache | None: ...
+    # Replaces the row whole; StoreError when there is no such project.
+    async def put_project_cache(self, setting: ProjectCache) -> None: ...
+    async def list_project_caches(self) -> list[ProjectCache]: ...  # every row, by project id
 
     # usage rows, written in batches
     async def add_usage(self, rows: Sequence[Usage]) -> None: ...  # one transaction

@@ -104,6 +104,24 @@ class Limits:
 
 
 @dataclass
+class ProjectCache:
+    """A project's answer cache setting (`llmgw keys cache`); no row is off.
+
+    `ttl` is how long an answer is reused, in seconds. `similar` is the
+    cosine similarity a like question in the same conversation must reach
+    to get an answer already given (0..1); None reuses only the answer to
+    the very same request. `enabled` False keeps the last setting on record
+    while reusing nothing.
+    """
+
+    project_id: str
+    ttl: float
+    similar: float | None = None
+    enabled: bool = True
+    updated_at: float = 0.0
+
+
+@dataclass
 class Usage:
     """One request's record. `detail` holds decisions (limits, retries), never text."""
 

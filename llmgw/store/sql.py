@@ -27,6 +27,7 @@ from llmgw.store.records import (
     Org,
     Person,
     Project,
+    ProjectCache,
     ProjectPath,
     Session,
     Settings,
@@ -42,6 +43,7 @@ _USAGE = (
     "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail"
 )
 _AUDIT = "at, actor, via, action, target, before_json, after_json, id"
+_CACHE = "project_id, ttl, similarity, enabled, updated_at"
 _LEASE = "name, holder, address, expires_at, epoch"
 _SETTINGS = "version, doc, updated_at, updated_by"
 _PATH = (
@@ -116,6 +118,10 @@ def _usage(r: Row) -> Usage:
 
 def _audit(r: Row) -> AuditEntry:
     return AuditEntry(r[0], r[1], r[2], r[3], r[4], _unjson(r[5]), _unjson(r[6]), r[7])
+
+
+def _cache(r: Row) -> ProjectCache:
+    return ProjectCache(r[0], float(r[1]), None if r[2] is None else float(r[2]), bool(r[3]), float(r[4]))
 
 
 def _lease(r: Row) -> Lease:
@@ -375,6 +381,31 @@ class SQLStore:
             f"SELECT {_LIMITS} FROM limits WHERE budget_micros IS NOT NULL ORDER BY scope, scope_id"
         )
         return [_limits(r) for r in rows]
+
+    # the answer cache's setting per project
+
+    async def get_project_cache(self, project_id: str) -> ProjectCache | None:
+        row = await self._db.fetchrow(f"SELECT {_CACHE} FROM project_cache WHERE project_id = $1", project_id)
+        return None if row is None else _cache(row)
+
+    async def put_project_cache(self, setting: ProjectCache) -> None:
+        try:
+            await self._db.execute(
+                f"INSERT INTO project_cache ({_CACHE}) VALUES ($1, $2, $3, $4, $5) "
+                "ON CONFLICT (project_id) DO UPDATE SET ttl = excluded.ttl, similarity = excluded.similarity, "
+                "enabled = excluded.enabled, updated_at = excluded.updated_at",
+                setting.project_id, float(setting.ttl),
+                None if setting.similar is None else float(setting.similar),
+                bool(setting.enabled), float(setting.updated_at),
+            )
+        except MissingParent:
+            raise StoreError(
+                f"there is no project with the id {setting.project_id} to set the answer cache of"
+            ) from None
+
+    async def list_project_caches(self) -> list[ProjectCache]:
+        rows = await self._db.fetch(f"SELECT {_CACHE} FROM project_cache ORDER BY project_id")
+        return [_cache(r) for r in rows]
 
     # usage rows
 
