@@ -60,6 +60,13 @@ class Call:
     error: str | None = None
     served_model: str | None = None  # a fallback's name when one answered
     client_body: dict[str, Any] = field(default_factory=dict)  # as the client sent it; never stored
+    guard: Any = None  # the request's EffectivePolicy, when guardrails apply
+    redactor: Any = None  # its placeholders and their values: memory only, for this request's life
+    checker: Any = None  # the answer's OutputChecker, when the policy reads the answer
+    guard_decisions: list = field(default_factory=list)  # router.guard Decisions: rule, action, direction
+    cache: str | None = None  # "hit" when answered from the answer cache
+    cache_key: bytes | None = None  # set when the answer may be kept for the project
+    cache_ttl: float = 0.0
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -76,4 +83,9 @@ class Call:
             detail["fallback_from"] = self.model.name
         if self.profile:
             detail["profile"] = self.profile
+        decisions = list(self.guard_decisions)
+        if self.checker is not None:
+            decisions += self.checker.decisions
+        if decisions:
+            detail["guard"] = [d.as_dict() for d in decisions]
         return detail

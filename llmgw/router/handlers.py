@@ -28,6 +28,11 @@ from llmgw.router.translate import anthropic as anth
 from llmgw.router.translate import responses as resp_api
 from llmgw.router.translate.common import TranslateError, encode_sse
 from llmgw.router.upstream import Opened, open_upstream
+from llmgw.guard.gate import OutputChecker, check_input
+from llmgw.router.cache import Assembler, hit_headers, replay_json, replay_stream
+from llmgw.router.cache import Entry as CacheEntry
+from llmgw.router.cache import key as answer_key
+from llmgw.router.guarded import ChunkGuard, guard_answer
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -230,6 +235,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
                 session_key=scheduler.session_key(upstream, request.headers) if profile == "chat" else None,
                 band=principal.key.band, client_body=body)
     router = plane.router
+    _guard_input(plane, shape, call)
     now = time.time()
     refusal = router.limits.check(principal, now) or router.budgets.check(principal, now)
     if refusal is not None:
@@ -239,6 +245,68 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
                      decided_by=f"{refusal.code}:{refusal.scope}")
     router.limits.admit(principal, now)
     return call
+
+
+def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> None:
+    """The policies that apply read the prompt: refuse, redact, or let it by as it is."""
+    settings = plane.settings.current.guard
+    if not settings.enabled or not (settings.default or settings.attach):
+        return
+    policy = plane.router.guards.effective(settings, plane.settings.version, call.principal)
+    if policy is None:
+        return
+    # Messages and Responses are already in the chat shape the engine reads.
+    api = shape.api if shape in (COMPLETIONS, EMBEDDINGS) else "chat"
+    result = check_input(policy, call.upstream_body, api)
+    call.guard, call.guard_decisions = policy, list(result.decisions)
+    if result.refusal is not None:
+        raise Refuse(result.refusal.status, result.refusal.message, result.refusal.code,
+                     decided_by=f"guard:{result.refusal.rule}")
+    call.upstream_body = result.body
+    call.redactor = result.redactor
+    if shape is not EMBEDDINGS and OutputChecker.needed(policy, result.redactor):
+        call.checker = OutputChecker(policy, result.redactor)
+
+
+def _from_cache(router, shape: Shape, call: Call) -> web.Response | None:
+    """The project's kept answer to this very request, or None (and the call marked to keep its own).
+
+    Limits and input guardrails have been checked by now. A policy that
+    forbids keeping (no_store), puts values back (restore) or reads the
+    answer bypasses the cache: a kept answer would skip that reading.
+    """
+    setting = router.project_caches.get(call.principal.path.project.id)
+    if setting is None or not setting.enabled or shape is EMBEDDINGS:
+        return None
+    cache = router.cache
+    policy = call.guard
+    if policy is not None and (policy.no_store or policy.restore or call.checker is not None):
+        cache.note("bypass")
+        return None
+    now = time.time()
+    cache_key = answer_key(call.principal.path.project.id, shape.api, call.upstream_body)
+    entry = cache.get(cache_key, now)
+    if entry is None:
+        cache.note("miss")
+        call.cache_key, call.cache_ttl = cache_key, setting.ttl
+        return None
+    cache.note("hit")
+    call.cache, call.status = "hit", 200
+    headers = {**hit_headers(entry, now), "x-request-id": call.id}
+    if call.stream:
+        body = replay_stream(entry, shape.api, model=call.model.name, request=call.client_body,
+                             include_usage=call.wants_usage)
+        return web.Response(body=body, headers={**headers, "Content-Type": "text/event-stream",
+                                                "Cache-Control": "no-cache"})
+    body = replay_json(entry, shape.api, model=call.model.name, request=call.client_body)
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _keep(router, shape: Shape, call: Call, answer: dict | bytes | None) -> None:
+    if call.cache_key is None or answer is None or call.status != 200:
+        return
+    router.cache.put(call.cache_key, CacheEntry.make(shape.api, answer, stored_at=time.time(),
+                                                     ttl=call.cache_ttl, model=call.model.name))
 
 
 def _full(entry: ModelEntry, saturation: int) -> Callable[[], bool]:
@@ -261,6 +329,9 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
     entry = call.model
+    reused = _from_cache(router, shape, call)
+    if reused is not None:
+        return reused
     if not _room(entry, saturation):
         # No room here: a fallback with room answers instead of a queue.
         for other in entry.settings.fallbacks:
@@ -306,7 +377,9 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         message = _engine_message(opened.first) or f"the engine answered {upstream.status}"
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
     if not call.stream:
-        return _whole(shape, call, opened, name)
+        response = _whole(shape, call, opened, name)
+        _keep(plane.router, shape, call, opened.first)
+        return response
     return await _stream(plane, request, shape, call, opened, name)
 
 
@@ -333,11 +406,15 @@ def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
     read_usage(call, answer.get("usage") if isinstance(answer, dict) else None)
     call.status = 200
     headers = {"x-request-id": call.id}
+    if call.checker is not None and isinstance(answer, dict):
+        answer = guard_answer(call.checker, answer)
     if shape is MESSAGES:
         body = orjson.dumps(anth.chat_to_message(answer, model=call.model.name,
                                                  include_thinking=anth.wants_thinking(call.client_body)))
     elif shape is RESPONSES:
         body = orjson.dumps(resp_api.chat_to_response(answer, model=call.model.name, request=call.client_body))
+    elif call.checker is not None:
+        body = orjson.dumps(answer)
     else:
         body = opened.first  # as the engine sent it: no second encoding on the hot path
     return web.Response(body=body, content_type="application/json", headers=headers)
@@ -350,16 +427,24 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
         "x-request-id": call.id})
     await response.prepare(request)
+    guard = ChunkGuard(call.checker) if call.checker is not None else None
     if shape is MESSAGES:
         translated = TranslatedStream(call, anth.MessagesStream(
-            model=call.model.name, include_thinking=anth.wants_thinking(call.client_body)), encode_sse)
+            model=call.model.name, include_thinking=anth.wants_thinking(call.client_body)), encode_sse, guard)
     elif shape is RESPONSES:
         translated = TranslatedStream(call, resp_api.ResponsesStream(model=call.model.name,
-                                                                      request=call.client_body), encode_sse)
+                                                                      request=call.client_body), encode_sse, guard)
     else:
         translated = None
-    scanner = StreamScanner(call) if translated is None else None
+    scanner = StreamScanner(call, guard) if translated is None else None
     transform = scanner.scan if scanner else translated.transform
+    assembler = Assembler() if call.cache_key is not None else None
+    if assembler is not None:
+        inner = transform
+
+        def transform(block: bytes) -> bytes:
+            assembler.feed_sse(block)  # before the usage event is dropped: a kept answer has it
+            return inner(block)
 
     def first_token() -> None:
         call.first_token_at = time.perf_counter()
@@ -394,6 +479,8 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         await response.write_eof()
     except ConnectionResetError:
         call.status = CLIENT_GONE
+    if assembler is not None:
+        _keep(plane.router, shape, call, assembler.answer())
     return response
 
 

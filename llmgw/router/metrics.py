@@ -77,4 +77,19 @@ class _StateCollector:
         pending.add_metric([], usage.pending())
         dropped = GaugeMetricFamily("llmgw_usage_writer_dropped", "Usage rows dropped since start (the store was away too long)")
         dropped.add_metric([], usage.dropped)
-        return [waiting, breakers, endpoint_flight, lag, pending, dropped]
+        guard = GaugeMetricFamily("llmgw_guard_decisions", "Guardrail decisions since start, by rule and action",
+                                  labels=["rule", "action"])
+        for (rule, action), count in self.router.guard_stats.decisions.items():
+            guard.add_metric([rule, action], count)
+        cache = self.router.cache
+        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, guard]
+        for name, value, what in (("hits", cache.hits, "Answers reused for the same request"),
+                                  ("similar_hits", cache.similar_hits, "Answers reused for a similar question"),
+                                  ("misses", cache.misses, "Cache look-ups that found nothing"),
+                                  ("bypasses", cache.bypasses, "Requests a policy kept out of the cache"),
+                                  ("bytes", cache.bytes, "Bytes the answer cache holds"),
+                                  ("entries", cache.entries, "Answers the cache holds")):
+            family = GaugeMetricFamily(f"llmgw_cache_{name}", what)
+            family.add_metric([], value)
+            families.append(family)
+        return families

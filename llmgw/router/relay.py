@@ -45,8 +45,9 @@ def read_usage(call: Call, usage: dict | None) -> None:
 class StreamScanner:
     """Counts what an OpenAI-shaped stream carries and drops the usage event the client did not ask for."""
 
-    def __init__(self, call: Call):
+    def __init__(self, call: Call, guard=None):
         self.call = call
+        self.guard = guard  # a router.guarded.ChunkGuard when a policy reads the answer
         self.done = False
         self.content_events = 0  # the estimate of completion tokens when an engine sends no usage
         self.saw_usage = False
@@ -54,6 +55,8 @@ class StreamScanner:
     def scan(self, block: bytes) -> bytes:
         if DONE in block:
             self.done = True
+        if self.guard is not None:
+            return self._guarded(block)
         if b'"usage"' not in block:
             self.content_events += block.count(b"data: {")
             return block
@@ -75,6 +78,37 @@ class StreamScanner:
                 self.content_events += 1
             kept.append(event)
         return b"".join(e + b"\n\n" for e in kept)
+
+    def _guarded(self, block: bytes) -> bytes:
+        """Every event parsed (once) and rewritten by the policy's checker."""
+        from llmgw.router.guarded import encode_chunks
+
+        out = []
+        for event in _events(block):
+            if not event.startswith(b"data: {"):
+                out.append(event + b"\n\n")
+                continue
+            try:
+                chunk = orjson.loads(event[6:])
+            except orjson.JSONDecodeError:
+                out.append(event + b"\n\n")
+                continue
+            usage = chunk.get("usage")
+            if usage:
+                read_usage(self.call, usage)
+                self.saw_usage = True
+                if not chunk.get("choices") and not self.call.wants_usage:
+                    continue
+            if chunk.get("choices"):
+                self.content_events += 1
+            if self.guard.finished:
+                continue
+            out.append(encode_chunks(self.guard.rewrite(chunk)))
+            if self.guard.finished:
+                # Stopped by the policy: the client's stream ends here, whole.
+                self.done = True
+                out.append(DONE + b"\n\n")
+        return b"".join(out)
 
     def finish(self) -> None:
         if not self.saw_usage:
@@ -117,8 +151,9 @@ async def relay(first: bytes, read_more, write, *, idle: float,
 class TranslatedStream:
     """Chat chunks in, another API's events out, through one of router.translate's stream classes."""
 
-    def __init__(self, call: Call, translator, encode: Callable[[list], bytes]):
+    def __init__(self, call: Call, translator, encode: Callable[[list], bytes], guard=None):
         self.call = call
+        self.guard = guard
         self.translator = translator
         self.encode = encode
         self.done = False
@@ -144,7 +179,11 @@ class TranslatedStream:
                 self.saw_usage = True
             if chunk.get("choices"):
                 self.content_events += 1
-            produced.extend(self.translator.feed(chunk))
+            if self.guard is None:
+                produced.extend(self.translator.feed(chunk))
+            else:
+                for rewritten in self.guard.rewrite(chunk):
+                    produced.extend(self.translator.feed(rewritten))
         return self.encode(produced) if produced else b""
 
     def finish(self) -> bytes:

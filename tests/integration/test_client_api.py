@@ -366,3 +366,22 @@ def test_a_rotated_key_file_is_read_again_and_a_missing_one_leaves_its_endpoint_
     left_out, _ = wait_for(lambda: not answered(), timeout=15, interval=0.5)
     assert left_out
     assert f"the provider key in {key_file} cannot be read" in gw.output()
+
+
+def test_a_project_with_the_cache_on_gets_the_same_answer_again_without_the_engine(gateway, engines):
+    engine = engines("qwen")
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}])
+    assert gw.ctl("keys", "cache", "--project", "Default/default/default", "--ttl", "1h").returncode == 0
+    time.sleep(2.5)  # the setting reaches the router within its next read
+    first = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
+    again = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
+    assert "x-llmgw-cache" not in first.headers
+    assert again.headers["x-llmgw-cache"] == "hit" and int(again.headers["Age"]) >= 0
+    assert again.parse().choices[0].message.content == first.parse().choices[0].message.content
+    streamed = gw.openai.chat.completions.create(model="qwen", messages=CHAT, temperature=0, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+        first.parse().choices[0].message.content
+    other = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0.5)
+    assert "x-llmgw-cache" not in other.headers
+    row, _ = wait_for(lambda: _request(gw, again.headers["x-request-id"]), timeout=10, interval=0.2)
+    assert row["cache"] == "hit" and row["completion_tokens"] == 0 and row["cost_micros"] == 0
