@@ -9,6 +9,8 @@ placeholder spelling, the clock, locks, how errors look — stays in its driver.
 
 from __future__ import annotations
 
+import abc
+
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, Sequence
 
@@ -27,22 +29,24 @@ class MissingParent(StoreError):
     Internal, like Duplicate."""
 
 
-class Statements:
+class Statements(abc.ABC):
     """Running SQL: a driver outside a transaction, or one transaction.
 
     Subclasses provide `_fetch` (every statement, rows or none) and `_many`;
     the rest follows from them so each driver writes two methods, not five.
     """
 
+    @abc.abstractmethod
     async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
-        raise NotImplementedError
+        """Run one statement; its rows, or [] for one that returns none."""
 
+    @abc.abstractmethod
     async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        raise NotImplementedError
+        """Run one statement once per row of arguments."""
 
+    @abc.abstractmethod
     async def script(self, sql: str) -> None:
         """Several statements without parameters (a migration file)."""
-        raise NotImplementedError
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return await self._fetch(sql, args)
