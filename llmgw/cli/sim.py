@@ -73,6 +73,10 @@ def register(commands) -> None:
     p.add_argument("--echo", action="store_true",
                    help="answer chat with the last user message's own words, a token each: what reached "
                         "the engine, as the client sees it")
+    p.add_argument("--guard", action="append", default=[], type=_guard_word, metavar="WORD=CATEGORY",
+                   help="answer chat as a guard model (Qwen3Guard-Gen) does, judging the last message: "
+                        "\"Safety: Unsafe\" naming CATEGORY when it contains WORD (repeatable), else "
+                        "\"Safety: Safe\"; e.g. --guard stab=Violent")
     fail = p.add_argument_group("failures, for a router's tests")
     fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
                       help="take only requests with this key (repeatable); others get 401")
@@ -88,6 +92,13 @@ def register(commands) -> None:
     p.set_defaults(run=run_sim)
 
 
+def _guard_word(text: str) -> tuple[str, str]:
+    word, sep, category = text.partition("=")
+    if not sep or not word.strip() or not category.strip():
+        raise argparse.ArgumentTypeError(f"expected WORD=CATEGORY, e.g. stab=Violent, got {text!r}")
+    return word.strip(), category.strip()
+
+
 def run_sim(args) -> int:
     from llmgw.sim import SimConfig, SimError, bind, serve
 
@@ -96,6 +107,7 @@ def run_sim(args) -> int:
         ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
         cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
+        guard_words=dict(args.guard),
     )
     try:
         sock = bind(cfg.host, cfg.port)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from llmgw.guard.decisions import Decision, Decisions, Refusal, refusal_for
 from llmgw.guard.policy import EffectivePolicy
 from llmgw.guard.redact import Redactor, StreamRestorer
 from llmgw.guard.rules import CompiledRules
+
+if TYPE_CHECKING:
+    from llmgw.guard.review import OutputReview
 
 Path = tuple[Any, ...]
 # Parts of a message that are text the model reads, in the shapes the
@@ -229,8 +232,12 @@ class OutputChecker:
     finish_reason `content_filter`.
     """
 
-    def __init__(self, policy: EffectivePolicy, redactor: Redactor | None):
+    def __init__(self, policy: EffectivePolicy, redactor: Redactor | None, review: OutputReview | None = None,
+                 decisions: Decisions | None = None):
         self.policy = policy
+        # The judge and services on the answer (llmgw.guard.review): fed the
+        # text as it is released, asked at the end by `finish_review()`.
+        self.review = review
         self.rules = policy.output
         self._restore = bool(policy.restore and redactor)
         # Output redaction numbers on from the request's own placeholders,
@@ -239,7 +246,7 @@ class OutputChecker:
         self._reads = policy.reads_output
         self._hold_all = self._reads and policy.stream == "buffer_all"
         self._channels: dict[str, _Channel] = {}
-        self._decisions = Decisions()
+        self._decisions = decisions if decisions is not None else Decisions()
         self._length = 0
         self.stopped: Decision | None = None
 
@@ -306,7 +313,33 @@ class OutputChecker:
             return text
         return self._check(text)
 
+    def poll(self) -> bool:
+        """Whether the answer has been stopped, a background judgment included. Cheap: read between events."""
+        if self.stopped is None and self.review is not None:
+            self.stopped = self.review.poll()
+        return self.stopped is not None
+
+    async def finish_review(self) -> None:
+        """The judge's last judgment and the services on the whole answer; sets `stopped` when one objects.
+        Call after `flush()` (or `whole()`), before the answer's end is sent."""
+        if self.review is not None and self.stopped is None:
+            self.stopped = await self.review.finish()
+
+    def cancel(self) -> None:
+        """The client went away: stop asking the judge."""
+        if self.review is not None:
+            self.review.cancel()
+
     def _check(self, text: str) -> str:
+        new = self._rules(text)
+        if new and self.review is not None and self.stopped is None:
+            self.review.feed(self.redactor.conceal(new) if self._restore else new)
+            self.poll()
+            if self.stopped is not None:
+                return ""
+        return new
+
+    def _rules(self, text: str) -> str:
         rules = self.rules
         if not rules.active:
             return text

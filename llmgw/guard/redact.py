@@ -90,6 +90,20 @@ class Redactor:
             lambda m: json.dumps(self._values[m.group()], ensure_ascii=False)[1:-1] if m.group() in self._values
             else m.group(), text)
 
+    def conceal(self, text: str) -> str:
+        """`text` with this request's values put back as their placeholders: the inverse of restore.
+
+        An answer is restored before its rules read it; what goes on to a
+        judge or an outside service is concealed again, so they read the
+        answer as the model wrote it and never a value redaction took out.
+        """
+        if not self._values:
+            return text
+        for placeholder, value in self._values.items():
+            if value in text:
+                text = text.replace(value, placeholder)
+        return text
+
     def prefixes(self) -> frozenset[str]:
         """Every beginning of every placeholder this request has, "[" included."""
         return frozenset(p[:i] for p in self._values for i in range(1, len(p)))

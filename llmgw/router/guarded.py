@@ -48,18 +48,61 @@ def _ch(index: int, name: str) -> str:
     return name if index == 0 else f"{index}:{name}"
 
 
+async def guard_whole(checker: OutputChecker, answer: dict[str, Any]) -> dict[str, Any]:
+    """guard_answer, then the judge and services on the whole answer (when the policy has them)."""
+    checked = guard_answer(checker, answer)
+    if checker.review is None or checker.stopped is not None:
+        return checked
+    await checker.finish_review()
+    if checker.stopped is None:
+        return checked
+    return {**checked, "choices": [{**c, "message": {"role": "assistant", "content": ""},
+                                    "finish_reason": "content_filter"} for c in checked.get("choices") or []]}
+
+
 class ChunkGuard:
-    """Rewrites a stream's chat.completion.chunk events through an OutputChecker."""
+    """Rewrites a stream's chat.completion.chunk events through an OutputChecker.
+
+    With a judge or a service reading the answer (`checker.review`), the
+    chunk that ends a choice is held back by `rewrite` and finished by
+    `arewrite`, which awaits their last word before the answer's end (or a
+    content_filter stop) is sent. Streams go through `arewrite` then.
+    """
 
     def __init__(self, checker: OutputChecker):
         self.checker = checker
         self.finished = False  # a content_filter stop has been sent
+        self.awaits = checker.review is not None  # the stream must use arewrite
+        self._ending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (chunk, choice) held by rewrite
+
+    async def arewrite(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """rewrite(), and when the chunk ends the answer: the review's last word, then the end or a stop."""
+        out = self.rewrite(chunk)
+        if not self._ending or self.finished:
+            return out
+        ending, self._ending = self._ending, []
+        first, choice = ending[0]
+        index = choice.get("index", 0)
+        rest = self.checker.flush()
+        if self.checker.stopped is None:
+            await self.checker.finish_review()
+        if self.checker.stopped is not None:
+            self.finished = True
+            return out + [self._stop(first, index)]
+        out.extend(self._rest(first, index, rest))
+        out.extend({**{k: v for k, v in c.items() if k != "usage"}, "choices": [ch]} for c, ch in ending)
+        return out
 
     def rewrite(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """The chunks to pass on in this one's place (none, it, or a flushed one before it)."""
         if self.finished:
             return []
         choices = chunk.get("choices")
+        if self.awaits and self.checker.poll():
+            # A judgment in the background objected to what was released.
+            self.finished = True
+            index = choices[0].get("index", 0) if choices else 0
+            return [self._stop(chunk, index)]
         if not choices:
             return [chunk]  # the usage event, or an engine's error event
         out: list[dict[str, Any]] = []
@@ -85,6 +128,11 @@ class ChunkGuard:
             if self.checker.stopped is not None:
                 self.finished = True
                 return out + [self._stop(chunk, index)]
+            if finish is not None and self.awaits:
+                # Its text goes now; its end waits for arewrite and the review's last word.
+                self._ending.append((chunk, {"index": index, "delta": {}, "finish_reason": finish}))
+                rebuilt.append({**choice, "delta": delta, "finish_reason": None})
+                continue
             if finish is not None:
                 out.extend(self._flushed(chunk, index))
                 if self.checker.stopped is not None:
@@ -95,7 +143,10 @@ class ChunkGuard:
         return out
 
     def _flushed(self, chunk: dict[str, Any], index: int) -> list[dict[str, Any]]:
-        rest = self.checker.flush()
+        return self._rest(chunk, index, self.checker.flush())
+
+    @staticmethod
+    def _rest(chunk: dict[str, Any], index: int, rest: dict[str, str]) -> list[dict[str, Any]]:
         if not rest:
             return []
         delta: dict[str, Any] = {}

@@ -11,7 +11,7 @@ usage rows count; a client that did not ask for it does not get it.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Awaitable, Callable
 
 import orjson
 
@@ -81,17 +81,35 @@ class StreamScanner:
 
     def _guarded(self, block: bytes) -> bytes:
         """Every event parsed (once) and rewritten by the policy's checker."""
-        from llmgw.router.guarded import encode_chunks
-
         out = []
+        for event, chunk in self._parsed(block):
+            out.append(event if chunk is None else self._encode(self.guard.rewrite(chunk)))
+        return b"".join(out)
+
+    async def ascan(self, block: bytes) -> bytes:
+        """scan() for a policy whose judge or services are awaited before the answer's end."""
+        if DONE in block:
+            self.done = True
+        out = []
+        for event, chunk in self._parsed(block):
+            out.append(event if chunk is None else self._encode(await self.guard.arewrite(chunk)))
+        return b"".join(out)
+
+    def _parsed(self, block: bytes):
+        """(event, None) to pass on as it is, or (b"", chunk) for the guard; usage read on the way."""
+        # After a stop by the policy nothing more is passed on (the engine's
+        # [DONE] included: the stop sent its own), but the engine's usage
+        # is still read: the tokens it made are counted.
         for event in _events(block):
             if not event.startswith(b"data: {"):
-                out.append(event + b"\n\n")
+                if not self.guard.finished:
+                    yield event + b"\n\n", None
                 continue
             try:
                 chunk = orjson.loads(event[6:])
             except orjson.JSONDecodeError:
-                out.append(event + b"\n\n")
+                if not self.guard.finished:
+                    yield event + b"\n\n", None
                 continue
             usage = chunk.get("usage")
             if usage:
@@ -101,14 +119,18 @@ class StreamScanner:
                     continue
             if chunk.get("choices"):
                 self.content_events += 1
-            if self.guard.finished:
-                continue
-            out.append(encode_chunks(self.guard.rewrite(chunk)))
-            if self.guard.finished:
-                # Stopped by the policy: the client's stream ends here, whole.
-                self.done = True
-                out.append(DONE + b"\n\n")
-        return b"".join(out)
+            if not self.guard.finished:
+                yield b"", chunk
+
+    def _encode(self, chunks: list) -> bytes:
+        from llmgw.router.guarded import encode_chunks
+
+        out = encode_chunks(chunks)
+        if self.guard.finished:
+            # Stopped by the policy: the client's stream ends here, whole.
+            self.done = True
+            out += DONE + b"\n\n"
+        return out
 
     def finish(self) -> None:
         if not self.saw_usage:
@@ -117,12 +139,15 @@ class StreamScanner:
 
 
 async def relay(first: bytes, read_more, write, *, idle: float,
-                transform: Callable[[bytes], bytes], on_first: Callable[[], None]) -> None:
+                transform: Callable[[bytes], bytes], on_first: Callable[[], None],
+                atransform: Callable[[bytes], Awaitable[bytes]] | None = None) -> None:
     """Pass a stream on until the engine's side ends.
 
     `read_more()` gives the next bytes (b"" at the end); `write(bytes)`
     sends to the client; `transform` turns complete events into what the
-    client receives. Raises asyncio.TimeoutError after `idle` seconds of silence.
+    client receives. `atransform`, when given, is used instead: a policy
+    whose judge or services must answer before the answer's end is sent.
+    Raises asyncio.TimeoutError after `idle` seconds of silence.
     """
     tail = b""
     chunk = first
@@ -132,7 +157,7 @@ async def relay(first: bytes, read_more, write, *, idle: float,
         cut = _last_boundary(data)
         if cut:
             ready, tail = data[:cut], data[cut:]
-            out = transform(ready)
+            out = transform(ready) if atransform is None else await atransform(ready)
             if out:
                 if not seen_first:
                     seen_first = True
@@ -143,7 +168,7 @@ async def relay(first: bytes, read_more, write, *, idle: float,
         async with asyncio.timeout(idle):
             chunk = await read_more()
     if tail.strip():
-        out = transform(tail + b"\n\n")
+        out = transform(tail + b"\n\n") if atransform is None else await atransform(tail + b"\n\n")
         if out:
             await write(out)
 
@@ -162,6 +187,23 @@ class TranslatedStream:
 
     def transform(self, block: bytes) -> bytes:
         produced = []
+        for chunk in self._chunks(block):
+            if self.guard is None:
+                produced.extend(self.translator.feed(chunk))
+            else:
+                for rewritten in self.guard.rewrite(chunk):
+                    produced.extend(self.translator.feed(rewritten))
+        return self.encode(produced) if produced else b""
+
+    async def atransform(self, block: bytes) -> bytes:
+        """transform() for a policy whose judge or services are awaited before the answer's end."""
+        produced = []
+        for chunk in self._chunks(block):
+            for rewritten in await self.guard.arewrite(chunk):
+                produced.extend(self.translator.feed(rewritten))
+        return self.encode(produced) if produced else b""
+
+    def _chunks(self, block: bytes):
         for event in _events(block):
             if not event.startswith(b"data:"):
                 continue
@@ -179,12 +221,7 @@ class TranslatedStream:
                 self.saw_usage = True
             if chunk.get("choices"):
                 self.content_events += 1
-            if self.guard is None:
-                produced.extend(self.translator.feed(chunk))
-            else:
-                for rewritten in self.guard.rewrite(chunk):
-                    produced.extend(self.translator.feed(rewritten))
-        return self.encode(produced) if produced else b""
+            yield chunk
 
     def finish(self) -> bytes:
         if not self.saw_usage:

@@ -27,6 +27,10 @@ class SimConfig:
     # Answer chat with the last user message's own words: what reached the
     # engine, seen from the client (a gateway's redaction, say).
     echo: bool = False
+    # Answer chat as a guard model (Qwen3Guard-Gen) does: "Safety: Unsafe"
+    # with the category of each of these words found in the last message,
+    # else "Safety: Safe". Empty: not a guard model.
+    guard_words: dict[str, str] = field(default_factory=dict)
 
     @property
     def interval(self) -> float:

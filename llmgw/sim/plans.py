@@ -177,6 +177,9 @@ def chat_plan(body: dict, cfg: SimConfig) -> ChatPlan:
     tool = _chosen_tool(body, messages)
     if tool is not None:
         return ChatPlan(stream, include_usage, prompt, reasoning, 0, "tool_calls", tool[0], tool[1])
+    if cfg.guard_words:
+        words = tokens.guard_words(messages, cfg.guard_words)
+        return ChatPlan(stream, include_usage, prompt, 0, len(words), "stop", echo=words)
     if cfg.echo:
         words = tokens.echo_words(messages)
         return ChatPlan(stream, include_usage, prompt, 0, len(words), "stop", echo=words)

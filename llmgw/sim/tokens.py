@@ -118,3 +118,22 @@ def echo_words(messages: list) -> tuple[str, ...]:
             if isinstance(content, str) and content.strip():
                 return tuple(re.findall(r"\s*\S+", " " + content.lstrip()))
     return (" nothing",)
+
+
+def guard_words(messages: list, words: dict[str, str]) -> tuple[str, ...]:
+    """A guard model's judgment of the last message (the user's prompt, or the assistant's answer to it)
+    in Qwen3Guard-Gen's words, as tokens: Unsafe, with a category for each of `words` it contains."""
+    text = ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            text = content if isinstance(content, str) else ""
+            break
+    lowered = text.lower()
+    found = list(dict.fromkeys(category for word, category in words.items() if word.lower() in lowered))
+    judgment = f"Safety: Unsafe\nCategories: {', '.join(found)}" if found else "Safety: Safe\nCategories: None"
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        judgment += "\nRefusal: No"
+    return tuple(re.findall(r"\s*\S+", judgment))
