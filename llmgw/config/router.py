@@ -28,6 +28,7 @@ class CacheSettings:
 
     embedding_model: str = ""
     """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions (`llmgw keys cache --similar`).
+    Asked at its local endpoints only, never an outside provider's, within 2 s, and only for a key that may use it.
     Empty: those projects reuse only the answer to the very same request."""
 
     def validate(self) -> None:

@@ -64,9 +64,15 @@ class Call:
     redactor: Any = None  # its placeholders and their values: memory only, for this request's life
     checker: Any = None  # the answer's OutputChecker, when the policy reads the answer
     guard_decisions: list = field(default_factory=list)  # router.guard Decisions: rule, action, direction
-    cache: str | None = None  # "hit" when answered from the answer cache
+    cache: str | None = None  # "hit" or "similar" when answered from the answer cache
     cache_key: bytes | None = None  # set when the answer may be kept for the project
     cache_ttl: float = 0.0
+    similarity: float | None = None  # a similar hit's cosine similarity
+    # On a miss of a --similar project: the question (a similar.Question: its
+    # conversation's hash and its words) and its unit vector, so the answer,
+    # once kept, is found by the next rewording. Memory only, this call's life.
+    question: Any = None
+    question_vector: Any = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -83,6 +89,8 @@ class Call:
             detail["fallback_from"] = self.model.name
         if self.profile:
             detail["profile"] = self.profile
+        if self.similarity is not None:
+            detail["similarity"] = round(self.similarity, 4)
         decisions = list(self.guard_decisions)
         if self.checker is not None:
             decisions += self.checker.decisions

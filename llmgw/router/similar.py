@@ -206,6 +206,10 @@ class SimilarIndex:
         return best
 
     def clear(self) -> None:
+        """Forget every vector (the embedding model changed), giving their bytes back to their answers."""
+        for pairs in self._conversations.values():
+            for vec, cache_key in pairs:
+                self.cache.charge(cache_key, -_cost(vec))
         self._conversations.clear()
         self._where.clear()
 

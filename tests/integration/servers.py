@@ -149,11 +149,12 @@ class SimEngine:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "SimEngine":
+    def start(self, timeout: float = 20) -> "SimEngine":
+        """Started and answering /health; give a longer `timeout` to one loading a real model (--embedding-model)."""
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),
                                       "--model", self.model, *self.flags], stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):

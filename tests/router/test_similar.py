@@ -255,3 +255,16 @@ async def test_a_conversation_keeps_its_newest_questions_only():
     assert (await index.lookup(b"conv", [0, 0, 0, 0, 1.0], 0.5, now=1.0))[0] == keys[4]
     # The two pushed out gave their bytes back; the answers stay until they expire.
     assert cache.bytes == 5 * (2 + 32 + cachemod.ENTRY_OVERHEAD) + 3 * (5 * 4 + 120)
+
+
+async def test_forgetting_every_vector_gives_their_bytes_back_and_keeps_the_answers():
+    # What the router does when router.cache.embedding_model changes.
+    cache = AnswerCache(1 << 20, 1 << 16)
+    index = SimilarIndex(cache)
+    k = b"k" * 32
+    cache.put(k, Entry.make("chat", b"{}", stored_at=0.0, ttl=60.0))
+    before = cache.bytes
+    assert index.add(b"conv", [1.0, 0.0], k) and index.add(b"other", [0.0, 1.0], k)
+    index.clear()
+    assert cache.bytes == before and k in cache and index.vectors == 0
+    assert await index.lookup(b"conv", [1.0, 0.0], 0.5, now=1.0) is None
