@@ -21,8 +21,15 @@ def guard_answer(checker: OutputChecker, answer: dict[str, Any]) -> dict[str, An
     """A whole (not streamed) chat completion, checked; the caller's dict is not changed."""
     choices = []
     for choice in answer.get("choices") or []:
-        message = dict(choice.get("message") or {})
         index = choice.get("index", 0)
+        if "message" not in choice and isinstance(choice.get("text"), str):
+            # /v1/completions: the answer is the choice's text.
+            text = checker.whole(choice["text"], _ch(index, "content"))
+            stopped = checker.stopped is not None
+            choices.append({**choice, "text": "" if stopped else text,
+                            "finish_reason": "content_filter" if stopped else choice.get("finish_reason")})
+            continue
+        message = dict(choice.get("message") or {})
         if isinstance(message.get("content"), str):
             message["content"] = checker.whole(message["content"], _ch(index, "content"))
         for field in ("reasoning_content", "reasoning"):
@@ -56,8 +63,9 @@ async def guard_whole(checker: OutputChecker, answer: dict[str, Any]) -> dict[st
     await checker.finish_review()
     if checker.stopped is None:
         return checked
-    return {**checked, "choices": [{**c, "message": {"role": "assistant", "content": ""},
-                                    "finish_reason": "content_filter"} for c in checked.get("choices") or []]}
+    return {**checked, "choices": [
+        {**c, **({"text": ""} if "message" not in c else {"message": {"role": "assistant", "content": ""}}),
+         "finish_reason": "content_filter"} for c in checked.get("choices") or []]}
 
 
 class ChunkGuard:
@@ -74,6 +82,7 @@ class ChunkGuard:
         self.finished = False  # a content_filter stop has been sent
         self.awaits = checker.review is not None  # the stream must use arewrite
         self._ending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (chunk, choice) held by rewrite
+        self._text = False  # the stream is /v1/completions' (choices carry text) rather than chat's
 
     async def arewrite(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """rewrite(), and when the chunk ends the answer: the review's last word, then the end or a stop."""
@@ -109,6 +118,24 @@ class ChunkGuard:
         rebuilt = []
         for choice in choices:
             index = choice.get("index", 0)
+            if "delta" not in choice and isinstance(choice.get("text"), str):
+                self._text = True  # a /v1/completions stream: each choice carries text, not a delta
+                choice = {**choice, "text": self.checker.feed(choice["text"], _ch(index, "content"))}
+                finish = choice.get("finish_reason")
+                if self.checker.stopped is not None:
+                    self.finished = True
+                    return out + [self._stop(chunk, index)]
+                if finish is not None and self.awaits:
+                    self._ending.append((chunk, self._end(index, finish)))
+                    rebuilt.append({**choice, "finish_reason": None})
+                    continue
+                if finish is not None:
+                    out.extend(self._flushed(chunk, index))
+                    if self.checker.stopped is not None:
+                        self.finished = True
+                        return out + [self._stop(chunk, index)]
+                rebuilt.append(choice)
+                continue
             delta = dict(choice.get("delta") or {})
             if isinstance(delta.get("content"), str):
                 delta["content"] = self.checker.feed(delta["content"], _ch(index, "content"))
@@ -130,7 +157,7 @@ class ChunkGuard:
                 return out + [self._stop(chunk, index)]
             if finish is not None and self.awaits:
                 # Its text goes now; its end waits for arewrite and the review's last word.
-                self._ending.append((chunk, {"index": index, "delta": {}, "finish_reason": finish}))
+                self._ending.append((chunk, self._end(index, finish)))
                 rebuilt.append({**choice, "delta": delta, "finish_reason": None})
                 continue
             if finish is not None:
@@ -142,13 +169,20 @@ class ChunkGuard:
         out.append({**chunk, "choices": rebuilt})
         return out
 
+    def _end(self, index: int, finish: str) -> dict[str, Any]:
+        if self._text:
+            return {"index": index, "text": "", "finish_reason": finish}
+        return {"index": index, "delta": {}, "finish_reason": finish}
+
     def _flushed(self, chunk: dict[str, Any], index: int) -> list[dict[str, Any]]:
         return self._rest(chunk, index, self.checker.flush())
 
-    @staticmethod
-    def _rest(chunk: dict[str, Any], index: int, rest: dict[str, str]) -> list[dict[str, Any]]:
+    def _rest(self, chunk: dict[str, Any], index: int, rest: dict[str, str]) -> list[dict[str, Any]]:
         if not rest:
             return []
+        if self._text:
+            text = "".join(rest.values())
+            return [{**chunk, "choices": [{"index": index, "text": text, "finish_reason": None}]}]
         delta: dict[str, Any] = {}
         calls = []
         for name, text in rest.items():
@@ -163,9 +197,8 @@ class ChunkGuard:
             delta["tool_calls"] = calls
         return [{**chunk, "choices": [{"index": index, "delta": delta, "finish_reason": None}]}]
 
-    @staticmethod
-    def _stop(chunk: dict[str, Any], index: int) -> dict[str, Any]:
-        return {**chunk, "choices": [{"index": index, "delta": {}, "finish_reason": "content_filter"}]}
+    def _stop(self, chunk: dict[str, Any], index: int) -> dict[str, Any]:
+        return {**chunk, "choices": [self._end(index, "content_filter")]}
 
 
 def encode_chunks(chunks: list[dict[str, Any]]) -> bytes:

@@ -28,11 +28,14 @@ from llmgw.router.translate import anthropic as anth
 from llmgw.router.translate import responses as resp_api
 from llmgw.router.translate.common import TranslateError, encode_sse
 from llmgw.router.upstream import Opened, open_upstream
+from llmgw.guard.decisions import Decisions
 from llmgw.guard.gate import OutputChecker, check_input
+from llmgw.guard.review import OutputReview, Reviewers, review_input
 from llmgw.router.cache import Assembler, hit_headers, replay_json, replay_stream
 from llmgw.router.cache import Entry as CacheEntry
 from llmgw.router.cache import key as answer_key
-from llmgw.router.guarded import ChunkGuard, guard_answer
+from llmgw.router.similar import Question, embed_question, question
+from llmgw.router.guarded import ChunkGuard, guard_whole
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -200,6 +203,8 @@ def handler(shape: Shape):
                                None, {"x-request-id": request_id})
         finally:
             if call is not None:
+                if call.checker is not None:
+                    call.checker.cancel()  # judgments of an answer no one reads any more
                 if not call.status:
                     call.status = CLIENT_GONE
                 plane.router.settle(call)
@@ -235,7 +240,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
                 session_key=scheduler.session_key(upstream, request.headers) if profile == "chat" else None,
                 band=principal.key.band, client_body=body)
     router = plane.router
-    _guard_input(plane, shape, call)
+    last_user = _guard_input(plane, shape, call)
     now = time.time()
     refusal = router.limits.check(principal, now) or router.budgets.check(principal, now)
     if refusal is not None:
@@ -244,17 +249,24 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
                      headers={"Retry-After": str(refusal.retry_after)},
                      decided_by=f"{refusal.code}:{refusal.scope}")
     router.limits.admit(principal, now)
+    if last_user is not None:
+        await _review_input(router, call, last_user)
     return call
 
 
-def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> None:
-    """The policies that apply read the prompt: refuse, redact, or let it by as it is."""
+def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> str | None:
+    """The policies that apply read the prompt with their patterns: refuse, redact, or let it by as it is.
+
+    Returns the latest user turn (as redacted) when a judge or a service is
+    to read it too — after the limits, so a key over its limit costs no
+    judgment — and None otherwise.
+    """
     settings = plane.settings.current.guard
     if not settings.enabled or not (settings.default or settings.attach):
-        return
+        return None
     policy = plane.router.guards.effective(settings, plane.settings.version, call.principal)
     if policy is None:
-        return
+        return None
     # Messages and Responses are already in the chat shape the engine reads.
     api = shape.api if shape in (COMPLETIONS, EMBEDDINGS) else "chat"
     result = check_input(policy, call.upstream_body, api)
@@ -264,35 +276,63 @@ def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> None:
                      decided_by=f"guard:{result.refusal.rule}")
     call.upstream_body = result.body
     call.redactor = result.redactor
+    reviewers = plane.router.reviewers
     if shape is not EMBEDDINGS and OutputChecker.needed(policy, result.redactor):
-        call.checker = OutputChecker(policy, result.redactor)
+        decisions = Decisions()
+        review = None
+        if reviewers is not None and Reviewers.needed(policy, "output"):
+            review = OutputReview(reviewers, policy, decisions, prompt=result.last_user)
+        call.checker = OutputChecker(policy, result.redactor, review, decisions)
+    return result.last_user if reviewers is not None and Reviewers.needed(policy, "input") else None
 
 
-def _from_cache(router, shape: Shape, call: Call) -> web.Response | None:
-    """The project's kept answer to this very request, or None (and the call marked to keep its own).
+async def _review_input(router, call: Call, text: str) -> None:
+    """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under fail: closed)."""
+    decisions = Decisions()
+    for d in call.guard_decisions:
+        decisions.add(d.rule, d.action, d.direction)
+    refusal = await review_input(router.reviewers, call.guard, text, decisions)
+    call.guard_decisions = decisions.items
+    if refusal is not None:
+        raise Refuse(refusal.status, refusal.message, refusal.code, decided_by=f"guard:{refusal.rule}",
+                     headers={"Retry-After": "1"} if refusal.status == 503 else None)
+
+
+async def _from_cache(router, shape: Shape, call: Call) -> web.Response | None:
+    """The project's kept answer to this very request — or, with `--similar`, to a like question in the
+    same conversation — or None (and the call marked to keep its own).
 
     Limits and input guardrails have been checked by now. A policy that
-    forbids keeping (no_store), puts values back (restore) or reads the
-    answer bypasses the cache: a kept answer would skip that reading.
+    forbids keeping (no_store) or puts values back (restore) bypasses the
+    cache, and nothing is embedded for it. A policy that reads the answer
+    reads a reused one too, as it would the engine's: its rules, its judge
+    and its services, before a byte of it is sent.
     """
     setting = router.project_caches.get(call.principal.path.project.id)
     if setting is None or not setting.enabled or shape is EMBEDDINGS:
         return None
     cache = router.cache
     policy = call.guard
-    if policy is not None and (policy.no_store or policy.restore or call.checker is not None):
+    if policy is not None and (policy.no_store or policy.restore):
         cache.note("bypass")
         return None
     now = time.time()
     cache_key = answer_key(call.principal.path.project.id, shape.api, call.upstream_body)
     entry = cache.get(cache_key, now)
+    similarity = None
+    if entry is None and setting.similar:
+        entry, similarity = await _similar(router, shape, call, setting.similar)
+        now = time.time()
     if entry is None:
         cache.note("miss")
         call.cache_key, call.cache_ttl = cache_key, setting.ttl
         return None
-    cache.note("hit")
-    call.cache, call.status = "hit", 200
-    headers = {**hit_headers(entry, now), "x-request-id": call.id}
+    call.cache = "hit" if similarity is None else "similar"
+    cache.note(call.cache)
+    call.status, call.similarity = 200, similarity
+    headers = {**hit_headers(entry, now, similarity), "x-request-id": call.id}
+    if call.checker is not None:
+        entry = await _checked(call.checker, entry)
     if call.stream:
         body = replay_stream(entry, shape.api, model=call.model.name, request=call.client_body,
                              include_usage=call.wants_usage)
@@ -302,11 +342,57 @@ def _from_cache(router, shape: Shape, call: Call) -> web.Response | None:
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
+async def _similar(router, shape: Shape, call: Call, threshold: float) -> tuple[CacheEntry | None, float | None]:
+    """The answer to the question most like this one already answered in its conversation, and how alike.
+
+    Asked only after the exact lookup missed, so the very same request
+    embeds nothing. Not for completions (no conversation), nor a question
+    similar.question() turns away (too long, a picture, after a tool's
+    result). An embedding model that is not set, not this key's to use,
+    slow or down costs this lookup, never the answer. On a miss the
+    question and its vector stay on the call for _keep.
+    """
+    if shape is not CHAT and shape is not MESSAGES and shape is not RESPONSES:
+        return None, None
+    asked = question(call.principal.path.project.id, shape.api, call.upstream_body)
+    if asked is None:
+        return None, None
+    embedder = router.embedder(call.principal)
+    if embedder is None:
+        return None, None
+    vector = await embed_question(embedder, asked.text)
+    if vector is None:
+        return None, None
+    now = time.time()
+    found = await router.similar.lookup(asked.conversation, vector, threshold, now)
+    if found is not None:
+        entry = router.cache.get(found[0], now)
+        if entry is not None:
+            return entry, found[1]
+    call.question, call.question_vector = asked, vector
+    return None, None
+
+
+async def _checked(checker: OutputChecker, entry: CacheEntry) -> CacheEntry:
+    """A kept answer read by the request's output policy, as a copy: the kept one stays as the engine gave it."""
+    answer = orjson.loads(entry.answer)
+    if not isinstance(answer, dict):
+        return entry
+    checked = await guard_whole(checker, answer)
+    return CacheEntry(entry.api, orjson.dumps(checked), entry.stored_at, entry.ttl, entry.model)
+
+
 def _keep(router, shape: Shape, call: Call, answer: dict | bytes | None) -> None:
     if call.cache_key is None or answer is None or call.status != 200:
         return
-    router.cache.put(call.cache_key, CacheEntry.make(shape.api, answer, stored_at=time.time(),
-                                                     ttl=call.cache_ttl, model=call.model.name))
+    if call.checker is not None and call.checker.stopped is not None:
+        return  # an answer the policy stopped is not one to give again
+    kept = router.cache.put(call.cache_key, CacheEntry.make(shape.api, answer, stored_at=time.time(),
+                                                            ttl=call.cache_ttl, model=call.model.name))
+    asked: Question | None = call.question
+    if kept and asked is not None:
+        # The next rewording in this conversation finds this answer.
+        router.similar.add(asked.conversation, call.question_vector, call.cache_key)
 
 
 def _full(entry: ModelEntry, saturation: int) -> Callable[[], bool]:
@@ -329,7 +415,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
     entry = call.model
-    reused = _from_cache(router, shape, call)
+    reused = await _from_cache(router, shape, call)
     if reused is not None:
         return reused
     if not _room(entry, saturation):
@@ -350,7 +436,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
         candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
         async with asyncio.timeout(float(settings.timeouts.total)):
             opened = await open_upstream(router.session, call, candidates, settings.timeouts,
-                                         settings.retries, scheduler.take)
+                                         settings.retries, scheduler.take, events=router.events)
             call.endpoint = opened.endpoint
             call.ttft = opened.took
             try:
@@ -377,7 +463,7 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         message = _engine_message(opened.first) or f"the engine answered {upstream.status}"
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
     if not call.stream:
-        response = _whole(shape, call, opened, name)
+        response = await _whole(shape, call, opened, name)
         _keep(plane.router, shape, call, opened.first)
         return response
     return await _stream(plane, request, shape, call, opened, name)
@@ -396,7 +482,7 @@ def _engine_message(raw: bytes) -> str | None:
     return None
 
 
-def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
+async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
     try:
         answer = orjson.loads(opened.first)
     except orjson.JSONDecodeError:
@@ -407,7 +493,7 @@ def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
     call.status = 200
     headers = {"x-request-id": call.id}
     if call.checker is not None and isinstance(answer, dict):
-        answer = guard_answer(call.checker, answer)
+        answer = await guard_whole(call.checker, answer)
     if shape is MESSAGES:
         body = orjson.dumps(anth.chat_to_message(answer, model=call.model.name,
                                                  include_thinking=anth.wants_thinking(call.client_body)))
@@ -438,13 +524,22 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         translated = None
     scanner = StreamScanner(call, guard) if translated is None else None
     transform = scanner.scan if scanner else translated.transform
+    # A judge or a service on the answer is awaited before its end is sent.
+    atransform = None
+    if guard is not None and guard.awaits:
+        atransform = scanner.ascan if scanner else translated.atransform
     assembler = Assembler() if call.cache_key is not None else None
     if assembler is not None:
-        inner = transform
+        inner, ainner = transform, atransform
 
         def transform(block: bytes) -> bytes:
             assembler.feed_sse(block)  # before the usage event is dropped: a kept answer has it
             return inner(block)
+
+        if ainner is not None:
+            async def atransform(block: bytes) -> bytes:
+                assembler.feed_sse(block)
+                return await ainner(block)
 
     def first_token() -> None:
         call.first_token_at = time.perf_counter()
@@ -452,7 +547,8 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
     call.status = 200
     try:
         await relay(opened.first, opened.response.content.readany, response.write,
-                    idle=float(settings.timeouts.idle), transform=transform, on_first=first_token)
+                    idle=float(settings.timeouts.idle), transform=transform, on_first=first_token,
+                    atransform=atransform)
         ended = scanner.done if scanner else translated.done
         if not ended:
             call.status, call.error = 502, "upstream_cut"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -22,14 +22,21 @@ from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.accounting.usage import UsageWriter
 from llmgw.config.server import ClusterSettings
 from llmgw.guard.decisions import GuardStats
+from llmgw.guard.events import Event, Events
 from llmgw.guard.policy import Resolver
+from llmgw.guard.review import Reviewers
 from llmgw.router.admission import Admission
 from llmgw.router.call import Call
 from llmgw.router.metrics import RouterMetrics
 from llmgw.router.registry import Registry
 from llmgw.router.scrape import EngineScraper
 from llmgw.router.cache import AnswerCache
+from llmgw.router.embedder import CatalogEmbedder
+from llmgw.router.similar import Embedder, SimilarIndex
 from llmgw.store import ProjectCache, Store, StoreError, Usage
+
+if TYPE_CHECKING:
+    from llmgw.account.keycache import Principal
 
 log = logging.getLogger("llmgw.router")
 
@@ -51,10 +58,20 @@ class Router:
         self.budgets = Budgets(store, share=share)
         self.usage = UsageWriter(store)
         self.cache = AnswerCache(int(current.router.cache.max_bytes), int(current.router.cache.max_entry_bytes))
+        # The questions answered, per conversation, for projects with --similar;
+        # their vectors are counted in the cache's bytes and leave with their answers.
+        self.similar = SimilarIndex(self.cache)
+        self._embedding_model = current.router.cache.embedding_model
+        self._embedder_refusals: set[str] = set()  # said once in the log, not once a request
         self.project_caches: dict[str, ProjectCache] = {}  # `llmgw keys cache`, read every few seconds
         self._caches_task: asyncio.Task | None = None
         self.guards = Resolver()  # which guardrail policies apply, per key, per settings version
         self.guard_stats = GuardStats()
+        # For the people who run the gateway: a judge or a service that could
+        # not answer. Logged here; the notification webhooks subscribe too.
+        self.events = Events()
+        self.events.subscribe(_log_event)
+        self.reviewers: Reviewers | None = None  # the judge and outside services; made with the HTTP session
         self.metrics = RouterMetrics(registry)
         self.metrics.watch(self, registry)
         self.session: aiohttp.ClientSession | None = None
@@ -67,6 +84,42 @@ class Router:
         self.registry.apply(settings)
         self.admission.configure(settings.router.admission)
         self.cache.configure(int(settings.router.cache.max_bytes), int(settings.router.cache.max_entry_bytes))
+        if settings.router.cache.embedding_model != self._embedding_model:
+            # Another model's vectors are not comparable with the new one's, even
+            # where their dimensions happen to match.
+            self._embedding_model = settings.router.cache.embedding_model
+            self.similar.clear()
+            self._embedder_refusals.clear()
+
+    def embedder(self, principal: "Principal") -> Embedder | None:
+        """What embeds this key's questions: router.cache.embedding_model at its local endpoints, or None.
+
+        None (the question then only gets an exact match) when no embedding
+        model is set, the catalog has none by that name, this key may not use
+        it — the gateway asks as the question's project would — or it has no
+        endpoint here that is not an outside provider's.
+        """
+        name = self._embedding_model
+        if not name or self.session is None:
+            return None
+        model = self.registry.model(name)
+        if model is None:
+            self._cannot_embed(f"router.cache.embedding_model names {name}, which is not in the catalog; "
+                               "similar questions are not looked up until it is")
+            return None
+        if not principal.limits.allows_model(name):
+            return None  # the key's own limits: nothing to tell an administrator
+        if not CatalogEmbedder.local(model):
+            self._cannot_embed(f"router.cache.embedding_model {name} has no local endpoint that can take "
+                               "requests (a question is never sent to an outside provider for the cache); "
+                               "similar questions are not looked up until it has")
+            return None
+        return CatalogEmbedder(self.session, model)
+
+    def _cannot_embed(self, why: str) -> None:
+        if why not in self._embedder_refusals:
+            self._embedder_refusals.add(why)
+            log.warning("%s", why)
 
     async def start(self) -> None:
         # No limit on connections: admission decides how many go to an
@@ -77,6 +130,7 @@ class Router:
         await self.budgets.restore()
         self.budgets.start()
         self.usage.start()
+        self.reviewers = Reviewers(self.session, self._judge_endpoints, events=self.events)
         self.scraper = EngineScraper(self.session, self.registry.endpoints)
         self.scraper.start()
         self._keys_task = asyncio.create_task(self._watch_keys(), name="provider-keys")
@@ -96,6 +150,10 @@ class Router:
         await self.budgets.stop()
         if self.session:
             await self.session.close()
+
+    def _judge_endpoints(self, model: str) -> list:
+        entry = self.registry.model(model)
+        return entry.usable() if entry is not None else []
 
     async def load_caches(self) -> None:
         """The projects' answer cache settings; a change is in force here within CACHE_CHECK."""
@@ -161,3 +219,9 @@ class Router:
             completion_tokens=call.completion_tokens, cost_micros=spent,
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
             duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail()))
+
+
+def _log_event(event: Event) -> None:
+    held = f" ({event.held_back} more like it held back this hour)" if event.held_back else ""
+    log.warning("event %s about %s: %s%s", event.kind, event.subject or "-",
+                ", ".join(f"{k}={v}" for k, v in event.fields.items()), held)

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from llmgw.config.router import Timeouts
+from llmgw.guard.events import Events
 from llmgw.router.call import Call, Refuse
 from llmgw.router.endpoint import Endpoint
 
@@ -41,9 +42,10 @@ class _Failed(Exception):
 
 
 async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: list[Endpoint],
-                        timeouts: Timeouts, retries: int, take) -> Opened:
+                        timeouts: Timeouts, retries: int, take, events: Events | None = None) -> Opened:
     """The first candidate that answers. `take(endpoint)` claims it (the breaker's trial);
-    the caller owns the returned endpoint's in_flight and must release it."""
+    the caller owns the returned endpoint's in_flight and must release it. An outside
+    provider refusing its key is told to `events` (for the notification webhooks)."""
     last: _Failed | None = None
     tried = 0
     for endpoint in candidates:
@@ -67,6 +69,9 @@ async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: 
                 # Naming the endpoint, never the key: the notification goes to people.
                 log.error("external_key_refused: %s refused its key (401); passed over while its breaker is open",
                           endpoint.id)
+                if events is not None:
+                    events.emit("external_key_refused", subject=endpoint.id, model=endpoint.model,
+                                reason="the provider answered 401 to its key; replace the key file")
             continue
         except BaseException:
             endpoint.in_flight -= 1
