@@ -1,0 +1,48 @@
+"""The agent protocol: messages (messages.py) and their JSON form on the agent's WebSocket.
+
+    encode(StartShard(...)) -> b'{"type":"start_shard","body":{...}}'
+    decode(raw) -> StartShard(...)
+
+decode raises ProtocolError naming the field that is wrong; a message type
+it does not know is an error too (the sender is newer: it must not assume
+it was understood). Nothing outside this package builds the JSON by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from llmgw.protocol.codec import ProtocolError, from_dict, to_dict
+from llmgw.protocol.messages import *  # noqa: F401,F403  the messages are this package's interface
+from llmgw.protocol.messages import MESSAGES, TYPE_OF
+
+MAX_MESSAGE_BYTES = 4 << 20  # a Register of a node with many GPUs and disks is a few KB; logs are bounded
+
+
+def encode(message: Any) -> bytes:
+    name = TYPE_OF.get(type(message))
+    if name is None:
+        raise TypeError(f"{type(message).__name__} is not a protocol message")
+    return orjson.dumps({"type": name, "body": to_dict(message)})
+
+
+def decode(raw: bytes | str) -> Any:
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"a message of {len(raw)} bytes is more than the {MAX_MESSAGE_BYTES} taken")
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise ProtocolError(f"not JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
+        raise ProtocolError('a message is {"type": NAME, "body": {...}}')
+    cls = MESSAGES.get(doc["type"])
+    if cls is None:
+        raise ProtocolError(f"unknown message type {doc['type']!r}; known: {', '.join(sorted(MESSAGES))}")
+    return from_dict(cls, doc.get("body") or {}, doc["type"])
+
+
+__all__ = ["encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES",
+           *(cls.__name__ for cls in MESSAGES.values()), "Host", "GPU", "MIGDevice", "Storage", "GPUSensor",
+           "ShardLoad", "FetchProgress", "EngineProfile", "LogLine", "SHARD_STATES", "PROTOCOL_VERSION"]
