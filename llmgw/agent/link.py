@@ -1,0 +1,203 @@
+"""The agent's connection to the cluster: dial a control plane, register, heartbeat, and act on what it says.
+
+The agent knows the control planes from agent.yaml and, once connected,
+from the list the leader last sent (Welcome.control_planes); it tries them
+in turn. A standby answers NotLeader naming the leader, which is dialled
+next. When the link is lost — closed, or silent past the ping rule — the
+agent dials the next one it knows at once, then backs off up to a few
+seconds while none answers. The engines keep running through all of it:
+losing the control plane is no reason to stop serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as ssl_module
+import time
+from typing import Any, Callable, Protocol
+
+import aiohttp
+
+from llmgw import __version__
+from llmgw.protocol import (
+    GPU,
+    Error,
+    Heartbeat,
+    Host,
+    LogsRequest,
+    NodeLogs,
+    NotLeader,
+    Provision,
+    Register,
+    RemoveWeights,
+    ShardLoad,
+    ShardStatus,
+    StartShard,
+    Storage,
+    StopShard,
+    Welcome,
+)
+from llmgw.protocol.link import Link, LinkLost
+
+log = logging.getLogger("llmgw.agent")
+
+WELCOME_WITHIN = 10.0
+BACKOFF_MAX = 5.0
+
+
+class Shards(Protocol):
+    """What runs on this node: the agent's shard runner (weights, engines, supervisor)."""
+
+    updates: asyncio.Queue  # ShardStatus, as states and downloads move
+
+    def statuses(self) -> list[ShardStatus]: ...
+    def loads(self) -> list[ShardLoad]: ...
+    async def start(self, message: StartShard) -> None: ...  # idempotent by shard_id
+    async def stop(self, message: StopShard) -> None: ...
+    async def remove_weights(self, message: RemoveWeights) -> None: ...
+    async def logs(self, message: LogsRequest) -> NodeLogs: ...
+    def engines(self) -> dict[str, str]: ...
+
+
+class Hardware(Protocol):
+    def describe(self) -> tuple[Host, list[GPU], list[Storage]]: ...
+    def sample(self) -> Heartbeat: ...
+
+
+class ClusterLink:
+    def __init__(self, *, node_id: str, name: str, control_planes: list[str], ssl: ssl_module.SSLContext | None,
+                 hardware: Hardware, shards: Shards, labels: dict[str, str] | None = None,
+                 on_welcome: Callable[[Welcome], None] | None = None) -> None:
+        self.node_id, self.name = node_id, name
+        self.known = list(dict.fromkeys(control_planes))
+        self.ssl = ssl
+        self.hardware, self.shards = hardware, shards
+        self.labels = labels or {}
+        self.on_welcome = on_welcome
+        self.leader = ""  # the control plane this agent is connected to, "" while none
+        self.connected = asyncio.Event()
+        self._next: str | None = None  # a leader a standby named: dialled first
+
+    def _scheme(self) -> str:
+        return "wss" if self.ssl is not None else "ws"
+
+    async def run(self) -> None:
+        """Keep a link to the leader until cancelled."""
+        backoff = 0.25
+        async with aiohttp.ClientSession() as session:
+            while True:
+                order = self._order()
+                if not order:
+                    raise RuntimeError("no control plane to dial: agent.yaml's control_planes is empty; "
+                                       "run `llmgw join CODE` on this node")
+                answered = False
+                for address in order:
+                    try:
+                        answered = await self._session(session, address) or answered
+                    except (LinkLost, OSError, aiohttp.ClientError, asyncio.TimeoutError) as e:
+                        log.info("control plane %s: %s", address, _why(e))
+                    if self._next:
+                        break  # a standby named the leader: dial it now
+                if self._next:
+                    continue
+                if answered:
+                    backoff = 0.25
+                await asyncio.sleep(backoff)
+                backoff = min(BACKOFF_MAX, backoff * 2)
+
+    def _order(self) -> list[str]:
+        first = [self._next] if self._next else []
+        self._next = None
+        return list(dict.fromkeys(first + self.known))
+
+    async def _session(self, session: aiohttp.ClientSession, address: str) -> bool:
+        """One connection; True when a control plane answered (welcomed or named the leader)."""
+        url = f"{self._scheme()}://{address}/agent"
+        async with session.ws_connect(url, ssl=self.ssl if self.ssl is not None else False, autoping=False,
+                                      timeout=aiohttp.ClientWSTimeout(ws_close=3.0),
+                                      max_msg_size=4 << 20) as ws:
+            link = Link(ws, peer=f"control plane {address}")
+            host, gpus, storage = self.hardware.describe()
+            await link.send(Register(self.node_id, self.name, __version__, host=host, gpus=gpus, storage=storage,
+                                     engines=self.shards.engines(), labels=self.labels,
+                                     shards=self.shards.statuses()))
+            messages = link.messages()
+            try:
+                first = await asyncio.wait_for(anext(messages), WELCOME_WITHIN)
+            except StopAsyncIteration:
+                raise LinkLost(link.closed_because or "closed before answering") from None
+            if isinstance(first, NotLeader):
+                if first.control_planes:
+                    self.known = list(dict.fromkeys(self.known + first.control_planes))
+                if first.leader and first.leader != address:
+                    log.info("control plane %s is a standby; the leader is %s", address, first.leader)
+                    self._next = first.leader
+                else:
+                    log.info("control plane %s is a standby and knows no leader yet", address)
+                return True
+            if isinstance(first, Error):
+                raise LinkLost(f"refused: {first.message}")
+            if not isinstance(first, Welcome):
+                raise LinkLost(f"answered {type(first).__name__} instead of welcome")
+            # Those it named first, then the rest: a control plane added later is known from here on.
+            self.known = list(dict.fromkeys(first.control_planes + self.known)) if first.control_planes else self.known
+            self.leader = address
+            self.connected.set()
+            if self.on_welcome is not None:
+                self.on_welcome(first)
+            log.info("connected to the leader %s", address)
+            tasks = [asyncio.create_task(self._heartbeats(link, first.heartbeat_s)),
+                     asyncio.create_task(self._updates(link))]
+            try:
+                async for message in messages:
+                    await self._act(link, message)
+                raise LinkLost(link.closed_because or "the control plane closed the connection")
+            finally:
+                self.leader = ""
+                self.connected.clear()
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _heartbeats(self, link: Link, every: float) -> None:
+        while True:
+            beat = await asyncio.to_thread(self.hardware.sample)
+            beat.at = time.time()
+            beat.shards = self.shards.loads()
+            await link.send(beat)
+            await asyncio.sleep(max(0.5, every))
+
+    async def _updates(self, link: Link) -> None:
+        queue = self.shards.updates
+        while True:
+            status = await queue.get()
+            try:
+                await link.send(status)
+            except LinkLost:
+                # Sent again, with every shard's state, in the next Register.
+                return
+
+    async def _act(self, link: Link, message: Any) -> None:
+        if isinstance(message, StartShard):
+            await self.shards.start(message)
+        elif isinstance(message, StopShard):
+            await self.shards.stop(message)
+        elif isinstance(message, RemoveWeights):
+            await self.shards.remove_weights(message)
+        elif isinstance(message, LogsRequest):
+            await link.send(await self.shards.logs(message))
+        elif isinstance(message, Provision):
+            log.info("provision: %s", ", ".join(f"{k} {v}" for k, v in message.engines.items()) or "nothing")
+        elif isinstance(message, Error):
+            log.warning("the control plane says: %s (%s)", message.message, message.about or "-")
+        else:
+            await link.send(Error(f"an agent does not act on {type(message).__name__}", type(message).__name__))
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return "did not answer in time"
+    if isinstance(e, aiohttp.WSServerHandshakeError):
+        return f"refused the connection ({e.status} {e.message})"
+    return str(e) or type(e).__name__
