@@ -47,20 +47,44 @@ class _KeyFile:
     failed: bool = False
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A catalog model's replicas that are ready, as the reconciler found them: (shard id, base URL) each."""
+
+    settings: ModelSettings
+    replicas: tuple[tuple[str, str], ...] = ()
+    api_key: str | None = None  # the key the cluster's engines are started with; never logged
+
+
 class Registry:
     def __init__(self) -> None:
         self.models: dict[str, ModelEntry] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._key_files: dict[str, _KeyFile] = {}
+        self._settings: ClusterSettings | None = None
+        self._placed: dict[str, Placed] = {}
+
+    def set_placed(self, placed: dict[str, Placed]) -> None:
+        """The catalog's models and their ready replicas, from the reconciler; kept across settings changes.
+        A model named in the settings too keeps the settings' own entry (its static endpoints win)."""
+        if placed == self._placed:
+            return
+        self._placed = dict(placed)
+        if self._settings is not None:
+            self.apply(self._settings)
 
     def apply(self, settings: ClusterSettings) -> None:
         """Rebuild from the cluster's settings, keeping the state of endpoints that stay."""
+        self._settings = settings
         breaker = settings.router.breaker
         models: dict[str, ModelEntry] = {}
         seen: dict[str, Endpoint] = {}
-        for model in settings.models:
+        named = {m.name for m in settings.models}
+        sources = [(m, self._endpoints_of(m)) for m in settings.models]
+        sources += [(p.settings, self._replicas_of(p)) for name, p in self._placed.items() if name not in named]
+        for model, endpoints in sources:
             entry = ModelEntry(model)
-            for made in self._endpoints_of(model):
+            for made in endpoints:
                 kept = self._endpoints.get(made.id)
                 if kept is not None and (kept.url, kept.upstream_model) == (made.url, made.upstream_model):
                     kept.weight, kept.key_file = made.weight, made.key_file
@@ -91,6 +115,12 @@ class Registry:
             return made
         return [Endpoint(id=url.rstrip("/"), model=model.name, url=url.rstrip("/"), upstream_model=model.name)
                 for url in model.endpoints]
+
+    @staticmethod
+    def _replicas_of(placed: Placed) -> list[Endpoint]:
+        name = placed.settings.name
+        return [Endpoint(id=f"{name}/{shard}", model=name, url=url.rstrip("/"), upstream_model=name,
+                         api_key=placed.api_key) for shard, url in placed.replicas]
 
     def _wanted_files(self) -> set[str]:
         return {e.key_file for e in self._endpoints.values() if e.key_file}
