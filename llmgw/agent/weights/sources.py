@@ -1,0 +1,246 @@
+"""The kinds of source a model's weights come from, one `Fetcher` each.
+
+A Fetcher says whether a source is its kind, where in the cache directory a
+copy of it lives, and how to ask for its bytes (URL and headers) and what an
+error status from it means. The downloading itself, the resuming and the
+checking are the same for every kind and live in download.py and cache.py.
+
+    /models/qwen.gguf, file:///models/qwen.gguf   PathFetcher: used where it is, never copied
+    http(s)://host/path/model.gguf                 HttpFetcher
+    hf:org/repo/path/file.gguf[@revision]          HfFetcher: Hugging Face's resolve URL
+    mirror:name/revision/file.gguf                 MirrorFetcher: an llmgw mirror's bytes API
+
+For a multi-file set the source is the set's base (a URL ending in a
+directory, hf:org/repo[@revision], mirror:name/revision) and each file's
+name is joined onto it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from llmgw.agent.weights.errors import NotLocal, WeightsError, redact
+
+# Hugging Face's rule for organisation and repository names.
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class Fetcher:
+    """One kind of source. Subclasses say how theirs is named and reached."""
+
+    kind = ""
+    local = False
+    """A local source is used where it is; everything else is downloaded into the cache."""
+
+    def claims(self, source: str) -> bool:
+        raise NotImplementedError
+
+    def cache_parts(self, source: str) -> list[str]:
+        """Where a copy lives under the cache directory, as path components.
+
+        Components come from the source, which the catalog's user wrote:
+        cache.py refuses any that would step outside the cache directory.
+        """
+        raise NotImplementedError
+
+    def url(self, source: str, name: str = "") -> str:
+        """The URL of the source's bytes, or of file `name` in the set it is the base of."""
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def advice(self, status: int) -> str:
+        """What to do about an error status, said after what happened."""
+        if status in (401, 403):
+            return "the server wants credentials this node does not have; give a URL the node may read"
+        if status == 404:
+            return "check the model's source: the server has no file there"
+        if status == 416:
+            return "the server refused to carry on a partial download; it will start again on the next try"
+        if status >= 500:
+            return "the server is in trouble; the node tries again when the shard is started again"
+        return "check the model's source"
+
+
+def _segments(path: str, source: str) -> list[str]:
+    parts = [unquote(p) for p in path.split("/") if p]
+    if not parts:
+        raise WeightsError(f"{redact(source)} names no file: give the file's full address")
+    return parts
+
+
+class PathFetcher(Fetcher):
+    """A file or directory already on the node, named by an absolute path."""
+
+    kind = "path"
+    local = True
+
+    def claims(self, source: str) -> bool:
+        return source.startswith(("/", "~", "file:"))
+
+    def path(self, source: str) -> Path:
+        if source.startswith("file:"):
+            parts = urlsplit(source)
+            if parts.netloc not in ("", "localhost"):
+                raise WeightsError(f"{source} names a file on another machine ({parts.netloc}); "
+                                   "give a path on this node, or an http(s):// address")
+            source = unquote(parts.path)
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise NotLocal(
+                f"the weights at {path} are not on this node: copy them there, or give the model a "
+                "source the node can fetch (http(s)://, hf:org/repo/file, mirror:…)"
+            )
+        return path
+
+    def cache_parts(self, source: str) -> list[str]:
+        raise WeightsError(f"{source} is a path on the node, not a copy in the cache")
+
+    def url(self, source: str, name: str = "") -> str:
+        raise WeightsError(f"{source} is a path on the node, not fetched")
+
+
+class HttpFetcher(Fetcher):
+    """An http:// or https:// address, asked with GET and carried on with Range."""
+
+    kind = "http"
+
+    def claims(self, source: str) -> bool:
+        return source.lower().startswith(("http://", "https://"))
+
+    def cache_parts(self, source: str) -> list[str]:
+        try:
+            parts = urlsplit(source)
+            host, port = parts.hostname, parts.port
+        except ValueError as e:
+            raise WeightsError(f"{redact(source)} is not an address the node can fetch: {e}") from None
+        if not host:
+            raise WeightsError(f"{redact(source)} names no host")
+        # The query is not part of the name: a signed URL's changes at every
+        # signing and the file it names does not.
+        place = host if port is None else f"{host}_{port}"
+        return [self.kind, place, *_segments(parts.path, source)]
+
+    def url(self, source: str, name: str = "") -> str:
+        if not name:
+            return source
+        parts = urlsplit(source)
+        path = parts.path.rstrip("/") + "/" + quote(name, safe="/")
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+class HfFetcher(HttpFetcher):
+    """`hf:org/repo/path/to/file[@revision]`, fetched from Hugging Face's resolve URL.
+
+    The endpoint is configurable so that a test, or a site's own hub, stands
+    in for huggingface.co. The token is read from its file at each fetch, so
+    a token changed on disk is used without restarting the agent; it goes
+    only to the endpoint (aiohttp drops it on the redirect to the CDN).
+    """
+
+    kind = "hf"
+
+    def __init__(self, endpoint: str = "https://huggingface.co", token_file: str = ""):
+        self.endpoint = endpoint.rstrip("/")
+        self.token_file = token_file
+
+    def claims(self, source: str) -> bool:
+        return source.lower().startswith("hf:")
+
+    def parse(self, source: str) -> tuple[str, str, str, str]:
+        """(org, repo, file path, revision) of an hf: source; the file is "" for a set's base."""
+        rest = source[3:].split("?", 1)[0].split("#", 1)[0].strip("/")
+        org, _, rest = rest.partition("/")
+        repo_and_rest = rest
+        repo, _, path = repo_and_rest.partition("/")
+        revision = "main"
+        if path:
+            if "@" in path:
+                path, _, revision = path.rpartition("@")
+        elif "@" in repo:
+            repo, _, revision = repo.partition("@")
+        for what, value in (("organisation", org), ("repository", repo)):
+            if not _HUB_NAME.match(value or ""):
+                raise WeightsError(
+                    f"{source} is not a Hugging Face source: expected hf:org/repo/file[@revision], "
+                    f"and the {what} is {value!r}"
+                )
+        if not revision:
+            raise WeightsError(f"{source} has an empty revision after @; give a commit or branch, or leave @ out")
+        return org, repo, path, revision
+
+    def cache_parts(self, source: str) -> list[str]:
+        org, repo, path, revision = self.parse(source)
+        # A revision like refs/pr/1 is one component here, as it is in the URL.
+        return ["hf", org, repo, revision.replace("/", "%2F"), *([unquote(p) for p in path.split("/") if p])]
+
+    def url(self, source: str, name: str = "") -> str:
+        org, repo, path, revision = self.parse(source)
+        file = "/".join(p for p in (path, name) if p)
+        if not file:
+            raise WeightsError(f"{source} names no file: expected hf:org/repo/file[@revision]")
+        return f"{self.endpoint}/{org}/{repo}/resolve/{quote(revision, safe='')}/{quote(file, safe='/')}"
+
+    def headers(self) -> dict[str, str]:
+        if not self.token_file:
+            return {}
+        try:
+            token = Path(self.token_file).read_text().strip()
+        except OSError as e:
+            raise WeightsError(
+                f"the Hugging Face token file {self.token_file} could not be read ({e.strerror}); "
+                "put the token there, or take the setting out for public models"
+            ) from None
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def advice(self, status: int) -> str:
+        if status in (401, 403):
+            where = f"the token in {self.token_file}" if self.token_file else "no token"
+            return (f"the repository is gated or private and Hugging Face refused {where}; accept its terms "
+                    "on huggingface.co with the token's account, or give the node a token that may read it")
+        if status == 404:
+            return ("Hugging Face has no such file at that revision; "
+                    "check the repository, the file's name and the revision")
+        return super().advice(status)
+
+
+class MirrorFetcher(HttpFetcher):
+    """`mirror:name/revision/file`, fetched from the llmgw mirror's bytes API: plain HTTP at the mirror's base."""
+
+    kind = "mirror"
+
+    def __init__(self, base: str = ""):
+        self.base = base.rstrip("/")
+
+    def claims(self, source: str) -> bool:
+        return source.lower().startswith("mirror:")
+
+    def _path(self, source: str) -> str:
+        return source[len("mirror:"):].split("#", 1)[0].lstrip("/")
+
+    def cache_parts(self, source: str) -> list[str]:
+        return ["mirror", *_segments(self._path(source).split("?", 1)[0], source)]
+
+    def url(self, source: str, name: str = "") -> str:
+        if not self.base:
+            raise WeightsError(
+                f"{source} is on the model mirror, and this node has no mirror address; "
+                "set the mirror's URL in the agent's configuration or give an http(s):// source"
+            )
+        return super().url(f"{self.base}/{quote(self._path(source), safe='/?=&')}", name)
+
+    def advice(self, status: int) -> str:
+        if status == 404:
+            return "the mirror has no such file; `llmgw mirror` lists what it holds, and `mirror add` fetches it"
+        return super().advice(status)
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def is_hub_id(source: str) -> bool:
+    """A bare Hugging Face model id (Qwen/Qwen2.5-7B-Instruct): the engine (vLLM, SGLang) downloads it itself."""
+    return bool(_HUB_ID.match(source))
