@@ -32,7 +32,7 @@ def admin_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> Parser:
-    from llmgw.cli import ctl, docs, keys, llama_server, server, sim
+    from llmgw.cli import ctl, docs, doctor, keys, llama_server, server, sim
 
     parser = Parser(prog="llmgw", description="llmgw: your machines as one private, OpenAI-compatible LLM service.")
     parser.add_argument("--version", action="version", version=f"llmgw {__version__}")
@@ -42,6 +42,7 @@ def build_parser() -> Parser:
     ctl.register(commands, common)
     keys.register(commands, common)
     docs.register(commands)
+    doctor.register(commands)
     sim.register(commands)
     llama_server.register(commands)
     return parser
