@@ -70,9 +70,18 @@ def run_status(args) -> int:
         ("store", f"{store['address']} ({'up' if store['up'] else 'NOT ANSWERING'}, schema {store['schema']})"),
         ("settings", f"version {status['settings_version']}"),
         ("listening", ", ".join(f"{k} {v}" for k, v in status["listen"].items())),
+        ("agents", _agents_line(status.get("agents"))),
         ("up for", f"{status['uptime_s']:.0f} s"),
     ])
     return 0
+
+
+def _agents_line(agents: dict | None) -> str:
+    if not agents:
+        return "-"
+    if agents["taking"]:
+        return f"taken at {agents['address']} over mutual TLS (cluster CA sha256 {agents['ca_fingerprint'][:16]}…)"
+    return f"REFUSED: {agents['problem']}"
 
 
 def run_config_get(args) -> int:

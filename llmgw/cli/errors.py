@@ -11,9 +11,10 @@ def explain(error: BaseException) -> str | None:
     from llmgw.config.loader import ConfigError
     from llmgw.control.listeners import ListenError
     from llmgw.control.token import TokenError
+    from llmgw.control.trust import TrustError
     from llmgw.store import StoreError
 
-    expected = (AdminError, ConfigError, StoreError, ListenError, TokenError, AccountError, TreeError)
+    expected = (AdminError, ConfigError, StoreError, ListenError, TokenError, AccountError, TreeError, TrustError)
     if isinstance(error, expected):
         return str(error)
     return None

@@ -32,6 +32,7 @@ from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import bind, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
+from llmgw.control.trust import ClusterTrust, make_agent_app
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
@@ -75,6 +76,10 @@ class ControlPlane:
             self.keys = FannedKeys(self.keys, self.workers)
         else:
             self.router = Router(store, lambda: self.settings.current, self.registry)
+        self.trust = ClusterTrust(store, cfg.data_dir, self.name)
+        # Functions that add routes to the agent port's app (agents' streams,
+        # the standbys' exchange); each sits behind its certificate rule.
+        self.agent_mounts: list = []
         self._runners: list[web.AppRunner] = []
 
     def advertise(self) -> str:
@@ -104,17 +109,26 @@ class ControlPlane:
         if self.workers:
             # After the lease's first round, so the workers' /leader is right from their start.
             await self.workers.start()
+        await self.trust.start(self.sockets["agent"], self.cfg.advertise)
         apps = {"client": make_client_app(self), "admin": make_admin_app(self),
-                "agent": _agent_app(self), "metrics": _metrics_app(self)}
+                "agent": make_agent_app(self.trust, self.agent_mounts), "metrics": _metrics_app(self)}
         for role, sock in self.sockets.items():
             if role == "client" and self.workers:
                 continue  # the workers serve it, on this socket and its siblings
+            tls = None
+            if role == "agent":
+                tls = self.trust.ssl_context
+                if tls is None:
+                    # Refused connections, not a port that accepts and never
+                    # answers: an agent moves on to the next control plane.
+                    sock.close()
+                    continue
             # handler_cancellation: a client that goes away cancels its
             # handler, which closes the request to the engine, which stops it.
             runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
                                    handler_cancellation=(role == "client"))
             await runner.setup()
-            await web.SockSite(runner, sock).start()
+            await web.SockSite(runner, sock, ssl_context=tls).start()
             self._runners.append(runner)
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
@@ -126,6 +140,7 @@ class ControlPlane:
             await self.workers.stop()
         await self.lease.stop(release=True)
         await self.settings.stop()
+        await self.trust.stop()
         for runner in reversed(self._runners):
             await runner.cleanup()
         # After the listeners: requests still finishing above add their rows,
@@ -133,20 +148,6 @@ class ControlPlane:
         if self.router:
             await self.router.stop()
         await self.store.close()
-
-
-def _agent_app(plane: ControlPlane) -> web.Application:
-    """The agent port, held so nothing else takes it. Agents' streams arrive
-    with the cluster work; until then it says so instead of hanging."""
-
-    async def refuse(request: web.Request) -> web.Response:
-        return web.json_response(
-            {"error": {"message": "this llmgw release does not take agents yet", "code": "not_available"}},
-            status=501)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", refuse)
-    return app
 
 
 def _metrics_app(plane: ControlPlane) -> web.Application:

@@ -15,8 +15,12 @@ from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavaila
 from llmgw.store.records import (
     ApiKey,
     AuditEntry,
+    ClusterCA,
+    ControlPlaneAddress,
+    JoinToken,
     Lease,
     Limits,
+    NodeCertificate,
     Org,
     Person,
     Project,
@@ -32,6 +36,7 @@ __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
     "ApiKey", "AuditEntry", "Lease", "Limits", "Org", "Person", "Project", "ProjectCache", "ProjectPath",
     "Session", "Settings", "Team", "Usage", "redact_url",
+    "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
 ]
 
 
@@ -118,6 +123,22 @@ class Store(Protocol):
     async def get_settings(self) -> Settings | None: ...
     async def settings_version(self) -> int: ...  # 0 when none written yet
     async def put_settings(self, doc: dict, expected_version: int, by: str) -> Settings: ...
+
+    # the cluster's trust (docs/cluster.md)
+    async def get_cluster_ca(self) -> ClusterCA | None: ...
+    # Keeps `ca` when the store has none; returns the one kept, which is
+    # another control plane's when two start on a fresh store at once.
+    async def put_cluster_ca(self, ca: ClusterCA) -> ClusterCA: ...
+    # Also forgets tokens that ran out more than a week before `token.created_at`.
+    async def add_join_token(self, token: JoinToken) -> None: ...  # Conflict on a known digest
+    async def join_token(self, digest: bytes) -> JoinToken | None: ...
+    # Marks the token used by `node_id` at `at`, in one statement, when it is
+    # unused and has not run out at `at`; None otherwise (join_token says why).
+    async def use_join_token(self, digest: bytes, node_id: str, at: float) -> JoinToken | None: ...
+    async def add_node_certificate(self, cert: NodeCertificate) -> None: ...
+    async def list_node_certificates(self, node_id: str | None = None) -> list[NodeCertificate]: ...
+    async def put_control_plane(self, cp: ControlPlaneAddress) -> None: ...  # by name, replaced whole
+    async def list_control_planes(self) -> list[ControlPlaneAddress]: ...  # last written first
 
 
 def redact_url(url: str) -> str:

@@ -173,3 +173,48 @@ class Settings:
     doc: dict[str, Any]
     updated_at: float
     updated_by: str
+
+
+@dataclass
+class ClusterCA:
+    """The cluster's certificate authority: its certificate, and its private
+    key sealed under the master key (llmgw/control/trust/masterkey.py)."""
+
+    cert_pem: str
+    key_sealed: bytes
+    created_at: float
+
+
+@dataclass
+class JoinToken:
+    """A one-time code's record (`llmgw node add`). Only the sha256 of its secret is kept."""
+
+    id: str
+    digest: bytes
+    name: str | None
+    created_at: float
+    expires_at: float
+    created_by: str
+    used_at: float | None = None
+    node_id: str | None = None
+
+
+@dataclass
+class NodeCertificate:
+    """A certificate a control plane signed for a node. `fingerprint` is the sha256 of its DER, in hex."""
+
+    serial: str
+    node_id: str
+    name: str
+    fingerprint: str
+    issued_at: float
+    expires_at: float
+
+
+@dataclass
+class ControlPlaneAddress:
+    """Where a control plane takes agents (HOST:PORT), as it wrote at its last start."""
+
+    name: str
+    agent_address: str
+    updated_at: float

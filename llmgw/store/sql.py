@@ -22,8 +22,12 @@ from llmgw.store.records import (
     SCOPES,
     ApiKey,
     AuditEntry,
+    ClusterCA,
+    ControlPlaneAddress,
+    JoinToken,
     Lease,
     Limits,
+    NodeCertificate,
     Org,
     Person,
     Project,
@@ -46,6 +50,11 @@ _AUDIT = "at, actor, via, action, target, before_json, after_json, id"
 _CACHE = "project_id, ttl, similarity, enabled, updated_at"
 _LEASE = "name, holder, address, expires_at, epoch"
 _SETTINGS = "version, doc, updated_at, updated_by"
+_JOIN = "id, digest, name, created_at, expires_at, created_by, used_at, node_id"
+_NODE_CERT = "serial, node_id, name, fingerprint, issued_at, expires_at"
+# How long a token that ran out is kept, so that using it says "ran out"
+# rather than "unknown" for a while; the audit log keeps it for good.
+_JOIN_KEPT = 7 * 86400.0
 _PATH = (
     "o.id, o.name, o.created_at, t.id, t.org_id, t.name, t.created_at, "
     "p.id, p.team_id, p.name, p.created_at"
@@ -130,6 +139,10 @@ def _lease(r: Row) -> Lease:
 
 def _settings(r: Row) -> Settings:
     return Settings(r[0], _unjson(r[1]), r[2], r[3])
+
+
+def _join(r: Row) -> JoinToken:
+    return JoinToken(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], r[6], r[7])
 
 
 def _path(r: Row) -> ProjectPath:
@@ -587,6 +600,83 @@ class SQLStore:
                 "read them again"
             )
         return _settings(row)
+
+    # the cluster's trust
+
+    async def get_cluster_ca(self) -> ClusterCA | None:
+        row = await self._db.fetchrow("SELECT cert_pem, key_sealed, created_at FROM cluster_ca WHERE id = 1")
+        return None if row is None else ClusterCA(row[0], bytes(row[1]), row[2])
+
+    async def put_cluster_ca(self, ca: ClusterCA) -> ClusterCA:
+        # DO NOTHING then read back: of two control planes starting at once on
+        # a fresh store, both end with the one CA that landed first.
+        await self._db.execute(
+            "INSERT INTO cluster_ca (id, cert_pem, key_sealed, created_at) VALUES (1, $1, $2, $3) "
+            "ON CONFLICT (id) DO NOTHING",
+            ca.cert_pem, bytes(ca.key_sealed), ca.created_at,
+        )
+        kept = await self.get_cluster_ca()
+        if kept is None:
+            raise StoreError("the cluster CA vanished while it was being kept; try again")
+        return kept
+
+    async def add_join_token(self, token: JoinToken) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM join_tokens WHERE expires_at < $1", token.created_at - _JOIN_KEPT)
+            try:
+                await tx.execute(
+                    f"INSERT INTO join_tokens ({_JOIN}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    token.id, bytes(token.digest), token.name, token.created_at, token.expires_at,
+                    token.created_by, token.used_at, token.node_id,
+                )
+            except Duplicate:
+                raise Conflict("another join token already has that secret or id; make a new one") from None
+
+    async def join_token(self, digest: bytes) -> JoinToken | None:
+        row = await self._db.fetchrow(f"SELECT {_JOIN} FROM join_tokens WHERE digest = $1", bytes(digest))
+        return None if row is None else _join(row)
+
+    async def use_join_token(self, digest: bytes, node_id: str, at: float) -> JoinToken | None:
+        # One statement: of two nodes presenting the same code at once, one
+        # row is updated and the other finds used_at already set.
+        row = await self._db.fetchrow(
+            f"UPDATE join_tokens SET used_at = $3, node_id = $2 "
+            f"WHERE digest = $1 AND used_at IS NULL AND expires_at > $3 RETURNING {_JOIN}",
+            bytes(digest), node_id, at,
+        )
+        return None if row is None else _join(row)
+
+    async def add_node_certificate(self, cert: NodeCertificate) -> None:
+        try:
+            await self._db.execute(
+                f"INSERT INTO node_certificates ({_NODE_CERT}) VALUES ($1, $2, $3, $4, $5, $6)",
+                cert.serial, cert.node_id, cert.name, cert.fingerprint, cert.issued_at, cert.expires_at,
+            )
+        except Duplicate:
+            raise Conflict(f"a certificate with the serial {cert.serial} is already recorded") from None
+
+    async def list_node_certificates(self, node_id: str | None = None) -> list[NodeCertificate]:
+        if node_id is None:
+            rows = await self._db.fetch(f"SELECT {_NODE_CERT} FROM node_certificates ORDER BY issued_at, serial")
+        else:
+            rows = await self._db.fetch(
+                f"SELECT {_NODE_CERT} FROM node_certificates WHERE node_id = $1 ORDER BY issued_at, serial",
+                node_id,
+            )
+        return [NodeCertificate(*r) for r in rows]
+
+    async def put_control_plane(self, cp: ControlPlaneAddress) -> None:
+        await self._db.execute(
+            "INSERT INTO control_planes (name, agent_address, updated_at) VALUES ($1, $2, $3) "
+            "ON CONFLICT (name) DO UPDATE SET agent_address = excluded.agent_address, "
+            "updated_at = excluded.updated_at",
+            cp.name, cp.agent_address, cp.updated_at,
+        )
+
+    async def list_control_planes(self) -> list[ControlPlaneAddress]:
+        rows = await self._db.fetch(
+            "SELECT name, agent_address, updated_at FROM control_planes ORDER BY updated_at DESC, name")
+        return [ControlPlaneAddress(*r) for r in rows]
 
     def __repr__(self) -> str:
         return f"<store {redact_url(self.url)}>"

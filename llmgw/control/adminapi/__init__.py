@@ -122,6 +122,8 @@ async def status(request: web.Request) -> web.Response:
                   "address": redact_url(plane.store.url), "up": store_up, "schema": schema},
         "settings_version": plane.settings.version,
         "listen": plane.listen_addresses,
+        "agents": {"address": plane.trust.agent_address, "ca_fingerprint": plane.trust.ca_fingerprint,
+                   "taking": plane.trust.ssl_context is not None, "problem": plane.trust.problem},
         "uptime_s": round(time.monotonic() - plane.started, 1),
     })
 
@@ -257,4 +259,7 @@ def make_admin_app(plane: "ControlPlane") -> web.Application:
     from llmgw.control.adminapi import cache, usage  # here: they import this module's helpers
     usage.register(r)
     cache.register(r)
+    from llmgw.control.adminapi import join
+
+    join.register(r)
     return app
