@@ -42,6 +42,9 @@ def build_parser() -> Parser:
     ctl.register(commands, common)
     keys.register(commands, common)
     docs.register(commands)
+    from llmgw.cli import node as node_cli
+
+    node_cli.register(commands, common)
     doctor.register(commands)
     sim.register(commands)
     llama_server.register(commands)
