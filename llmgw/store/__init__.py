@@ -15,17 +15,20 @@ from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavaila
 from llmgw.store.records import (
     ApiKey,
     AuditEntry,
+    CatalogModel,
     ClusterCA,
     ControlPlaneAddress,
     JoinToken,
     Lease,
     Limits,
+    NodeRecord,
     NodeCertificate,
     Org,
     Person,
     Project,
     ProjectCache,
     ProjectPath,
+    Replica,
     Session,
     Settings,
     Team,
@@ -36,6 +39,7 @@ __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
     "ApiKey", "AuditEntry", "Lease", "Limits", "Org", "Person", "Project", "ProjectCache", "ProjectPath",
     "Session", "Settings", "Team", "Usage", "redact_url",
+    "CatalogModel", "NodeRecord", "Replica",
     "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
 ]
 
@@ -139,6 +143,24 @@ class Store(Protocol):
     async def list_node_certificates(self, node_id: str | None = None) -> list[NodeCertificate]: ...
     async def put_control_plane(self, cp: ControlPlaneAddress) -> None: ...  # by name, replaced whole
     async def list_control_planes(self) -> list[ControlPlaneAddress]: ...  # last written first
+
+    # the catalog, the nodes and their replicas (docs/models.md)
+    async def add_model(self, model: CatalogModel) -> CatalogModel: ...  # version 1; Conflict on a name in use
+    async def get_model(self, name: str) -> CatalogModel | None: ...  # a removed one too
+    async def list_models(self, include_removed: bool = False) -> list[CatalogModel]: ...  # by name
+    # Compare-and-set: lands only on `expected_version`, raising it by one;
+    # Conflict naming the version now otherwise, StoreError for no such model.
+    async def put_model(self, model: CatalogModel, expected_version: int) -> CatalogModel: ...
+    async def delete_model(self, name: str) -> None: ...
+    async def put_node(self, node: NodeRecord) -> None: ...  # by id, replaced whole
+    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict, float]]) -> None: ...  # (id, heartbeat, at)
+    async def get_node(self, node_id: str) -> NodeRecord | None: ...
+    async def list_nodes(self) -> list[NodeRecord]: ...  # by name, then id
+    async def delete_node(self, node_id: str) -> None: ...
+    async def put_replicas(self, replicas: Sequence[Replica]) -> None: ...  # by id, replaced whole; one transaction
+    async def get_replica(self, replica_id: str) -> Replica | None: ...
+    async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
+    async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
 
 
 def redact_url(url: str) -> str:

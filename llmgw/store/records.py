@@ -218,3 +218,76 @@ class ControlPlaneAddress:
     name: str
     agent_address: str
     updated_at: float
+
+
+REPLICA_STATES = ("pending", "starting", "ready", "draining", "stopped", "failed")
+DESIRED = ("run", "stop")
+
+
+@dataclass
+class CatalogModel:
+    """A model in the catalog: its spec as added (llmgw.control.catalog.spec reads it).
+
+    `version` is raised by every write (compare-and-set, as settings are).
+    `removed_at` is set by `ctl model remove` and the row is deleted once
+    its replicas have stopped; `purge` then sends the nodes RemoveWeights.
+    `restarts` is raised by `ctl restart`: replicas started before are replaced.
+    """
+
+    name: str
+    spec: dict[str, Any]
+    version: int = 0
+    stopped: bool = False
+    restarts: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    updated_by: str = ""
+    removed_at: float | None = None
+    purge: bool = False
+
+
+@dataclass
+class NodeRecord:
+    """A node as the leader last heard of it: its Register and latest Heartbeat as JSON."""
+
+    id: str
+    name: str
+    register: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict)
+    heartbeat: dict[str, Any] | None = None
+    heartbeat_at: float | None = None
+    state: str = ""  # "connected", "lost", …: the reconciler's word for it
+    first_seen: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass
+class Replica:
+    """One shard the leader placed. `id` is the shard id the agent knows it by.
+
+    `state` is the agent's last word (pending until the agent has it);
+    `desired` is the leader's ("stop" once it decided to stop it).
+    `cpu_cores`, `memory_mb`, `gpus` (card indexes) and `gpu_memory_mb`
+    (on each card; 0 is the whole card) are what it holds on its node, as
+    it was started. `profile_hash` is what it was started with, so a model
+    changed since is seen to need a replacement. `replaces` names the
+    replica this one is to take over from once ready.
+    """
+
+    id: str
+    model: str
+    node_id: str
+    state: str = "pending"
+    profile: int = 0
+    desired: str = "run"
+    url: str = ""
+    since: float = 0.0
+    message: str = ""
+    created_at: float = 0.0
+    profile_hash: str = ""
+    cpu_cores: int = 0
+    memory_mb: int = 0
+    gpus: list[int] = field(default_factory=list)
+    gpu_memory_mb: int = 0
+    replaces: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)

@@ -18,6 +18,7 @@ from llmgw.store import redact_url
 from llmgw.store.driver import Driver, Duplicate, MissingParent, Row
 from llmgw.store.errors import Conflict, StoreError
 from llmgw.store.migrate import current_version
+from llmgw.store.sql_catalog import CatalogSQL
 from llmgw.store.records import (
     SCOPES,
     ApiKey,
@@ -153,7 +154,7 @@ def _new_id(kind: str) -> str:
     return f"{kind}_{secrets.token_hex(8)}"
 
 
-class SQLStore:
+class SQLStore(CatalogSQL):
     """The Store protocol over a Driver. See llmgw.store.Store for each method."""
 
     def __init__(self, db: Driver) -> None:
