@@ -23,6 +23,7 @@ __all__ = [
     "EngineSettings",
     "KNOWN_ENGINES",
     "LlamaCppSettings",
+    "WeightsSettings",
     "load_agent_config",
 ]
 
@@ -64,6 +65,12 @@ class LlamaCppSettings:
 
 @dataclass(frozen=True)
 class EngineSettings:
+    user: str = "llmgw-engine"
+    """The unprivileged user engines run as when the agent runs as root (made when missing). Empty runs them as the agent's own user."""
+
+    listen: str = ""
+    """The address engines listen on. Empty is the node's `advertise` address, so an engine is reachable by the control planes and nothing else the node has."""
+
     disabled: list[str] = field(default_factory=list)
     """Engines this node must not run, by name (llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken, sim); the control plane places their models elsewhere."""
 
@@ -76,6 +83,24 @@ class EngineSettings:
                 near = difflib.get_close_matches(name, KNOWN_ENGINES, n=1, cutoff=0.6)
                 tail = f"did you mean {near[0]}?" if near else f"the engines are {', '.join(KNOWN_ENGINES)}"
                 raise Invalid(f"disabled[{i}]", f"unknown engine {describe(name)}; {tail}")
+
+
+@dataclass(frozen=True)
+class WeightsSettings:
+    hf_endpoint: str = "https://huggingface.co"
+    """Where `hf:` sources are fetched from: Hugging Face, or a mirror speaking its API."""
+
+    hf_token_file: str = ""
+    """A file holding a Hugging Face token, for gated models; read at each download."""
+
+    mirror: str = ""
+    """An llmgw mirror's base URL, for `mirror:` sources (http://10.0.0.9:8600)."""
+
+    def validate(self) -> None:
+        for key in ("hf_endpoint", "mirror"):
+            value = getattr(self, key)
+            if value and urlsplit(value).scheme not in ("http", "https"):
+                raise Invalid(key, f"expected an http(s):// URL, got {describe(value)}")
 
 
 @dataclass(frozen=True)
@@ -94,6 +119,15 @@ class AgentConfig:
 
     cache_dir: str = "/var/cache/llmgw/weights"
     """Where model weights are kept once fetched, shared by every replica on the node. Put it on the largest fast disk."""
+
+    advertise: str = ""
+    """The address the control planes reach this node's engines at. Empty is the address this node reaches its control plane from."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    """This node's labels, for models' node selectors (`llmgw.role: judge`)."""
+
+    weights: WeightsSettings = field(default_factory=WeightsSettings)
+    """Where model weights are fetched from."""
 
     log: LogSettings = field(default_factory=LogSettings)
     """What the agent writes to its log."""

@@ -1,0 +1,191 @@
+"""What a StartShard sets going on a node: the weights fetched, the engine's command built, the process started.
+
+The agent's `Shards` (llmgw.agent.link): idempotent by shard id — the
+control plane retries a StartShard it has no answer to, and a shard that is
+fetching, starting or running is not started twice. Every step reports a
+ShardStatus on `updates`: "starting" with the download's progress, then
+what the supervisor sees (ready, failed, stopped). A failure at any step is
+a failed shard with a sentence, never an exception out of here: the agent's
+link must keep serving the other shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any, Callable
+
+from llmgw.agent.supervisor import EngineSpec, Supervisor
+from llmgw.agent.weights import Weights, WeightsError
+from llmgw.protocol import (
+    FetchProgress,
+    LogsRequest,
+    NodeLogs,
+    RemoveWeights,
+    ShardLoad,
+    ShardStatus,
+    StartShard,
+    StopShard,
+)
+
+log = logging.getLogger("llmgw.agent.shards")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _v1(url: str) -> str:
+    if not url:
+        return url
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+class ShardRunner:
+    """The node's shards: fetching, then the supervisor's.
+
+    `engine(name)` gives an adapter (llmgw.agent.engines); `binary(name)`
+    the program to run for it, awaited (llama.cpp's may be installed on
+    first use); `host` is the address engines listen on and `advertise` the
+    one the control plane's router reaches them at.
+    """
+
+    def __init__(self, *, supervisor: Supervisor, weights: Weights, engine: Callable[[str], Any],
+                 binary: Callable[[str], Any], engines: dict[str, str], host: str = "127.0.0.1",
+                 advertise: str = "127.0.0.1", disabled: tuple[str, ...] = ()) -> None:
+        self.supervisor = supervisor
+        self.weights = weights
+        self._engine, self._binary = engine, binary
+        self._engines = dict(engines)
+        self.host, self.advertise = host, advertise
+        self.disabled = set(disabled)
+        self.updates: asyncio.Queue = asyncio.Queue()
+        self._pending: dict[str, ShardStatus] = {}  # fetching or being launched, before the supervisor has it
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._sources: dict[str, str] = {}  # shard id -> weights source, for RemoveWeights' "in use"
+
+    # --- the Shards seam ----------------------------------------------------------------------
+
+    def engines(self) -> dict[str, str]:
+        return {k: v for k, v in self._engines.items() if k not in self.disabled}
+
+    def statuses(self) -> list[ShardStatus]:
+        running = {s.shard_id: self._public(s) for s in self.supervisor.statuses()}
+        return list({**self._pending, **running}.values())
+
+    def loads(self) -> list[ShardLoad]:
+        return self.supervisor.loads()
+
+    async def on_status(self, status: ShardStatus) -> None:
+        """The supervisor's reports, passed on with the URL the router uses."""
+        if status.shard_id in self._pending and status.state != "starting":
+            self._pending.pop(status.shard_id, None)
+        await self.updates.put(self._public(status))
+
+    async def start(self, message: StartShard) -> None:
+        shard_id = message.shard_id
+        running = self.supervisor.get(shard_id)
+        if running is not None and running.state not in ("stopped", "failed"):
+            await self.updates.put(self._public(running.status()))  # a retry: say how it stands
+            return
+        if shard_id in self._tasks:
+            await self.updates.put(self._pending[shard_id])
+            return
+        self._pending[shard_id] = ShardStatus(shard_id, "starting", message.profile.model, message="queued",
+                                              since=time.time())
+        self._sources[shard_id] = message.profile.source
+        task = asyncio.create_task(self._launch(message), name=f"shard-{shard_id}")
+        self._tasks[shard_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(shard_id, None))
+
+    async def stop(self, message: StopShard) -> None:
+        task = self._tasks.pop(message.shard_id, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._pending.pop(message.shard_id, None)
+        self._sources.pop(message.shard_id, None)
+        status = await self.supervisor.stop(message.shard_id, message.grace_s, message.reason)
+        await self.updates.put(self._public(status))
+
+    async def remove_weights(self, message: RemoveWeights) -> None:
+        in_use = set(self._sources.values())
+        try:
+            removed = await self.weights.remove(message.sources, in_use=in_use)
+        except WeightsError as e:
+            log.warning("removing weights: %s", e)
+            return
+        log.info("removed weights: %d file(s), %.1f MB freed", len(removed.removed), removed.freed_bytes / 1e6)
+
+    async def logs(self, message: LogsRequest) -> NodeLogs:
+        if message.source and self.supervisor.get(message.source) is None:
+            return NodeLogs(message.request_id, message.source, error=f"no shard {message.source} on this node")
+        if not message.source:
+            return NodeLogs(message.request_id, "", error="the agent's own log is in its journal "
+                                                         "(journalctl -u llmgw-agent)")
+        return NodeLogs(message.request_id, message.source, self.supervisor.logs(message.source, message.lines))
+
+    # --- one launch ------------------------------------------------------------------------------
+
+    async def _launch(self, message: StartShard) -> None:
+        shard_id, profile = message.shard_id, message.profile
+        try:
+            if profile.engine in self.disabled:
+                raise _Refused(f"the engine {profile.engine} is disabled on this node (agent.yaml engines.disabled)")
+            adapter = self._engine(profile.engine)
+            adapter.validate(profile)
+            model_path = ""
+            if adapter.needs_weights and profile.source:
+                await self._say(shard_id, profile.model, "fetching weights",
+                                FetchProgress(profile.source))
+
+                def progress(p: FetchProgress) -> None:
+                    status = ShardStatus(shard_id, "starting", profile.model, message="fetching weights", fetch=p,
+                                         since=self._pending[shard_id].since if shard_id in self._pending
+                                         else time.time())
+                    self._pending[shard_id] = status
+                    self.updates.put_nowait(status)
+
+                model_path = await self.weights.fetch_profile(profile, on_progress=progress)
+            await self._say(shard_id, profile.model, "starting the engine")
+            binary = await self._binary(profile.engine)
+            port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")
+            launch = adapter.command(profile, model_path=model_path, port=port, host=self.host, binary=binary,
+                                     shard_id=shard_id)
+            spec = EngineSpec(shard_id, launch.argv, launch.model or profile.model,
+                              url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env))
+            await self.supervisor.start(spec)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure is the shard's, said in its status
+            why = str(e) or type(e).__name__
+            if not isinstance(e, (_Refused, WeightsError)) and type(e).__name__ not in ("ProfileError",
+                                                                                         "EngineError"):
+                log.exception("shard %s failed to start", shard_id)
+            self._pending.pop(shard_id, None)
+            await self.updates.put(ShardStatus(shard_id, "failed", profile.model, message=why, since=time.time()))
+
+    async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None) -> None:
+        since = self._pending[shard_id].since if shard_id in self._pending else time.time()
+        status = ShardStatus(shard_id, "starting", model, message=what, fetch=fetch, since=since)
+        self._pending[shard_id] = status
+        await self.updates.put(status)
+
+    @staticmethod
+    def _public(status: ShardStatus) -> ShardStatus:
+        if status.url and not status.url.rstrip("/").endswith("/v1"):
+            status.url = _v1(status.url)
+        return status
+
+
+class _Refused(Exception):
+    pass
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
