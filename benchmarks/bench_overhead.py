@@ -3,9 +3,11 @@
 Runs `llmgw ctl bench overhead`'s steps (see llmgw/benchmark/overhead.py):
 concurrency 1 (added p50/p99), concurrency 32 (requests/s), and 64-token
 streams at concurrency 64 (streams/s), each straight to an instant sim-engine
-and through a real gateway with authentication and accounting on; then c32
-and s64 through a gateway with two worker processes (`workers.*`), unpinned,
-with the scaling against one process.
+and through a real gateway with authentication and accounting on; c1 again
+with the `baseline` guardrail policy on every request (`guard.*`, its cost
+over slices with it off in `guard.cost_p50_ms`); then c32 and s64 through a
+gateway with two worker processes (`workers.*`), unpinned, with the scaling
+against one process.
 """
 
 import sys

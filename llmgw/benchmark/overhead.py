@@ -8,6 +8,14 @@ the gateway added. Where `taskset` works the gateway gets core 1 to itself
 and the engine and the load share core 0, the way peers were measured on
 this kind of machine; the output says which placement it ran with.
 
+The `guard` step runs c1 again through the same gateway with the
+`baseline` guardrail policy (the one `server init` installs) on every
+request, in slices alternating with slices of it off, and prints its cost
+over those: the pattern rules read every prompt and every answer. The
+other steps run with
+no policy applied, so their figures mean what they meant before init
+installed the baseline.
+
 The `workers` step runs c32 and s64 again through a gateway with
 `--workers 2`, unpinned, and prints the scaling against the one-process
 figures above. Nothing is pinned there, so the two workers share the cores
@@ -34,6 +42,8 @@ import aiohttp
 import psutil
 
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 16}
+# Only an OpenAI key's shape: what the baseline must refuse, to show the guard step measured it at work.
+PLANTED_SECRET = "sk-" + "B3nchK3yNotR3al0" * 3
 
 
 def _free_port() -> int:
@@ -70,6 +80,7 @@ class Rig:
     key: str
     gateway_pid: int
     placement: str
+    admin: str = ""  # the gateway's admin API, HOST:PORT; its token is in `tmp`
     procs: list[subprocess.Popen] = field(default_factory=list)
     tmp: str = ""
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
@@ -93,8 +104,10 @@ class Rig:
             ports = {r: _free_port() for r in ("client", "agent", "admin", "metrics")}
             config = os.path.join(tmp, "server.yaml")
             with open(config, "w") as f:
+                # guard.default set, even empty, keeps init's baseline defined but off:
+                # the guard step turns it on where it measures it.
                 json.dump({"models": [{"name": "sim", "endpoints": [f"http://127.0.0.1:{engine_port}/v1"]}],
-                           "log": {"level": "warning"}}, f)
+                           "log": {"level": "warning"}, "guard": {"default": []}}, f)
             args = ["--config", config, "--data-dir", tmp]
             for role, port in ports.items():
                 args += [f"--listen-{role}", f"127.0.0.1:{port}"]
@@ -124,7 +137,18 @@ class Rig:
         else:
             placement = "unpinned (taskset missing or one core): gateway, engine and load share the cores"
         return cls(f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{ports['client']}", key, gateway.pid,
-                   placement, procs, tmp, affinity)
+                   placement, f"127.0.0.1:{ports['admin']}", procs, tmp, affinity)
+
+    def guard_default(self, policies: list[str]) -> None:
+        """Set guard.default through the admin API, as `llmgw ctl config set` would.
+
+        One process serves here (no --workers), and the admin API applies a
+        change to it before answering, so the next request is read under it.
+        """
+        from llmgw.cli.adminclient import AdminClient
+
+        client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
+        client.call("POST", "/api/v1/config", {"set": {"guard.default": json.dumps(policies)}})
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -230,6 +254,11 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
                 unit = {"direct_rps": "req/s", "gateway_rps": "req/s", "added_p50_ms": "ms",
                         "added_p99_ms": "ms", "gateway_cpu_s_per_1k": "s"}.get(key, "")
                 say(f"{name}.{key}: {value} {unit}".rstrip())
+            if name == "c1":
+                # The same warm gateway, its policy turned on and off between slices.
+                guard = results["steps"]["guard"] = _guard_step(rig, direct, seconds)
+                for key, value in guard.items():
+                    say(f"guard.{key}: {value} {GUARD_UNITS.get(key, '')}".rstrip())
     finally:
         rig.stop()
     stream_rig = Rig.start(answer_tokens=64)
@@ -248,6 +277,66 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
         stream_rig.stop()
     results["steps"]["workers"] = _workers_step(results["steps"], seconds, say)
     return results
+
+
+GUARD_UNITS = {"gateway_rps": "req/s", "added_p50_ms": "ms", "added_p99_ms": "ms", "cost_p50_ms": "ms",
+               "cost_p99_ms": "ms", "gateway_cpu_s_per_1k": "s", "cpu_cost_s_per_1k": "s"}
+# The guard step alternates the policy on and off this many times. On a
+# shared two-core machine the plain c1 p50 drifted by more than the 0.2 ms
+# budget between two 5 s runs; slices side by side see the same drift.
+GUARD_SLICES = 10
+
+
+def _refused_by_baseline(rig: Rig) -> bool:
+    async def ask() -> tuple[int, dict]:
+        body = dict(CHAT, messages=[{"role": "user", "content": f"use {PLANTED_SECRET}"}])
+        async with aiohttp.ClientSession() as session:
+            async with session.post(rig.gateway_url + "/v1/chat/completions", json=body,
+                                    headers={"Authorization": f"Bearer {rig.key}"}) as r:
+                return r.status, await r.json(content_type=None)
+
+    status, doc = asyncio.run(ask())
+    return status == 400 and (doc or {}).get("error", {}).get("code") == "guardrail_blocked"
+
+
+def _merged(name: str, steps: list[Step]) -> Step:
+    return Step(name, "gateway", sum(s.done for s in steps), sum(s.failed for s in steps),
+                sum(s.seconds for s in steps), [x for s in steps for x in s.latencies],
+                sum(s.gateway_cpu for s in steps))
+
+
+def _guard_step(rig: Rig, direct: Step, seconds: float) -> dict:
+    """c1 through the gateway with the baseline policy on every request, in slices alternating
+    with slices of it off: added over `direct`, and its cost over the slices without it."""
+    on: list[Step] = []
+    off: list[Step] = []
+    try:
+        rig.guard_default(["baseline"])
+        if not _refused_by_baseline(rig):
+            raise RuntimeError("the baseline policy did not refuse a planted OpenAI key, so the guard step "
+                               "would measure a gateway that reads nothing")
+        for i in range(GUARD_SLICES):
+            guarded = i % 2 == 0
+            if i:
+                rig.guard_default(["baseline"] if guarded else [])
+            (on if guarded else off).append(run_step(rig, "guard", "gateway", 1, seconds / GUARD_SLICES))
+    finally:
+        rig.guard_default([])
+    guarded, plain = _merged("guard", on), _merged("plain", off)
+
+    def per_1k(step: Step) -> float:
+        return step.gateway_cpu / step.done * 1000 if step.done else float("nan")
+
+    return {"gateway_rps": round(guarded.rate),
+            "added_p50_ms": round(guarded.pct(0.5) - direct.pct(0.5), 3),
+            "added_p99_ms": round(guarded.pct(0.99) - direct.pct(0.99), 3),
+            # The issue's budget: with the baseline's patterns on, the added
+            # p50 stays within 0.2 ms of the run without them.
+            "cost_p50_ms": round(guarded.pct(0.5) - plain.pct(0.5), 3),
+            "cost_p99_ms": round(guarded.pct(0.99) - plain.pct(0.99), 3),
+            "gateway_cpu_s_per_1k": round(per_1k(guarded), 3),
+            "cpu_cost_s_per_1k": round(per_1k(guarded) - per_1k(plain), 3),
+            "failed": guarded.failed + plain.failed}
 
 
 def _workers_step(one: dict, seconds: float, say, workers: int = 2) -> dict:

@@ -15,8 +15,10 @@ def register(ctl_commands) -> None:
         description="Starts an instant sim-engine and a gateway in front of it on loopback, sends the same "
                     "load straight to the engine and through the gateway (authentication and accounting "
                     "on), and prints what the gateway added: p50/p99 at concurrency 1 and 32, requests and "
-                    "64-token streams a second, and the gateway's CPU per thousand requests. Nothing leaves "
-                    "this machine.")
+                    "64-token streams a second, and the gateway's CPU per thousand requests. The guard step "
+                    "runs concurrency 1 again with the baseline guardrail policy on every request, in slices "
+                    "alternating with slices of it off, and prints what the policy costs over those. Nothing "
+                    "leaves this machine.")
     overhead.add_argument("--seconds", type=float, default=5.0, help="how long each step runs (default 5)")
     overhead.add_argument("--json", action="store_true", help="print one JSON document at the end")
     overhead.set_defaults(run=run_overhead)

@@ -37,7 +37,11 @@ def register(commands) -> None:
     init = actions.add_parser("init", parents=[shared], help="set up a new control plane: its store, "
                               "first administrator and first API key",
                               description="Set up a new control plane. The first administrator's password "
-                                          "and the first API key are printed once and kept nowhere.")
+                                          "and the first API key are printed once and kept nowhere. The "
+                                          "cluster's first settings are server.yaml's, with the baseline "
+                                          "guardrail policy on every request (secrets refused both ways, card "
+                                          "numbers masked, injection attempts recorded) unless server.yaml "
+                                          "has guard policies of its own.")
     init.add_argument("--admin-email", default="admin@localhost", help="the first administrator's e-mail")
     init.add_argument("--project", default="Default/default/default",
                       help="ORG/TEAM/PROJECT of the first API key")
@@ -46,9 +50,18 @@ def register(commands) -> None:
 
 
 def load(args) -> tuple:
-    """server.yaml with the command line's flags on top, validated as one document."""
+    """server.yaml with the command line's flags on top, validated as one document,
+    and the cluster's keys the file sets itself."""
+    from llmgw.config.server import cluster_keys_in
+
+    cfg, raw = _load(args)
+    return cfg, cluster_keys_in(raw)
+
+
+def _load(args) -> tuple:
+    """The validated configuration and server.yaml as written (an empty dict without one)."""
     from llmgw.config.loader import ConfigError, from_dict, parse_yaml, to_dict
-    from llmgw.config.server import ServerConfig, cluster_keys_in, load_server_config
+    from llmgw.config.server import ServerConfig, load_server_config
 
     path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     cfg = load_server_config(path)
@@ -77,7 +90,7 @@ def load(args) -> tuple:
     except ConfigError as e:
         where = path or "the command line"
         raise ConfigError(f"{where}: {e}") from None
-    return cfg, cluster_keys_in(raw)
+    return cfg, raw
 
 
 def run_server(args) -> int:
@@ -112,9 +125,11 @@ def run_init(args) -> int:
     from llmgw.account.tree import parse_project_path
     from llmgw.onboard.first_run import init_server
 
-    cfg, _ = load(args)
+    cfg, raw = _load(args)
     parse_project_path(args.project)
-    result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project))
+    file_guard = raw.get("guard") if isinstance(raw.get("guard"), dict) else None
+    result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project,
+                                     file_guard=file_guard))
     if args.json:
         emit_json(result)
         return 0
@@ -132,7 +147,21 @@ def run_init(args) -> int:
     out.write(f"  client API      http://{host}:{port}/v1\n")
     out.write(f"  administrator   {admin['email']}  password {admin['password']}\n")
     out.write(f"  API key         {key['key']}  (project {key['project']})\n")
-    out.write(f"  admin token     {result['admin_token_file']}\n\n")
+    out.write(f"  admin token     {result['admin_token_file']}\n")
+    out.write(f"  guardrails      {_guard_line(result['guard'])}\n\n")
     out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
               f"http://{host}:{port}/v1/models\n")
     return 0
+
+
+def _guard_line(guard: dict) -> str:
+    default = ", ".join(guard["default"]) or "none"
+    if not guard["enabled"]:
+        return f"off (guard.enabled is false); on, these apply to every request: {default}"
+    return {
+        "installed": "the baseline policy on every request: secrets refused, card numbers masked, "
+                     "injection attempts recorded (docs/guardrails.md)",
+        "defined": f"the baseline policy is defined; server.yaml's guard.default applies: {default}",
+        "kept": f"server.yaml's own policies, the baseline left out; on every request: {default}",
+        "store": f"the store's settings, kept as they were; on every request: {default}",
+    }[guard["baseline"]]

@@ -4,8 +4,10 @@ Each control plane asks the store for the document's version every
 `control.settings_poll` (2 s) — one indexed read of one row — and reloads
 only when it moved, so a change made on any control plane is in force on
 all of them within 5 s. server.yaml's cluster keys only seed a store that
-has no settings yet; after that the store is the truth, and a server.yaml
-that disagrees is named in the log so nobody edits the wrong place.
+has no settings yet (`server init` does, adding the baseline guardrails, or
+else the first control plane to start); after that the store is the truth,
+and a server.yaml that disagrees is named in the log so nobody edits the
+wrong place.
 """
 
 from __future__ import annotations
@@ -44,14 +46,8 @@ class ClusterSettingsWatcher:
         """At start: read the store's settings, or write server.yaml's into a new store."""
         stored = await self.store.get_settings()
         if stored is None:
-            doc = to_dict(seed)
-            try:
-                stored = await self.store.put_settings(doc, 0, "server.yaml")
-                await self.store.add_audit(AuditEntry(
-                    at=time.time(), actor="server.yaml", via="system", action="config.seed",
-                    target="cluster-settings", before=None, after=doc))
-            except Conflict:
-                stored = await self.store.get_settings()  # another control plane seeded first
+            await seed_settings(self.store, seed, "server.yaml", "system")
+            stored = await self.store.get_settings()
         self._apply(stored.doc, stored.version)
         # Just seeded, they agree; later, the store's win and the file is out of date.
         for key in seeded_keys:
@@ -165,6 +161,26 @@ class ClusterSettingsWatcher:
             before=_changed(before, after), after=_changed(after, before)))
         self._apply(stored.doc, stored.version)
         return stored.version, stored.doc
+
+
+async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via: str) -> bool:
+    """Write a store's first settings; False when it has some already, which are left as they are.
+
+    `server init` seeds the store with server.yaml's settings and the
+    baseline guardrails; a control plane that starts on a store with none
+    seeds it with its server.yaml's. Two seeding at once is no error: the
+    first wins and the other reads what it wrote.
+    """
+    if await store.get_settings() is not None:
+        return False
+    doc = to_dict(settings)
+    try:
+        await store.put_settings(doc, 0, actor)
+    except Conflict:
+        return False
+    await store.add_audit(AuditEntry(at=time.time(), actor=actor, via=via, action="config.seed",
+                                     target="cluster-settings", before=None, after=doc))
+    return True
 
 
 def _plain(value: Any) -> Any:

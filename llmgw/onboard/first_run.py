@@ -1,26 +1,67 @@
-"""`llmgw server init`: a new store's first administrator and first API key.
+"""`llmgw server init`: a new store's first settings, first administrator and first API key.
 
 The secrets are printed once, to the terminal that asked, and never
 written to a log: the store keeps only their hashes, so a lost password or
 key is replaced, not recovered.
+
+The first settings are server.yaml's cluster keys with the `baseline`
+guardrail policy added, so a cluster serves nobody's secrets from its first
+request rather than from the day someone remembers to write a policy.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from llmgw.account.passwords import new_password
 from llmgw.account.service import Accounts, Actor
-from llmgw.config.server import ServerConfig
+from llmgw.config.loader import from_dict, to_dict
+from llmgw.config.server import ClusterSettings, ServerConfig, cluster_part
+from llmgw.control.settings import seed_settings
 from llmgw.control.token import ensure_token
+from llmgw.guard.policy import baseline_policy
 from llmgw.store import open_store
 
 SYSTEM = Actor("server init", "cli")
+BASELINE = "baseline"
 
 
-async def init_server(cfg: ServerConfig, *, admin_email: str, project: str) -> dict:
+def first_settings(cfg: ServerConfig, file_guard: dict[str, Any] | None = None) -> tuple[ClusterSettings, str]:
+    """The cluster's settings as init writes them, and what became of the baseline.
+
+    `file_guard` is server.yaml's own `guard:` section as written (None when
+    it has none). Policies of its own are kept as they are and the baseline
+    is not added ("kept"): a site that wrote its guardrails meant them. A
+    `guard.default` it sets (even `[]`) is kept too, with the baseline
+    defined beside it to attach where wanted ("defined"). Otherwise the
+    baseline applies to every request ("installed").
+
+    No judge: init places no judge model, and a judge that is not served
+    would refuse every request under the baseline's `fail: closed`.
+    """
+    file_guard = file_guard or {}
+    doc = to_dict(cluster_part(cfg))
+    if cfg.guard.policies:
+        return from_dict(ClusterSettings, doc), "kept"
+    doc["guard"]["policies"] = {BASELINE: baseline_policy()}
+    if "default" in file_guard:
+        outcome = "defined"
+    else:
+        doc["guard"]["default"] = [BASELINE]
+        outcome = "installed"
+    return from_dict(ClusterSettings, doc), outcome
+
+
+async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
+                      file_guard: dict[str, Any] | None = None) -> dict:
     """Set up a store that has no people yet. Returns what to show once,
-    or {"already": True, …} without any secret when it was set up before."""
+    or {"already": True, …} without any secret when it was set up before.
+
+    The store's first settings are written here (see `first_settings`);
+    a store that has settings already, because a control plane started on
+    it first, keeps them: the store is the truth once it has any.
+    """
     path = cfg.admin_token_path
     ensure_token(path)
     store = await open_store(cfg.store)
@@ -29,6 +70,11 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str) -> d
         people = await store.count_people()
         if people:
             return {"already": True, "people": people, "admin_token_file": path}
+        settings, baseline = first_settings(cfg, file_guard)
+        if not await seed_settings(store, settings, SYSTEM.name, SYSTEM.via):
+            baseline = "store"
+            stored = await store.get_settings()
+            settings = from_dict(ClusterSettings, stored.doc)
         password = new_password()
         person = await accounts.add_person(SYSTEM, email=admin_email, name="Administrator",
                                            role="admin", password=password)
@@ -39,6 +85,8 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str) -> d
             "administrator": {"email": person.email, "password": password},
             "key": {**view, "key": secret},
             "admin_token_file": os.path.abspath(path),
+            "guard": {"baseline": baseline, "default": list(settings.guard.default),
+                      "enabled": settings.guard.enabled},
         }
     finally:
         await store.close()

@@ -12,9 +12,12 @@ def test_the_gateways_overhead_is_measured_in_one_second_steps():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
-    assert set(results["steps"]) >= {"c1", "c32", "s64"}
+    assert set(results["steps"]) >= {"c1", "guard", "c32", "s64"}
     for step in results["steps"].values():
         assert step["failed"] == 0
     assert results["steps"]["c1"]["gateway_rps"] > 0
     assert results["steps"]["s64"]["gateway_streams_per_s"] > 0
     assert "added_p50_ms: " in done.stderr
+    # The guard step refuses to run unless the baseline refused a planted key, so a figure here was measured with it on.
+    assert results["steps"]["guard"]["gateway_rps"] > 0
+    assert "guard.cost_p50_ms: " in done.stderr
