@@ -1,0 +1,20 @@
+"""The engines llmgw ships, registered through the same hook a site's own engine would use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llmgw.agent.engines.base import Engine
+from llmgw.agent.engines.comfyui import ComfyUI
+from llmgw.agent.engines.freetoken import FreeToken
+from llmgw.agent.engines.llamacpp import LlamaCpp
+from llmgw.agent.engines.sglang import SGLang
+from llmgw.agent.engines.sim import Sim
+from llmgw.agent.engines.strata import Strata
+from llmgw.agent.engines.trtllm import TRTLLM
+from llmgw.agent.engines.vllm import VLLM
+
+
+def register_engines(register: Callable[[Engine], None]) -> None:
+    for engine in (LlamaCpp(), Sim(), VLLM(), SGLang(), TRTLLM(), ComfyUI(), Strata(), FreeToken()):
+        register(engine)
