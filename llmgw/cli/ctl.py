@@ -54,6 +54,9 @@ def register(commands, common) -> None:
     from llmgw.cli import guard as guard_cli
 
     guard_cli.register(sub, common)
+    from llmgw.cli import models
+
+    models.register(sub, common)
 
 
 def run_status(args) -> int:

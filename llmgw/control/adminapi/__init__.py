@@ -262,4 +262,7 @@ def make_admin_app(plane: "ControlPlane") -> web.Application:
     from llmgw.control.adminapi import join
 
     join.register(r)
+    from llmgw.control.adminapi import models
+
+    models.register(r)
     return app

@@ -1,0 +1,387 @@
+"""`llmgw ctl models | model … | nodes | node show | replicas | explain-placement`: the catalog and the cluster.
+
+Thin: each command reads its arguments, calls the admin API and prints a
+table (or the answer whole with --json). The rules, the checks and their
+sentences are the control plane's (llmgw.control.catalog), so the portal
+and the console refuse the same things the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from urllib.parse import quote
+
+from llmgw.cli.adminclient import AdminError
+from llmgw.cli.output import ago, emit_json, fields, table
+
+
+def register(sub, common) -> None:
+    models = sub.add_parser("models", parents=[common], help="the catalog's models, their state and replicas")
+    models.set_defaults(run=run_models)
+
+    model = sub.add_parser("model", help="add, serve, stop, start, remove, scale or resize a model")
+    msub = model.add_subparsers(dest="model_command", metavar="ACTION")
+
+    add = msub.add_parser("add", parents=[common], help="add a model from a model file (YAML or JSON)",
+                          description="Adds the model a file describes (docs/models.md has the format). Refused, "
+                                      "naming the key, when the file is wrong.")
+    add.add_argument("-f", "--file", required=True, metavar="FILE", help="the model file")
+    add.set_defaults(run=run_add)
+
+    show = msub.add_parser("show", parents=[common], help="one model: its spec and replicas")
+    show.add_argument("model")
+    show.set_defaults(run=run_show)
+
+    serve = msub.add_parser("serve", parents=[common], help="serve weights: a model made from a source and a few choices",
+                            description="Adds a model for SOURCE (a path on the nodes, https://…, hf:org/repo/file.gguf) "
+                                        "with one profile. A .gguf is served by llama.cpp; say --engine otherwise.")
+    serve.add_argument("source")
+    serve.add_argument("--engine", help="llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken or sim")
+    serve.add_argument("--gpus", type=int, metavar="N", help="cards each replica runs on (default: CPUs)")
+    serve.add_argument("--context", type=int, metavar="TOKENS", help="tokens one request may use")
+    serve.add_argument("--slots", type=int, metavar="N", help="requests one replica serves at once")
+    serve.add_argument("--name", help="the name clients ask for (default: from the file's name)")
+    serve.add_argument("--memory", metavar="SIZE", help="memory kept for each replica, like 8GB")
+    serve.add_argument("--cores", type=int, metavar="N", help="cores kept for each replica")
+    serve.add_argument("--sha256", metavar="HEX", help="the weights' sha256, checked by every node")
+    serve.add_argument("--min", type=int, default=1, metavar="N", help="replicas to run (default 1)")
+    serve.set_defaults(run=run_serve)
+
+    for name, text in (("stop", "stop its replicas; it stays in the catalog with its files and scaling"),
+                       ("start", "run a stopped model again, scaled as it was")):
+        p = msub.add_parser(name, parents=[common], help=text)
+        p.add_argument("model")
+        p.set_defaults(run=run_stop if name == "stop" else run_start)
+
+    remove = msub.add_parser("remove", parents=[common], help="take a model out of the catalog",
+                             description="Its replicas stop and it leaves the catalog. Its files stay on the nodes "
+                                         "unless --purge, which deletes them once its replicas have stopped (what "
+                                         "another model uses stays); that cannot be undone.")
+    remove.add_argument("model")
+    remove.add_argument("--purge", action="store_true", help="delete its files from the nodes too")
+    remove.set_defaults(run=run_remove)
+
+    scale = msub.add_parser("scale", parents=[common], help="how many replicas: --min and --max",
+                            description="A stopped model scaled starts again at that number.")
+    scale.add_argument("model")
+    scale.add_argument("--min", type=int, metavar="N")
+    scale.add_argument("--max", type=int, metavar="N")
+    scale.set_defaults(run=run_scale)
+
+    resources = msub.add_parser("resources", parents=[common], help="cores and memory kept for each replica",
+                                description="Its replicas are then started again on it, one by one.")
+    resources.add_argument("model")
+    resources.add_argument("--cores", type=int, metavar="N")
+    resources.add_argument("--memory", metavar="SIZE", help="like 8GB")
+    resources.add_argument("--profile", metavar="P", help="only this profile (its number or engine)")
+    resources.set_defaults(run=run_resources)
+
+    context = msub.add_parser("context", parents=[common], help="tokens a request, slots, and the longest answer",
+                              description="A new context moves the engine's arguments and the memory its KV cache "
+                                          "takes; one its memory cannot hold is refused with the longest that fits. "
+                                          "Its replicas are started again, one by one, each new one ready before the "
+                                          "old stops. --max-output alone restarts nothing.")
+    context.add_argument("model")
+    context.add_argument("tokens", type=int, nargs="?", metavar="TOKENS")
+    context.add_argument("--slots", type=int, metavar="N", help="requests at once (llama.cpp's --parallel)")
+    context.add_argument("--max-output", type=int, metavar="TOKENS", help="the longest answer a request may ask for")
+    context.set_defaults(run=run_context)
+
+    gpus = msub.add_parser("gpus", parents=[common], help="cards each replica runs on",
+                           description="Refused for a count no node has, or cards that would not hold the model and "
+                                       "its context. Each new replica starts beside the old; --in-place stops each "
+                                       "first where there is no room beside it (only where its node has the cards "
+                                       "free once it is stopped).")
+    gpus.add_argument("model")
+    gpus.add_argument("count", type=int, metavar="N")
+    gpus.add_argument("--profile", metavar="P", help="the profile (its number or engine) when several use cards")
+    gpus.add_argument("--in-place", action="store_true", help="stop each replica before its replacement starts")
+    gpus.set_defaults(run=run_gpus)
+
+    nodes = sub.add_parser("nodes", parents=[common], help="the nodes: hardware, what is free, their replicas")
+    nodes.set_defaults(run=run_nodes)
+    node = sub.add_parser("node", help="one node")
+    nsub = node.add_subparsers(dest="node_command", metavar="ACTION")
+    nshow = nsub.add_parser("show", parents=[common], help="a node's hardware, load, cards and replicas")
+    nshow.add_argument("node", help="its name or id")
+    nshow.set_defaults(run=run_node_show)
+
+    replicas = sub.add_parser("replicas", parents=[common], help="every replica: where, its state, its download")
+    replicas.add_argument("--model")
+    replicas.add_argument("--node")
+    replicas.set_defaults(run=run_replicas)
+
+    explain = sub.add_parser("explain-placement", parents=[common], help="every node considered for a model, and why "
+                                                                       "each was refused")
+    explain.add_argument("model")
+    explain.set_defaults(run=run_explain)
+
+
+def _client(args):
+    from llmgw.cli.ctl import client
+
+    return client(args)
+
+
+def _path(name: str) -> str:
+    return "/api/v1/models/" + quote(name, safe="")
+
+
+def _usage(message: str) -> int:
+    print(f"llmgw: {message}", file=sys.stderr)
+    return 2
+
+
+def _changed(args, answer) -> int:
+    if args.json:
+        emit_json(answer)
+        return 0
+    model = answer.get("model")
+    if isinstance(model, dict):
+        print(f"{model['name']}: {model['state']}, version {model['version']}")
+    for note in answer.get("notes") or []:
+        print(f"  {note}")
+    return 0
+
+
+def _gib(mb) -> str:
+    if mb is None:
+        return "-"
+    return f"{mb / 1024:.1f}G"
+
+
+# --- models ------------------------------------------------------------------------------------
+
+def run_models(args) -> int:
+    models = _client(args).call("GET", "/api/v1/models")
+    if args.json:
+        emit_json(models)
+        return 0
+    table(["name", "state", "replicas", "engine", "context", "source"], [
+        (m["name"], m["state"], f"{m['replicas']['ready']}/{m['scaling']['min']}"
+         + (f"-{m['scaling']['max']}" if m["scaling"]["max"] != m["scaling"]["min"] else "")
+         + (" on demand" if m["scaling"]["on_demand"] else ""),
+         ",".join(m["engines"]), m["context_length"] or "-", m["source"] or "-")
+        for m in models
+    ])
+    return 0
+
+
+def run_add(args) -> int:
+    import yaml
+
+    from llmgw.config.loader import parse_yaml
+    from llmgw.control.catalog.spec import SpecError, parse_spec_text
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise AdminError(f"{args.file}: {(e.strerror or str(e)).lower()}") from None
+    try:
+        doc = parse_yaml(text)
+    except yaml.YAMLError:
+        try:
+            parse_spec_text(text, args.file)  # says the line and column
+        except SpecError as e:
+            raise AdminError(str(e)) from None
+        raise
+    try:
+        answer = _client(args).call("POST", "/api/v1/models", {"spec": doc})
+    except AdminError as e:
+        if e.status == 400:
+            raise AdminError(f"{args.file}: {e}", e.status, e.code) from None
+        raise
+    return _changed(args, answer)
+
+
+def run_show(args) -> int:
+    import yaml
+
+    model = _client(args).call("GET", _path(args.model))
+    if args.json:
+        emit_json(model)
+        return 0
+    fields([("name", model["name"]), ("state", model["state"]), ("version", model["version"]),
+            ("replicas", f"{model['replicas']['ready']} ready of {model['replicas']['running']}")])
+    print()
+    print(yaml.safe_dump(model["spec"], sort_keys=False).rstrip())
+    if model.get("replica_list"):
+        print()
+        _replica_table(model["replica_list"])
+    return 0
+
+
+def run_serve(args) -> int:
+    body = {"source": args.source, "engine": args.engine, "gpus": args.gpus, "context": args.context,
+            "slots": args.slots, "name": args.name, "memory": args.memory, "cores": args.cores,
+            "sha256": args.sha256, "min": args.min}
+    answer = _client(args).call("POST", "/api/v1/models/serve", {k: v for k, v in body.items() if v is not None})
+    return _changed(args, answer)
+
+
+def run_stop(args) -> int:
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/stop", {}))
+
+
+def run_start(args) -> int:
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/start", {}))
+
+
+def run_remove(args) -> int:
+    answer = _client(args).call("DELETE", _path(args.model), query={"purge": "true" if args.purge else None})
+    if args.json:
+        emit_json(answer)
+        return 0
+    print(f"{answer['model']}: removed")
+    for note in answer.get("notes") or []:
+        print(f"  {note}")
+    return 0
+
+
+def run_scale(args) -> int:
+    if args.min is None and args.max is None:
+        return _usage("model scale needs --min, --max or both")
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/scale",
+                                             {"min": args.min, "max": args.max}))
+
+
+def run_resources(args) -> int:
+    if args.cores is None and args.memory is None:
+        return _usage("model resources needs --cores, --memory or both")
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/resources",
+                                             {"cores": args.cores, "memory": args.memory, "profile": args.profile}))
+
+
+def run_context(args) -> int:
+    if args.tokens is None and args.slots is None and args.max_output is None:
+        return _usage("model context needs TOKENS, --slots or --max-output")
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/context",
+                                             {"tokens": args.tokens, "slots": args.slots,
+                                              "max_output": args.max_output}))
+
+
+def run_gpus(args) -> int:
+    return _changed(args, _client(args).call("POST", _path(args.model) + "/gpus",
+                                             {"count": args.count, "profile": args.profile,
+                                              "in_place": args.in_place}))
+
+
+# --- nodes and replicas ------------------------------------------------------------------------
+
+def _cards(gpus: list[dict]) -> str:
+    if not gpus:
+        return "-"
+    counts: dict[str, int] = {}
+    for g in gpus:
+        counts[g["class"]] = counts.get(g["class"], 0) + 1
+    return ", ".join(f"{n}×{cls}" for cls, n in counts.items())
+
+
+def run_nodes(args) -> int:
+    nodes = _client(args).call("GET", "/api/v1/nodes")
+    if args.json:
+        emit_json(nodes)
+        return 0
+    table(["name", "state", "cores", "memory", "gpus", "engines", "replicas", "heard"], [
+        (n["name"], n["state"], f"{n.get('free', {}).get('cores', '-')}/{n['cores']}",
+         f"{_gib(n.get('free', {}).get('memory_mb'))}/{_gib(n['memory_mb'])}", _cards(n["gpus"]),
+         ",".join(sorted(n["engines"])) or "-", n["replicas"], ago(n["heartbeat_at"]))
+        for n in nodes
+    ])
+    return 0
+
+
+def run_node_show(args) -> int:
+    node = _client(args).call("GET", "/api/v1/nodes/" + quote(args.node, safe=""))
+    if args.json:
+        emit_json(node)
+        return 0
+    host = node.get("host") or {}
+    fields([
+        ("name", f"{node['name']} ({node['id']})"), ("state", node.get("lost") or node["state"]),
+        ("heard", ago(node["heartbeat_at"])), ("version", node.get("version") or "-"),
+        ("system", " ".join(x for x in (host.get("os"), host.get("kernel"), host.get("arch")) if x) or "-"),
+        ("cpu", f"{host.get('cpu_model') or '-'}: {node.get('free', {}).get('cores', '-')} of {node['cores']} "
+                "cores free"),
+        ("memory", f"{_gib(node.get('free', {}).get('memory_mb'))} of {_gib(node['memory_mb'])} free"),
+        ("labels", ", ".join(f"{k}={v}" for k, v in sorted(node["labels"].items())) or "-"),
+        ("engines", ", ".join(f"{k} {v}" for k, v in sorted(node["engines"].items())) or "-"),
+    ])
+    if node["gpus"]:
+        print()
+        table(["gpu", "class", "name", "memory", "other programs", "free", "cc"], [
+            (g["index"], g["class"], g["name"], _gib(g["memory_mb"]), _gib(g["foreign_mb"]), _gib(g["free_mb"]),
+             g["compute_capability"] or "-") for g in node["gpus"]
+        ])
+    if node.get("replica_list"):
+        print()
+        _replica_table(node["replica_list"])
+    return 0
+
+
+def _replica_table(replicas: list[dict]) -> None:
+    def status(r):
+        fetch = r.get("fetch")
+        if fetch and r["state"] in ("pending", "starting"):
+            done, total = fetch.get("bytes_done", 0), fetch.get("bytes_total", 0)
+            said = f"{done / 2**30:.1f} of {total / 2**30:.1f} GiB" if total else f"{done / 2**30:.1f} GiB"
+            return f"{fetch.get('phase') or 'fetching'} {said}"
+        return r["message"] or ""
+
+    table(["id", "model", "node", "state", "desired", "since", "url", "detail"], [
+        (r["id"], r["model"], r["node"], r["state"], r["desired"], ago(r["since"]), r["url"] or "-", status(r))
+        for r in replicas
+    ])
+
+
+def run_replicas(args) -> int:
+    replicas = _client(args).call("GET", "/api/v1/replicas", query={"model": args.model, "node": args.node})
+    if args.json:
+        emit_json(replicas)
+        return 0
+    _replica_table(replicas)
+    return 0
+
+
+def run_explain(args) -> int:
+    e = _client(args).call("GET", _path(args.model) + "/placement")
+    if args.json:
+        emit_json(e)
+        return 0
+    print(f"{e['model']}: {e['state']}; wants {e['wanted']}, {e['running']} running, {e['ready']} ready")
+    for note in e["notes"]:
+        print(f"  {note}")
+    print()
+    rows = []
+    for n in e["nodes"]:
+        verdict = "fits" if n["fits"] else "refused"
+        reasons = n["reasons"]
+        if n["fits"]:
+            fitting = [p for p in n["profiles"] if p["fits"]]
+            reasons = [f"profile {fitting[0]['profile']} ({fitting[0]['engine']}); free: {n['free']}"]
+        for i, reason in enumerate(reasons or [""]):
+            rows.append((n["name"] if i == 0 else "", verdict if i == 0 else "", n["replicas"] if i == 0 else "",
+                         reason))
+    table(["node", "verdict", "here", "why"], rows)
+    if e["actions"]:
+        print()
+        print("a placement pass now would:")
+        for a in e["actions"]:
+            print(f"  {_action(a)}")
+    return 0
+
+
+def _action(a: dict) -> str:
+    kind = a["action"]
+    if kind == "start":
+        cards = f" on GPUs {','.join(map(str, a['gpus']))}" if a["gpus"] else ""
+        return f"start {a['shard_id']} on {a['node_id']}{cards} (profile {a['profile_index']}): {a['reason']}"
+    if kind in ("stop", "lost"):
+        return f"{kind} {a['shard_id']} on {a['node_id']}: {a['reason']}"
+    if kind == "wait":
+        return f"wait: {a['reason']}"
+    if kind == "purge":
+        return f"delete {', '.join(a['sources'])} on {a['node_id']}"
+    return f"{kind} {a.get('model', '')}"
+

@@ -1,0 +1,179 @@
+"""The admin API's catalog routes: models, nodes, replicas and why a model is placed where it is.
+
+    GET    /api/v1/models                      every model, with its state and replicas
+    POST   /api/v1/models                      {"spec": {...}}: add a model (a model file, as JSON)
+    POST   /api/v1/models/serve                {"source", "engine", "gpus", "context", "name", "memory", …}
+    GET    /api/v1/models/{name}               one model, its spec and replicas
+    DELETE /api/v1/models/{name}?purge=true    remove it (with --purge, its files on the nodes too)
+    POST   /api/v1/models/{name}/stop|start
+    POST   /api/v1/models/{name}/scale         {"min", "max"}
+    POST   /api/v1/models/{name}/resources     {"cores", "memory", "profile"}
+    POST   /api/v1/models/{name}/context       {"tokens", "slots", "max_output"}
+    POST   /api/v1/models/{name}/gpus          {"count", "profile", "in_place"}
+    GET    /api/v1/models/{name}/placement     explain-placement
+    GET    /api/v1/nodes, /api/v1/nodes/{node}
+    GET    /api/v1/replicas?model=&node=
+
+Every change is in the audit log as model.add, model.scale, … with target
+model:NAME and the spec before and after.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
+from llmgw.control.catalog.changes import Refusal
+from llmgw.control.catalog.service import Catalog
+
+if TYPE_CHECKING:
+    from llmgw.control.plane import ControlPlane
+
+
+def catalog(request: web.Request) -> Catalog:
+    plane: ControlPlane = request.app[PLANE]
+    found = getattr(plane, "catalog", None)  # the reconciler's, with its policy, where it has one
+    return found if isinstance(found, Catalog) else Catalog(plane.store, plane.accounts.audit)
+
+
+def refusals(handler):
+    @wraps(handler)
+    async def run(request: web.Request) -> web.Response:
+        try:
+            return await handler(request)
+        except Refusal as e:
+            raise Refused(e.status, str(e), e.code) from None
+    return run
+
+
+def _int(data: dict[str, Any], name: str) -> int | None:
+    return _field(data, name, int)
+
+
+def _known(data: dict[str, Any], *names: str) -> None:
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise Refused(400, f"unknown field {', '.join(unknown)}; the fields are {', '.join(names)}",
+                      "invalid_request")
+
+
+@refusals
+async def models_list(request: web.Request) -> web.Response:
+    return _json(await catalog(request).list_models())
+
+
+@refusals
+async def model_add(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "spec")
+    spec = _field(data, "spec", dict, required=True)
+    return _json(await catalog(request).add(actor(request), spec), 201)
+
+
+@refusals
+async def model_serve(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min")
+    choices = {
+        "name": _field(data, "name", str), "engine": _field(data, "engine", str), "gpus": _int(data, "gpus"),
+        "context": _int(data, "context"), "slots": _int(data, "slots"), "memory": _field(data, "memory", str),
+        "cores": _int(data, "cores"), "sha256": _field(data, "sha256", str),
+        "min_": _int(data, "min") if data.get("min") is not None else 1,
+    }
+    result = await catalog(request).serve(actor(request), _field(data, "source", str, required=True), **choices)
+    return _json(result, 201)
+
+
+@refusals
+async def model_show(request: web.Request) -> web.Response:
+    return _json(await catalog(request).show(request.match_info["name"]))
+
+
+@refusals
+async def model_remove(request: web.Request) -> web.Response:
+    purge = request.query.get("purge", "").lower() in ("1", "true", "yes")
+    return _json(await catalog(request).remove(actor(request), request.match_info["name"], purge=purge))
+
+
+@refusals
+async def model_stop(request: web.Request) -> web.Response:
+    return _json(await catalog(request).stop(actor(request), request.match_info["name"]))
+
+
+@refusals
+async def model_start(request: web.Request) -> web.Response:
+    return _json(await catalog(request).start(actor(request), request.match_info["name"]))
+
+
+@refusals
+async def model_scale(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "min", "max")
+    return _json(await catalog(request).scale(actor(request), request.match_info["name"],
+                                              _int(data, "min"), _int(data, "max")))
+
+
+@refusals
+async def model_resources(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "cores", "memory", "profile")
+    return _json(await catalog(request).resources(actor(request), request.match_info["name"], _int(data, "cores"),
+                                                  _field(data, "memory", str), _field(data, "profile", str)))
+
+
+@refusals
+async def model_context(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "tokens", "slots", "max_output")
+    return _json(await catalog(request).context(actor(request), request.match_info["name"], _int(data, "tokens"),
+                                                _int(data, "slots"), _int(data, "max_output")))
+
+
+@refusals
+async def model_gpus(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "count", "profile", "in_place")
+    return _json(await catalog(request).gpus(actor(request), request.match_info["name"],
+                                             _field(data, "count", int, required=True), _field(data, "profile", str),
+                                             bool(_field(data, "in_place", bool))))
+
+
+@refusals
+async def model_placement(request: web.Request) -> web.Response:
+    return _json(await catalog(request).explain(request.match_info["name"]))
+
+
+@refusals
+async def nodes_list(request: web.Request) -> web.Response:
+    return _json(await catalog(request).nodes())
+
+
+@refusals
+async def node_show(request: web.Request) -> web.Response:
+    return _json(await catalog(request).node(request.match_info["node"]))
+
+
+@refusals
+async def replicas_list(request: web.Request) -> web.Response:
+    return _json(await catalog(request).replicas(request.query.get("model"), request.query.get("node")))
+
+
+def register(router: web.UrlDispatcher) -> None:
+    router.add_get("/api/v1/models", models_list)
+    router.add_post("/api/v1/models", model_add)
+    router.add_post("/api/v1/models/serve", model_serve)
+    router.add_get("/api/v1/models/{name}", model_show)
+    router.add_delete("/api/v1/models/{name}", model_remove)
+    router.add_post("/api/v1/models/{name}/stop", model_stop)
+    router.add_post("/api/v1/models/{name}/start", model_start)
+    router.add_post("/api/v1/models/{name}/scale", model_scale)
+    router.add_post("/api/v1/models/{name}/resources", model_resources)
+    router.add_post("/api/v1/models/{name}/context", model_context)
+    router.add_post("/api/v1/models/{name}/gpus", model_gpus)
+    router.add_get("/api/v1/models/{name}/placement", model_placement)
+    router.add_get("/api/v1/nodes", nodes_list)
+    router.add_get("/api/v1/nodes/{node}", node_show)
+    router.add_get("/api/v1/replicas", replicas_list)

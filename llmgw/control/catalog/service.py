@@ -1,0 +1,330 @@
+"""The catalog over the store: what the admin API's model, node and replica routes call.
+
+Every change is read, changed (changes.py) and written back on the
+version it was read at, retried when another administrator's change
+landed in between, and recorded in the audit log with the spec before
+and after — engine environment values left out, since a token is often
+passed that way. The reconciler on the leader sees the new version and
+carries the change out; nothing here talks to an agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Awaitable, Callable
+
+from llmgw.control.catalog import changes
+from llmgw.control.catalog.changes import Refusal
+from llmgw.control.catalog.cluster import NodeView
+from llmgw.control.catalog.explain import explain, view as explain_view
+from llmgw.control.catalog.fit import Room
+from llmgw.control.catalog.placement import GONE, Demand, Entry, Policy, node_lost
+from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
+from llmgw.protocol import ProtocolError
+from llmgw.store import CatalogModel, Conflict, NodeRecord, Replica, Store
+
+Audit = Callable[[Any, str, str, Any, Any], Awaitable[None]]
+TRIES = 3
+
+
+def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A spec document fit for the audit log and for showing: engine environment values hidden."""
+    if doc is None:
+        return None
+    out = dict(doc)
+    out["profiles"] = [
+        {**p, "env": {k: "…" for k in p["env"]}} if isinstance(p, dict) and p.get("env") else p
+        for p in doc.get("profiles") or []
+    ]
+    return out
+
+
+class Catalog:
+    def __init__(self, store: Store, audit: Audit, *, policy: Policy = Policy(),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.audit = audit
+        self.policy = policy
+        self.clock = clock
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def _record(self, name: str) -> CatalogModel:
+        record = await self.store.get_model(name)
+        if record is not None and record.removed_at is None:
+            return record
+        models = await self.store.list_models()
+        for m in models:
+            if name in (m.spec.get("aliases") or []):
+                return m
+        said = ", ".join(m.name for m in models) or "none yet"
+        raise Refusal(f"the catalog has no model named {name} (the models: {said})", 404, "not_found")
+
+    async def _cluster(self) -> tuple[list[NodeView], list[Replica], dict[str, NodeRecord]]:
+        records = await self.store.list_nodes()
+        views = []
+        for r in records:
+            try:
+                views.append(NodeView.from_record(r))
+            except ProtocolError:
+                continue  # a record from a newer agent this control plane cannot read
+        return views, await self.store.list_replicas(), {r.id: r for r in records}
+
+    async def _entries(self, include_removed: bool = True) -> list[Entry]:
+        out = []
+        for record in await self.store.list_models(include_removed=include_removed):
+            try:
+                out.append(Entry.from_record(record))
+            except SpecError:
+                continue
+        return out
+
+    def _spec(self, record: CatalogModel) -> ModelSpec:
+        try:
+            return load_spec(record.spec, f"the catalog's model {record.name}")
+        except SpecError as e:
+            raise Refusal(f"{e}; fix it with llmgw ctl model add -f FILE after removing it", 500, "bad_spec") from None
+
+    def model_view(self, record: CatalogModel, replicas: list[Replica]) -> dict[str, Any]:
+        spec = record.spec
+        mine = [r for r in replicas if r.model == record.name and r.state not in GONE and r.desired == "run"]
+        ready = sum(1 for r in mine if r.state == "ready")
+        scaling = spec.get("scaling") or {}
+        lo = int(scaling.get("min", 1))
+        on_demand = scaling.get("on_demand") is not None
+        if record.removed_at is not None:
+            state = "removing"
+        elif record.stopped:
+            state = "stopped"
+        elif ready and ready >= lo:
+            state = "ready"
+        elif mine:
+            state = "starting"
+        elif on_demand and lo == 0:
+            state = "on demand"
+        else:
+            state = "waiting"
+        engines = [p.get("engine") for p in spec.get("profiles") or [] if isinstance(p, dict)]
+        return {
+            "name": record.name, "aliases": spec.get("aliases") or [], "state": state, "engines": engines,
+            "source": spec.get("source", ""), "context_length": spec.get("context_length", 0),
+            "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),
+            "scaling": {"min": lo, "max": int(scaling.get("max", 0)) or lo, "on_demand": on_demand},
+            "replicas": {"ready": ready, "running": len(mine)}, "version": record.version,
+            "updated_at": record.updated_at, "updated_by": record.updated_by,
+            "spec": redacted(spec),
+        }
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        replicas = await self.store.list_replicas()
+        return [self.model_view(m, replicas) for m in await self.store.list_models(include_removed=True)]
+
+    async def show(self, name: str) -> dict[str, Any]:
+        record = await self._record(name)
+        replicas = await self.store.list_replicas(model=record.name)
+        doc = self.model_view(record, replicas)
+        _, _, nodes = await self._cluster()
+        doc["replica_list"] = [self.replica_view(r, nodes) for r in replicas]
+        return doc
+
+    # --- changing --------------------------------------------------------------------------------
+
+    async def add(self, actor, doc: Any, action: str = "model.add") -> dict[str, Any]:
+        try:
+            spec = load_spec(doc)
+        except SpecError as e:
+            raise Refusal(str(e), 400, "invalid_model") from None
+        return await self._add(actor, spec, [], action)
+
+    async def serve(self, actor, source: str, **choices) -> dict[str, Any]:
+        spec, notes = changes.serve_spec(source, **choices)
+        return await self._add(actor, spec, notes, "model.serve")
+
+    async def _add(self, actor, spec: ModelSpec, notes: list[str], action: str) -> dict[str, Any]:
+        changes.check_engines(spec)
+        names = {spec.name, *spec.aliases}
+        for other in await self.store.list_models(include_removed=True):
+            theirs = {other.name, *(other.spec.get("aliases") or [])}
+            if other.name == spec.name and other.removed_at is not None:
+                raise Refusal(f"{spec.name} is being removed and its replicas are stopping; add it again once "
+                              "llmgw ctl models no longer lists it", 409, "conflict")
+            taken = names & theirs
+            if taken:
+                word = sorted(taken)[0]
+                raise Refusal(f"{word} is already {'the name' if word == other.name else 'an alias'} of "
+                              f"{other.name} in the catalog", 409, "conflict")
+        now = self.clock()
+        record = CatalogModel(spec.name, spec.to_doc(), stopped=spec.stopped, created_at=now, updated_at=now,
+                              updated_by=actor.name)
+        try:
+            saved = await self.store.add_model(record)
+        except Conflict as e:
+            raise Refusal(str(e), 409, "conflict") from None
+        await self.audit(actor, action, f"model:{spec.name}", None, redacted(saved.spec))
+        return {"model": self.model_view(saved, []), "notes": notes}
+
+    async def _change(self, actor, name: str, action: str,
+                      change: Callable[[ModelSpec, list[NodeView], list[Replica]], tuple[ModelSpec, list[str]]],
+                      **record_changes) -> dict[str, Any]:
+        for attempt in range(TRIES):
+            record = await self._record(name)
+            nodes, replicas, _ = await self._cluster()
+            spec = self._spec(record)
+            new, notes = change(spec, nodes, replicas)
+            changes.check_engines(new)
+            doc = new.to_doc()
+            after = dataclasses.replace(record, spec=doc, stopped=new.stopped, updated_at=self.clock(),
+                                        updated_by=actor.name, **record_changes)
+            if doc == record.spec and after.stopped == record.stopped and all(
+                    getattr(record, k) == v for k, v in record_changes.items()):
+                return {"model": self.model_view(record, replicas), "notes": notes or ["no change"]}
+            try:
+                saved = await self.store.put_model(after, record.version)
+            except Conflict:
+                if attempt == TRIES - 1:
+                    raise Refusal(f"{name} kept being changed by someone else; try again", 409, "conflict") from None
+                continue
+            await self.audit(actor, action, f"model:{record.name}", redacted(record.spec), redacted(saved.spec))
+            return {"model": self.model_view(saved, replicas), "notes": notes}
+        raise AssertionError("unreachable")
+
+    async def stop(self, actor, name: str) -> dict[str, Any]:
+        def change(spec, nodes, replicas):
+            if spec.stopped:
+                return spec, [f"{spec.name} was already stopped"]
+            return dataclasses.replace(spec, stopped=True), [
+                "its replicas stop; it stays in the catalog with its files and scaling (llmgw ctl model start)"]
+        return await self._change(actor, name, "model.stop", change)
+
+    async def start(self, actor, name: str) -> dict[str, Any]:
+        def change(spec, nodes, replicas):
+            if not spec.stopped:
+                return spec, [f"{spec.name} was not stopped"]
+            return dataclasses.replace(spec, stopped=False), ["it runs again, scaled as it was"]
+        return await self._change(actor, name, "model.start", change)
+
+    async def scale(self, actor, name: str, min_: int | None, max_: int | None) -> dict[str, Any]:
+        return await self._change(actor, name, "model.scale", lambda s, n, r: changes.scale(s, min_, max_))
+
+    async def resources(self, actor, name: str, cores: int | None, memory: str | None,
+                        profile: str | None = None) -> dict[str, Any]:
+        return await self._change(actor, name, "model.resources",
+                                  lambda s, n, r: changes.resources(s, cores, memory, profile, n))
+
+    async def context(self, actor, name: str, tokens: int | None, slots: int | None = None,
+                      max_output: int | None = None) -> dict[str, Any]:
+        return await self._change(actor, name, "model.context",
+                                  lambda s, n, r: changes.context(s, tokens, slots, max_output, n))
+
+    async def gpus(self, actor, name: str, count: int, profile: str | None = None,
+                   in_place: bool = False) -> dict[str, Any]:
+        return await self._change(actor, name, "model.gpus",
+                                  lambda s, n, r: changes.gpus(s, count, profile, in_place, n, r))
+
+    async def remove(self, actor, name: str, purge: bool = False) -> dict[str, Any]:
+        record = await self._record(name)
+        replicas = [r for r in await self.store.list_replicas(model=record.name) if r.state not in GONE]
+        now = self.clock()
+        if not replicas and not purge:
+            # Nothing runs and nothing is to be deleted on the nodes: gone now.
+            await self.store.delete_model(record.name)
+            notes = ["removed; its files stay on the nodes (llmgw ctl model remove --purge deletes them)"]
+        else:
+            after = dataclasses.replace(record, removed_at=now, purge=purge, updated_at=now, updated_by=actor.name)
+            try:
+                await self.store.put_model(after, record.version)
+            except Conflict:
+                raise Refusal(f"{name} was changed by someone else meanwhile; look again and retry", 409,
+                              "conflict") from None
+            notes = [f"its {len(replicas)} replica{'s' if len(replicas) != 1 else ''} stop, then it leaves the "
+                     "catalog" if replicas else "it leaves the catalog"]
+            notes.append("its files are deleted from the nodes once its replicas have stopped; adding it again "
+                         "fetches them again" if purge else "its files stay on the nodes")
+        await self.audit(actor, "model.remove", f"model:{record.name}", redacted(record.spec),
+                         {"purge": purge})
+        return {"model": record.name, "purge": purge, "notes": notes}
+
+    # --- nodes and replicas ----------------------------------------------------------------------
+
+    def replica_view(self, r: Replica, nodes: dict[str, NodeRecord]) -> dict[str, Any]:
+        node = nodes.get(r.node_id)
+        return {
+            "id": r.id, "model": r.model, "node_id": r.node_id, "node": node.name if node else r.node_id,
+            "state": r.state, "desired": r.desired, "url": r.url, "since": r.since, "message": r.message,
+            "profile": r.profile, "cpu_cores": r.cpu_cores, "memory_mb": r.memory_mb, "gpus": r.gpus,
+            "gpu_memory_mb": r.gpu_memory_mb, "replaces": r.replaces, "fetch": (r.detail or {}).get("fetch"),
+        }
+
+    async def replicas(self, model: str | None = None, node: str | None = None) -> list[dict[str, Any]]:
+        _, _, nodes = await self._cluster()
+        node_id = None
+        if node is not None:
+            node_id = self._node_id(node, nodes)
+        found = await self.store.list_replicas(model=model, node_id=node_id)
+        return [self.replica_view(r, nodes) for r in found]
+
+    def _node_id(self, ident: str, nodes: dict[str, NodeRecord]) -> str:
+        if ident in nodes:
+            return ident
+        named = [n.id for n in nodes.values() if n.name == ident]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise Refusal(f"{len(named)} nodes are named {ident}; give its id ({', '.join(named)})", 409,
+                          "ambiguous")
+        said = ", ".join(sorted(n.name for n in nodes.values())) or "none yet"
+        raise Refusal(f"there is no node {ident} (the nodes: {said})", 404, "not_found")
+
+    def node_view(self, record: NodeRecord, view: NodeView | None, replicas: list[Replica]) -> dict[str, Any]:
+        now = self.clock()
+        mine = [r for r in replicas if r.node_id == record.id and r.state not in GONE]
+        doc: dict[str, Any] = {"id": record.id, "name": record.name, "labels": {}, "engines": {}, "cores": 0,
+                               "memory_mb": 0, "gpus": [], "replicas": len(mine),
+                               "heartbeat_at": record.heartbeat_at,
+                               "seen_ago_s": None if record.heartbeat_at is None else round(now - record.heartbeat_at, 1),
+                               "first_seen": record.first_seen, "recorded_state": record.state}
+        if view is None:
+            doc["state"] = "unreadable"
+            return doc
+        lost = node_lost(view, now, self.policy)
+        room = Room(view)
+        for r in mine:
+            room.hold(r)
+        host = record.register.get("host") or {}
+        beat = record.heartbeat or {}
+        doc.update({
+            "state": "lost" if lost else "ready", "lost": lost, "labels": view.labels,
+            "engines": record.register.get("engines") or {}, "cores": view.cores, "memory_mb": view.memory_mb,
+            "free": {"cores": room.cores, "memory_mb": room.memory},
+            "gpus": [{"index": g.index, "class": g.cls, "name": g.name, "memory_mb": g.memory_mb,
+                      "foreign_mb": g.foreign_mb, "compute_capability": g.cc, "free_mb": room.gpu_free[i]}
+                     for i, g in enumerate(view.gpus)],
+            "host": host, "version": record.register.get("version", ""),
+            "load": {"cpu_percent": beat.get("cpu_percent"), "memory_used_mb": beat.get("memory_used_mb"),
+                     "memory_available_mb": beat.get("memory_available_mb")},
+        })
+        return doc
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        views, replicas, records = await self._cluster()
+        by_id = {v.id: v for v in views}
+        return [self.node_view(r, by_id.get(r.id), replicas) for r in records.values()]
+
+    async def node(self, ident: str) -> dict[str, Any]:
+        views, replicas, records = await self._cluster()
+        record = records[self._node_id(ident, records)]
+        view = next((v for v in views if v.id == record.id), None)
+        doc = self.node_view(record, view, replicas)
+        doc["replica_list"] = [self.replica_view(r, records) for r in replicas
+                               if r.node_id == record.id and r.state not in GONE]
+        doc["heartbeat"] = record.heartbeat
+        return doc
+
+    async def explain(self, name: str, demand: Demand | None = None) -> dict[str, Any]:
+        record = await self._record(name)
+        self._spec(record)
+        nodes, replicas, _ = await self._cluster()
+        entries = await self._entries()
+        return explain_view(explain(record.name, entries, nodes, replicas, self.clock(), demand=demand,
+                                    policy=self.policy))
