@@ -10,6 +10,7 @@ asks thousands of times a pass, and `why_not` the sentences for explain.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from llmgw.control.catalog.cluster import NodeView, class_matches
@@ -50,7 +51,7 @@ class Need:
             selector=tuple(sorted(p.node_selector.items())),
         )
 
-    @property
+    @functools.cached_property
     def static_key(self) -> tuple:
         """What static_refusal reads: needs alike share one answer per node."""
         return (self.engine, self.selector, self.gpu_count, self.gpu_mb, self.classes, self.min_cc)

@@ -158,6 +158,8 @@ class Pass:
         self.static = Static()
         self.state: dict[str, _Model] = {}
         self._needs: dict[str, list[Need]] = {}
+        self._hashes: dict[str, list[str]] = {}
+        self._eligible: dict[tuple, list[Room]] = {}
         self._heaps: dict[tuple[str, int], list] = {}
         self._seq = 0
         self._evicted: set[str] = set()
@@ -213,9 +215,16 @@ class Pass:
             self._names = {n.id: n.name for n in self.nodes}
         return self._names.get(node_id, node_id)
 
+    def hashes(self, entry: Entry) -> list[str]:
+        found = self._hashes.get(entry.name)
+        if found is None:
+            spec = entry.spec
+            found = [spec.profile_hash(i, entry.restarts) for i in range(len(spec.profiles))]
+            self._hashes[entry.name] = found
+        return found
+
     def _sort(self, entry: Entry, reps: list[Replica]) -> _Model:
-        spec = entry.spec
-        hashes = [spec.profile_hash(i, entry.restarts) for i in range(len(spec.profiles))]
+        hashes = self.hashes(entry)
         m = _Model()
         for r in reps:
             if r.profile < len(hashes) and r.profile_hash == hashes[r.profile]:
@@ -343,13 +352,21 @@ class Pass:
         heap = self._heaps.get(key)
         if heap is None:
             heap = []
-            for room in self.rooms.values():
-                if self.static.refusal(room.node, need) is None:
-                    self._seq += 1
-                    heap.append((self._key(room, need), self._seq, room))
+            for room in self.eligible(need):
+                self._seq += 1
+                heap.append((self._key(room, need), self._seq, room))
             heapq.heapify(heap)
             self._heaps[key] = heap
         return heap
+
+    def eligible(self, need: Need) -> list[Room]:
+        """The rooms `need` could ever take this pass, shared by every need of its kind."""
+        kind = need.static_key
+        found = self._eligible.get(kind)
+        if found is None:
+            found = [room for room in self.rooms.values() if self.static.refusal(room.node, need) is None]
+            self._eligible[kind] = found
+        return found
 
     def choose(self, entry: Entry) -> tuple[Room, Need, list[int]] | None:
         """The best room for a new replica of `entry` now, the profile it takes there and its cards."""
@@ -379,7 +396,7 @@ class Pass:
         spec = entry.spec
         self.plan.add(Start(
             shard_id=shard_id, model=entry.name, node_id=room.node.id, profile_index=need.profile,
-            profile=spec.engine_profile(need.profile, cards), profile_hash=spec.profile_hash(need.profile, entry.restarts),
+            profile=spec.engine_profile(need.profile, cards), profile_hash=self.hashes(entry)[need.profile],
             cpu_cores=need.cores, memory_mb=need.memory_mb, gpus=tuple(cards), gpu_memory_mb=need.gpu_mb,
             replaces=replaces, reason=reason,
         ))
