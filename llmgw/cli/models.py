@@ -32,9 +32,10 @@ def register(sub, common) -> None:
     show.add_argument("model")
     show.set_defaults(run=run_show)
 
-    serve = msub.add_parser("serve", parents=[common], help="serve weights: a model made from a source and a few choices",
-                            description="Adds a model for SOURCE (a path on the nodes, https://…, hf:org/repo/file.gguf) "
-                                        "with one profile. A .gguf is served by llama.cpp; say --engine otherwise.")
+    serve = msub.add_parser(
+        "serve", parents=[common], help="serve weights: a model made from a source and a few choices",
+        description="Adds a model for SOURCE (a path on the nodes, https://…, hf:org/repo/file.gguf) with one "
+                    "profile. A .gguf is served by llama.cpp; say --engine otherwise.")
     serve.add_argument("source")
     serve.add_argument("--engine", help="llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken or sim")
     serve.add_argument("--gpus", type=int, metavar="N", help="cards each replica runs on (default: CPUs)")

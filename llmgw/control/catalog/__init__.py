@@ -17,7 +17,16 @@ from llmgw.control.catalog.cluster import GPUView, NodeView, gpu_class
 from llmgw.control.catalog.explain import Explanation, NodeVerdict, explain
 from llmgw.control.catalog.placement import Demand, Entry, Policy, node_lost, place
 from llmgw.control.catalog.plan import Action, Forget, Lost, Plan, Purge, Start, Stop, Wait
-from llmgw.control.catalog.spec import GPUNeed, ModelSpec, OnDemand, Profile, Scaling, SpecError, load_spec, parse_spec_text
+from llmgw.control.catalog.spec import (
+    GPUNeed,
+    ModelSpec,
+    OnDemand,
+    Profile,
+    Scaling,
+    SpecError,
+    load_spec,
+    parse_spec_text,
+)
 
 __all__ = [
     "ModelSpec", "Profile", "GPUNeed", "Scaling", "OnDemand", "SpecError", "load_spec", "parse_spec_text",

@@ -282,7 +282,8 @@ class Catalog:
         doc: dict[str, Any] = {"id": record.id, "name": record.name, "labels": {}, "engines": {}, "cores": 0,
                                "memory_mb": 0, "gpus": [], "replicas": len(mine),
                                "heartbeat_at": record.heartbeat_at,
-                               "seen_ago_s": None if record.heartbeat_at is None else round(now - record.heartbeat_at, 1),
+                               "seen_ago_s": (None if record.heartbeat_at is None
+                                              else round(now - record.heartbeat_at, 1)),
                                "first_seen": record.first_seen, "recorded_state": record.state}
         if view is None:
             doc["state"] = "unreadable"
