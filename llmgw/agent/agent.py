@@ -1,0 +1,150 @@
+"""`llmgw agent`: a node's parts put together and connected to the cluster.
+
+Order matters at start: the engines still running from before are adopted
+first (so the Register the leader gets says what runs, and nothing is
+started twice), then discovery, then the link to the leader. At stop the
+engines are left running: an agent restarted for an upgrade must not take
+the models down with it. `llmgw agent --stop-engines` is for taking a node
+out of service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from urllib.parse import urlsplit
+
+from llmgw.agent import engines as engine_registry
+from llmgw.agent.discovery import Discovery
+from llmgw.agent.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
+from llmgw.agent.link import ClusterLink
+from llmgw.agent.shards import ShardRunner
+from llmgw.agent.supervisor import Supervisor
+from llmgw.agent.weights import Weights
+from llmgw.config.agent import AgentConfig
+from llmgw.control.trust import client_ssl_context, node_identity
+from llmgw.protocol import GPU, Heartbeat, Host, Storage
+
+log = logging.getLogger("llmgw.agent")
+
+
+class NodeHardware:
+    """ClusterLink's Hardware: discovery, with the supervisor's engines told apart from others' processes."""
+
+    def __init__(self, discovery: Discovery, supervisor: Supervisor) -> None:
+        self.discovery, self.supervisor = discovery, supervisor
+
+    def describe(self) -> tuple[Host, list[GPU], list[Storage]]:
+        return self.discovery.register_parts()
+
+    def sample(self) -> Heartbeat:
+        pids = [s.pid for s in (self.supervisor.get(st.shard_id) for st in self.supervisor.statuses()) if s and s.pid]
+        return self.discovery.sample(pids)
+
+
+def reach_address(control_planes: list[str]) -> str:
+    """The address this machine reaches its first control plane from: where its engines are reached back."""
+    for address in control_planes:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]")
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((host, int(port or 7443)))  # UDP: nothing is sent, the route is looked up
+                return s.getsockname()[0]
+        except (OSError, ValueError):
+            continue
+    return "127.0.0.1"
+
+
+def installed_engines(cfg: AgentConfig) -> dict[str, str]:
+    """Each engine this node can run, with its version. llama.cpp counts: the agent installs it on first use."""
+    found: dict[str, str] = {}
+    for name in engine_registry.names():
+        if name in cfg.engines.disabled:
+            continue
+        if name == "llamacpp":
+            found[name] = engine_registry.installed(name, cfg.engines.llamacpp.binary or None) or "installed on use"
+            continue
+        try:
+            version = engine_registry.installed(name)
+        except Exception:  # noqa: BLE001 - a broken install is an engine this node does not have
+            version = None
+        if version:
+            found[name] = version
+    return found
+
+
+class Agent:
+    def __init__(self, cfg: AgentConfig, *, measure_bandwidth: bool = True) -> None:
+        self.cfg = cfg
+        identity = node_identity(cfg.data_dir)  # TrustError with what to do when not joined
+        self.node_id = identity.node_id
+        self.ssl = client_ssl_context(cfg.data_dir)
+        self.advertise = cfg.advertise or reach_address(cfg.control_planes)
+        self.listen = cfg.engines.listen or self.advertise
+        self.discovery = Discovery(cfg.discovery, [cfg.cache_dir, cfg.data_dir], measure_bandwidth=measure_bandwidth)
+        user = cfg.engines.user or None
+        self.supervisor = Supervisor(os.path.join(cfg.data_dir, "engines-run"), user=user,
+                                     on_status=self._on_status)
+        self.weights = Weights(cfg.cache_dir, hf_endpoint=cfg.weights.hf_endpoint,
+                               hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror)
+        self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,
+                                  binary=self._binary, engines=installed_engines(cfg), host=self.listen,
+                                  advertise=self.advertise, disabled=tuple(cfg.engines.disabled))
+        self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
+                                ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
+                                shards=self.runner, labels=dict(cfg.labels))
+
+    async def _on_status(self, status) -> None:
+        await self.runner.on_status(status)
+
+    async def _binary(self, engine: str):
+        if engine == "llamacpp":
+            try:
+                server = await ensure_llama_server(self.cfg.data_dir, self.cfg.engines.llamacpp,
+                                                   progress=lambda line: log.info("llama.cpp: %s", line))
+            except LlamaServerUnavailable as e:
+                raise RuntimeError(str(e)) from None
+            return server.argv_prefix
+        return None
+
+    async def run(self, stop: asyncio.Event, *, stop_engines: bool = False) -> None:
+        adopted = await self.supervisor.adopt()
+        if adopted:
+            log.info("adopted %d engine(s) still running: %s", len(adopted),
+                     ", ".join(f"{s.shard_id} (pid {s.pid})" for s in adopted))
+        self.discovery.start()
+        link = asyncio.create_task(self.link.run(), name="cluster-link")
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait({link, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if link in done:
+                link.result()  # raises what ended it
+        finally:
+            link.cancel()
+            stopping.cancel()
+            await asyncio.gather(link, stopping, return_exceptions=True)
+            if stop_engines:
+                await self.supervisor.stop_all()
+            await self.supervisor.close()
+            await self.weights.close()
+            self.discovery.close()
+
+
+async def serve(cfg: AgentConfig, *, stop_engines: bool = False) -> None:
+    agent = Agent(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"llmgw agent {cfg.node_name} ({agent.node_id}): control planes "
+          f"{', '.join(cfg.control_planes)}; engines reached at {agent.advertise}", flush=True)
+    await agent.run(stop, stop_engines=stop_engines)
+
+
+def _host_of(url: str) -> str:
+    return urlsplit(url).hostname or url

@@ -1,0 +1,308 @@
+"""The leader's loop: what the catalog wants, what the agents run, and the actions between them.
+
+Only the leader reconciles. Each pass (when an agent says something, and at
+least every PASS_EVERY seconds) reads the catalog from the store, the nodes
+from the AgentService, the replicas from its own memory (loaded from the
+store when it took the lead), runs the pure placement (llmgw.control.catalog
+.place) and carries the plan out: StartShard and StopShard to the agents,
+replica rows written, ready replicas handed to the router's registry.
+
+What the agents say moves the replicas' states in memory at once; rows are
+written at the end of a pass, in one transaction, so a thousand heartbeats
+are not a thousand writes. A replica whose start has made no progress for
+its startup timeout — counted from the download's last progress, not from
+the start, so a large download is not a failed start — is stopped and
+marked failed, and placement replaces it after its retry delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace as dc_replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from llmgw.config.router import ModelSettings
+from llmgw.control.agentsvc import AgentService, Node
+from llmgw.control.catalog import Entry, NodeView, Plan, Policy, place
+from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
+from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
+from llmgw.router.registry import Placed
+from llmgw.store import NodeRecord, Replica, Store, StoreError
+
+if TYPE_CHECKING:
+    from llmgw.router.registry import Registry
+
+log = logging.getLogger("llmgw.reconciler")
+
+PASS_EVERY = 2.0
+STARTUP_TIMEOUT = 600.0  # seconds without progress before a start is given up
+RESEND_AFTER = 10.0  # a StartShard not acknowledged is sent again after this
+FORGET_AFTER = 600.0  # a stopped or failed replica's row is kept this long, for `ctl replicas`
+LIVE = ("pending", "starting", "ready", "draining")
+
+
+class Reconciler:
+    def __init__(self, store: Store, agents: AgentService, *, leading: Callable[[], bool],
+                 registry: Callable[[], "Registry | None"], policy: Callable[[], Policy] = Policy,
+                 startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.agents = agents
+        self._leading = leading
+        self._registry = registry
+        self._policy = policy  # read at each pass: the cluster's settings are live
+        self._startup_timeout = startup_timeout
+        self.policy = policy()
+        self.startup_timeout = startup_timeout()
+        self._clock = clock
+        self.replicas: dict[str, Replica] = {}
+        self.waits: dict[str, str] = {}  # model -> why a replica it wants cannot be placed
+        self._progress: dict[str, float] = {}  # replica -> when its start last moved
+        self._sent: dict[str, float] = {}  # replica -> when StartShard was last sent
+        self._messages: dict[str, Any] = {}  # replica -> its StartShard, while it is pending
+        self._dirty: set[str] = set()
+        self._nodes_dirty: set[str] = set()
+        self._loaded = False
+        self._task: asyncio.Task | None = None
+        self.passes = 0
+        agents.on_message(self._heard)
+
+    # --- what agents say ---------------------------------------------------------------------
+
+    def _heard(self, node: Node, message: Any) -> None:
+        now = self._clock()
+        if isinstance(message, ShardStatus):
+            self._status(node, message, now)
+        elif isinstance(message, Register):
+            self._nodes_dirty.add(node.id)
+            for status in message.shards:
+                self._status(node, status, now)
+            # What the node no longer runs, though we think it should: it restarted without it.
+            running = {s.shard_id for s in message.shards}
+            for r in self.replicas.values():
+                if r.node_id == node.id and r.state in ("starting", "ready", "draining") and r.id not in running:
+                    self._set(r, state="failed", message="the node came back without it", since=now)
+        elif isinstance(message, Heartbeat):
+            self._nodes_dirty.add(node.id)
+        elif message is None:
+            self._nodes_dirty.add(node.id)
+
+    def _status(self, node: Node, status: ShardStatus, now: float) -> None:
+        r = self.replicas.get(status.shard_id)
+        if r is None:
+            if self._loaded and status.state in ("starting", "ready", "draining"):
+                # Running there, unknown here (a model removed while the node was away): stop it.
+                log.info("node %s runs %s, which nothing here wants; stopping it", node.name, status.shard_id)
+                asyncio.ensure_future(self.agents.send(node.id, StopShard(status.shard_id, self.policy.stop_grace,
+                                                                          "no model wants it")))
+            return
+        if r.node_id != node.id:
+            return  # a stale report of a shard placed elsewhere since
+        if r.desired == "stop" and status.state in ("starting", "ready"):
+            # Given up on here (its node was lost, its start timed out) but running there: stop it, so
+            # nothing it held stays taken.
+            asyncio.ensure_future(self.agents.send(node.id, StopShard(r.id, self.policy.stop_grace,
+                                                                      r.message or "replaced elsewhere")))
+            return
+        self._progress[r.id] = now
+        detail = dict(r.detail)
+        if status.fetch is not None:
+            detail["fetch"] = to_dict(status.fetch)
+        elif "fetch" in detail and status.state != "starting":
+            detail.pop("fetch")
+        self._set(r, state=status.state, url=status.url or r.url, message=status.message,
+                  since=status.since or now, detail=detail)
+
+    def _set(self, r: Replica, **changes: Any) -> None:
+        new = dc_replace(r, **changes)
+        if new != r:
+            self.replicas[r.id] = new
+            self._dirty.add(r.id)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="reconciler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        try:
+            await self._write()
+        except StoreError:
+            pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.agents.changed.wait(), PASS_EVERY)
+            except asyncio.TimeoutError:
+                pass
+            self.agents.changed.clear()
+            if not self._leading():
+                self._loaded = False
+                continue
+            try:
+                await self.once()
+            except StoreError as e:
+                log.warning("a reconcile pass could not reach the store: %s", e)
+            except Exception:  # noqa: BLE001 - a bug in one pass must not end placement for good
+                log.exception("a reconcile pass failed")
+
+    async def once(self) -> Plan:
+        """One pass: read, place, act, write. Returns the plan it carried out."""
+        now = self._clock()
+        self.policy, self.startup_timeout = self._policy(), self._startup_timeout()
+        if not self._loaded:
+            self.replicas = {r.id: r for r in await self.store.list_replicas()}
+            self._loaded = True
+        records = await self.store.list_models(include_removed=True)
+        entries = []
+        for record in records:
+            try:
+                entries.append(Entry.from_record(record))
+            except Exception as e:  # noqa: BLE001 - one bad row must not stop the others
+                log.error("the catalog's model %s cannot be read: %s", record.name, e)
+        nodes = await self._nodes(now)
+        self._time_out_starts(now)
+        plan = place(entries, nodes, list(self.replicas.values()), now, policy=self.policy)
+        await self._carry_out(plan, now)
+        await self._resend(now)
+        self._forget_old(now)
+        await self._write()
+        self._fill_registry(entries)
+        self.passes += 1
+        return plan
+
+    async def _nodes(self, now: float) -> list[NodeView]:
+        views: dict[str, NodeView] = {}
+        for record in await self.store.list_nodes():
+            try:
+                views[record.id] = NodeView.from_record(record)
+            except Exception as e:  # noqa: BLE001
+                log.error("the node record %s cannot be read: %s", record.id, e)
+        monotonic = time.monotonic()
+        for node in self.agents.nodes.values():
+            # Seen: wall time now minus how long ago the agent last spoke (its link's clock).
+            seen = now - (monotonic - node.last_seen) if node.last_seen else None
+            view = NodeView.of(node.register, node.heartbeat, seen, state="connected" if node.connected else "lost")
+            views[node.id] = view
+            if node.id in self._nodes_dirty:
+                self._nodes_dirty.discard(node.id)
+                await self.store.put_node(NodeRecord(
+                    id=node.id, name=node.name, register=to_dict(node.register),
+                    labels=dict(node.register.labels),
+                    heartbeat=to_dict(node.heartbeat) if node.heartbeat else None, heartbeat_at=seen,
+                    state=view.state, first_seen=views[node.id].seen_at or now, updated_at=now))
+        return list(views.values())
+
+    def _time_out_starts(self, now: float) -> None:
+        for r in list(self.replicas.values()):
+            if r.state not in ("pending", "starting") or r.desired != "run":
+                continue
+            moved = self._progress.get(r.id, r.since or r.created_at)
+            if now - moved > self.startup_timeout:
+                why = (f"no progress for {self.startup_timeout:.0f} s while starting "
+                       f"({r.message or 'no word from the node'})")
+                log.warning("replica %s of %s on node %s: %s", r.id, r.model, r.node_id, why)
+                self._set(r, state="failed", desired="stop", message=why, since=now)
+                asyncio.ensure_future(self.agents.send(r.node_id, StopShard(r.id, self.policy.stop_grace, why)))
+
+    async def _carry_out(self, plan: Plan, now: float) -> None:
+        waits: dict[str, str] = {}
+        for action in plan.ordered():
+            if isinstance(action, Lost):
+                r = self.replicas.get(action.shard_id)
+                if r is not None:
+                    # desired "stop": should its node come back with it still running, it is stopped there.
+                    self._set(r, state="failed", desired="stop", message=action.reason, since=now)
+            elif isinstance(action, Stop):
+                r = self.replicas.get(action.shard_id)
+                if r is not None:
+                    self._set(r, desired="stop", state="draining" if r.state == "ready" else r.state,
+                              message=action.reason)
+                await self.agents.send(action.node_id, StopShard(action.shard_id, action.grace_s, action.reason))
+            elif isinstance(action, Start):
+                r = action.replica(now)
+                self.replicas[r.id] = r
+                self._dirty.add(r.id)
+                self._progress[r.id] = now
+                log.info("starting %s of %s on node %s%s", r.id, r.model, action.node_id,
+                         f" ({action.reason})" if action.reason else "")
+                message = self._messages[r.id] = action.message(self.startup_timeout)
+                if await self.agents.send(action.node_id, message):
+                    self._sent[r.id] = now
+            elif isinstance(action, Purge):
+                await self.agents.send(action.node_id, RemoveWeights(list(action.sources)))
+            elif isinstance(action, Forget):
+                await self.store.delete_model(action.model)
+            elif isinstance(action, Wait):
+                waits[action.model] = action.reason
+        self.waits = waits
+
+    async def _resend(self, now: float) -> None:
+        """A StartShard the agent never answered (sent while it was away) goes again: it is idempotent.
+
+        A pending row this leader did not place (it took the lead since) has
+        no message to send again; its node's Register said whether it runs,
+        so one still pending was never started and is given up, to be placed
+        again after the retry delay.
+        """
+        for r in list(self.replicas.values()):
+            if r.state != "pending" or r.desired != "run" or now - self._sent.get(r.id, 0.0) <= RESEND_AFTER:
+                continue
+            message = self._messages.get(r.id)
+            if message is None:
+                self._set(r, state="failed", desired="stop", since=now,
+                          message="its start was not confirmed before the leader changed")
+            elif await self.agents.send(r.node_id, message):
+                self._sent[r.id] = now
+
+    def _forget_old(self, now: float) -> None:
+        gone = [r.id for r in self.replicas.values()
+                if r.state in ("stopped", "failed") and r.desired == "stop" and now - (r.since or now) > FORGET_AFTER]
+        for rid in gone:
+            self.replicas.pop(rid, None)
+            self._dirty.add(rid)
+        for rid in [k for k, r in self.replicas.items() if r.state != "pending" or r.desired != "run"]:
+            self._messages.pop(rid, None)
+
+    async def _write(self) -> None:
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        keep = [self.replicas[i] for i in dirty if i in self.replicas]
+        drop = [i for i in dirty if i not in self.replicas]
+        try:
+            if keep:
+                await self.store.put_replicas(keep)
+            if drop:
+                await self.store.delete_replicas(drop)
+        except StoreError:
+            self._dirty |= dirty  # written with the next pass
+            raise
+
+    def _fill_registry(self, entries: list[Entry]) -> None:
+        registry = self._registry()
+        if registry is None:
+            return
+        ready: dict[str, list[tuple[str, str]]] = {}
+        for r in self.replicas.values():
+            if r.state == "ready" and r.url and r.desired == "run":
+                ready.setdefault(r.model, []).append((r.id, r.url))
+        placed = {}
+        for entry in entries:
+            if entry.removed:
+                continue
+            spec = entry.spec
+            settings = ModelSettings(name=spec.name, context_length=spec.context_length,
+                                     max_output_tokens=spec.max_output)
+            placed[spec.name] = Placed(settings, tuple(sorted(ready.get(spec.name, []))))
+            for alias in spec.aliases:
+                placed[alias] = Placed(ModelSettings(name=alias, context_length=spec.context_length,
+                                                     max_output_tokens=spec.max_output),
+                                       tuple(sorted(ready.get(spec.name, []))))
+        registry.set_placed(placed)
