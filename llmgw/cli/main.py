@@ -32,13 +32,14 @@ def admin_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> Parser:
-    from llmgw.cli import ctl, docs, doctor, keys, llama_server, server, sim
+    from llmgw.cli import agent, ctl, docs, doctor, keys, llama_server, server, sim
 
     parser = Parser(prog="llmgw", description="llmgw: your machines as one private, OpenAI-compatible LLM service.")
     parser.add_argument("--version", action="version", version=f"llmgw {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     common = admin_options()
     server.register(commands)
+    agent.register(commands)
     ctl.register(commands, common)
     keys.register(commands, common)
     docs.register(commands)

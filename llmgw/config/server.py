@@ -66,6 +66,13 @@ class ControlSettings:
     """How often each control plane looks in the store for changed cluster settings, so a change is in force everywhere within this and a moment more.
     More than 0 and at most 5s."""
 
+    node_lost_after: Duration = Duration("30s")
+    """How long a node may go unheard before it counts as lost and the leader places its replicas on other nodes.
+    A node that comes back within it keeps them. At least 5s."""
+
+    startup_timeout: Duration = Duration("10m")
+    """How long a replica's start may make no progress before it is given up and placed again. Counted from the download's last progress, so a large download is not a failed start."""
+
     def __post_init__(self) -> None:
         if self.lease_ttl == 0:
             # "0 takes the default" is kept as the value itself, so everything
@@ -73,6 +80,11 @@ class ControlSettings:
             object.__setattr__(self, "lease_ttl", DEFAULT_LEASE_TTL)
 
     def validate(self) -> None:
+        if self.node_lost_after < 5:
+            raise Invalid("node_lost_after", f"must be at least 5s, got {self.node_lost_after}: a node is "
+                                             "heard from every 5 seconds")
+        if self.startup_timeout < 10:
+            raise Invalid("startup_timeout", f"must be at least 10s, got {self.startup_timeout}")
         if not 0 < self.settings_poll <= MAX_SETTINGS_POLL:
             raise Invalid(
                 "settings_poll",

@@ -28,6 +28,7 @@ from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
 from llmgw.account.service import Accounts
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
+from llmgw.control.cluster import Cluster
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import bind, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
@@ -80,6 +81,8 @@ class ControlPlane:
         # Functions that add routes to the agent port's app (agents' streams,
         # the standbys' exchange); each sits behind its certificate rule.
         self.agent_mounts: list = []
+        self.cluster = Cluster(self)
+        self.agent_mounts.append(self.cluster.mount)
         self._runners: list[web.AppRunner] = []
 
     def advertise(self) -> str:
@@ -92,6 +95,7 @@ class ControlPlane:
 
     def _leadership_changed(self, leading: bool) -> None:
         self._leader_gauge.set(1 if leading else 0)
+        self.cluster.leadership_changed(leading)
         if self.workers:
             self.workers.lease_changed()
 
@@ -130,6 +134,7 @@ class ControlPlane:
             await runner.setup()
             await web.SockSite(runner, sock, ssl_context=tls).start()
             self._runners.append(runner)
+        await self.cluster.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
 
@@ -140,6 +145,7 @@ class ControlPlane:
             await self.workers.stop()
         await self.lease.stop(release=True)
         await self.settings.stop()
+        await self.cluster.stop()
         await self.trust.stop()
         for runner in reversed(self._runners):
             await runner.cleanup()
