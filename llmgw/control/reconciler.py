@@ -65,6 +65,7 @@ class Reconciler:
         self._dirty: set[str] = set()
         self._nodes_dirty: set[str] = set()
         self._loaded = False
+        self._led_since = 0.0
         self._task: asyncio.Task | None = None
         self.passes = 0
         agents.on_message(self._heard)
@@ -159,6 +160,7 @@ class Reconciler:
         if not self._loaded:
             self.replicas = {r.id: r for r in await self.store.list_replicas()}
             self._loaded = True
+            self._led_since = now
         records = await self.store.list_models(include_removed=True)
         entries = []
         for record in records:
@@ -181,9 +183,16 @@ class Reconciler:
         views: dict[str, NodeView] = {}
         for record in await self.store.list_nodes():
             try:
-                views[record.id] = NodeView.from_record(record)
+                view = NodeView.from_record(record)
             except Exception as e:  # noqa: BLE001
                 log.error("the node record %s cannot be read: %s", record.id, e)
+                continue
+            # A leader that has just taken over has heard from nobody yet: its nodes are counted
+            # from when it took the lead, so they have node_lost_after to find it before their
+            # replicas are placed again — a failover must not restart every model.
+            if view.seen_at is not None:
+                view.seen_at = max(view.seen_at, self._led_since)
+            views[record.id] = view
         monotonic = time.monotonic()
         for node in self.agents.nodes.values():
             # Seen: wall time now minus how long ago the agent last spoke (its link's clock).

@@ -160,3 +160,73 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _sim_model(cp, tmp_path, name: str = "simmy") -> dict:
+    _model(cp, {"name": name, "profiles": [{"engine": "sim", "cpu_cores": 1, "memory": "256MB"}]}, tmp_path)
+    ready, _ = wait_for(lambda: _ready_on(cp, name), timeout=60, interval=0.5)
+    assert ready, cp.output()
+    return ready
+
+
+def _sim_processes(port: int) -> list[int]:
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "sim-engine" in cmd and str(port) in cmd:
+            found.append(p.info["pid"])
+    return found
+
+
+def test_an_agent_restarted_while_its_engine_runs_adopts_it_and_starts_nothing_new(cluster, tmp_path):
+    node = cluster.agent("node-a")
+    wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
+    before = _sim_model(cluster, tmp_path)
+    pid = _engine_pids(node)[0]
+    port = int(before["url"].rsplit(":", 1)[1].split("/")[0])
+    assert _sim_processes(port) == [pid]
+    node.stop(stop_engines=False)  # SIGTERM: the agent goes, its engines stay
+    assert _alive(pid)
+    node.start()
+    wait_for(lambda: "adopted 1 engine(s)" in node.output(), timeout=30)
+    wait_for(lambda: "connected to the leader" in node.output().split("adopted 1 engine(s)")[-1], timeout=30)
+    time.sleep(3)  # a reconcile pass or two with the node back
+    after = _ready_on(cluster, "simmy")
+    assert after["id"] == before["id"] and after["url"] == before["url"]
+    assert _sim_processes(port) == [pid] and _engine_pids(node) == [pid]
+    assert _answers(cluster, "simmy")
+
+
+def test_when_the_leader_is_killed_the_agents_move_to_the_new_one_and_replicas_keep_serving(
+        servers, postgres_cluster, tmp_path):
+    import shutil
+
+    url = postgres_cluster.create_database()
+    a, b = servers("cp-a", store=url), servers("cp-b", store=url)
+    assert a.init().returncode == 0
+    a.start()
+    wait_for(a.leads, timeout=15)
+    # Every control plane of a cluster holds the master key the CA is sealed under.
+    shutil.copy(a.data_dir / "master-key", b.data_dir / "master-key")
+    os.chmod(b.data_dir / "master-key", 0o600)
+    b.start()
+    made = a.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")
+    node = AgentProcess(tmp_path, "node-a").join(a)
+    node.start()
+    try:
+        wait_for(lambda: len(a.ctl_json("ctl", "nodes")) == 1, timeout=30)
+        before = _sim_model(a, tmp_path)
+        pid = _engine_pids(node)[0]
+        a.signal(signal.SIGKILL)
+        # b leads once a's lease lapses (10 s), and the agent finds it: within 15 s of the kill.
+        moved, _ = wait_for(lambda: f"connected to the leader 127.0.0.1:{b.ports['agent']}" in node.output(),
+                            timeout=15, interval=0.2)
+        assert moved, node.output() + b.output()
+        on_b = openai.OpenAI(api_key=made["key"], base_url=b.client_url + "/v1", max_retries=0)
+        b.openai = on_b
+        answered, _ = wait_for(lambda: _answers(b, "simmy"), timeout=20, interval=0.5)
+        assert answered, b.output()
+        after = _ready_on(b, "simmy")
+        assert after["id"] == before["id"] and _alive(pid) and _engine_pids(node) == [pid]
+    finally:
+        node.stop(stop_engines=True)
