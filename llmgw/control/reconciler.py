@@ -125,10 +125,16 @@ class Reconciler:
     # --- the loop ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="reconciler")
 
     async def stop(self) -> None:
         if self._task is not None:
+            # Told as well as cancelled: Python 3.11's wait_for swallows a
+            # cancel that lands as the event it waits on is set, and agents'
+            # links dropping as the server stops set it. The loop carried on
+            # and the server never stopped (a Ctrl-C of `build.py run`).
+            self._stopping = True
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         try:
@@ -137,7 +143,7 @@ class Reconciler:
             pass
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await asyncio.wait_for(self.agents.changed.wait(), PASS_EVERY)
             except asyncio.TimeoutError:
