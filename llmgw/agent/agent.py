@@ -21,6 +21,7 @@ from llmgw.agent import engines as engine_registry
 from llmgw.agent.discovery import Discovery
 from llmgw.agent.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.agent.link import ClusterLink
+from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.weights import Weights
@@ -86,6 +87,7 @@ class Agent:
         self.ssl = client_ssl_context(cfg.data_dir)
         self.advertise = cfg.advertise or reach_address(cfg.control_planes)
         self.listen = cfg.engines.listen or self.advertise
+        self.own_log = OwnLog()
         self.discovery = Discovery(cfg.discovery, [cfg.cache_dir, cfg.data_dir], measure_bandwidth=measure_bandwidth)
         user = cfg.engines.user or None
         self.supervisor = Supervisor(os.path.join(cfg.data_dir, "engines-run"), user=user,
@@ -94,7 +96,8 @@ class Agent:
                                hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror)
         self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,
                                   binary=self._binary, engines=installed_engines(cfg), host=self.listen,
-                                  advertise=self.advertise, disabled=tuple(cfg.engines.disabled))
+                                  advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
+                                  own_log=self.own_log.lines)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
                                 ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
                                 shards=self.runner, labels=dict(cfg.labels))
@@ -113,6 +116,13 @@ class Agent:
         return None
 
     async def run(self, stop: asyncio.Event, *, stop_engines: bool = False) -> None:
+        self.own_log.attach()
+        try:
+            await self._run(stop, stop_engines)
+        finally:
+            self.own_log.detach()
+
+    async def _run(self, stop: asyncio.Event, stop_engines: bool) -> None:
         adopted = await self.supervisor.adopt()
         if adopted:
             log.info("adopted %d engine(s) still running: %s", len(adopted),

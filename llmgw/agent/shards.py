@@ -21,6 +21,7 @@ from llmgw.agent.supervisor import EngineSpec, Supervisor
 from llmgw.agent.weights import Weights, WeightsError
 from llmgw.protocol import (
     FetchProgress,
+    LogLine,
     LogsRequest,
     NodeLogs,
     RemoveWeights,
@@ -57,13 +58,15 @@ class ShardRunner:
 
     def __init__(self, *, supervisor: Supervisor, weights: Weights, engine: Callable[[str], Any],
                  binary: Callable[[str], Any], engines: dict[str, str], host: str = "127.0.0.1",
-                 advertise: str = "127.0.0.1", disabled: tuple[str, ...] = ()) -> None:
+                 advertise: str = "127.0.0.1", disabled: tuple[str, ...] = (),
+                 own_log: Callable[[int], list[LogLine]] | None = None) -> None:
         self.supervisor = supervisor
         self.weights = weights
         self._engine, self._binary = engine, binary
         self._engines = dict(engines)
         self.host, self.advertise = host, advertise
         self.disabled = set(disabled)
+        self._own_log = own_log
         self.updates: asyncio.Queue = asyncio.Queue()
         self._pending: dict[str, ShardStatus] = {}  # fetching or being launched, before the supervisor has it
         self._tasks: dict[str, asyncio.Task] = {}
@@ -123,12 +126,21 @@ class ShardRunner:
         log.info("removed weights: %d file(s), %.1f MB freed", len(removed.removed), removed.freed_bytes / 1e6)
 
     async def logs(self, message: LogsRequest) -> NodeLogs:
-        if message.source and self.supervisor.get(message.source) is None:
-            return NodeLogs(message.request_id, message.source, error=f"no shard {message.source} on this node")
+        """A shard's last lines of output, or with no source the agent's own last lines."""
+        lines = max(1, message.lines)
         if not message.source:
-            return NodeLogs(message.request_id, "", error="the agent's own log is in its journal "
-                                                         "(journalctl -u llmgw-agent)")
-        return NodeLogs(message.request_id, message.source, self.supervisor.logs(message.source, message.lines))
+            if self._own_log is None:
+                return NodeLogs(message.request_id, "", error="the agent's own log is in its journal "
+                                                             "(journalctl -u llmgw-agent)")
+            return NodeLogs(message.request_id, "", self._own_log(lines))
+        if self.supervisor.get(message.source) is None:
+            pending = self._pending.get(message.source)
+            if pending is None:
+                return NodeLogs(message.request_id, message.source, error=f"no shard {message.source} on this node")
+            # Fetching its weights or being launched: no engine has written anything yet.
+            return NodeLogs(message.request_id, message.source,
+                            [LogLine(pending.since or time.time(), f"not started yet: {pending.message}", "agent")])
+        return NodeLogs(message.request_id, message.source, self.supervisor.logs(message.source, lines))
 
     # --- one launch ------------------------------------------------------------------------------
 

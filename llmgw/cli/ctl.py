@@ -57,6 +57,9 @@ def register(commands, common) -> None:
     from llmgw.cli import models
 
     models.register(sub, common)
+    from llmgw.cli import logs
+
+    logs.register(sub, common)
 
 
 def run_status(args) -> int:

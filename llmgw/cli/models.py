@@ -1,4 +1,4 @@
-"""`llmgw ctl models | model … | nodes | node show | replicas | explain-placement`: the catalog and the cluster.
+"""`llmgw ctl models | model … | restart | nodes | node show | replicas | explain-placement`: catalog and cluster.
 
 Thin: each command reads its arguments, calls the admin API and prints a
 table (or the answer whole with --json). The rules, the checks and their
@@ -98,6 +98,14 @@ def register(sub, common) -> None:
     gpus.add_argument("--profile", metavar="P", help="the profile (its number or engine) when several use cards")
     gpus.add_argument("--in-place", action="store_true", help="stop each replica before its replacement starts")
     gpus.set_defaults(run=run_gpus)
+
+    restart = sub.add_parser("restart", parents=[common], help="start a model's replicas again, one at a time",
+                             description="Replaces each replica of the model with a new one, one at a time: the "
+                                         "new one starts beside the old, which stops once the new one is ready, "
+                                         "so the model keeps answering. Refused for a stopped model. llmgw ctl "
+                                         "replicas --model M shows how far it has got.")
+    restart.add_argument("--model", required=True, metavar="M", help="the model (its name or an alias)")
+    restart.set_defaults(run=run_restart)
 
     nodes = sub.add_parser("nodes", parents=[common], help="the nodes: hardware, what is free, their replicas")
     nodes.set_defaults(run=run_nodes)
@@ -266,6 +274,19 @@ def run_gpus(args) -> int:
     return _changed(args, _client(args).call("POST", _path(args.model) + "/gpus",
                                              {"count": args.count, "profile": args.profile,
                                               "in_place": args.in_place}))
+
+
+def run_restart(args) -> int:
+    answer = _client(args).call("POST", _path(args.model) + "/restart", {})
+    if args.json:
+        emit_json(answer)
+        return 0
+    count = answer["replicas"]
+    name = answer["model"]["name"]
+    print(f"{name}: restarting {count} replica{'s' if count != 1 else ''}" if count else f"{name}: nothing to restart")
+    for note in answer.get("notes") or []:
+        print(f"  {note}")
+    return 0
 
 
 # --- nodes and replicas ------------------------------------------------------------------------

@@ -265,4 +265,7 @@ def make_admin_app(plane: "ControlPlane") -> web.Application:
     from llmgw.control.adminapi import models
 
     models.register(r)
+    from llmgw.control.adminapi import logs
+
+    logs.register(r)
     return app

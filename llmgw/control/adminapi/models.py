@@ -10,6 +10,7 @@
     POST   /api/v1/models/{name}/resources     {"cores", "memory", "profile"}
     POST   /api/v1/models/{name}/context       {"tokens", "slots", "max_output"}
     POST   /api/v1/models/{name}/gpus          {"count", "profile", "in_place"}
+    POST   /api/v1/models/{name}/restart       replace each replica, one at a time, the new one beside the old
     GET    /api/v1/models/{name}/placement     explain-placement
     GET    /api/v1/nodes, /api/v1/nodes/{node}
     GET    /api/v1/replicas?model=&node=
@@ -142,6 +143,11 @@ async def model_gpus(request: web.Request) -> web.Response:
 
 
 @refusals
+async def model_restart(request: web.Request) -> web.Response:
+    return _json(await catalog(request).restart(actor(request), request.match_info["name"]))
+
+
+@refusals
 async def model_placement(request: web.Request) -> web.Response:
     return _json(await catalog(request).explain(request.match_info["name"]))
 
@@ -173,6 +179,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_post("/api/v1/models/{name}/resources", model_resources)
     router.add_post("/api/v1/models/{name}/context", model_context)
     router.add_post("/api/v1/models/{name}/gpus", model_gpus)
+    router.add_post("/api/v1/models/{name}/restart", model_restart)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)
     router.add_get("/api/v1/nodes/{node}", node_show)

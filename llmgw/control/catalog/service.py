@@ -222,6 +222,40 @@ class Catalog:
         return await self._change(actor, name, "model.gpus",
                                   lambda s, n, r: changes.gpus(s, count, profile, in_place, n, r))
 
+    async def restart(self, actor, name: str) -> dict[str, Any]:
+        """Start every replica of a model again, one at a time, without it ceasing to answer.
+
+        Raising `restarts` changes the profile hash placement compares each
+        replica with (spec.profile_hash), so every replica started before is
+        out of date and replaced the way a changed profile is: the new one
+        beside the old, the old stopped once the new is ready, one at a time.
+        """
+        for attempt in range(TRIES):
+            record = await self._record(name)
+            spec = self._spec(record)
+            if record.stopped or spec.stopped:
+                raise Refusal(f"{record.name} is stopped: it has no replica to restart "
+                              f"(llmgw ctl model start {record.name} runs it again)", 409, "stopped")
+            replicas = await self.store.list_replicas(model=record.name)
+            running = [r for r in replicas if r.state not in GONE and r.desired == "run"]
+            if not running:
+                return {"model": self.model_view(record, replicas), "replicas": 0,
+                        "notes": [f"none of {record.name}'s replicas runs now: nothing to restart (the next one "
+                                  "placed starts afresh)"]}
+            after = dataclasses.replace(record, restarts=record.restarts + 1, updated_at=self.clock(),
+                                        updated_by=actor.name)
+            try:
+                saved = await self.store.put_model(after, record.version)
+            except Conflict:
+                if attempt == TRIES - 1:
+                    raise Refusal(f"{name} kept being changed by someone else; try again", 409, "conflict") from None
+                continue
+            await self.audit(actor, "model.restart", f"model:{record.name}", {"restarts": record.restarts},
+                             {"restarts": saved.restarts})
+            return {"model": self.model_view(saved, replicas), "replicas": len(running),
+                    "notes": _restart_notes(spec, len(running))}
+        raise AssertionError("unreachable")
+
     async def remove(self, actor, name: str, purge: bool = False) -> dict[str, Any]:
         record = await self._record(name)
         replicas = [r for r in await self.store.list_replicas(model=record.name) if r.state not in GONE]
@@ -312,6 +346,11 @@ class Catalog:
         by_id = {v.id: v for v in views}
         return [self.node_view(r, by_id.get(r.id), replicas) for r in records.values()]
 
+    async def find_node(self, ident: str) -> NodeRecord:
+        """The node named `ident`, by its name or its id, or a refusal naming the nodes there are."""
+        records = {r.id: r for r in await self.store.list_nodes()}
+        return records[self._node_id(ident, records)]
+
     async def node(self, ident: str) -> dict[str, Any]:
         views, replicas, records = await self._cluster()
         record = records[self._node_id(ident, records)]
@@ -329,3 +368,17 @@ class Catalog:
         entries = await self._entries()
         return explain_view(explain(record.name, entries, nodes, replicas, self.clock(), demand=demand,
                                     policy=self.policy))
+
+
+def _restart_notes(spec: ModelSpec, count: int) -> list[str]:
+    which = "its replica is" if count == 1 else f"its {count} replicas are"
+    notes = [f"{which} replaced one at a time: each new one starts beside the old, which stops once the new one "
+             "is ready, so the model keeps answering"]
+    if spec.replace == "in_place":
+        notes.append("where a node has no room beside one, it is stopped first and its replacement started in "
+                     "its place (replace: in_place); the model answers from its other replicas meanwhile")
+    else:
+        notes.append("where no node has room beside one, its replacement waits and says why "
+                     f"(llmgw ctl explain-placement {spec.name})")
+    notes.append(f"llmgw ctl replicas --model {spec.name} shows how far it has got")
+    return notes
