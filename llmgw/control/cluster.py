@@ -44,6 +44,7 @@ class Cluster:
             registry=lambda: plane.router.registry if plane.router else None,
             policy=lambda: Policy(lost_after=float(control().node_lost_after)),
             startup_timeout=lambda: float(control().startup_timeout))
+        plane.registry.register(self.reconciler.pass_seconds)
         self._task: asyncio.Task | None = None
 
     def mount(self, app: web.Application) -> None:
