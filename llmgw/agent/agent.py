@@ -97,7 +97,8 @@ class Agent:
         self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,
                                   binary=self._binary, engines=installed_engines(cfg), host=self.listen,
                                   advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
-                                  own_log=self.own_log.lines)
+                                  own_log=self.own_log.lines,
+                                  key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
                                 ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
                                 shards=self.runner, labels=dict(cfg.labels))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from typing import Any, Callable
 
-from llmgw.agent.supervisor import EngineSpec, Supervisor
+from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
 from llmgw.protocol import (
     FetchProgress,
@@ -59,8 +60,11 @@ class ShardRunner:
     def __init__(self, *, supervisor: Supervisor, weights: Weights, engine: Callable[[str], Any],
                  binary: Callable[[str], Any], engines: dict[str, str], host: str = "127.0.0.1",
                  advertise: str = "127.0.0.1", disabled: tuple[str, ...] = (),
-                 own_log: Callable[[int], list[LogLine]] | None = None) -> None:
+                 own_log: Callable[[int], list[LogLine]] | None = None, key_dir: str = "",
+                 engine_user: str | None = None) -> None:
         self.supervisor = supervisor
+        self.key_dir = key_dir or "."
+        self.engine_user = engine_user
         self.weights = weights
         self._engine, self._binary = engine, binary
         self._engines = dict(engines)
@@ -167,10 +171,12 @@ class ShardRunner:
             await self._say(shard_id, profile.model, "starting the engine")
             binary = await self._binary(profile.engine)
             port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")
+            key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
             launch = adapter.command(profile, model_path=model_path, port=port, host=self.host, binary=binary,
-                                     shard_id=shard_id)
+                                     shard_id=shard_id, api_key_file=key_file)
             spec = EngineSpec(shard_id, launch.argv, launch.model or profile.model,
-                              url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env))
+                              url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env),
+                              api_key_file=key_file or "")
             await self.supervisor.start(spec)
         except asyncio.CancelledError:
             raise
@@ -181,6 +187,21 @@ class ShardRunner:
                 log.exception("shard %s failed to start", shard_id)
             self._pending.pop(shard_id, None)
             await self.updates.put(ShardStatus(shard_id, "failed", profile.model, message=why, since=time.time()))
+
+    def _key_file(self, shard_id: str, key: str) -> str:
+        """The engine's API key in a file only it (and the agent) can read: never on a command line,
+        where every user of the node could read it in `ps`."""
+        directory = os.path.join(self.key_dir, "keys")
+        os.makedirs(directory, mode=0o711, exist_ok=True)
+        path = os.path.join(directory, f"{shard_id}.key")
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+        run_as = users.resolve(self.engine_user, create=True)
+        if run_as.uid is not None:
+            os.chown(path + ".tmp", run_as.uid, run_as.gid if run_as.gid is not None else -1)
+        os.replace(path + ".tmp", path)
+        return path
 
     async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None) -> None:
         since = self._pending[shard_id].since if shard_id in self._pending else time.time()

@@ -43,7 +43,8 @@ class Cluster:
             plane.store, self.agents, leading=lambda: plane.lease.leading,
             registry=lambda: plane.router.registry if plane.router else None,
             policy=lambda: Policy(lost_after=float(control().node_lost_after)),
-            startup_timeout=lambda: float(control().startup_timeout))
+            startup_timeout=lambda: float(control().startup_timeout),
+            engine_key=lambda: plane.trust.engine_key)
         plane.registry.register(self.reconciler.pass_seconds)
         self._task: asyncio.Task | None = None
 

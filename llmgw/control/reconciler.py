@@ -52,7 +52,9 @@ class Reconciler:
     def __init__(self, store: Store, agents: AgentService, *, leading: Callable[[], bool],
                  registry: Callable[[], "Registry | None"], policy: Callable[[], Policy] = Policy,
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
+                 engine_key: Callable[[], str] = lambda: "",
                  clock: Callable[[], float] = time.time) -> None:
+        self._engine_key = engine_key
         self.store = store
         self.agents = agents
         self._leading = leading
@@ -273,7 +275,8 @@ class Reconciler:
                 self._progress[r.id] = now
                 log.info("starting %s of %s on node %s%s", r.id, r.model, action.node_id,
                          f" ({action.reason})" if action.reason else "")
-                message = self._messages[r.id] = action.message(self.startup_timeout)
+                message = self._messages[r.id] = dc_replace(action.message(self.startup_timeout),
+                                                            api_key=self._engine_key())
                 if await self.agents.send(action.node_id, message):
                     self._sent[r.id] = now
             elif isinstance(action, Purge):
@@ -341,9 +344,11 @@ class Reconciler:
             spec = entry.spec
             settings = ModelSettings(name=spec.name, context_length=spec.context_length,
                                      max_output_tokens=spec.max_output)
-            placed[spec.name] = Placed(settings, tuple(sorted(ready.get(spec.name, []))))
+            key = self._engine_key() or None
+            replicas = tuple(sorted(ready.get(spec.name, [])))
+            placed[spec.name] = Placed(settings, replicas, key, upstream=spec.name)
             for alias in spec.aliases:
                 placed[alias] = Placed(ModelSettings(name=alias, context_length=spec.context_length,
-                                                     max_output_tokens=spec.max_output),
-                                       tuple(sorted(ready.get(spec.name, []))))
+                                                     max_output_tokens=spec.max_output), replicas, key,
+                                       upstream=spec.name)
         registry.set_placed(placed)

@@ -191,6 +191,8 @@ class StartShard:
     port: int = 0  # 0: the agent picks a free one
     startup_timeout_s: float = 600.0
     """Counted from the download's last progress, not from the start: a big download is not a failed start."""
+    api_key: str = field(default="", repr=False)
+    """The key the engine is started with, so only the control planes' routers can use it. Never logged."""
 
 
 @dataclass

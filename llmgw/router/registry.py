@@ -53,7 +53,8 @@ class Placed:
 
     settings: ModelSettings
     replicas: tuple[tuple[str, str], ...] = ()
-    api_key: str | None = None  # the key the cluster's engines are started with; never logged
+    api_key: str | None = field(default=None, repr=False)  # the key the cluster's engines are started with
+    upstream: str = ""  # the name the engines serve it under (an alias's model); "" is settings.name
 
 
 class Registry:
@@ -88,6 +89,8 @@ class Registry:
                 kept = self._endpoints.get(made.id)
                 if kept is not None and (kept.url, kept.upstream_model) == (made.url, made.upstream_model):
                     kept.weight, kept.key_file = made.weight, made.key_file
+                    if made.key_file is None:
+                        kept.api_key = made.api_key
                     made = kept
                 else:
                     made.breaker = Breaker(breaker.failures, float(breaker.open_for))
@@ -119,7 +122,7 @@ class Registry:
     @staticmethod
     def _replicas_of(placed: Placed) -> list[Endpoint]:
         name = placed.settings.name
-        return [Endpoint(id=f"{name}/{shard}", model=name, url=url.rstrip("/"), upstream_model=name,
+        return [Endpoint(id=f"{name}/{shard}", model=name, url=url.rstrip("/"), upstream_model=placed.upstream or name,
                          api_key=placed.api_key) for shard, url in placed.replicas]
 
     def _wanted_files(self) -> set[str]:

@@ -120,6 +120,15 @@ def test_a_llamacpp_model_survives_its_node_being_killed_and_leaves_nothing_behi
         assert first, cluster.output() + a.output() + b.output()
         text, _ = wait_for(lambda: _answers(cluster, "tiny"), timeout=30, interval=0.5)
         assert text and text.strip()
+        # The engine itself takes only the cluster's key: what reaches it past the gateway is refused.
+        import urllib.error
+        import urllib.request
+
+        body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(first["url"] + "/chat/completions", data=body,
+                                                          headers={"Content-Type": "application/json"}), timeout=10)
+        assert refused.value.code == 401
 
         holder = a if first["node"] in (a.name, a.node_id) else b
         other = b if holder is a else a

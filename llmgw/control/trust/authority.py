@@ -14,6 +14,7 @@ its agent port stays shut, and it says so in its log and in `ctl status`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import hashlib
 import ipaddress
@@ -43,6 +44,9 @@ MAX_JOIN_TTL = 7 * 86400.0
 # Renew the agent port's certificate this long before it runs out.
 RENEW_BEFORE = dt.timedelta(days=30)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,62}$")
+
+
+ENGINE_KEY_PURPOSE = "engine-api-key"
 
 
 class JoinRefused(TrustError):
@@ -92,6 +96,7 @@ class ClusterTrust:
         self.problem: str | None = None
         self._ca_cert = None
         self._ca_key = None
+        self.engine_key = ""  # never logged
         self._renewer: asyncio.Task | None = None
 
     # start
@@ -126,6 +131,9 @@ class ClusterTrust:
             return
         try:
             self._ca_key = pki.load_key(key.unseal(ca.key_sealed, CA_KEY_PURPOSE))
+            # The key the cluster's engines are started with, so that only the
+            # control planes' routers can use them: the same on every control plane.
+            self.engine_key = base64.urlsafe_b64encode(key.derive(ENGINE_KEY_PURPOSE)).decode().rstrip("=")
         except TrustError:
             self._refuse_agents(f"the master key at {self.master_key_path} is not the one the cluster CA "
                                 "was sealed under")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import os
 import secrets
 import stat
@@ -34,7 +36,14 @@ class MasterKey:
             raise TrustError(f"the master key{' in ' + path if path else ''} is not 32 bytes; "
                              "it is not one llmgw made")
         self._aead = AESGCM(key)
+        # For derive(): a separate key, so a derived value says nothing of the sealing one.
+        self._derive = hmac.new(key, b"llmgw-derive", hashlib.sha256).digest()
         self.path = path
+
+    def derive(self, purpose: str) -> bytes:
+        """32 bytes every control plane holding this master key computes alike, for `purpose`
+        (the engines' API key): a shared secret with nothing more to store."""
+        return hmac.new(self._derive, purpose.encode(), hashlib.sha256).digest()
 
     @classmethod
     def generate(cls) -> "MasterKey":
