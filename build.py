@@ -22,12 +22,17 @@ if sys.version_info < (3, 11):
 import configparser
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 from pathlib import Path
 from typing import NoReturn
@@ -41,6 +46,7 @@ VAR = ROOT / "var"
 BENCHMARKS = ROOT / "benchmarks"
 BUILD = ROOT / "build"
 DIST = ROOT / "dist"
+INVOKED_FROM = ROOT
 
 # The convention in benchmarks/README.md is 60 s a bench; past this one is
 # stuck, and it and whatever it started are stopped.
@@ -54,9 +60,14 @@ the virtual environment .venv (llmgw installed editable, with its test
 dependencies) when it is missing, broken, or setup.cfg has changed.
 
 commands:
-  run [ARGS...]      set up ./var once (`llmgw server init`), then run
-                     `llmgw server` in the foreground with ./var as its data
-                     directory; ARGS go to `llmgw server`. Ctrl-C stops it.
+  run [--model GGUF] [ARGS...]
+                     set up ./var once (`llmgw server init`), then run a
+                     control plane (`llmgw server`, ARGS go to it) and a node
+                     (`llmgw agent`, joined once, in ./var/node) serving the
+                     model `sim` and, with --model PATH or
+                     hf:ORG/REPO/FILE.gguf[@REV], that GGUF on llama.cpp.
+                     Says when each model is ready and how to try it.
+                     Ctrl-C stops both and the node's engines.
   test [ARGS...]     run the tests (`python -m pytest ARGS`; all of them when
                      no ARGS); pytest's exit status is passed through.
   bench [NAME...]    run each benchmarks/bench_*.py, or those named
@@ -185,82 +196,576 @@ def wait_through_interrupts(proc: subprocess.Popen) -> int:
 # --- run -----------------------------------------------------------------------
 
 
+# Tests give `run` a directory of their own, so that they neither read nor
+# overwrite a person's ./var. People use ./var: it is what `llmgw ctl` run
+# from the checkout finds by itself.
+RUN_DIR_ENV = "LLMGW_RUN_DIR"
+
+# The name this machine's agent joins the cluster under (`llmgw ctl nodes`).
+NODE_NAME = "local"
+
+# `llmgw server`'s own defaults, for the flags build.py reads to know where
+# to reach what it started (llmgw/cli/server.py).
+LISTEN_DEFAULTS = {"client": ":8080", "agent": ":7443", "admin": "127.0.0.1:9090", "metrics": ":9091"}
+
+MB = 1 << 20
+GB = 1 << 30
+
+# The agent stops its engines before it exits, each with up to 30 s of grace
+# (the supervisor's stop_all); past this, a child is killed.
+STOP_GRACE_S = 60
+
+# One `llmgw ctl` is about 0.6 s of a core: the replicas are asked about
+# this often, and only until every model has a ready one.
+WATCH_EVERY_S = 2.0
+
+
 def cmd_run(args: list[str]) -> int:
     ensure_venv()
     llmgw = str(VENV / "bin" / "llmgw")
     if "-h" in args or "--help" in args:
         # Asking what `server` takes should not set up ./var first.
         return exit_status(wait_through_interrupts(subprocess.Popen([llmgw, "server", *args], cwd=ROOT)))
-    if not VAR.exists():
-        say(f"making {VAR.relative_to(ROOT)}/ for the server's data")
-        VAR.mkdir(parents=True)
-    # Relative paths on purpose, run from the checkout: `llmgw ctl` run from
-    # here finds ./var/admin-token by itself.
-    where = ["--data-dir", "./var", "--store", "sqlite:./var/llmgw.db"]
+    given, server_args = split_run_args(args)
+    # Checked before anything starts: a mistyped path is a sentence, not a
+    # server and an agent started for nothing.
+    models = [sim_model()] + [gguf_model(g) for g in given]
+    return Cluster(llmgw, server_args, models).run()
 
-    say("llmgw server init " + " ".join(where))
-    init = subprocess.Popen([llmgw, "server", "init", *where], cwd=ROOT)
-    rc = wait_through_interrupts(init)
-    if rc != 0:
-        fail(f"`llmgw server init` failed (exit {exit_status(rc)}); see above", exit_status(rc) or 1)
 
-    say("from another shell, in this checkout:  .venv/bin/llmgw ctl status")
-    say("  (ctl finds ./var/admin-token by itself when run from here)")
-    say("llmgw server " + " ".join(where + args) + "   (Ctrl-C stops it)")
+def split_run_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """build.py's own --model (repeatable), and the rest for `llmgw server`."""
+    models, rest = [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--model":
+            if i + 1 >= len(args) or args[i + 1].startswith("-"):
+                fail("--model needs a GGUF: a path, or hf:ORG/REPO/FILE.gguf[@REVISION]", 2)
+            models.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--model="):
+            models.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return models, rest
 
-    # In a process group of its own so that Ctrl-C reaches the server once,
-    # from us, rather than twice (once from the terminal, once forwarded):
-    # a second interrupt may mean "stop now" to it.
-    started: list[subprocess.Popen] = []
-    stopping: list[int] = []
 
-    def forward(signum, _frame):
-        stopping.append(signum)
-        if started:
-            pass_on(started[0], signum, first=len(stopping) == 1)
+def listen_addresses(server_args: list[str]) -> dict[str, str]:
+    """The server's listeners as its command line sets them (server.yaml's are not read)."""
+    found = dict(LISTEN_DEFAULTS)
+    for i, arg in enumerate(server_args):
+        for role in found:
+            flag = f"--listen-{role}"
+            if arg == flag and i + 1 < len(server_args):
+                found[role] = server_args[i + 1]
+            elif arg.startswith(flag + "="):
+                found[role] = arg.split("=", 1)[1]
+    return found
 
-    def pass_on(server, signum, first):
-        # SIGHUP (the terminal closed) would otherwise leave the server,
-        # which is not in the terminal's foreground group, running alone.
+
+def dial(address: str) -> str:
+    """HOST:PORT to reach a listener on this machine: every interface is reached on loopback."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::", "*"):
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def sim_model() -> dict:
+    return {"name": "sim", "source": "", "engine": "sim", "cores": None, "memory": None,
+            "what": "the sim engine, answering at a set speed"}
+
+
+def gguf_model(given: str) -> dict:
+    """A llama.cpp model from --model: its catalog name, source, and the cores and memory its replica keeps."""
+    if given.startswith("hf:"):
+        source = given
+        size = hf_size(given)
+        what = f"llama.cpp, {given}" + (f", {size / GB:.1f} GB" if size else "")
+    else:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            path = INVOKED_FROM / path
+        path = path.resolve()
+        if not path.is_file():
+            fail(f"--model {given}: there is no file {path}", 2)
+        source, size = str(path), path.stat().st_size
+        what = f"llama.cpp, {path} ({size / MB:.1f} MB)"
+    cpus = os.cpu_count() or 1
+    if size:
+        # A core for each 512 MB of weights, all of them from 4 GB on a
+        # typical machine; memory as `llmgw ctl model serve` keeps for a
+        # local file: the file and a quarter more, at least 1 GB more, for
+        # its KV cache and the engine itself.
+        cores = max(1, min(cpus, math.ceil(size / (512 * MB))))
+        memory = f"{math.ceil((size + max(size // 4, GB)) / MB)}MB"
+    else:
+        cores, memory = min(cpus, 4), None  # serve's own 4 GB, saying so
+    return {"name": model_name(source), "source": source, "engine": "llamacpp", "cores": cores, "memory": memory,
+            "what": what}
+
+
+def model_name(source: str) -> str:
+    """What clients ask for: the file's name without .gguf, lowercased, as `llmgw ctl model serve` names it."""
+    last = source.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if source.startswith("hf:"):
+        last = last.split("@", 1)[0]
+    stem = re.sub(r"\.gguf$", "", last.split(":", 1)[-1], flags=re.IGNORECASE)
+    name = re.sub(r"[^A-Za-z0-9._:-]+", "-", stem).strip("-._:").lower()
+    return name[:128] or "model"
+
+
+def hf_size(source: str) -> int:
+    """An hf: file's size from Hugging Face's answer to a HEAD, or 0 when it cannot be asked.
+
+    Only the first answer is read: its redirect, followed by urllib, would
+    turn into a GET of the whole file.
+    """
+    path, _, revision = source[len("hf:"):].partition("@")
+    parts = path.strip("/").split("/")
+    if len(parts) < 3:
+        fail(f"--model {source}: an hf: source is hf:ORG/REPO/FILE.gguf[@REVISION]", 2)
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = (f"{endpoint}/{parts[0]}/{parts[1]}/resolve/{urllib.parse.quote(revision or 'main', safe='')}/"
+           f"{urllib.parse.quote('/'.join(parts[2:]))}")
+
+    class Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    headers = {"Authorization": f"Bearer {os.environ['HF_TOKEN']}"} if os.environ.get("HF_TOKEN") else {}
+    try:
+        with urllib.request.build_opener(Stay).open(urllib.request.Request(url, method="HEAD", headers=headers),
+                                                    timeout=10) as r:
+            return int(r.headers.get("X-Linked-Size") or r.headers.get("Content-Length") or 0)
+    except urllib.error.HTTPError as e:
+        return int(e.headers.get("X-Linked-Size") or 0) if 300 <= e.code < 400 else 0
+    except (OSError, ValueError):
+        return 0
+
+
+# Which of a model's replicas says how it is doing: the furthest along, then the newest.
+STATE_ORDER = {"ready": 0, "starting": 1, "pending": 2, "draining": 3, "failed": 4, "stopped": 5}
+
+
+def replica_state(replicas: list[dict]) -> tuple[str, str]:
+    """(a model's state, a line saying it) from its replicas in `llmgw ctl replicas --json`."""
+    ready = [r for r in replicas if r.get("state") == "ready"]
+    if ready:
+        return "ready", f"ready on node {ready[0].get('node')} ({len(ready)} replica{'s' * (len(ready) > 1)})"
+    if not replicas:
+        return "waiting", "waiting for a replica"
+    r = min(replicas, key=lambda r: (STATE_ORDER.get(r.get("state"), 9), -(r.get("since") or 0)))
+    state = str(r.get("state"))
+    fetch = r.get("fetch") or {}
+    if fetch and state in ("pending", "starting"):
+        done, total = fetch.get("bytes_done") or 0, fetch.get("bytes_total") or 0
+        phase = fetch.get("phase") or "fetching"
+        figures = f", {done * 100 // total}% of {total / MB:.0f} MB" if total else (
+            f", {done / MB:.0f} MB" if done else "")
+        return f"starting:{phase}", f"{phase} its weights{figures}"
+    message = (r.get("message") or "").removeprefix(f"{state}: ")
+    line = f"{state} on node {r.get('node')}" + (f": {message}" if message else "")
+    if state in ("failed", "stopped"):
+        # A replica its node came back without (the last run's, stopped
+        # with the agent) waits this out too before it is replaced.
+        line += " (a replica that ended is replaced 30 s after it did)"
+    return state, line
+
+
+def show(line: str = "") -> None:
+    """A line for people to copy (a command), without say()'s prefix."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        pass
+
+
+class Stop(Exception):
+    """Starting up ends here: asked to stop, or a step failed and said why."""
+
+
+class Cluster:
+    """A control plane and one agent on this machine, started together and stopped together.
+
+    Both run in process groups of their own, so that Ctrl-C reaches each once,
+    from us, rather than twice (once from the terminal, once passed on): a
+    second interrupt may mean "stop now" to the server.
+    """
+
+    def __init__(self, llmgw: str, server_args: list[str], models: list[dict]):
+        self.llmgw = llmgw
+        self.server_args = server_args
+        self.models = models
+        given = os.environ.get(RUN_DIR_ENV)
+        # Relative paths on purpose for ./var, run from the checkout: `llmgw
+        # ctl` run from here finds ./var/admin-token by itself.
+        self.dir = Path(given).resolve() if given else VAR
+        self.named = str(self.dir) if given else "./var"
+        self.node_dir = self.dir / "node"
+        self.listen = listen_addresses(server_args)
+        self.client_url = f"http://{dial(self.listen['client'])}"
+        self.admin = dial(self.listen["admin"])
+        self.token_file = self.dir / "admin-token"
+        self.children: dict[str, subprocess.Popen] = {}
+        self.stopping: list[int] = []
+        self.signalled: set[str] = set()
+        self.api_key = ""
+        self.watching: dict[str, tuple[str, str, float]] = {}
+        self.next_watch = 0.0
+        self.agent_started = 0.0
+        self.hinted: set[str] = set()
+        self.first_ready = True
+        self.failed = ""
+
+    # -- signals and children
+
+    def on_signal(self, signum, _frame) -> None:
+        self.stopping.append(signum)
+        for name, child in list(self.children.items()):
+            if child.returncode is None:  # one reaped already may have had its PID given to another
+                self.pass_on(name, child, signum, first=name not in self.signalled)
+                if len(self.stopping) == 1:
+                    # The rest in turn, from finish(), once this one has
+                    # stopped: the server first, so that its connections to
+                    # the engines are closed before they stop — llama.cpp's
+                    # server waits on an open keep-alive connection (30 s,
+                    # until the agent kills it).
+                    break
+
+    def pass_on(self, name: str, child: subprocess.Popen, signum: int, first: bool) -> None:
+        # SIGHUP (the terminal closed) would otherwise leave the children,
+        # which are not in the terminal's foreground group, running alone.
         sent = signal.SIGTERM if signum == signal.SIGHUP else signum
         # The signal before the message: under `build.py run | tee`, Ctrl-C
         # ends tee too, and a write to its pipe must not stop the passing on.
+        self.signalled.add(name)
         try:
-            os.kill(server.pid, sent)
+            os.kill(child.pid, sent)
         except ProcessLookupError:
             pass
         if first:
-            say(f"stopping the server (pid {server.pid})")
+            say(f"stopping the {name} (pid {child.pid})")
 
-    # Handlers first: a Ctrl-C between starting the server and handling it
-    # would end build.py and leave the server, deaf to the terminal, behind.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
-    server = subprocess.Popen([llmgw, "server", *where, *args], cwd=ROOT, process_group=0)
-    started.append(server)
-    if stopping:
-        pass_on(server, stopping[0], first=True)
-    try:
-        rc = server.wait()
-    except BaseException:
-        # build.py itself is going (an error of its own): never leave the
-        # server, in a process group the terminal does not signal, behind.
-        if server.poll() is None:
-            os.kill(server.pid, signal.SIGTERM)
-            server.wait()
-        raise
-    if stopping:
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        child = subprocess.Popen(argv, cwd=ROOT, process_group=0, stdin=subprocess.DEVNULL)
+        self.children[name] = child
+        if self.stopping:
+            self.pass_on(name, child, self.stopping[0], first=True)
+        return child
+
+    def check(self) -> None:
+        """Raise Stop when asked to stop or when a child has ended by itself."""
+        if self.stopping:
+            raise Stop
+        for child in self.children.values():
+            if child.poll() is not None:
+                raise Stop
+
+    def nap(self, seconds: float) -> None:
+        # time.sleep is carried on after a signal handler returns (PEP 475):
+        # short naps keep the answer to Ctrl-C quick.
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.check()
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        self.check()
+
+    def llmgw_json(self, *args: str) -> tuple[object, str]:
+        """One `llmgw … --json` against our server: (its document, "") or (None, the sentence it said)."""
+        env = {**os.environ, "LLMGW_ADMIN": self.admin, "LLMGW_TOKEN_FILE": str(self.token_file)}
+        try:
+            # In a group of its own, like the servers: Ctrl-C is ours to pass on.
+            done = subprocess.run([self.llmgw, *args, "--json"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=60, process_group=0)
+        except subprocess.TimeoutExpired:
+            return None, f"`llmgw {' '.join(args[:3])}` did not answer in 60 s"
+        if done.returncode != 0:
+            said = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
+            return None, said.removeprefix("llmgw: ")
+        try:
+            return json.loads(done.stdout), ""
+        except ValueError:
+            return None, f"`llmgw {' '.join(args[:3])}` printed no JSON"
+
+    # -- the steps
+
+    def run(self) -> int:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self.on_signal)
+        try:
+            try:
+                self.init()
+                self.start_server()
+                self.start_agent()
+                self.add_models()
+                # Stopped, being removed, or on demand with no replica until asked: nothing to wait for.
+                idle = ("stopped", "removing", "on demand")
+                self.watching = {m["name"]: ("", "", 0.0) for m in self.catalog() if m.get("state") not in idle}
+                while True:
+                    if self.watching:
+                        self.watch()
+                    self.nap(WATCH_EVERY_S if self.watching else 0.5)
+            except Stop:
+                pass
+            return self.finish()
+        except BaseException:
+            # build.py itself is going (an error of its own): never leave the
+            # children, in process groups the terminal does not signal, behind.
+            for child in self.children.values():
+                if child.poll() is None:
+                    os.kill(child.pid, signal.SIGTERM)
+            for child in self.children.values():
+                child.wait()
+            raise
+
+    def init(self) -> None:
+        if not self.dir.exists():
+            say(f"making {self.named}/ for the server's and the node's data")
+            self.dir.mkdir(parents=True)
+        self.where = ["--data-dir", self.named, "--store", f"sqlite:{self.named}/llmgw.db"]
+        say("llmgw server init " + " ".join(self.where))
+        # Its output read here as well as shown: the API key in it, printed
+        # this once, goes into the lines to try at the end.
+        init = subprocess.Popen([self.llmgw, "server", "init", *self.where, *self.init_args()], cwd=ROOT,
+                                stdout=subprocess.PIPE, text=True, process_group=0)
+        for line in init.stdout:
+            show(line.rstrip("\n"))
+            if line.strip().startswith("API key"):
+                self.api_key = line.split()[2]
+        rc = init.wait()
+        self.check()
+        if rc != 0:
+            fail(f"`llmgw server init` failed (exit {exit_status(rc)}); see above", exit_status(rc) or 1)
+
+    def init_args(self) -> list[str]:
+        """The server's flags init also takes (its listeners and config), so that it prints the right URL."""
+        out, i = [], 0
+        while i < len(self.server_args):
+            arg = self.server_args[i]
+            flag = arg.split("=", 1)[0]
+            if flag.startswith("--listen-") or flag == "--config":
+                out.append(arg)
+                if "=" not in arg and i + 1 < len(self.server_args):
+                    out.append(self.server_args[i + 1])
+                    i += 1
+            i += 1
+        return out
+
+    def start_server(self) -> None:
+        say("llmgw server " + " ".join(self.where + self.server_args) + "   (Ctrl-C stops it and the node)")
+        server = self.start("server", [self.llmgw, "server", *self.where, *self.server_args])
+        deadline = time.monotonic() + 60
+        while not self.answers("/health"):
+            if time.monotonic() > deadline:
+                self.give_up(f"the server did not answer {self.client_url}/health in 60 s")
+            self.nap(0.2)
+        say(f"the control plane is up (pid {server.pid}): client API {self.client_url}/v1")
+
+    def answers(self, path: str) -> bool:
+        try:
+            with urllib.request.urlopen(self.client_url + path, timeout=2) as r:
+                return r.status == 200
+        except (OSError, ValueError):
+            return False
+
+    def start_agent(self) -> None:
+        data, config = self.node_dir / "data", self.node_dir / "agent.yaml"
+        agent_port = dial(self.listen["agent"])
+        if not (data / "node.crt").exists():
+            say(f"joining this machine to it as node {NODE_NAME!r} ({self.named}/node)")
+            made, said = self.llmgw_json("node", "add", "--name", NODE_NAME, "--ttl", "10m",
+                                         "--control-plane", agent_port)
+            self.check()
+            if made is None:
+                self.give_up(f"`llmgw node add` refused: {said}")
+            done, said = self.llmgw_json("join", made["code"], "--data-dir", str(data), "--config", str(config))
+            self.check()
+            if done is None:
+                self.give_up(f"`llmgw join` failed: {said}")
+        # Written at every start, JSON being YAML: the agent port may differ
+        # from the last run's, and the rest is this checkout's choice.
+        doc = {
+            "name": NODE_NAME,
+            "control_planes": [agent_port],
+            "data_dir": str(data),
+            "cache_dir": str(self.node_dir / "cache"),
+            # Engines listen on loopback: only this machine's control plane reaches them.
+            "advertise": "127.0.0.1",
+            # Engines run as whoever runs build.py, even root: no system user
+            # is made on a developer's machine, and the engines can read the
+            # weights and the llama.cpp install under this checkout.
+            "engines": {"user": ""},
+        }
+        if os.environ.get("HF_ENDPOINT"):
+            doc["weights"] = {"hf_endpoint": os.environ["HF_ENDPOINT"]}
+        config.write_text("# Written by `python3 build.py run` at each start; keys: docs/reference.md\n"
+                          + json.dumps(doc, indent=2) + "\n")
+        say(f"llmgw agent --config {self.named}/node/agent.yaml --stop-engines")
+        self.agent_started = time.time()
+        agent = self.start("agent", [self.llmgw, "agent", "--config", str(config), "--stop-engines"])
+        say(f"the agent started (pid {agent.pid}); engines and weights go under {self.named}/node")
+
+    def give_up(self, why: str) -> None:
+        """Stop what was started, and exit 1 saying why."""
+        say(why)
+        self.failed = why
+        self.on_signal(signal.SIGTERM, None)
+        raise Stop
+
+    def catalog(self) -> list[dict]:
+        models, said = self.llmgw_json("ctl", "models")
+        self.check()
+        if models is None:
+            say(f"could not list the models: {said}")
+            return []
+        return models
+
+    def add_models(self) -> None:
+        have = {m["name"]: m for m in self.catalog()}
+        for m in self.models:
+            there = have.get(m["name"])
+            if there is not None:
+                if m["source"] and there.get("source") != m["source"]:
+                    say(f"{m['name']}: the catalog already has a model of this name, from {there.get('source')}; "
+                        f"that one is served (to serve {m['source']} under this name: "
+                        f".venv/bin/llmgw ctl model remove {m['name']}, then run again)")
+                elif there.get("state") == "stopped":
+                    say(f"{m['name']}: in the catalog, stopped (`llmgw ctl model start {m['name']}` runs it)")
+                else:
+                    say(f"{m['name']}: in the catalog ({m['what']})")
+                continue
+            argv = ["ctl", "model", "serve", m["source"] or "sim", "--engine", m["engine"], "--name", m["name"]]
+            if m["cores"]:
+                argv += ["--cores", str(m["cores"])]
+            if m["memory"]:
+                argv += ["--memory", m["memory"]]
+            added, said = self.llmgw_json(*argv)
+            self.check()
+            if added is None:
+                say(f"{m['name']}: not added to the catalog: {said}")
+                continue
+            spec = (added.get("model") or {}).get("spec") or {}
+            profile = (spec.get("profiles") or [{}])[0]
+            cores = profile.get("cpu_cores") or 0
+            keeps = f"{cores or 'no'} core{'' if cores == 1 else 's'} and {profile.get('memory', '?')} kept"
+            say(f"{m['name']}: added to the catalog ({m['what']}; {keeps})")
+            for note in added.get("notes") or []:
+                say(f"  {note}")
+
+    def watch(self) -> None:
+        """Say how each model's replica comes up, until every one has a ready one."""
+        if time.monotonic() < self.next_watch:
+            return
+        self.next_watch = time.monotonic() + WATCH_EVERY_S
+        replicas, _ = self.llmgw_json("ctl", "replicas")
+        self.check()
+        if replicas is None:
+            return
+        for name, (was, said, at) in list(self.watching.items()):
+            # The store still holds the last run's replicas as they were when
+            # it stopped ("ready"), until this run's agent says it runs none.
+            mine = [r for r in replicas if r.get("model") == name and (r.get("since") or 0) >= self.agent_started]
+            state, line = replica_state(mine)
+            now = time.monotonic()
+            if state == "ready":
+                del self.watching[name]
+                say(f"{name}: {line}")
+                self.ready(name)
+            # Progress (a download's percent) is said every 10 s at most; a new state at once.
+            elif state != was or (line != said and now - at >= 10):
+                say(f"{name}: {line}")
+                self.watching[name] = (state, line, now)
+            elif state == "waiting" and now - at >= 30 and name not in self.hinted:
+                self.hinted.add(name)
+                say(f"{name}: still no replica; `llmgw ctl explain-placement {name}` says why")
+        if not self.watching:
+            say("every model is ready; Ctrl-C stops the control plane, the node and its engines")
+
+    def ready(self, name: str) -> None:
+        if not self.first_ready:
+            say(f"  ask for it by name: \"model\": \"{name}\"")
+            return
+        self.first_ready = False
+        base = f"{self.client_url}/v1"
+        # Double quotes for the variable, so that the shell fills it in.
+        bearer = (f"'Authorization: Bearer {self.api_key}'" if self.api_key
+                  else '"Authorization: Bearer $OPENAI_API_KEY"')
+        say("try it:")
+        show(f"  curl -s {base}/chat/completions -H {bearer} \\")
+        show(f"    -H 'Content-Type: application/json' \\")
+        show(f"    -d '{{\"model\": \"{name}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
+        given_key = f", api_key='{self.api_key}'" if self.api_key else ""
+        show(f"  .venv/bin/python -c \"import openai; print(openai.OpenAI(base_url='{base}'{given_key})"
+             f".chat.completions.create(model='{name}', messages=[{{'role': 'user', 'content': 'Hello'}}])"
+             f".choices[0].message.content)\"")
+        if not self.api_key:
+            say(f"  with the API key printed when {self.named} was set up in OPENAI_API_KEY; a new one: "
+                ".venv/bin/llmgw keys create NAME --project Default/default/default")
+
+    # -- stopping
+
+    def finish(self) -> int:
+        status = 1
+        if not self.stopping:
+            # A child ended by itself: the other is stopped, and build.py
+            # exits with the status of the one that ended.
+            name, child = next((n, c) for n, c in self.children.items() if c.returncode is not None)
+            status = exit_status(child.returncode) or 1
+            self.failed = f"the {name} exited with status {exit_status(child.returncode)}; see above"
+            say(self.failed)
+            if name == "agent":
+                say(f"  (a node whose cluster was set up again since it joined is refused: "
+                    f"rm -rf {self.named}/node to join afresh)")
+            self.on_signal(signal.SIGTERM, None)
+        results = {}
+        for name, child in self.children.items():  # the server, then the agent
+            if name not in self.signalled and child.poll() is None:
+                self.pass_on(name, child, self.stopping[0], first=True)
+            try:
+                results[name] = child.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                say(f"the {name} did not stop in {STOP_GRACE_S} s; killing it (pid {child.pid})")
+                child.kill()
+                results[name] = child.wait()
+        self.stop_left_engines()
+        if self.failed:
+            # Why was said when it happened, above.
+            fail("stopped everything it started" if self.children else "stopped", status)
         # Ended by the signal we passed on, or exiting 0 or 128+N for it, is
         # the stop that was asked for.
-        asked = {signal.SIGINT, signal.SIGTERM}
-        if rc == 0 or -rc in asked or rc - 128 in asked:
-            say("the server stopped")
-            return 0
-        fail(f"the server did not stop cleanly (exit {exit_status(rc)})", exit_status(rc))
-    if rc != 0:
-        fail(f"the server exited with status {exit_status(rc)}; see above", exit_status(rc))
-    say("the server exited")
-    return 0
+        clean = {signal.SIGINT, signal.SIGTERM}
+        for name, rc in results.items():
+            if not (rc == 0 or -rc in clean or rc - 128 in clean):
+                fail(f"the {name} did not stop cleanly (exit {exit_status(rc)})", exit_status(rc))
+        say("stopped " + " and ".join(f"the {name}" for name in results) if results else "stopped")
+        return 0
+
+    def stop_left_engines(self) -> None:
+        """Stop engines an agent that did not stop cleanly left running, by its records (PID and start time)."""
+        hz = os.sysconf("SC_CLK_TCK")
+        left = []
+        for record in (self.node_dir / "data").glob("engines-run/shards/*/record.json"):
+            try:
+                r = json.loads(record.read_text())
+                with open(f"/proc/{r['pid']}/stat", "rb") as f:
+                    stat = f.read()
+                started = int(stat[stat.rfind(b")") + 2:].split()[19]) / hz
+            except (OSError, ValueError, KeyError, IndexError):
+                continue
+            # A PID reused since is another process: only the one that started then is the engine.
+            if abs(started - float(r.get("boot_start") or -1)) < 1.5 / hz:
+                left.append(r)
+        for r in left:
+            say(f"stopping engine {r.get('shard_id')} (pid {r['pid']}), which the agent left running")
+            try:
+                os.killpg(r["pgid"], signal.SIGKILL)
+            except OSError:
+                pass
 
 
 # --- test ----------------------------------------------------------------------
@@ -513,6 +1018,8 @@ def main(argv: list[str]) -> int:
         print(USAGE, end="")
         return 0
     command, args = argv[0], argv[1:]
+    global INVOKED_FROM
+    INVOKED_FROM = Path.cwd()  # before the chdir: `run --model` takes a path relative to where it was typed
     if command not in COMMANDS:
         print(USAGE, end="", file=sys.stderr)
         fail(f"unknown command {command!r}; it is one of: {', '.join(COMMANDS)}", 2)

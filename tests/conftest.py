@@ -15,6 +15,11 @@ from pgcluster import PgCluster
 from llmgw.store import open_store
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI); "
+                                       "-m 'not slow' leaves these out")
+
+
 @pytest.fixture(scope="session")
 def postgres_cluster():
     """A PostgreSQL server of our own for the session, stopped at its end."""
