@@ -96,7 +96,10 @@ class Reconciler:
             running = {s.shard_id for s in message.shards}
             for r in self.replicas.values():
                 if r.node_id == node.id and r.state in ("starting", "ready", "draining") and r.id not in running:
-                    self._set(r, state="failed", message="the node came back without it", since=now)
+                    # Gone with its agent (stopped on purpose, or with the machine): a replacement is
+                    # placed at once, not after a failure's retry delay — nothing here says it will crash.
+                    self._set(r, state="stopped", desired="stop", message="the node came back without it",
+                              since=now)
         elif isinstance(message, Heartbeat):
             self._beats_dirty.add(node.id)
         elif message is None:
