@@ -27,6 +27,7 @@ import threading
 import time
 
 PROG = "llama-server (xllamacpp)"
+STOP_WAIT = 5.0  # seconds a stop waits for open connections before it ends the process
 
 
 def _int(text: str) -> int:
@@ -312,9 +313,24 @@ def serve(args: argparse.Namespace) -> int:
         while not stop.wait(1.0):
             pass
     finally:
-        # The destructor stops the HTTP server and waits for the slots'
-        # loop: the port is closed before we say we stopped.
+        # The destructor stops the HTTP server and waits for the slots' loop,
+        # so the port is closed before we say we stopped. It also waits for
+        # every open connection, an idle keep-alive one from the gateway
+        # included, which held each stop to the supervisor's whole grace
+        # (30 s). So it runs aside, and past STOP_WAIT the process just ends.
+        held = [server]
         del server
+        closed = threading.Event()
+
+        def close() -> None:
+            held.clear()
+            closed.set()
+
+        threading.Thread(target=close, daemon=True).start()
+        if not closed.wait(STOP_WAIT):
+            print(f"{PROG}: stopped (connections still open after {STOP_WAIT:g} s were dropped)",
+                  file=sys.stderr, flush=True)
+            os._exit(0)
     print(f"{PROG}: stopped", file=sys.stderr, flush=True)
     return 0
 
