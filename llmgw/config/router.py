@@ -92,6 +92,10 @@ class Timeouts:
     total: Duration = Duration("30m")
     """The longest a whole request may take, answer included."""
 
+    load: Duration = Duration("5m")
+    """How long a request for a catalog model with no replica ready waits for one to load (an on-demand model asked for, a replica starting) before it is refused with 503, the reason placement gives and Retry-After.
+    A streamed request is sent `: waiting for MODEL to load` comments meanwhile. Not counted in `total`."""
+
 
 @dataclass(frozen=True)
 class BreakerSettings:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from llmgw.control.agentsvc import AgentService
-from llmgw.control.catalog import Policy
+from llmgw.control.catalog import Demand, Policy
 from llmgw.control.reconciler import Reconciler
 from llmgw.control.trust import peer_node_id
 from llmgw.store import StoreError
@@ -44,7 +44,10 @@ class Cluster:
             registry=lambda: plane.router.registry if plane.router else None,
             policy=lambda: Policy(lost_after=float(control().node_lost_after)),
             startup_timeout=lambda: float(control().startup_timeout),
-            engine_key=lambda: plane.trust.engine_key)
+            engine_key=lambda: plane.trust.engine_key,
+            # The in-process router's requests. With `workers` the routers are the workers' own
+            # processes, whose asks do not reach placement yet.
+            demand=lambda: Demand(*plane.router.demand.read()) if plane.router else Demand())
         plane.registry.register(self.reconciler.pass_seconds)
         self._task: asyncio.Task | None = None
 

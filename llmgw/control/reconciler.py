@@ -3,9 +3,12 @@
 Only the leader reconciles. Each pass (when an agent says something, and at
 least every PASS_EVERY seconds) reads the catalog from the store, the nodes
 from the AgentService, the replicas from its own memory (loaded from the
-store when it took the lead), runs the pure placement (llmgw.control.catalog
-.place) and carries the plan out: StartShard and StopShard to the agents,
-replica rows written, ready replicas handed to the router's registry.
+store when it took the lead) and what the router's requests ask for (its
+DemandRecord: on-demand models waited for, when each model was last used),
+runs the pure placement (llmgw.control.catalog.place) and carries the plan
+out: StartShard and StopShard to the agents, replica rows written, ready
+replicas handed to the router's registry with why placement waits and where
+replicas are loading, which requests waiting for a load are told.
 
 What the agents say moves the replicas' states in memory at once; rows are
 written at the end of a pass, in one transaction, so a thousand heartbeats
@@ -27,7 +30,8 @@ from prometheus_client import Histogram
 
 from llmgw.config.router import ModelSettings
 from llmgw.control.agentsvc import AgentService, Node
-from llmgw.control.catalog import Entry, NodeView, Plan, Policy, place
+from llmgw.control.catalog import Demand, Entry, NodeView, Plan, Policy, place
+from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
 from llmgw.router.registry import Placed
@@ -53,8 +57,10 @@ class Reconciler:
                  registry: Callable[[], "Registry | None"], policy: Callable[[], Policy] = Policy,
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
                  engine_key: Callable[[], str] = lambda: "",
+                 demand: Callable[[], Demand] = Demand,
                  clock: Callable[[], float] = time.time) -> None:
         self._engine_key = engine_key
+        self._demand = demand  # what the router's requests ask for: on-demand loads, when each model was used
         self.store = store
         self.agents = agents
         self._leading = leading
@@ -128,7 +134,10 @@ class Reconciler:
             detail["fetch"] = to_dict(status.fetch)
         elif "fetch" in detail and status.state != "starting":
             detail.pop("fetch")
-        self._set(r, state=status.state, url=status.url or r.url, message=status.message,
+        # A replica stopped on purpose keeps the reason it was stopped ("evicted after 3s idle, for
+        # mesh"): the engine's own last word then is only "exited with code 0".
+        message = r.message if r.desired == "stop" and status.state == "stopped" and r.message else status.message
+        self._set(r, state=status.state, url=status.url or r.url, message=message,
                   since=status.since or now, detail=detail)
 
     def _set(self, r: Replica, **changes: Any) -> None:
@@ -192,7 +201,7 @@ class Reconciler:
                 log.error("the catalog's model %s cannot be read: %s", record.name, e)
         nodes = await self._nodes(now)
         self._time_out_starts(now)
-        plan = place(entries, nodes, list(self.replicas.values()), now, policy=self.policy)
+        plan = place(entries, nodes, list(self.replicas.values()), now, demand=self._demand(), policy=self.policy)
         await self._carry_out(plan, now)
         await self._resend(now)
         self._forget_old(now)
@@ -349,9 +358,32 @@ class Reconciler:
                                      max_output_tokens=spec.max_output)
             key = self._engine_key() or None
             replicas = tuple(sorted(ready.get(spec.name, [])))
-            placed[spec.name] = Placed(settings, replicas, key, upstream=spec.name)
+            marks = {"upstream": spec.name, "on_demand": entry.on_demand, "stopped": entry.stopped}
+            placed[spec.name] = Placed(settings, replicas, key, **marks)
             for alias in spec.aliases:
                 placed[alias] = Placed(ModelSettings(name=alias, context_length=spec.context_length,
-                                                     max_output_tokens=spec.max_output), replicas, key,
-                                       upstream=spec.name)
+                                                     max_output_tokens=spec.max_output), replicas, key, **marks)
         registry.set_placed(placed)
+        registry.set_notes(dict(self.waits), self._loading())
+
+    def _loading(self) -> dict[str, str]:
+        """Where each model's replica is loading and how far along, as a request waiting for it is told."""
+        said: dict[str, str] = {}
+        for r in self.replicas.values():
+            if r.desired != "run" or r.state not in ("pending", "starting") or r.model in said:
+                continue
+            node = self.agents.nodes.get(r.node_id)
+            fetch = r.detail.get("fetch") or {}
+            done, total = int(fetch.get("bytes_done") or 0), int(fetch.get("bytes_total") or 0)
+            if fetch.get("phase") == "checking":
+                how = "checking its weights"
+            elif fetch and total:
+                how = f"{done * 100 // total}% of its weights fetched"
+            elif fetch:
+                how = f"{gb(done / 2**20)} of its weights fetched"
+            elif r.state == "pending":
+                how = "asked to start"
+            else:
+                how = "its engine starting"
+            said[r.model] = f"on {node.name if node else r.node_id}, {how}"
+        return said

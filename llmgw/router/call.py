@@ -73,6 +73,10 @@ class Call:
     # once kept, is found by the next rewording. Memory only, this call's life.
     question: Any = None
     question_vector: Any = None
+    # A streamed request that waited for its model to load: the response already begun (its
+    # headers and `: waiting` comments sent), which the answer — or a refusal, as an error event — continues.
+    prepared: Any = None
+    load_wait: float | None = None  # seconds it waited for a replica to load
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -91,6 +95,8 @@ class Call:
             detail["profile"] = self.profile
         if self.similarity is not None:
             detail["similarity"] = round(self.similarity, 4)
+        if self.load_wait is not None:
+            detail["load_wait_s"] = round(self.load_wait, 3)
         decisions = list(self.guard_decisions)
         if self.checker is not None:
             decisions += self.checker.decisions

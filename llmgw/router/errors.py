@@ -16,9 +16,13 @@ _TYPES = {
 }
 
 
+def error_body(status: int, message: str, code: str, param: str | None = None) -> dict:
+    """OpenAI's error object: the body of a refusal, and the event that ends a stream refused after it began."""
+    return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "param": param, "code": code}}
+
+
 def api_error(status: int, message: str, code: str, *, param: str | None = None,
               headers: dict[str, str] | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": _TYPES.get(status, "api_error"),
-                      "param": param, "code": code}}
+    body = error_body(status, message, code, param)
     return web.Response(status=status, body=orjson.dumps(body),
                         content_type="application/json", headers=headers)

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.account.keycache import Principal
-from llmgw.router import scheduler
+from llmgw.router import loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import Call, Refuse, new_request_id
@@ -185,6 +185,8 @@ def handler(shape: Shape):
                 # Refused before it named a usable model (bad JSON, no such
                 # model): still one usage row, saying why.
                 plane.router.refused_early(request_id, principal, shape.api, refused.status, refused.code)
+            if call is not None and call.prepared is not None:
+                return await loading.refuse_in_stream(call, refused)
             return shape.error(refused.status, refused.message, refused.code, refused.param,
                                {**refused.headers, "x-request-id": request_id})
         except asyncio.CancelledError:
@@ -196,11 +198,13 @@ def handler(shape: Shape):
             # A bug of ours: the log gets the traceback, the client a sentence
             # with the id to quote, never the traceback itself.
             log.exception("request %s failed inside llmgw", request_id)
+            failed = Refuse(500, f"llmgw failed to handle this request (request id {request_id}); "
+                                 "the administrator can look it up in the server's log", "internal_error")
             if call is not None:
                 call.status, call.error = 500, "internal_error"
-            return shape.error(500, f"llmgw failed to handle this request (request id {request_id}); "
-                                    "the administrator can look it up in the server's log", "internal_error",
-                               None, {"x-request-id": request_id})
+                if call.prepared is not None:
+                    return await loading.refuse_in_stream(call, failed)
+            return shape.error(500, failed.message, failed.code, None, {"x-request-id": request_id})
         finally:
             if call is not None:
                 if call.checker is not None:
@@ -414,10 +418,11 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     router = plane.router
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
-    entry = call.model
     reused = await _from_cache(router, shape, call)
     if reused is not None:
         return reused
+    waited = await loading.until_ready(router, request, call, settings.timeouts.load)
+    entry = call.model
     if not _room(entry, saturation):
         # No room here: a fallback with room answers instead of a queue.
         for other in entry.settings.fallbacks:
@@ -440,7 +445,10 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
             call.endpoint = opened.endpoint
             call.ttft = opened.took
             try:
-                return await _answer(plane, request, shape, call, opened)
+                answered = await _answer(plane, request, shape, call, opened)
+                if waited and not answered.prepared:
+                    answered.headers[loading.LOADING_HEADER] = call.model.name
+                return answered
             finally:
                 opened.endpoint.in_flight -= 1
                 opened.response.release()
@@ -461,6 +469,8 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         call.status = upstream.status
         call.error = "engine_refused"
         message = _engine_message(opened.first) or f"the engine answered {upstream.status}"
+        if call.prepared is not None:  # the stream began while the model loaded: the refusal ends it
+            raise Refuse(upstream.status, message, "engine_refused", decided_by="engine")
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
     if not call.stream:
         response = await _whole(shape, call, opened, name)
@@ -509,10 +519,12 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
 async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call, opened: Opened,
                   name: str) -> web.StreamResponse:
     settings = plane.settings.current.router
-    response = web.StreamResponse(headers={
-        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-        "x-request-id": call.id})
-    await response.prepare(request)
+    response = call.prepared
+    if response is None:
+        response = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+            "x-request-id": call.id})
+        await response.prepare(request)
     guard = ChunkGuard(call.checker) if call.checker is not None else None
     if shape is MESSAGES:
         translated = TranslatedStream(call, anth.MessagesStream(

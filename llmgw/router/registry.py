@@ -14,9 +14,11 @@ leaves its endpoint out (said once in the log) until it can.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
+
 from llmgw.config.router import ModelSettings
 from llmgw.config.server import ClusterSettings
 from llmgw.router.breaker import Breaker
@@ -29,6 +31,9 @@ log = logging.getLogger("llmgw.registry")
 class ModelEntry:
     settings: ModelSettings
     endpoints: list[Endpoint] = field(default_factory=list)
+    catalog: str = ""  # the catalog model this is (an alias's own model); "" for one from the settings
+    on_demand: bool = False  # the catalog loads it when a request asks for it
+    stopped: bool = False  # stopped by an administrator (`llmgw ctl model stop`)
 
     @property
     def name(self) -> str:
@@ -55,6 +60,8 @@ class Placed:
     replicas: tuple[tuple[str, str], ...] = ()
     api_key: str | None = field(default=None, repr=False)  # the key the cluster's engines are started with
     upstream: str = ""  # the name the engines serve it under (an alias's model); "" is settings.name
+    on_demand: bool = False
+    stopped: bool = False
 
 
 class Registry:
@@ -64,6 +71,20 @@ class Registry:
         self._key_files: dict[str, _KeyFile] = {}
         self._settings: ClusterSettings | None = None
         self._placed: dict[str, Placed] = {}
+        # What the reconciler said on its last pass, by catalog model: why placement waits for
+        # room, and where a replica is loading and how far along. Read by requests waiting for a load.
+        self.waits: dict[str, str] = {}
+        self.loading: dict[str, str] = {}
+        self._changed: asyncio.Event | None = None
+
+    def changed(self) -> asyncio.Event:
+        """Set the next time the models or their endpoints change: what a request waiting for a load wakes on."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
+        self.waits, self.loading = waits, loading
 
     def set_placed(self, placed: dict[str, Placed]) -> None:
         """The catalog's models and their ready replicas, from the reconciler; kept across settings changes.
@@ -81,10 +102,14 @@ class Registry:
         models: dict[str, ModelEntry] = {}
         seen: dict[str, Endpoint] = {}
         named = {m.name for m in settings.models}
-        sources = [(m, self._endpoints_of(m)) for m in settings.models]
-        sources += [(p.settings, self._replicas_of(p)) for name, p in self._placed.items() if name not in named]
-        for model, endpoints in sources:
+        sources: list[tuple[ModelSettings, list[Endpoint], Placed | None]]
+        sources = [(m, self._endpoints_of(m), None) for m in settings.models]
+        sources += [(p.settings, self._replicas_of(p), p) for name, p in self._placed.items() if name not in named]
+        for model, endpoints, placed in sources:
             entry = ModelEntry(model)
+            if placed is not None:
+                entry.catalog = placed.upstream or model.name
+                entry.on_demand, entry.stopped = placed.on_demand, placed.stopped
             for made in endpoints:
                 kept = self._endpoints.get(made.id)
                 if kept is not None and (kept.url, kept.upstream_model) == (made.url, made.upstream_model):
@@ -101,6 +126,9 @@ class Registry:
         self.models, self._endpoints = models, seen
         self._key_files = {p: f for p, f in self._key_files.items() if p in self._wanted_files()}
         self.refresh_keys()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     def _endpoints_of(self, model: ModelSettings) -> list[Endpoint]:
         if model.source == "external" and model.external is not None:

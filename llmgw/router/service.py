@@ -27,6 +27,7 @@ from llmgw.guard.policy import Resolver
 from llmgw.guard.review import Reviewers
 from llmgw.router.admission import Admission
 from llmgw.router.call import Call
+from llmgw.router.demand import DemandRecord
 from llmgw.router.metrics import RouterMetrics
 from llmgw.router.registry import Registry
 from llmgw.router.scrape import EngineScraper
@@ -53,6 +54,7 @@ class Router:
         self.settings = settings
         current = settings()
         self.registry = Registry()
+        self.demand = DemandRecord()  # read by the leader's reconciler, in this process
         self.admission = Admission(current.router.admission)
         self.limits = RateLimiter(share=share)
         self.budgets = Budgets(store, share=share)
@@ -193,6 +195,8 @@ class Router:
         if spent:
             self.budgets.charge(principal, spent, now)
         name = served.name
+        if served.catalog:
+            self.demand.used(served.catalog)  # an answer that ran for minutes was not idleness
         m = self.metrics
         m.child(m.requests, name, call.api, str(call.status)).inc()
         if call.prompt_tokens:
