@@ -114,10 +114,15 @@ async def authenticate(request: web.Request, handler):
 async def list_models(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     principal: Principal = request[PRINCIPAL]
+    # The registry's models: the settings' own and the catalog's (placed by the
+    # leader, aliases included), whether a replica is ready now or loads on demand.
+    router = getattr(plane, "router", None)
+    models = [e.settings for e in router.registry.models.values()] if router is not None \
+        else plane.settings.current.models
     data = [
         {"id": m.name, "object": "model", "created": 0, "owned_by": m.owner,
          "context_length": m.context_length or None, "max_output_tokens": m.max_output_tokens or None}
-        for m in plane.settings.current.models
+        for m in sorted(models, key=lambda m: m.name)
         if principal.limits.allows_model(m.name)
     ]
     return _json({"object": "list", "data": data})

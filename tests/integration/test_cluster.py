@@ -102,6 +102,7 @@ def test_a_sim_model_is_placed_on_a_node_and_answers_through_v1(cluster, tmp_pat
     assert ready, cluster.output()
     answered, _ = wait_for(lambda: _answers(cluster, "simmy"), timeout=20, interval=0.5)
     assert answered
+    assert "simmy" in [m.id for m in cluster.openai.models.list()]  # a catalog model is listed to clients
 
 
 def test_a_llamacpp_model_survives_its_node_being_killed_and_leaves_nothing_behind(cluster, tmp_path):
