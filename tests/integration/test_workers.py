@@ -53,6 +53,13 @@ def ask(server: Server, key: str | None = None, timeout: float = 30) -> tuple[in
         return e.code, e.headers.get("x-llmgw-worker")
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def worker_pids(server: Server) -> set[int]:
     children = psutil.Process(server.proc.pid).children()
     return {c.pid for c in children if "--worker-of" in c.cmdline()}
@@ -128,6 +135,9 @@ def test_a_killed_worker_is_replaced_and_requests_keep_being_answered(gateway):
     first = worker_pids(gw)
     victim = min(first)
     psutil.Process(victim).kill()
+    # Until the kernel has ended it, the victim's listening socket is still in the port's group
+    # and a connection handed to it in that instant is reset; from its end on, it gets none.
+    wait_for(lambda: not _running(victim), timeout=10, interval=0.01)
     answers = [ask(gw) for _ in range(40)]
     assert {s for s, _ in answers} == {200}
     replaced, _ = wait_for(lambda: len(worker_pids(gw)) == 2 and victim not in worker_pids(gw), timeout=20)
