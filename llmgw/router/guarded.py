@@ -121,36 +121,8 @@ class ChunkGuard:
             if "delta" not in choice and isinstance(choice.get("text"), str):
                 self._text = True  # a /v1/completions stream: each choice carries text, not a delta
                 choice = {**choice, "text": self.checker.feed(choice["text"], _ch(index, "content"))}
-                finish = choice.get("finish_reason")
-                if self.checker.stopped is not None:
-                    self.finished = True
-                    return out + [self._stop(chunk, index)]
-                if finish is not None and self.awaits:
-                    self._ending.append((chunk, self._end(index, finish)))
-                    rebuilt.append({**choice, "finish_reason": None})
-                    continue
-                if finish is not None:
-                    out.extend(self._flushed(chunk, index))
-                    if self.checker.stopped is not None:
-                        self.finished = True
-                        return out + [self._stop(chunk, index)]
-                rebuilt.append(choice)
-                continue
-            delta = dict(choice.get("delta") or {})
-            if isinstance(delta.get("content"), str):
-                delta["content"] = self.checker.feed(delta["content"], _ch(index, "content"))
-            for field in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(field), str):
-                    delta[field] = self.checker.feed(delta[field], _ch(index, "reasoning"))
-            if delta.get("tool_calls"):
-                calls = []
-                for call in delta["tool_calls"]:
-                    function = dict(call.get("function") or {})
-                    if isinstance(function.get("arguments"), str):
-                        function["arguments"] = self.checker.feed(
-                            function["arguments"], _ch(index, f"tool:{call.get('index', 0)}"))
-                    calls.append({**call, "function": function})
-                delta["tool_calls"] = calls
+            else:
+                choice = {**choice, "delta": self._delta(choice.get("delta") or {}, index)}
             finish = choice.get("finish_reason")
             if self.checker.stopped is not None:
                 self.finished = True
@@ -158,16 +130,35 @@ class ChunkGuard:
             if finish is not None and self.awaits:
                 # Its text goes now; its end waits for arewrite and the review's last word.
                 self._ending.append((chunk, self._end(index, finish)))
-                rebuilt.append({**choice, "delta": delta, "finish_reason": None})
+                rebuilt.append({**choice, "finish_reason": None})
                 continue
             if finish is not None:
                 out.extend(self._flushed(chunk, index))
                 if self.checker.stopped is not None:
                     self.finished = True
                     return out + [self._stop(chunk, index)]
-            rebuilt.append({**choice, "delta": delta})
+            rebuilt.append(choice)
         out.append({**chunk, "choices": rebuilt})
         return out
+
+    def _delta(self, given: dict[str, Any], index: int) -> dict[str, Any]:
+        """A chat chunk's delta with its strings through the checker: content, reasoning, tool arguments."""
+        delta = dict(given)
+        if isinstance(delta.get("content"), str):
+            delta["content"] = self.checker.feed(delta["content"], _ch(index, "content"))
+        for field in ("reasoning_content", "reasoning"):
+            if isinstance(delta.get(field), str):
+                delta[field] = self.checker.feed(delta[field], _ch(index, "reasoning"))
+        if delta.get("tool_calls"):
+            calls = []
+            for call in delta["tool_calls"]:
+                function = dict(call.get("function") or {})
+                if isinstance(function.get("arguments"), str):
+                    function["arguments"] = self.checker.feed(
+                        function["arguments"], _ch(index, f"tool:{call.get('index', 0)}"))
+                calls.append({**call, "function": function})
+            delta["tool_calls"] = calls
+        return delta
 
     def _end(self, index: int, finish: str) -> dict[str, Any]:
         if self._text:
