@@ -418,6 +418,9 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     router = plane.router
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
+    if call.model.stopped:
+        # Before the cache: a stopped model gives no answers, kept ones included.
+        raise loading.stopped(call.model.name)
     reused = await _from_cache(router, shape, call)
     if reused is not None:
         return reused
