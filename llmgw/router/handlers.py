@@ -20,7 +20,7 @@ from llmgw.account.keycache import Principal
 from llmgw.router import loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
-from llmgw.router.call import Call, Refuse, new_request_id
+from llmgw.router.call import Call, Refuse
 from llmgw.router.errors import api_error
 from llmgw.router.registry import ModelEntry
 from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, read_usage, relay
@@ -31,10 +31,8 @@ from llmgw.router.upstream import Opened, open_upstream
 from llmgw.guard.decisions import Decisions
 from llmgw.guard.gate import OutputChecker, check_input
 from llmgw.guard.review import OutputReview, Reviewers, review_input
-from llmgw.router.cache import Assembler, hit_headers, replay_json, replay_stream
-from llmgw.router.cache import Entry as CacheEntry
-from llmgw.router.cache import key as answer_key
-from llmgw.router.similar import Question, embed_question, question
+from llmgw.router import reuse
+from llmgw.router.cache import Assembler
 from llmgw.router.guarded import ChunkGuard, guard_whole
 
 if TYPE_CHECKING:
@@ -302,103 +300,6 @@ async def _review_input(router, call: Call, text: str) -> None:
                      headers={"Retry-After": "1"} if refusal.status == 503 else None)
 
 
-async def _from_cache(router, shape: Shape, call: Call) -> web.Response | None:
-    """The project's kept answer to this very request — or, with `--similar`, to a like question in the
-    same conversation — or None (and the call marked to keep its own).
-
-    Limits and input guardrails have been checked by now. A policy that
-    forbids keeping (no_store) or puts values back (restore) bypasses the
-    cache, and nothing is embedded for it. A policy that reads the answer
-    reads a reused one too, as it would the engine's: its rules, its judge
-    and its services, before a byte of it is sent.
-    """
-    setting = router.project_caches.get(call.principal.path.project.id)
-    if setting is None or not setting.enabled or shape is EMBEDDINGS:
-        return None
-    cache = router.cache
-    policy = call.guard
-    if policy is not None and (policy.no_store or policy.restore):
-        cache.note("bypass")
-        return None
-    now = time.time()
-    cache_key = answer_key(call.principal.path.project.id, shape.api, call.upstream_body)
-    entry = cache.get(cache_key, now)
-    similarity = None
-    if entry is None and setting.similar:
-        entry, similarity = await _similar(router, shape, call, setting.similar)
-        now = time.time()
-    if entry is None:
-        cache.note("miss")
-        call.cache_key, call.cache_ttl = cache_key, setting.ttl
-        return None
-    call.cache = "hit" if similarity is None else "similar"
-    cache.note(call.cache)
-    call.status, call.similarity = 200, similarity
-    headers = {**hit_headers(entry, now, similarity), "x-request-id": call.id}
-    if call.checker is not None:
-        entry = await _checked(call.checker, entry)
-    if call.stream:
-        body = replay_stream(entry, shape.api, model=call.model.name, request=call.client_body,
-                             include_usage=call.wants_usage)
-        return web.Response(body=body, headers={**headers, "Content-Type": "text/event-stream",
-                                                "Cache-Control": "no-cache"})
-    body = replay_json(entry, shape.api, model=call.model.name, request=call.client_body)
-    return web.Response(body=body, content_type="application/json", headers=headers)
-
-
-async def _similar(router, shape: Shape, call: Call, threshold: float) -> tuple[CacheEntry | None, float | None]:
-    """The answer to the question most like this one already answered in its conversation, and how alike.
-
-    Asked only after the exact lookup missed, so the very same request
-    embeds nothing. Not for completions (no conversation), nor a question
-    similar.question() turns away (too long, a picture, after a tool's
-    result). An embedding model that is not set, not this key's to use,
-    slow or down costs this lookup, never the answer. On a miss the
-    question and its vector stay on the call for _keep.
-    """
-    if shape is not CHAT and shape is not MESSAGES and shape is not RESPONSES:
-        return None, None
-    asked = question(call.principal.path.project.id, shape.api, call.upstream_body)
-    if asked is None:
-        return None, None
-    embedder = router.embedder(call.principal)
-    if embedder is None:
-        return None, None
-    vector = await embed_question(embedder, asked.text)
-    if vector is None:
-        return None, None
-    now = time.time()
-    found = await router.similar.lookup(asked.conversation, vector, threshold, now)
-    if found is not None:
-        entry = router.cache.get(found[0], now)
-        if entry is not None:
-            return entry, found[1]
-    call.question, call.question_vector = asked, vector
-    return None, None
-
-
-async def _checked(checker: OutputChecker, entry: CacheEntry) -> CacheEntry:
-    """A kept answer read by the request's output policy, as a copy: the kept one stays as the engine gave it."""
-    answer = orjson.loads(entry.answer)
-    if not isinstance(answer, dict):
-        return entry
-    checked = await guard_whole(checker, answer)
-    return CacheEntry(entry.api, orjson.dumps(checked), entry.stored_at, entry.ttl, entry.model)
-
-
-def _keep(router, shape: Shape, call: Call, answer: dict | bytes | None) -> None:
-    if call.cache_key is None or answer is None or call.status != 200:
-        return
-    if call.checker is not None and call.checker.stopped is not None:
-        return  # an answer the policy stopped is not one to give again
-    kept = router.cache.put(call.cache_key, CacheEntry.make(shape.api, answer, stored_at=time.time(),
-                                                            ttl=call.cache_ttl, model=call.model.name))
-    asked: Question | None = call.question
-    if kept and asked is not None:
-        # The next rewording in this conversation finds this answer.
-        router.similar.add(asked.conversation, call.question_vector, call.cache_key)
-
-
 def _full(entry: ModelEntry, saturation: int) -> Callable[[], bool]:
     def full() -> bool:
         local = [e for e in entry.usable() if not e.external]
@@ -421,7 +322,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     if call.model.stopped:
         # Before the cache: a stopped model gives no answers, kept ones included.
         raise loading.stopped(call.model.name)
-    reused = await _from_cache(router, shape, call)
+    reused = await reuse.from_cache(router, shape, call)
     if reused is not None:
         return reused
     waited = await loading.until_ready(router, request, call, settings.timeouts.load)
@@ -477,7 +378,7 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
     if not call.stream:
         response = await _whole(shape, call, opened, name)
-        _keep(plane.router, shape, call, opened.first)
+        reuse.keep(plane.router, shape, call, opened.first)
         return response
     return await _stream(plane, request, shape, call, opened, name)
 
@@ -591,7 +492,7 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
     except ConnectionResetError:
         call.status = CLIENT_GONE
     if assembler is not None:
-        _keep(plane.router, shape, call, assembler.answer())
+        reuse.keep(plane.router, shape, call, assembler.answer())
     return response
 
 
