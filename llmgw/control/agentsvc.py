@@ -83,8 +83,16 @@ class AgentService:
         self.changed = asyncio.Event()  # set on anything the reconciler should look at
         self._listeners: list[Callable[[Node, Any], None]] = []
         self._logs: dict[str, asyncio.Future] = {}
+        self._background: set[asyncio.Future] = set()
 
     # --- for the reconciler and the admin API ---------------------------------------------
+
+    def spawn(self, work) -> None:
+        """Run `work` aside, holding the task until it ends: the loop keeps only a weak reference,
+        and a StopShard whose task was collected midway would never reach its node."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def on_message(self, listener: Callable[[Node, Any], None]) -> None:
         """Call `listener(node, message)` for each Register, Heartbeat and ShardStatus (and None when a link goes)."""
@@ -199,7 +207,7 @@ class AgentService:
             node = self.nodes[node_id] = Node(node_id, register)
         elif node.link is not None and node.link is not link:
             # The same node again: its old connection is dead and the new one wins.
-            asyncio.ensure_future(node.link.close("the node connected again"))
+            self.spawn(node.link.close("the node connected again"))
         node.register, node.link, node.connected_at, node.last_seen, node.lost_at = register, link, now, now, None
         # What it runs now is the truth: an agent that restarted adopted these.
         node.shards = {s.shard_id: s for s in register.shards}

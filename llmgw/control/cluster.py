@@ -69,7 +69,7 @@ class Cluster:
     def leadership_changed(self, leading: bool) -> None:
         if not leading:
             # Agents must report to the leader: closing their links sends them to find it.
-            asyncio.ensure_future(self.agents.drop_all("this control plane no longer leads"))
+            self.agents.spawn(self.agents.drop_all("this control plane no longer leads"))
         self.agents.changed.set()
 
     def control_planes(self) -> list[str]:

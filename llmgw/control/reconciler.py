@@ -117,7 +117,7 @@ class Reconciler:
             if self._loaded and status.state in ("starting", "ready", "draining"):
                 # Running there, unknown here (a model removed while the node was away): stop it.
                 log.info("node %s runs %s, which nothing here wants; stopping it", node.name, status.shard_id)
-                asyncio.ensure_future(self.agents.send(node.id, StopShard(status.shard_id, self.policy.stop_grace,
+                self.agents.spawn(self.agents.send(node.id, StopShard(status.shard_id, self.policy.stop_grace,
                                                                           "no model wants it")))
             return
         if r.node_id != node.id:
@@ -125,7 +125,7 @@ class Reconciler:
         if r.desired == "stop" and status.state in ("starting", "ready"):
             # Given up on here (its node was lost, its start timed out) but running there: stop it, so
             # nothing it held stays taken.
-            asyncio.ensure_future(self.agents.send(node.id, StopShard(r.id, self.policy.stop_grace,
+            self.agents.spawn(self.agents.send(node.id, StopShard(r.id, self.policy.stop_grace,
                                                                       r.message or "replaced elsewhere")))
             return
         self._progress[r.id] = now
@@ -264,7 +264,7 @@ class Reconciler:
                        f"({r.message or 'no word from the node'})")
                 log.warning("replica %s of %s on node %s: %s", r.id, r.model, r.node_id, why)
                 self._set(r, state="failed", desired="stop", message=why, since=now)
-                asyncio.ensure_future(self.agents.send(r.node_id, StopShard(r.id, self.policy.stop_grace, why)))
+                self.agents.spawn(self.agents.send(r.node_id, StopShard(r.id, self.policy.stop_grace, why)))
 
     async def _carry_out(self, plan: Plan, now: float) -> None:
         waits: dict[str, str] = {}
