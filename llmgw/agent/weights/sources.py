@@ -17,6 +17,7 @@ name is joined onto it.
 
 from __future__ import annotations
 
+import abc
 import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -27,27 +28,28 @@ from llmgw.agent.weights.errors import NotLocal, WeightsError, redact
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class Fetcher:
-    """One kind of source. Subclasses say how theirs is named and reached."""
+class Fetcher(abc.ABC):
+    """One kind of source. Subclasses say how theirs is named and reached: the three abstract methods."""
 
     kind = ""
     local = False
     """A local source is used where it is; everything else is downloaded into the cache."""
 
+    @abc.abstractmethod
     def claims(self, source: str) -> bool:
-        raise NotImplementedError
+        """Whether `source` is written the way this kind is."""
 
+    @abc.abstractmethod
     def cache_parts(self, source: str) -> list[str]:
         """Where a copy lives under the cache directory, as path components.
 
         Components come from the source, which the catalog's user wrote:
         cache.py refuses any that would step outside the cache directory.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def url(self, source: str, name: str = "") -> str:
         """The URL of the source's bytes, or of file `name` in the set it is the base of."""
-        raise NotImplementedError
 
     def headers(self) -> dict[str, str]:
         return {}
