@@ -7,9 +7,9 @@ and the person running the server should know and make a new one.
 
 from __future__ import annotations
 
-import os
 import secrets
-import stat
+
+from llmgw.control.privatefile import create_private, read_private
 
 
 class TokenError(Exception):
@@ -22,37 +22,20 @@ def ensure_token(path: str) -> str:
         return read_token(path)
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return read_token(path)  # another process made it a moment ago
-    except OSError as e:
-        raise TokenError(f"cannot write the admin token to {path}: {e.strerror}") from None
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
+    if not create_private(path, token.encode(), "the admin token", TokenError):
+        return read_token(path)
     return token
 
 
 def read_token(path: str) -> str:
     """The token in `path`; FileNotFoundError when there is no file."""
+    token = read_private(path, "the admin token", TokenError,
+                         f"treat it as leaked: delete it so a new one is made, or chmod 600 {path} if you are sure")
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise TokenError(f"cannot read the admin token at {path}: {e.strerror}") from None
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenError(
-            f"the admin token {path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}); "
-            f"treat it as leaked: delete it so a new one is made, or chmod 600 {path} if you are sure"
-        )
-    try:
-        with open(path) as f:
-            token = f.read().strip()
-    except OSError as e:
-        raise TokenError(f"cannot read the admin token at {path}: {e.strerror}") from None
-    if len(token) < 32:
+        text = token.decode()
+    except UnicodeDecodeError:
+        text = ""
+    if len(text) < 32:
         raise TokenError(f"the admin token in {path} is too short to be one; delete it so a new one is made")
-    return token
+    return text

@@ -14,12 +14,12 @@ import base64
 import binascii
 import hashlib
 import hmac
-import os
 import secrets
-import stat
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from llmgw.control.privatefile import create_private, read_private
 
 FILE_NAME = "master-key"
 _VERSION = b"\x01"  # the first byte of what seal() makes, so the format can change
@@ -70,21 +70,9 @@ def read_master_key(path: str) -> MasterKey:
 
     A file others can read is refused, as the admin token is: someone may
     have copied it, and whoever runs the server should know."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise TrustError(f"cannot read the master key at {path}: {e.strerror}") from None
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TrustError(
-            f"the master key {path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}); "
-            f"chmod 600 {path}, and if someone else may have read it, treat the cluster's sealed secrets as leaked")
-    try:
-        with open(path, "rb") as f:
-            text = f.read().strip()
-    except OSError as e:
-        raise TrustError(f"cannot read the master key at {path}: {e.strerror}") from None
+    text = read_private(path, "the master key", TrustError,
+                        f"chmod 600 {path}, and if someone else may have read it, treat the cluster's sealed "
+                        "secrets as leaked")
     try:
         key = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
@@ -98,14 +86,7 @@ def ensure_master_key(path: str) -> MasterKey:
         return read_master_key(path)
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     key = secrets.token_bytes(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if not create_private(path, base64.b64encode(key), "the master key", TrustError):
         return read_master_key(path)  # another process made it a moment ago
-    except OSError as e:
-        raise TrustError(f"cannot write the master key to {path}: {e.strerror}") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64encode(key) + b"\n")
     return MasterKey(key, path)
