@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import socket
-from urllib.parse import urlsplit
 
 from llmgw.agent import engines as engine_registry
 from llmgw.agent.discovery import Discovery
@@ -155,7 +154,3 @@ async def serve(cfg: AgentConfig, *, stop_engines: bool = False) -> None:
     print(f"llmgw agent {cfg.node_name} ({agent.node_id}): control planes "
           f"{', '.join(cfg.control_planes)}; engines reached at {agent.advertise}", flush=True)
     await agent.run(stop, stop_engines=stop_engines)
-
-
-def _host_of(url: str) -> str:
-    return urlsplit(url).hostname or url

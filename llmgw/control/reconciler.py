@@ -46,7 +46,6 @@ PASS_EVERY = 2.0
 STARTUP_TIMEOUT = 600.0  # seconds without progress before a start is given up
 RESEND_AFTER = 10.0  # a StartShard not acknowledged is sent again after this
 FORGET_AFTER = 600.0  # a stopped or failed replica's row is kept this long, for `ctl replicas`
-LIVE = ("pending", "starting", "ready", "draining")
 # A steady pass over a few nodes takes milliseconds; over 1,000 nodes and 5,000
 # replicas about a quarter of a second (benchmarks/bench_cluster.py).
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

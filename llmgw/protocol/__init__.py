@@ -15,8 +15,34 @@ from typing import Any
 import orjson
 
 from llmgw.protocol.codec import ProtocolError, from_dict, to_dict
-from llmgw.protocol.messages import *  # noqa: F401,F403  the messages are this package's interface
-from llmgw.protocol.messages import MESSAGES, TYPE_OF
+from llmgw.protocol.messages import (  # the messages are this package's interface (__all__)
+    GPU,
+    MESSAGES,
+    PROTOCOL_VERSION,
+    SHARD_STATES,
+    TYPE_OF,
+    EngineProfile,
+    Error,
+    FetchProgress,
+    GPUSensor,
+    Heartbeat,
+    Host,
+    LogLine,
+    LogsRequest,
+    MIGDevice,
+    NodeLogs,
+    NotLeader,
+    Provision,
+    Register,
+    RemoveWeights,
+    ShardLoad,
+    ShardState,
+    ShardStatus,
+    StartShard,
+    StopShard,
+    Storage,
+    Welcome,
+)
 
 MAX_MESSAGE_BYTES = 4 << 20  # a Register of a node with many GPUs and disks is a few KB; logs are bounded
 
@@ -43,6 +69,10 @@ def decode(raw: bytes | str) -> Any:
     return from_dict(cls, doc.get("body") or {}, doc["type"])
 
 
-__all__ = ["encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES",
-           *(cls.__name__ for cls in MESSAGES.values()), "Host", "GPU", "MIGDevice", "Storage", "GPUSensor",
-           "ShardLoad", "FetchProgress", "EngineProfile", "LogLine", "SHARD_STATES", "PROTOCOL_VERSION"]
+__all__ = [
+    "encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES", "PROTOCOL_VERSION",
+    "SHARD_STATES", "ShardState",
+    "Register", "Heartbeat", "ShardStatus", "NodeLogs", "Welcome", "NotLeader", "Provision", "StartShard",
+    "StopShard", "RemoveWeights", "LogsRequest", "Error",
+    "Host", "GPU", "MIGDevice", "Storage", "GPUSensor", "ShardLoad", "FetchProgress", "EngineProfile", "LogLine",
+]

@@ -91,7 +91,6 @@ async def ensure_llama_server(
     being fetched, how long it took); nothing is said when an installed one is
     reused. Raises LlamaServerUnavailable with a sentence when none can be had.
     """
-    say = progress or (lambda _text: None)
     if settings.binary:
         path = _program(settings.binary)
         if path is None:
