@@ -23,6 +23,7 @@ from llmgw.config.loader import Invalid, load_file
 from llmgw.config.guard import GuardSettings
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
+from llmgw.store.address import several_hosts_problem
 
 __all__ = [
     "AuthSettings",
@@ -188,7 +189,8 @@ class ServerConfig(ClusterSettings):
     """This control plane's name, as the console and the other control planes show it. Empty is the host name."""
 
     store: str = "sqlite:/var/lib/llmgw/llmgw.db"
-    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store."""
+    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store.
+    Under Patroni, list every member and ask for the primary: `postgresql://llmgw:PASSWORD@10.0.0.6:5432,10.0.0.7:5432/llmgw?target_session_attrs=read-write` (docs/store.md)."""
 
     data_dir: str = "/var/lib/llmgw"
     """Where this machine keeps its own files: the admin token, certificates and the SQLite store by default."""
@@ -229,6 +231,10 @@ class ServerConfig(ClusterSettings):
                 raise Invalid("store", f"the sqlite: store needs a file after it; expected {_STORE_FORMS}")
         elif not store.startswith(("postgresql://", "postgres://")):
             raise Invalid("store", f"expected {_STORE_FORMS}, got {describe(self.store)}")
+        else:
+            problem = several_hosts_problem(store)
+            if problem:
+                raise Invalid("store", problem)
         if not 1 <= self.workers <= MAX_WORKERS:
             raise Invalid("workers", f"must be from 1 to {MAX_WORKERS}, got {self.workers}")
         if not self.admin_allow_remote and not self.listen.admin.is_loopback:

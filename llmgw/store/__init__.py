@@ -4,13 +4,15 @@ Everything outside this package uses `open_store(url)` and the `Store`
 protocol below; nothing imports `sqlite.py` or `postgres.py` directly.
 
 Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
-`postgresql://user:pass@host:port/db`.
+`postgresql://user:pass@host:port/db`, which may list several hosts with
+`?target_session_attrs=read-write` for a store under Patroni (address.py).
 """
 
 from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+from llmgw.store.address import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
 from llmgw.store.records import (
     ApiKey,
@@ -161,22 +163,6 @@ class Store(Protocol):
     async def get_replica(self, replica_id: str) -> Replica | None: ...
     async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
     async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
-
-
-def redact_url(url: str) -> str:
-    """The store's address with any password taken out, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    if not url.startswith(("postgres://", "postgresql://")):
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
 
 
 async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:

@@ -6,17 +6,25 @@ seconds, the settings poll and the administrators' reads. When PostgreSQL
 goes away (a restart, a Patroni failover) every call raises StoreUnavailable
 with a sentence rather than asyncpg's own exception, and the pool reconnects
 by itself on the next call once the server is back.
+
+Under Patroni the address lists every member and asks for
+`target_session_attrs=read-write`; asyncpg tries the hosts in order and
+keeps the first that takes writes. When the store fails, every pooled
+connection is marked to be replaced, so none lingers on a primary that has
+since been demoted: each new one is made through the host list again and
+lands on the new primary (docs/store.md, "Running on Patroni").
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Sequence
 
 import asyncpg
 
-from llmgw.store import Store, redact_url
+from llmgw.store import Store
+from llmgw.store.address import postgres_hosts, redact_url
 from llmgw.store.driver import Duplicate, MissingParent, Row, Statements
 from llmgw.store.errors import StoreError, StoreUnavailable
 from llmgw.store.migrate import bring_up_to_date
@@ -51,15 +59,15 @@ class _Tx(Statements):
         self._driver = driver
 
     async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
-        with self._driver.answers():
+        async with self._driver.answers():
             return await self._conn.fetch(_sql(sql), *args)
 
     async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self._driver.answers():
+        async with self._driver.answers():
             await self._conn.executemany(_sql(sql), rows)
 
     async def script(self, sql: str) -> None:
-        with self._driver.answers():
+        async with self._driver.answers():
             await self._conn.execute(sql, timeout=SCRIPT_TIMEOUT)
 
 
@@ -71,8 +79,8 @@ class PostgresDriver(Statements):
         self._pool = pool
         self._timeout = timeout
 
-    @contextmanager
-    def answers(self) -> Iterator[None]:
+    @asynccontextmanager
+    async def answers(self) -> AsyncIterator[None]:
         """Turn a driver's failure into the store's own errors, in words."""
         try:
             yield
@@ -88,25 +96,28 @@ class PostgresDriver(Statements):
                 if isinstance(e, asyncpg.PostgresError):
                     raise StoreError(f"the store at {redact_url(self.url)} refused a statement: {e}") from e
                 raise
-            raise StoreUnavailable(
-                f"the store at {redact_url(self.url)} {unavailable}; is PostgreSQL running there?"
-            ) from e
+            # The server that failed may be a primary demoted since: every
+            # pooled connection is replaced as it is next used, through the
+            # host list, so the next statements go to whichever host takes
+            # writes now. Connections in use are closed when given back.
+            await self._pool.expire_connections()
+            raise StoreUnavailable(unavailable_sentence(self.url, unavailable)) from e
 
     async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
-        with self.answers():
+        async with self.answers():
             return await self._pool.fetch(_sql(sql), *args)
 
     async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self.answers():
+        async with self.answers():
             await self._pool.executemany(_sql(sql), rows)
 
     async def script(self, sql: str) -> None:
-        with self.answers():
+        async with self.answers():
             await self._pool.execute(sql, timeout=SCRIPT_TIMEOUT)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Statements]:
-        with self.answers():
+        async with self.answers():
             async with self._pool.acquire() as conn:
                 async with conn.transaction():
                     yield _Tx(conn, self)
@@ -125,8 +136,25 @@ class PostgresDriver(Statements):
             self._pool.terminate()
 
 
+def unavailable_sentence(url: str, reason: str) -> str:
+    """The store's failure as a sentence naming every host tried."""
+    hosts = postgres_hosts(url)
+    if len(hosts) < 2:
+        return f"the store at {redact_url(url)} {reason}; is PostgreSQL running there?"
+    tried = ", ".join(hosts[:-1]) + " and " + hosts[-1]
+    return (f"the store at {redact_url(url)} {reason} (tried {tried}); is PostgreSQL running on them, "
+            "with one of them the primary? Under Patroni, a failover takes up to its ttl")
+
+
 def unavailable_reason(e: BaseException) -> str | None:
     """How `e` says the server is not answering, as words; None if it does not."""
+    if isinstance(e, asyncpg.TargetServerAttributeNotMatched):
+        # Checked before InternalClientError below, which it is a kind of.
+        return "has no host that takes writes: those that answered are standbys"
+    if isinstance(e, asyncpg.ReadOnlySQLTransactionError):
+        # A connection made to the primary before it was demoted and restarted
+        # read-only, or a standby reached without target_session_attrs.
+        return "is read-only where llmgw reached it: that host is a standby now"
     if isinstance(e, asyncio.TimeoutError):
         return "did not answer in time"
     if isinstance(e, ConnectionRefusedError):
@@ -154,6 +182,10 @@ def unavailable_reason(e: BaseException) -> str | None:
 async def open_postgres(url: str, migrate: bool = True, timeout: float = 3.0) -> Store:
     """Connect to the PostgreSQL store at `url` and bring its schema up to date."""
     shown = redact_url(url)
+    # asyncpg's timeout bounds one connection, whichever of the hosts it is
+    # made to: a first host that is down without refusing (a machine gone,
+    # its packets dropped) must leave time to try the next one.
+    timeout *= max(1, len(postgres_hosts(url)))
     try:
         pool = await asyncio.wait_for(
             asyncpg.create_pool(
@@ -164,9 +196,7 @@ async def open_postgres(url: str, migrate: bool = True, timeout: float = 3.0) ->
             timeout * 2,
         )
     except asyncio.TimeoutError as e:
-        raise StoreUnavailable(
-            f"the store at {shown} did not answer in {timeout:g} s; is PostgreSQL running there?"
-        ) from e
+        raise StoreUnavailable(unavailable_sentence(url, f"did not answer in {timeout:g} s")) from e
     except asyncpg.InvalidAuthorizationSpecificationError as e:
         raise StoreError(
             f"the store at {shown} refused llmgw's sign-in ({e}); check the user and password in its address"
@@ -175,11 +205,12 @@ async def open_postgres(url: str, migrate: bool = True, timeout: float = 3.0) ->
         raise StoreError(
             f"the store at {shown} has no such database ({e}); create it with createdb first"
         ) from e
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError) as e:
+        # InternalClientError: TargetServerAttributeNotMatched, every host a standby.
         reason = unavailable_reason(e)
         if reason is None:
             raise StoreError(f"the store at {shown} could not be opened: {e}") from e
-        raise StoreUnavailable(f"the store at {shown} {reason}; is PostgreSQL running there?") from e
+        raise StoreUnavailable(unavailable_sentence(url, reason)) from e
     driver = PostgresDriver(url, pool, timeout)
     try:
         await bring_up_to_date(driver, apply=migrate)

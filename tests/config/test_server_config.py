@@ -127,3 +127,13 @@ def test_the_machine_keys_are_server_configs_own():
 def test_cluster_keys_in_a_file_are_found_so_they_can_be_pointed_out():
     assert cluster_keys_in({"name": "cp1", "router": {}, "auth": {"cache_ttl": "1s"}}) == ["auth", "router"]
     assert cluster_keys_in(None) == []
+
+
+def test_a_store_with_several_hosts_must_ask_for_the_one_that_takes_writes():
+    hosts = "postgresql://llmgw:pw@10.0.0.6:5432,10.0.0.7:5432/llmgw"
+    assert refused({"store": hosts}) == (
+        "store: with several hosts the address needs ?target_session_attrs=read-write, so that llmgw "
+        "writes only to the primary; it has no target_session_attrs")
+    assert "target_session_attrs=any" in refused({"store": hosts + "?target_session_attrs=any"})
+    patroni = hosts + "?target_session_attrs=read-write"
+    assert from_dict(ServerConfig, {"store": patroni}).store == patroni
