@@ -13,7 +13,9 @@ failed between. `add_usage` skips a row id it already holds, so a batch
 whose commit was not seen can safely be sent again.
 
 Memory is bounded by `max_pending` rows (about 1 KB each: a million is a
-gigabyte). Past it, the oldest waiting rows are dropped and counted
+gigabyte). When the rows waiting reach 80% of it, one warning says so, while
+there is still time to bring the store back; /metrics shows the rows waiting
+(`llmgw_usage_writer_pending`) beside the bound (`_max_pending`). Past it, the oldest waiting rows are dropped and counted
 (`dropped`), with an error in the log: a gateway that keeps answering with
 a gap in its records beats one that runs out of memory and stops answering.
 
@@ -36,6 +38,8 @@ BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0
 # One error line a minute while rows are being dropped, not one per row.
 DROP_LOG_EVERY = 60.0
+# The share of max_pending at which the log warns that rows will soon be dropped.
+NEAR_FULL = 0.8
 
 
 class UsageWriter:
@@ -57,6 +61,8 @@ class UsageWriter:
         self._tries = 0  # failed writes in this outage
         self._last_drop_log = 0.0
         self._dropped_unlogged = 0
+        self._near_full = max(1, int(max_pending * NEAR_FULL))
+        self._said_near_full = False  # said once until the rows fall below the mark again
         # Figures for /metrics and for tests.
         self.batches = 0
         self.written = 0
@@ -80,8 +86,14 @@ class UsageWriter:
                 self._last_drop_log, self._dropped_unlogged = now, 0
         self._rows.append((self._next_seq, time.monotonic(), row))
         self._next_seq += 1
-        if len(self._rows) >= self.batch:
+        waiting = len(self._rows)
+        if waiting >= self.batch:
             self._wake.set()
+        if waiting >= self._near_full and not self._said_near_full:
+            self._said_near_full = True
+            log.warning("%d usage rows are waiting for the store, %d%% of the most kept (max_pending %d); "
+                        "past that the oldest are dropped: bring the store back", waiting,
+                        waiting * 100 // self.max_pending, self.max_pending)
 
     def pending(self) -> int:
         """Rows submitted and not yet written."""
@@ -189,6 +201,8 @@ class UsageWriter:
             rows.popleft()
         self.batches += 1
         self.written += len(taken)
+        if len(rows) < self._near_full:
+            self._said_near_full = False
         return True
 
     def _backoff(self) -> float:

@@ -77,12 +77,15 @@ class _StateCollector:
         pending.add_metric([], usage.pending())
         dropped = GaugeMetricFamily("llmgw_usage_writer_dropped", "Usage rows dropped since start (the store was away too long)")
         dropped.add_metric([], usage.dropped)
+        bound = GaugeMetricFamily("llmgw_usage_writer_max_pending",
+                                  "The most usage rows kept while the store is away; past it the oldest are dropped")
+        bound.add_metric([], usage.max_pending)
         guard = GaugeMetricFamily("llmgw_guard_decisions", "Guardrail decisions since start, by rule and action",
                                   labels=["rule", "action"])
         for (rule, action), count in self.router.guard_stats.decisions.items():
             guard.add_metric([rule, action], count)
         cache = self.router.cache
-        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, guard]
+        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, bound, guard]
         for name, value, what in (("hits", cache.hits, "Answers reused for the same request"),
                                   ("similar_hits", cache.similar_hits, "Answers reused for a similar question"),
                                   ("misses", cache.misses, "Cache look-ups that found nothing"),

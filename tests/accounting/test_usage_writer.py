@@ -11,7 +11,7 @@ import pytest
 from pgcluster import PgCluster
 
 from llmgw.accounting import UsageWriter
-from llmgw.store import Usage, open_store
+from llmgw.store import StoreUnavailable, Usage, open_store
 
 
 def row(n: int, cost: int = 1) -> Usage:
@@ -153,3 +153,58 @@ async def test_stopping_while_the_store_is_away_gives_up_at_the_deadline_and_say
     assert time.monotonic() - started < 5
     assert any("25 usage rows could not be written before stopping" in r.getMessage()
                for r in caplog.records)
+
+
+async def test_rows_waiting_for_a_stopped_postgresql_warn_once_near_the_bound_and_all_land_once_it_is_back(
+        own_cluster, caplog):
+    store = await open_store(own_cluster.create_database())
+    writer = UsageWriter(store, batch=10, interval=0.05, max_pending=100)
+    writer.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="llmgw.accounting"):
+            own_cluster.stop()
+            try:
+                for n in range(95):
+                    writer.submit(row(n))
+                    await asyncio.sleep(0)  # the writer tries, and fails, as rows come
+            finally:
+                own_cluster.start()
+            await wait_written(writer, timeout=60)
+
+        near = [r.getMessage() for r in caplog.records if "of the most kept" in r.getMessage()]
+        assert near == ["80 usage rows are waiting for the store, 80% of the most kept (max_pending 100); "
+                        "past that the oldest are dropped: bring the store back"]
+        assert writer.pending() == 0 and writer.dropped == 0
+        assert await landed(store) == 95
+    finally:
+        await writer.stop()
+        await store.close()
+
+
+class CommitNotSeen:
+    """The real store, but the first batch's answer is lost after it was committed (a connection cut at the end)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.lost = 0
+
+    async def add_usage(self, rows):
+        await self.store.add_usage(rows)
+        if not self.lost:
+            self.lost += 1
+            raise StoreUnavailable("the store at test closed the connection; is PostgreSQL running there?")
+
+
+async def test_a_batch_whose_commit_was_not_seen_is_sent_again_and_counted_once(store):
+    writer = UsageWriter(CommitNotSeen(store), batch=50, interval=0.05)
+    writer.start()
+    try:
+        for n in range(120):
+            writer.submit(row(n))
+        await wait_written(writer)
+    finally:
+        await writer.stop()
+
+    assert writer.failures == 1 and writer.pending() == 0
+    assert await landed(store) == 120
+    assert await store.spend_since("key", "key_a", since=0.0) == 120
