@@ -14,6 +14,11 @@ import socket
 from llmgw.config.types import Address
 
 
+# The kernel's queue of connections dealt to a socket and not yet taken by a process.
+# aiohttp's site listens again with its own default of 128 unless given this.
+LISTEN_BACKLOG = 1024
+
+
 class ListenError(Exception):
     pass
 
@@ -57,7 +62,7 @@ def bind(role: str, address: Address, *, shared: bool = False) -> socket.socket:
         raise ListenError(f"cannot listen on {address} for the {role} API: {e.strerror}") from None
     if shared:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.listen(1024)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -79,7 +84,7 @@ def share_port(first: socket.socket, role: str) -> socket.socket:
         sock.close()
         raise ListenError(f"cannot open another socket on the {role} port {port} for the workers: "
                           f"{e.strerror}; run with workers: 1") from None
-    sock.listen(1024)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock
 

@@ -30,7 +30,7 @@ from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.cluster import Cluster
 from llmgw.control.lease import LeaseKeeper
-from llmgw.control.listeners import bind, share_port, shown
+from llmgw.control.listeners import LISTEN_BACKLOG, bind, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
 from llmgw.control.trust import ClusterTrust, make_agent_app
@@ -132,7 +132,7 @@ class ControlPlane:
             runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
                                    handler_cancellation=(role == "client"))
             await runner.setup()
-            await web.SockSite(runner, sock, ssl_context=tls).start()
+            await web.SockSite(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
             self._runners.append(runner)
         await self.cluster.start()
         log.info("llmgw %s serving: %s", __version__,

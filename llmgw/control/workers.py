@@ -10,12 +10,20 @@ lease, the cluster settings' seeding, the admin API, the agent port and
 Ports. The main process takes the client port exactly as a single process
 does (bind without SO_REUSEPORT, so a second `llmgw server` on the machine,
 with workers or without, is refused with the usual sentence), then marks it
-SO_REUSEPORT and opens one more socket on it per further worker. Worker i
-is handed socket i and never binds anything itself; the main process keeps
-every socket open for its whole life. So the port is never unguarded, even
-while every worker is being restarted, and connections the kernel gives to
-a dead worker's socket wait in its queue for the replacement rather than
-being reset.
+SO_REUSEPORT and opens one more socket on it per further worker. The kernel
+deals each new connection to one socket of the group by a hash of its
+addresses, so idle workers share the load evenly: one socket shared by all,
+as gunicorn does, was tried and gave every request to the same worker while
+the others slept, since the first worker woken for a connection takes it.
+
+Every worker inherits every socket, and accepts on its own. The main
+process keeps them all open for its whole life, so a socket's queue
+outlives its worker: connections the kernel dealt to a worker that died,
+was killed or is restarting wait in that queue, and the main process at
+once tells the serving workers to accept on it too (an "orphan") until the
+replacement serves. So the port is never unguarded and no connection the
+kernel accepted is refused or reset; a worker's death costs only the
+connections it had already taken.
 
 Counts. Every 100 ms (SHARE_INTERVAL) each worker sends the main process
 what it counted since its last report: its RateLimiter's and its Budgets'
@@ -73,6 +81,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 
 from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.control.listeners import LISTEN_BACKLOG
 
 log = logging.getLogger("llmgw.workers")
 
@@ -174,10 +183,11 @@ class WorkerPool:
 
     def __init__(self, plane, sockets: list[socket.socket]):
         self.plane = plane
-        self.sockets = sockets
+        self.sockets = sockets  # one per worker, all on the client port
         self.slots = [_Slot(i) for i in range(len(sockets))]
         self.limits = RateLimiter()  # every worker's counts, for a worker that (re)starts
         self._stopping = asyncio.Event()
+        self._serving = False  # every worker of the first start is ready: they were told to accept
         self._tasks: list[asyncio.Task] = []
         self._lease_task: asyncio.Task | None = None
         self._forward: asyncio.TimerHandle | None = None
@@ -208,6 +218,8 @@ class WorkerPool:
         except WorkerFailed:
             await self.stop()
             raise
+        self._serving = True
+        self._broadcast({"t": "serve"})
         log.info("%d workers serve the client API", len(self.slots))
 
     async def stop(self) -> None:
@@ -270,10 +282,10 @@ class WorkerPool:
     async def _run_once(self, slot: _Slot) -> tuple[bool, str]:
         """One life of a worker: whether it served, and how it ended, as words for the log."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        listen = self.sockets[slot.index]
+        fds = [sock.fileno() for sock in self.sockets]
         try:
             slot.proc = await asyncio.create_subprocess_exec(
-                *worker_command(child.fileno()), pass_fds=(child.fileno(), listen.fileno()),
+                *worker_command(child.fileno()), pass_fds=(child.fileno(), *fds),
                 stdin=asyncio.subprocess.DEVNULL)
         except OSError as e:
             parent.close()
@@ -287,7 +299,7 @@ class WorkerPool:
         # No await from here to the registration: every count the main
         # limiter holds is in the hello, every later one is forwarded.
         channel.send({**_lease_message(self.plane.lease), "t": "hello", "index": slot.index,
-                      "workers": len(self.slots), "listen_fd": listen.fileno(),
+                      "workers": len(self.slots), "listen_fds": fds,
                       "config": _config_doc(self.plane.cfg), "rate": self.limits.counts()})
         slot.channel, slot.rate, slot.spend = channel, [], []
         said = None
@@ -300,20 +312,30 @@ class WorkerPool:
                 if kind == "counts":
                     self._counted(slot, message)
                 elif kind == "ready":
+                    # Set up, not yet accepting: every worker of the first start accepts only once all
+                    # are ready, so /health's first 200 means the whole pool serves. A replacement
+                    # accepts at once.
+                    if self._serving:
+                        channel.send({"t": "serve"})
+                    elif not slot.started.done():
+                        slot.started.set_result(None)
+                elif kind == "serving":
                     slot.ready = True
                     self._running.set(sum(s.ready for s in self.slots))
                     log.info("worker %d (pid %d) serves the client API", slot.index + 1, pid)
-                    if not slot.started.done():
-                        slot.started.set_result(None)
+                    self._tell_orphans()
                 elif kind == "failed":
                     said = message.get("message")
         finally:
             slot.channel = None
             slot.rate, slot.spend = [], []
+            served, slot.ready = slot.ready, False
+            # Its channel closes as it dies: the others take its socket's queue now, not after
+            # the process is reaped and a replacement has started.
+            self._tell_orphans()
             await channel.close()
         code = await slot.proc.wait()
         self._retire(slot)
-        served, slot.ready = slot.ready, False
         self._running.set(sum(s.ready for s in self.slots))
         if said:
             return served, f"could not start: {said}"
@@ -354,6 +376,15 @@ class WorkerPool:
                 continue
             slot.channel.send({"t": "counts", "rate": slot.rate, "spend": slot.spend})
             slot.rate, slot.spend = [], []
+
+    def _tell_orphans(self) -> None:
+        """Every serving worker accepts on the sockets whose own worker does not serve."""
+        if not self._serving or self._stopping.is_set():
+            return
+        orphans = [slot.index for slot in self.slots if not slot.ready]
+        for slot in self.slots:
+            if slot.ready and slot.channel is not None:
+                slot.channel.send({"t": "orphans", "sockets": orphans})
 
     def lease_changed(self) -> None:
         self._broadcast(_lease_message(self.plane.lease))
@@ -480,7 +511,7 @@ class SharedLease:
 class Worker:
     """One worker process: what the client app calls its plane."""
 
-    def __init__(self, cfg, index: int, channel: _Channel, listen: socket.socket):
+    def __init__(self, cfg, index: int, channel: _Channel, sockets: list[socket.socket]):
         from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
         from llmgw.router.service import Router
 
@@ -488,7 +519,9 @@ class Worker:
         self.name = cfg.machine_name
         self.index = index
         self.channel = channel
-        self.listen = listen
+        self.sockets = sockets  # every worker's, on the client port; sockets[index] is this one's
+        self._adopted: dict[int, web.SockSite] = {}  # orphans' sockets accepted on for now
+        self._adopting = asyncio.Lock()
         self.store = None
         self.settings = None
         self.lease = SharedLease()
@@ -498,6 +531,8 @@ class Worker:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.closed = asyncio.Event()  # the main process went away
+        self._serve = asyncio.Event()  # the main process says: accept connections
+        self.stopping = asyncio.Event()  # SIGTERM
 
     async def start(self, hello: dict) -> None:
         from llmgw.control.settings import ClusterSettingsWatcher
@@ -529,9 +564,16 @@ class Worker:
         app.on_response_prepare.append(name_the_worker)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
         await self._runner.setup()
-        await web.SockSite(self._runner, self.listen).start()
         self._tasks.append(asyncio.create_task(self._report(), name="worker-report"))
         self.channel.send({"t": "ready", "pid": os.getpid()})
+        waits = [asyncio.create_task(e.wait()) for e in (self._serve, self.closed, self.stopping)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
+        if not self._serve.is_set():
+            raise WorkerFailed("stopped before it was told to serve")
+        await web.SockSite(self._runner, self.sockets[self.index], backlog=LISTEN_BACKLOG).start()
+        self.channel.send({"t": "serving", "pid": os.getpid()})
 
     async def stop(self) -> None:
         if self._runner:
@@ -568,6 +610,24 @@ class Worker:
             except Exception:  # noqa: BLE001 - the reports must outlive one bad round
                 log.exception("worker %d could not report its counts", self.index + 1)
 
+    async def _adopt(self, wanted: set[int]) -> None:
+        """Accept on exactly these other workers' sockets besides this one's own."""
+        async with self._adopting:
+            if self._runner is None:
+                return
+            for i in sorted(set(self._adopted) - wanted):
+                await self._adopted.pop(i).stop()
+            for i in sorted(wanted - set(self._adopted)):
+                # A copy of the descriptor: stopping the site closes it, and the socket stays open
+                # in the main process and here for the next adoption.
+                sock = self.sockets[i].dup()
+                sock.setblocking(False)
+                site = web.SockSite(self._runner, sock, backlog=LISTEN_BACKLOG)
+                await site.start()
+                self._adopted[i] = site
+            if wanted:
+                log.info("accepting for worker(s) %s until they serve again", ", ".join(str(i + 1) for i in sorted(wanted)))
+
     async def _hear(self) -> None:
         while True:
             message = await self.channel.receive()
@@ -580,6 +640,10 @@ class Worker:
                 self.router.budgets.merge(message.get("spend") or [])
             elif kind == "lease":
                 self.lease.tell(message)
+            elif kind == "serve":
+                self._serve.set()
+            elif kind == "orphans":
+                await self._adopt({int(i) for i in message.get("sockets") or []} - {self.index})
             elif kind == "keys":
                 if message.get("clear"):
                     self.keys.clear()
@@ -595,8 +659,6 @@ async def run_worker(channel_fd: int) -> int:
     from llmgw.config.server import ServerConfig
 
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
     # A terminal's Ctrl-C reaches the whole process group; the main process
     # stops its workers in order, so the worker leaves SIGINT to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -608,9 +670,12 @@ async def run_worker(channel_fd: int) -> int:
     logsetup.setup(cfg.log.level, cfg.log.format)
     index = int(hello["index"])
     _name_logs(index)
-    listen = socket.socket(fileno=int(hello["listen_fd"]))
-    listen.setblocking(False)
-    worker = Worker(cfg, index, channel, listen)
+    sockets = [socket.socket(fileno=int(fd)) for fd in hello["listen_fds"]]
+    for sock in sockets:
+        sock.setblocking(False)
+    worker = Worker(cfg, index, channel, sockets)
+    stop = worker.stopping
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
         try:
             await worker.start(hello)
