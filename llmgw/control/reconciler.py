@@ -51,6 +51,10 @@ FORGET_AFTER = 600.0  # a stopped or failed replica's row is kept this long, for
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class _NoLongerLeading(Exception):
+    """Leadership ended in the middle of a pass: the rest of it is not carried out."""
+
+
 class Reconciler:
     def __init__(self, store: Store, agents: AgentService, *, leading: Callable[[], bool],
                  registry: Callable[[], "Registry | None"], policy: Callable[[], Policy] = Policy,
@@ -177,6 +181,9 @@ class Reconciler:
                 continue
             try:
                 await self.once()
+            except _NoLongerLeading:
+                self._loaded = False  # a later lead reads the replicas again, as another leader left them
+                log.info("leadership ended during a reconcile pass; the rest of it was not carried out")
             except StoreError as e:
                 log.warning("a reconcile pass could not reach the store: %s", e)
             except Exception:  # noqa: BLE001 - a bug in one pass must not end placement for good
@@ -192,6 +199,7 @@ class Reconciler:
             self._loaded = True
             self._led_since = now
         records = await self.store.list_models(include_removed=True)
+        self._still_leading()
         entries = []
         for record in records:
             try:
@@ -199,20 +207,37 @@ class Reconciler:
             except Exception as e:  # noqa: BLE001 - one bad row must not stop the others
                 log.error("the catalog's model %s cannot be read: %s", record.name, e)
         nodes = await self._nodes(now)
+        self._still_leading()
         self._time_out_starts(now)
         plan = place(entries, nodes, list(self.replicas.values()), now, demand=self._demand(), policy=self.policy)
         await self._carry_out(plan, now)
         await self._resend(now)
         self._forget_old(now)
+        self._still_leading()
         await self._write()
         self._fill_registry(entries)
         self.passes += 1
         self.pass_seconds.observe(time.perf_counter() - started)
         return plan
 
+    def _still_leading(self) -> None:
+        """Raise _NoLongerLeading when the lease is no longer ours.
+
+        `leading()` is checked at the top of each pass, but a pass waits on
+        the store: a store that stops answering holds a statement for up to
+        its timeout (30 s), longer than the lease's TTL, and the lease reads
+        its own clock, so by then another control plane may lead. Checked
+        again after each wait on the store and before each action, a
+        pass never acts for a leader that has stepped down.
+        """
+        if not self._leading():
+            raise _NoLongerLeading()
+
     async def _nodes(self, now: float) -> list[NodeView]:
         views: dict[str, NodeView] = {}
-        for record in await self.store.list_nodes():
+        records = await self.store.list_nodes()
+        self._still_leading()
+        for record in records:
             if record.id in self.agents.nodes:
                 # Its view is made from what the agent said, below. Decoding the stored Register
                 # and Heartbeat was most of a steady pass over 1,000 nodes (bench_cluster).
@@ -268,6 +293,7 @@ class Reconciler:
     async def _carry_out(self, plan: Plan, now: float) -> None:
         waits: dict[str, str] = {}
         for action in plan.ordered():
+            self._still_leading()
             if isinstance(action, Lost):
                 r = self.replicas.get(action.shard_id)
                 if r is not None:
@@ -309,6 +335,7 @@ class Reconciler:
         for r in list(self.replicas.values()):
             if r.state != "pending" or r.desired != "run" or now - self._sent.get(r.id, 0.0) <= RESEND_AFTER:
                 continue
+            self._still_leading()
             message = self._messages.get(r.id)
             if message is None:
                 self._set(r, state="failed", desired="stop", since=now,
