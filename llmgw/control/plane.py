@@ -23,7 +23,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from llmgw import __version__
+from llmgw import __version__, heap
 from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
 from llmgw.account.service import Accounts
 from llmgw.config.server import ServerConfig, cluster_part
@@ -220,6 +220,7 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await plane.start(cluster_part(cfg))
+        heap.settle()  # after start: what start-up made is frozen out of every collection (llmgw/heap.py)
         print(f"llmgw server {plane.name} is up: client API {plane.advertise()}/v1, "
               f"admin API {plane.listen_addresses.get('admin')}", flush=True)
         await stop.wait()

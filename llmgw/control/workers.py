@@ -80,6 +80,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 
+from llmgw import heap
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.listeners import LISTEN_BACKLOG
 
@@ -686,6 +687,7 @@ async def run_worker(channel_fd: int) -> int:
                 sentence = f"unexpected {type(e).__name__}: {e} (this is a bug in llmgw)"
             channel.send({"t": "failed", "message": sentence})
             return 1
+        heap.settle()  # as the main process does once started (llmgw/heap.py)
         closed = asyncio.create_task(worker.closed.wait())
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([closed, stopped], return_when=asyncio.FIRST_COMPLETED)
