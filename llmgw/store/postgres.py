@@ -18,6 +18,7 @@ lands on the new primary (docs/store.md, "Running on Patroni").
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Sequence
 
@@ -45,6 +46,25 @@ _SCHEMA_LOCK = 0x6C6C6D67770001  # "llmgw" + 1
 COMMAND_TIMEOUT = 30.0
 # Migrations may rebuild a large table; they get their own, far longer, bound.
 SCRIPT_TIMEOUT = 3600.0
+
+
+class _NoTraceback(logging.Filter):
+    """asyncpg's pool logs a traceback each time it fails to reconnect its
+    floor of connections (min_size) while the server is away: a screenful
+    every second or more through a failover. llmgw's own lines already say
+    the store is away, in a sentence; asyncpg's is kept, without the stack."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            reason = unavailable_reason(record.exc_info[1]) if record.exc_info[1] else None
+            if reason is not None:
+                record.msg = f"{record.getMessage()} (the store {reason})"
+                record.args = None
+                record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_NoTraceback())
 
 
 def _sql(sql: str) -> str:
