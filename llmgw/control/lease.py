@@ -55,6 +55,19 @@ class LeaseKeeper:
     def leading(self) -> bool:
         return self.state.leading and time.monotonic() < self._leading_until
 
+    @property
+    def cut_off(self) -> bool:
+        """Stepped down (or about to) only because the store is away, the lease last seen its own.
+
+        Such a control plane stops placing work, but keeps answering /v1
+        itself: no other control plane can be seen leading, and passing /v1
+        on to nobody would refuse every client for as long as the store
+        fails over (a Patroni failover: seconds to its ttl). It is a
+        standby again as soon as the store shows another holder.
+        """
+        lease = self.state.lease
+        return not self.state.store_ok and lease is not None and lease.holder == self.holder
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="lease")
 
