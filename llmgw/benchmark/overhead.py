@@ -22,6 +22,12 @@ figures above. Nothing is pinned there, so the two workers share the cores
 with the engine and with this process's load, which needs a core of its
 own to push that much: on a two-core machine the figure is a floor of what
 a second core gives a gateway, not a measure of it.
+
+The `nginx` step, where nginx is installed, measures the same gateway
+(pinned the same way) in front of nginx serving fixed answers
+(llmgw/benchmark/nginx.py): c1's added p50/p99 over nginx itself, c32's
+requests and s64's streams a second. nginx takes no time of its own, so
+these are the gateway's figures alone, the ones the targets are set in.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import psutil
+
+from llmgw.benchmark import nginx
 
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 16}
 # Only an OpenAI key's shape: what the baseline must refuse, to show the guard step measured it at work.
@@ -86,7 +94,9 @@ class Rig:
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
 
     @classmethod
-    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True) -> "Rig":
+    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> "Rig":
+        """engine "sim": an instant sim-engine answering `answer_tokens`; "nginx": nginx's fixed
+        answers (llmgw/benchmark/nginx.py), the model `sim` its JSON answer, `sim-stream` its stream."""
         pin = pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
         engine_core, gateway_core = (0, 1) if pin else (None, None)
         affinity = os.sched_getaffinity(0) if pin else None
@@ -95,19 +105,25 @@ class Rig:
         tmp = tempfile.mkdtemp(prefix="llmgw-bench-")
         py = [sys.executable, "-m", "llmgw"]
         engine_port = _free_port()
-        engine = subprocess.Popen(_pinned(engine_core, [*py, "sim-engine", "--port", str(engine_port),
-                                                        "--model", "sim", "--max-tokens-default", str(answer_tokens)]),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs = [engine]
+        engine_url = f"http://127.0.0.1:{engine_port}"
+        if engine == "nginx":
+            models = [{"name": "sim", "endpoints": [f"{engine_url}/v1"]},
+                      {"name": "sim-stream", "endpoints": [f"{engine_url}/stream/v1"]}]
+            served = nginx.start(engine_port, tmp, _pinned(engine_core, []))
+        else:
+            models = [{"name": "sim", "endpoints": [f"{engine_url}/v1"]}]
+            served = subprocess.Popen(_pinned(engine_core, [*py, "sim-engine", "--port", str(engine_port), "--model",
+                                                            "sim", "--max-tokens-default", str(answer_tokens)]),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs = [served]
         try:
-            _wait_port(engine_port, engine, "the sim-engine")
+            _wait_port(engine_port, served, "nginx" if engine == "nginx" else "the sim-engine")
             ports = {r: _free_port() for r in ("client", "agent", "admin", "metrics")}
             config = os.path.join(tmp, "server.yaml")
             with open(config, "w") as f:
                 # guard.default set, even empty, keeps init's baseline defined but off:
                 # the guard step turns it on where it measures it.
-                json.dump({"models": [{"name": "sim", "endpoints": [f"http://127.0.0.1:{engine_port}/v1"]}],
-                           "log": {"level": "warning"}, "guard": {"default": []}}, f)
+                json.dump({"models": models, "log": {"level": "warning"}, "guard": {"default": []}}, f)
             args = ["--config", config, "--data-dir", tmp]
             for role, port in ports.items():
                 args += [f"--listen-{role}", f"127.0.0.1:{port}"]
@@ -136,7 +152,7 @@ class Rig:
                          f"{os.cpu_count()} cores")
         else:
             placement = "unpinned (taskset missing or one core): gateway, engine and load share the cores"
-        return cls(f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{ports['client']}", key, gateway.pid,
+        return cls(engine_url, f"http://127.0.0.1:{ports['client']}", key, gateway.pid,
                    placement, f"127.0.0.1:{ports['admin']}", procs, tmp, affinity)
 
     def guard_default(self, policies: list[str]) -> None:
@@ -186,10 +202,12 @@ class Step:
         return self.done / self.seconds if self.seconds else 0.0
 
 
-async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: float, stream: bool) -> tuple:
+async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: float, stream: bool,
+                       model: str = "sim") -> tuple:
     # A stream step asks for the 64 tokens its name promises; the sim's
     # answers are --max-tokens-default long, which the stream rigs set to 64.
     body = dict(CHAT, stream=True, max_tokens=64) if stream else CHAT
+    body = dict(body, model=model)
     payload = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if key:
@@ -220,14 +238,18 @@ async def _closed_loop(url: str, key: str | None, concurrency: int, seconds: flo
     return latencies, failed, time.monotonic() - began
 
 
-def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float, stream: bool = False) -> Step:
+def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float, stream: bool = False,
+             model: str = "sim") -> Step:
+    """`model` picks the rig's model; against nginx, straight to the engine, "sim-stream" is its /stream path."""
     url = rig.engine_url if target == "direct" else rig.gateway_url
+    if target == "direct" and model == "sim-stream":
+        url += "/stream"
     key = None if target == "direct" else rig.key
     # The gateway and its workers, if it has them (the engine is not its child).
     gateway = psutil.Process(rig.gateway_pid)
     tree = [gateway, *gateway.children(recursive=True)]
     before = [p.cpu_times() for p in tree]
-    latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream))
+    latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream, model))
     after = [p.cpu_times() for p in tree]
     cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before))
     return Step(name, target, len(latencies), failed, took, latencies, cpu)
@@ -276,7 +298,45 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
     finally:
         stream_rig.stop()
     results["steps"]["workers"] = _workers_step(results["steps"], seconds, say)
+    if nginx.available():
+        results["steps"]["nginx"] = _nginx_step(seconds, say)
+    else:
+        say("nginx: skipped: nginx is not installed; `apt-get install nginx` (Debian) measures the gateway "
+            "in front of it as well, an engine that takes no time of its own")
     return results
+
+
+NGINX_UNITS = {"direct_rps": "req/s", "gateway_rps": "req/s", "added_p50_ms": "ms", "added_p99_ms": "ms",
+               "c32_gateway_rps": "req/s", "s64_gateway_streams_per_s": "streams/s", "gateway_cpu_s_per_1k": "s"}
+
+
+def _nginx_step(seconds: float, say) -> dict:
+    """c1 (added p50/p99 over nginx itself), c32 and s64 through one gateway in front of nginx.
+
+    Pinned as the sim steps are: the gateway on core 1, nginx and the load on
+    core 0. Only c1 also goes straight to nginx: that is what the added
+    figures subtract; at c32 and s64 this process's load, not nginx, would
+    be what a direct figure measured.
+    """
+    rig = Rig.start(engine="nginx")
+    say(f"placement: {rig.placement}; the engine is nginx (fixed answers)")
+    try:
+        asyncio.run(_closed_loop(rig.gateway_url, rig.key, 4, min(1.0, seconds), False))  # warm up
+        direct = run_step(rig, "nginx", "direct", 1, seconds)
+        through = run_step(rig, "nginx", "gateway", 1, seconds)
+        c32 = run_step(rig, "nginx", "gateway", 32, seconds)
+        s64 = run_step(rig, "nginx", "gateway", 64, seconds, stream=True, model="sim-stream")
+    finally:
+        rig.stop()
+    figures = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
+               "added_p50_ms": round(through.pct(0.5) - direct.pct(0.5), 3),
+               "added_p99_ms": round(through.pct(0.99) - direct.pct(0.99), 3),
+               "c32_gateway_rps": round(c32.rate), "s64_gateway_streams_per_s": round(s64.rate),
+               "gateway_cpu_s_per_1k": round(through.gateway_cpu / through.done * 1000, 3) if through.done else None,
+               "failed": direct.failed + through.failed + c32.failed + s64.failed}
+    for key, value in figures.items():
+        say(f"nginx.{key}: {value} {NGINX_UNITS.get(key, '')}".rstrip())
+    return figures
 
 
 GUARD_UNITS = {"gateway_rps": "req/s", "added_p50_ms": "ms", "added_p99_ms": "ms", "cost_p50_ms": "ms",

@@ -17,8 +17,9 @@ def register(ctl_commands) -> None:
                     "on), and prints what the gateway added: p50/p99 at concurrency 1 and 32, requests and "
                     "64-token streams a second, and the gateway's CPU per thousand requests. The guard step "
                     "runs concurrency 1 again with the baseline guardrail policy on every request, in slices "
-                    "alternating with slices of it off, and prints what the policy costs over those. Nothing "
-                    "leaves this machine.")
+                    "alternating with slices of it off, and prints what the policy costs over those. Where "
+                    "nginx is installed, c1, c32 and 64-token streams run again through a gateway in front "
+                    "of nginx serving fixed answers: the gateway's own figures. Nothing leaves this machine.")
     overhead.add_argument("--seconds", type=float, default=5.0, help="how long each step runs (default 5)")
     overhead.add_argument("--json", action="store_true", help="print one JSON document at the end")
     overhead.set_defaults(run=run_overhead)

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+from llmgw.benchmark import nginx
+
 
 def test_the_gateways_overhead_is_measured_in_one_second_steps():
     done = subprocess.run([sys.executable, "-m", "llmgw", "ctl", "bench", "overhead", "--seconds", "1", "--json"],
@@ -21,3 +23,9 @@ def test_the_gateways_overhead_is_measured_in_one_second_steps():
     # The guard step refuses to run unless the baseline refused a planted key, so a figure here was measured with it on.
     assert results["steps"]["guard"]["gateway_rps"] > 0
     assert "guard.cost_p50_ms: " in done.stderr
+    if nginx.available():
+        # The same gateway in front of nginx's fixed answers, each step answered whole (failed is 0 above).
+        assert results["steps"]["nginx"]["s64_gateway_streams_per_s"] > 0
+        assert "nginx.added_p99_ms: " in done.stderr
+    else:
+        assert "nginx: skipped: nginx is not installed" in done.stderr
