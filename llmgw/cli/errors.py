@@ -12,9 +12,11 @@ def explain(error: BaseException) -> str | None:
     from llmgw.control.listeners import ListenError
     from llmgw.control.token import TokenError
     from llmgw.control.trust import TrustError
+    from llmgw.onboard.keepalived import FloatingAddressError
     from llmgw.store import StoreError
 
-    expected = (AdminError, ConfigError, StoreError, ListenError, TokenError, AccountError, TreeError, TrustError)
+    expected = (AdminError, ConfigError, StoreError, ListenError, TokenError, AccountError, TreeError, TrustError,
+                FloatingAddressError)
     if isinstance(error, expected):
         return str(error)
     return None

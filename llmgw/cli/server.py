@@ -1,4 +1,4 @@
-"""`llmgw server` (run a control plane) and `llmgw server init` (set a new one up)."""
+"""`llmgw server` (run a control plane), `server init` (set a new one up), `server add` (one of several)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from llmgw.cli.output import emit_json
 
 SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
+KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 
 
 def register(commands) -> None:
@@ -47,6 +48,32 @@ def register(commands) -> None:
                       help="ORG/TEAM/PROJECT of the first API key")
     init.add_argument("--json", action="store_true", help="print one JSON document")
     init.set_defaults(run=run_init)
+    # Not `shared`: of server.yaml, only the client listener (where /leader
+    # is asked) matters here.
+    add = actions.add_parser("add", help="make this machine one of several control planes: "
+                             "keepalived's configuration for a floating address that follows the leader",
+                             description="Write keepalived's configuration for a floating address held by "
+                                         "whichever control plane leads (it asks /leader every second). Run it "
+                                         "with the same --vip on every control plane, then reload keepalived "
+                                         "on each. docs/ha.md says how the address moves.")
+    add.add_argument("--config", metavar="PATH",
+                     help=f"server.yaml (default {SYSTEM_CONFIG} when it exists), for listen.client")
+    add.add_argument("--listen-client", metavar="ADDR",
+                     help="the client listener, where keepalived asks /leader (default server.yaml's, or :8080)")
+    add.add_argument("--vip", required=True, metavar="ADDR/LEN",
+                     help="the floating address with its network's prefix length, e.g. 10.0.0.160/24")
+    add.add_argument("--interface", metavar="IF",
+                     help="the interface on that network (default: the one this machine routes the address through)")
+    add.add_argument("--priority", type=int, default=100, metavar="N",
+                     help="100 to 150: which standby keeps the address while none leads (default 100)")
+    add.add_argument("--keepalived-conf", metavar="PATH", default=KEEPALIVED_CONF,
+                     help=f"where to write keepalived's configuration (default {KEEPALIVED_CONF})")
+    add.add_argument("--print", action="store_true", dest="print_only",
+                     help="print the configuration instead of writing it")
+    add.add_argument("--force", action="store_true", help="replace a configuration llmgw did not write")
+    add.add_argument("--json", action="store_true", help="print one JSON document")
+    add.set_defaults(run=run_add, store=None, data_dir=None, name=None, advertise=None, admin_token_file=None,
+                     listen_agent=None, listen_admin=None, listen_metrics=None)
 
 
 def load(args) -> tuple:
@@ -151,6 +178,47 @@ def run_init(args) -> int:
     out.write(f"  guardrails      {_guard_line(result['guard'])}\n\n")
     out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
               f"http://{host}:{port}/v1/models\n")
+    return 0
+
+
+def run_add(args) -> int:
+    import shutil
+
+    from llmgw.onboard import keepalived
+    from llmgw.onboard.interfaces import check_interface, interface_toward
+
+    cfg, _ = _load(args)
+    vip = keepalived.parse_vip(args.vip)
+    interface = check_interface(args.interface) if args.interface else interface_toward(vip)
+    address = keepalived.FloatingAddress(vip=vip, interface=interface,
+                                         priority=keepalived.check_priority(args.priority),
+                                         check_url=keepalived.leader_url(cfg.listen.client))
+    path = args.keepalived_conf
+    if args.print_only:
+        text = keepalived.render(address, shutil.which("curl") or "/usr/bin/curl")
+    else:
+        text = keepalived.render(address, keepalived.find_curl())
+        keepalived.write(path, text, force=args.force)
+    # keepalived on Debian does not start without a configuration, so the
+    # first time there is nothing to reload: reload-or-restart starts it.
+    installed = shutil.which("keepalived") is not None
+    step = ("systemctl reload-or-restart keepalived" if installed
+            else "apt-get install keepalived  (it starts with this file)")
+    result = {"path": path, "written": not args.print_only, "vip": str(vip), "interface": interface,
+              "virtual_router_id": address.router_id, "priority": address.priority,
+              "check": address.check_url, "next": None if args.print_only else step}
+    if args.json:
+        if args.print_only:
+            result["config"] = text
+        emit_json(result)
+        return 0
+    if args.print_only:
+        sys.stdout.write(text)
+        return 0
+    print(f"Wrote {path}: the floating address {vip} on {interface}, VRRP router id {address.router_id}, "
+          f"held while {address.check_url} answers 200.")
+    print("Run the same command on every control plane, then on each:")
+    print(f"  {step}")
     return 0
 
 
