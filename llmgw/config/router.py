@@ -115,6 +115,10 @@ class RouterSettings:
     """Load balancers and proxies in front of the control planes, as addresses or CIDR prefixes (10.0.0.0/8).
     Only their X-Forwarded-For, -Proto and -Host headers are believed; anyone else could forge the address that limits are counted against."""
 
+    active_active: bool = False
+    """Standbys answer `/v1` themselves, routing to the leader's replicas, instead of passing it on to the leader; rate limits stay the cluster's (every 2 s). Point clients at every control plane. See docs/ha.md.
+    A standby that has not heard from the leader for a minute passes `/v1` on again, or answers 503 while nobody leads."""
+
     max_body: Size = Size("32MB")
     """The largest request body the client API reads; a larger one is refused with 413 before it is read whole."""
 

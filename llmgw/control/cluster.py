@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from llmgw.control.agentsvc import AgentService
-from llmgw.control.catalog import Demand, Policy
+from llmgw.control.catalog import Policy
 from llmgw.control.reconciler import Reconciler
 from llmgw.control.trust import peer_node_id
 from llmgw.store import StoreError
@@ -41,13 +41,12 @@ class Cluster:
         control = lambda: plane.settings.current.control  # noqa: E731
         self.reconciler = Reconciler(
             plane.store, self.agents, leading=lambda: plane.lease.leading,
-            registry=lambda: plane.router.registry if plane.router else None,
+            registry=lambda: plane.routes,
             policy=lambda: Policy(lost_after=float(control().node_lost_after)),
             startup_timeout=lambda: float(control().startup_timeout),
             engine_key=lambda: plane.trust.engine_key,
-            # The in-process router's requests. With `workers` the routers are the workers' own
-            # processes, whose asks do not reach placement yet.
-            demand=lambda: Demand(*plane.router.demand.read()) if plane.router else Demand())
+            # Every router's requests: this process's or its workers', and the standbys' in the exchange.
+            demand=plane.demand)
         plane.registry.register(self.reconciler.pass_seconds)
         self._task: asyncio.Task | None = None
 

@@ -28,8 +28,11 @@ from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
 from llmgw.account.service import Accounts
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
+from llmgw.control.catalog import Demand
 from llmgw.control.cluster import Cluster
+from llmgw.control.exchange import Exchange, RouterCounts
 from llmgw.control.lease import LeaseKeeper
+from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
@@ -37,7 +40,7 @@ from llmgw.control.trust import ClusterTrust, make_agent_app
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
-from llmgw.store import Store, open_store
+from llmgw.store import Store, StoreError, open_store
 
 log = logging.getLogger("llmgw.server")
 
@@ -77,12 +80,16 @@ class ControlPlane:
             self.keys = FannedKeys(self.keys, self.workers)
         else:
             self.router = Router(store, lambda: self.settings.current, self.registry)
+        # The catalog's ready replicas, from whichever source is in force (control/routes.py).
+        self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
         # Functions that add routes to the agent port's app (agents' streams,
         # the standbys' exchange); each sits behind its certificate rule.
         self.agent_mounts: list = []
         self.cluster = Cluster(self)
         self.agent_mounts.append(self.cluster.mount)
+        self.exchange = Exchange(self, self.workers if self.workers else RouterCounts(self.router))
+        self.agent_mounts.append(self.exchange.mount)
         self._runners: list[web.AppRunner] = []
 
     def advertise(self) -> str:
@@ -92,6 +99,39 @@ class ControlPlane:
         if host in ("0.0.0.0", "::"):
             host = socket.gethostname()
         return f"http://{host}:{port}"
+
+    def answers_itself(self) -> bool:
+        """Whether /v1 is answered here: on the leader, and on a standby following it (active-active)."""
+        return self.lease.leading or self.exchange.fresh() or self.lease.cut_off
+
+    def demand(self) -> Demand:
+        """What every router of the cluster asks of placement: this machine's, and the standbys' in the exchange."""
+        own = self.exchange.counts.asks()
+        asked, used = dict(own[0]), dict(own[1])
+        theirs = self.exchange.asks()
+        for model, since in theirs[0].items():
+            asked[model] = min(since, asked.get(model, since))
+        for model, at in theirs[1].items():
+            used[model] = max(at, used.get(model, at))
+        return Demand(asked, used)
+
+    async def _seed_routes(self) -> None:
+        """The catalog and the replicas the store lists as ready, probed: routed to before any agent reconnects.
+
+        Without this a control plane knew the catalog's models only from its
+        reconciler, as leader, once its agents had come back: a restarted
+        leader answered "no model here" for 10.8 s (issue 9).
+        """
+        try:
+            placed = await probed(await from_store(self.store, self.trust.engine_key or None))
+        except StoreError as e:
+            log.warning("the catalog could not be read from the store at start (%s); its models are known once "
+                        "the leader's reconciler or the routing exchange says", e)
+            return
+        if placed:
+            ready = sum(bool(p.replicas) for p in placed.values())
+            log.info("the catalog from the store: %d model(s), %d with a replica that answers", len(placed), ready)
+        self.routes.publish(Routes(placed))
 
     def _leadership_changed(self, leading: bool) -> None:
         self._leader_gauge.set(1 if leading else 0)
@@ -108,12 +148,15 @@ class ControlPlane:
             self.settings.subscribe(self.router.apply)
             await self.router.start()
         self.settings.start(lambda: float(self.settings.current.control.settings_poll))
+        await self.lease.reclaim()
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
         self.lease.start()
-        if self.workers:
-            # After the lease's first round, so the workers' /leader is right from their start.
-            await self.workers.start()
         await self.trust.start(self.sockets["agent"], self.cfg.advertise)
+        await self._seed_routes()
+        if self.workers:
+            # After the lease's first round and the catalog's seed, so the workers' /leader is
+            # right from their start and they route to the catalog's replicas at once.
+            await self.workers.start()
         apps = {"client": make_client_app(self), "admin": make_admin_app(self),
                 "agent": make_agent_app(self.trust, self.agent_mounts), "metrics": _metrics_app(self)}
         for role, sock in self.sockets.items():
@@ -135,6 +178,7 @@ class ControlPlane:
             await web.SockSite(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
             self._runners.append(runner)
         await self.cluster.start()
+        self.exchange.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
 
@@ -143,6 +187,7 @@ class ControlPlane:
             # First, while the store is open and the lease held: their
             # requests finish and their usage rows are written.
             await self.workers.stop()
+        await self.exchange.stop()
         await self.lease.stop(release=True)
         await self.settings.stop()
         await self.cluster.stop()

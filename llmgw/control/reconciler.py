@@ -24,21 +24,18 @@ import asyncio
 import logging
 import time
 from dataclasses import replace as dc_replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from prometheus_client import Histogram
 
-from llmgw.config.router import ModelSettings
 from llmgw.control.agentsvc import AgentService, Node
 from llmgw.control.catalog import Demand, Entry, NodeView, Plan, Policy, place
 from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
+from llmgw.control.routes import RouteSink, placed_models
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
-from llmgw.router.registry import Placed
 from llmgw.store import NodeRecord, Replica, Store, StoreError
 
-if TYPE_CHECKING:
-    from llmgw.router.registry import Registry
 
 log = logging.getLogger("llmgw.reconciler")
 
@@ -57,7 +54,7 @@ class _NoLongerLeading(Exception):
 
 class Reconciler:
     def __init__(self, store: Store, agents: AgentService, *, leading: Callable[[], bool],
-                 registry: Callable[[], "Registry | None"], policy: Callable[[], Policy] = Policy,
+                 registry: Callable[[], RouteSink | None], policy: Callable[[], Policy] = Policy,
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
                  engine_key: Callable[[], str] = lambda: "",
                  demand: Callable[[], Demand] = Demand,
@@ -371,25 +368,7 @@ class Reconciler:
         registry = self._registry()
         if registry is None:
             return
-        ready: dict[str, list[tuple[str, str]]] = {}
-        for r in self.replicas.values():
-            if r.state == "ready" and r.url and r.desired == "run":
-                ready.setdefault(r.model, []).append((r.id, r.url))
-        placed = {}
-        for entry in entries:
-            if entry.removed:
-                continue
-            spec = entry.spec
-            settings = ModelSettings(name=spec.name, context_length=spec.context_length,
-                                     max_output_tokens=spec.max_output)
-            key = self._engine_key() or None
-            replicas = tuple(sorted(ready.get(spec.name, [])))
-            marks = {"upstream": spec.name, "on_demand": entry.on_demand, "stopped": entry.stopped}
-            placed[spec.name] = Placed(settings, replicas, key, **marks)
-            for alias in spec.aliases:
-                placed[alias] = Placed(ModelSettings(name=alias, context_length=spec.context_length,
-                                                     max_output_tokens=spec.max_output), replicas, key, **marks)
-        registry.set_placed(placed)
+        registry.set_placed(placed_models(entries, self.replicas.values(), self._engine_key() or None))
         registry.set_notes(dict(self.waits), self._loading())
 
     def _loading(self) -> dict[str, str]:

@@ -83,6 +83,7 @@ from prometheus_client.metrics_core import Metric
 from llmgw import heap
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.listeners import LISTEN_BACKLOG
+from llmgw.control.routes import Routes, from_doc, to_doc
 
 log = logging.getLogger("llmgw.workers")
 
@@ -98,6 +99,7 @@ HEALTHY_AFTER = 30.0  # a worker that ran this long starts the backoff afresh wh
 LINE_LIMIT = 64 * 1024 * 1024  # one message; a first minute of counts can be large
 SEND_BUFFER_MAX = 64 * 1024 * 1024  # a worker that reads nothing (stopped, stuck) is not queued for forever
 WORKER_HEADER = "x-llmgw-worker"
+OUTBOX_MAX = 200_000  # counts kept for other control planes while none takes them
 # Gauges where a sum would say something false: the most open breaker and
 # the oldest unwritten row are what an operator needs to see.
 LARGEST = frozenset({"llmgw_breaker_state", "llmgw_usage_writer_lag_seconds"})
@@ -159,9 +161,11 @@ class _Channel:
             pass
 
 
-def _lease_message(keeper) -> dict:
+def _lease_message(plane) -> dict:
+    keeper = plane.lease
     lease = keeper.state.lease
-    return {"t": "lease", "leading": keeper.leading,
+    # answers: whether /v1 is answered here or passed on to the leader (control/exchange.py).
+    return {"t": "lease", "leading": keeper.leading, "answers": plane.answers_itself(),
             "lease": dataclasses.asdict(lease) if lease is not None else None}
 
 
@@ -177,6 +181,8 @@ class _Slot:
     rate: list = dataclasses.field(default_factory=list)  # the others' deltas not yet sent to this one
     spend: list = dataclasses.field(default_factory=list)
     metrics: list | None = None  # its last samples: [name, type, help, [[sample, labels, value], …]]
+    asked: dict = dataclasses.field(default_factory=dict)  # its requests' demand, for placement
+    last_used: dict = dataclasses.field(default_factory=dict)
 
 
 class WorkerPool:
@@ -187,6 +193,8 @@ class WorkerPool:
         self.sockets = sockets  # one per worker, all on the client port
         self.slots = [_Slot(i) for i in range(len(sockets))]
         self.limits = RateLimiter()  # every worker's counts, for a worker that (re)starts
+        self.routes = PoolRoutes(self)
+        self._outbox: list = []  # the workers' counts not yet taken for other control planes
         self._stopping = asyncio.Event()
         self._serving = False  # every worker of the first start is ready: they were told to accept
         self._tasks: list[asyncio.Task] = []
@@ -299,9 +307,10 @@ class WorkerPool:
         channel = await _Channel.open(parent)
         # No await from here to the registration: every count the main
         # limiter holds is in the hello, every later one is forwarded.
-        channel.send({**_lease_message(self.plane.lease), "t": "hello", "index": slot.index,
+        channel.send({**_lease_message(self.plane), "t": "hello", "index": slot.index,
                       "workers": len(self.slots), "listen_fds": fds,
-                      "config": _config_doc(self.plane.cfg), "rate": self.limits.counts()})
+                      "config": _config_doc(self.plane.cfg), "rate": self.limits.counts(),
+                      "routes": self.routes.message()})
         slot.channel, slot.rate, slot.spend = channel, [], []
         said = None
         try:
@@ -358,8 +367,13 @@ class WorkerPool:
         spend = message.get("spend") or []
         if "metrics" in message:
             slot.metrics = message["metrics"]
+        if "asked" in message:
+            slot.asked, slot.last_used = message["asked"] or {}, message.get("last_used") or {}
         if rate:
             self.limits.merge(rate)
+            self._outbox.extend(rate)
+            if len(self._outbox) > OUTBOX_MAX:
+                del self._outbox[:len(self._outbox) - OUTBOX_MAX]
         if not rate and not spend:
             return
         for other in self.slots:
@@ -378,6 +392,36 @@ class WorkerPool:
             slot.channel.send({"t": "counts", "rate": slot.rate, "spend": slot.spend})
             slot.rate, slot.spend = [], []
 
+    # this machine's counts, for active-active control planes (control/exchange.py Counts)
+
+    def take(self) -> list[list]:
+        taken, self._outbox = self._outbox, []
+        return taken
+
+    def whole(self) -> list[list]:
+        return self.limits.counts()
+
+    def absorb(self, rate: list[list]) -> None:
+        """Other control planes' counts: into this process's limiter and every worker's."""
+        if not rate:
+            return
+        self.limits.merge(rate)
+        for slot in self.slots:
+            if slot.channel is not None:
+                slot.rate.extend(rate)
+        if self._forward is None:
+            self._forward = asyncio.get_running_loop().call_later(FORWARD_GATHER, self._send_counts)
+
+    def asks(self) -> tuple[dict[str, float], dict[str, float]]:
+        asked: dict[str, float] = {}
+        used: dict[str, float] = {}
+        for slot in self.slots:
+            for model, since in slot.asked.items():
+                asked[model] = min(float(since), asked.get(model, float(since)))
+            for model, at in slot.last_used.items():
+                used[model] = max(float(at), used.get(model, float(at)))
+        return asked, used
+
     def _tell_orphans(self) -> None:
         """Every serving worker accepts on the sockets whose own worker does not serve."""
         if not self._serving or self._stopping.is_set():
@@ -388,7 +432,7 @@ class WorkerPool:
                 slot.channel.send({"t": "orphans", "sockets": orphans})
 
     def lease_changed(self) -> None:
-        self._broadcast(_lease_message(self.plane.lease))
+        self._broadcast(_lease_message(self.plane))
 
     async def _tell_lease(self) -> None:
         while True:
@@ -419,6 +463,27 @@ class WorkerPool:
                 family[2][key] = family[2].get(key, 0.0) + value
         self._retired = retired  # replaced whole: a scrape reads it from another thread
         slot.metrics = None
+
+
+class PoolRoutes:
+    """The catalog's ready replicas as every worker's registry gets them (control/routes.py RouteSink)."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+        self._current = Routes()
+
+    def set_placed(self, placed: dict) -> None:
+        self._current = Routes(dict(placed), self._current.waits, self._current.loading)
+        self._pool._broadcast(self.message())
+
+    def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
+        self._current = Routes(self._current.placed, dict(waits), dict(loading))
+        self._pool._broadcast(self.message())
+
+    def message(self) -> dict:
+        # The engines' key goes to the workers over their own socketpair; it never leaves the machine.
+        key = next((p.api_key for p in self._current.placed.values() if p.api_key), None)
+        return {"t": "routes", "key": key, **to_doc(self._current)}
 
 
 class _SummedMetrics:
@@ -492,15 +557,22 @@ class SharedLease:
 
         self.state = LeaseState(False, None, True, time.monotonic())
         self._heard = 0.0
+        self._answers = True
 
     @property
     def leading(self) -> bool:
         return self.state.leading and time.monotonic() - self._heard < LEASE_FRESH
 
+    @property
+    def answers(self) -> bool:
+        """Whether this worker answers /v1 itself; unheard from its main process, it does as a leader would."""
+        return self._answers or time.monotonic() - self._heard >= LEASE_FRESH
+
     def tell(self, message: dict) -> None:
         from llmgw.store import Lease
 
         self._heard = time.monotonic()
+        self._answers = bool(message.get("answers", True))
         leading = bool(message.get("leading"))
         if leading != self.state.leading:
             self.state.since = time.monotonic()
@@ -554,6 +626,7 @@ class Worker:
         self.settings.start(lambda: float(current().control.settings_poll))
         self.router.limits.merge(hello.get("rate") or [])
         self.lease.tell(hello)
+        self._routes(hello["routes"])
         await self.router.start()
         self._tasks.append(asyncio.create_task(self._hear(), name="worker-hear"))
         app = make_client_app(self)
@@ -599,6 +672,7 @@ class Worker:
         message: dict[str, Any] = {"t": "counts", "rate": rate, "spend": spend}
         if with_metrics:
             message["metrics"] = _samples(self.registry)
+            message["asked"], message["last_used"] = self.router.demand.read()
         self.channel.send(message)
 
     async def _report(self) -> None:
@@ -610,6 +684,14 @@ class Worker:
                 self._send_counts(with_metrics=beat % METRICS_EVERY == 1)
             except Exception:  # noqa: BLE001 - the reports must outlive one bad round
                 log.exception("worker %d could not report its counts", self.index + 1)
+
+    def _routes(self, message: dict) -> None:
+        routes = from_doc(message, message.get("key"))
+        self.router.registry.set_placed(routes.placed)
+        self.router.registry.set_notes(routes.waits, routes.loading)
+
+    def answers_itself(self) -> bool:
+        return self.lease.answers
 
     async def _adopt(self, wanted: set[int]) -> None:
         """Accept on exactly these other workers' sockets besides this one's own."""
@@ -641,6 +723,8 @@ class Worker:
                 self.router.budgets.merge(message.get("spend") or [])
             elif kind == "lease":
                 self.lease.tell(message)
+            elif kind == "routes":
+                self._routes(message)
             elif kind == "serve":
                 self._serve.set()
             elif kind == "orphans":

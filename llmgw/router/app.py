@@ -19,6 +19,7 @@ from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.errors import api_error
 from llmgw.router.handlers import add_routes
+from llmgw.router.passon import pass_on
 from llmgw.store import StoreError
 
 if TYPE_CHECKING:
@@ -81,6 +82,19 @@ async def request_id(request: web.Request, handler):
 
 
 @web.middleware
+async def standby(request: web.Request, handler):
+    """On a standby that does not answer itself, /v1 goes to the leader (router/passon.py)."""
+    if not request.path.startswith("/v1"):
+        return await handler(request)
+    plane: ControlPlane = request.app[PLANE]
+    if plane.answers_itself():
+        return await handler(request)
+    router = plane.settings.current.router
+    return await pass_on(request, plane.router.session, plane.name, plane.lease.state.lease,
+                         int(router.max_body), float(router.timeouts.total))
+
+
+@web.middleware
 async def authenticate(request: web.Request, handler):
     if not request.path.startswith("/v1/") and request.path != "/v1":
         return await handler(request)
@@ -135,7 +149,7 @@ async def not_found(request: web.Request) -> web.Response:
 def make_client_app(plane: "ControlPlane") -> web.Application:
     # The body limit is router.max_body, read live by the handlers; this one
     # only bounds what aiohttp itself would buffer for other routes.
-    app = web.Application(middlewares=[request_id, authenticate], client_max_size=1024 * 1024 * 1024)
+    app = web.Application(middlewares=[request_id, standby, authenticate], client_max_size=1024 * 1024 * 1024)
     app[PLANE] = plane
     app.router.add_get("/health", health)
     app.router.add_get("/leader", leader)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 LOADING_HEADER = "x-llmgw-loading"
 COMMENT_EVERY = 5.0  # seconds between `: waiting` comments; proxies commonly cut a stream silent for 60
 RETRY_AFTER = "30"
+NO_REPLICA_RETRY = "5"  # a replica's agent reports it within a heartbeat or two
 CLIENT_GONE = 499
 
 
@@ -72,7 +73,12 @@ async def until_ready(router: "Router", request: web.Request, call: Call, load: 
         if why:
             raise Refuse(503, f"{entry.name} has no replica ready: {why}", "no_capacity",
                          headers={"Retry-After": RETRY_AFTER}, decided_by="placement")
-        return False  # routed on: the usual refusal, no replica can take requests now
+        if not entry.endpoints:
+            # In the catalog, with nothing placed or loading that this router knows of: a leader that
+            # has just taken over and is hearing from its nodes, a node being replaced. Never "not here".
+            raise Refuse(503, f"{entry.name} has no replica ready: {_why(catalog, registry)}; try again shortly",
+                         "no_replica", headers={"Retry-After": NO_REPLICA_RETRY}, decided_by="placement")
+        return False  # routed on: its replicas are passed over (breakers), the usual refusal
     started = time.monotonic()
     deadline = started + float(load)
     with demand.asking(catalog):
@@ -118,8 +124,8 @@ def _why(catalog: str, registry: "Registry") -> str:
     where = registry.loading.get(catalog)
     if where:
         return f"it is still loading {where}"
-    return (f"no replica of it has been started (an administrator can see why with "
-            f"`llmgw ctl explain-placement {catalog}`)")
+    return (f"no replica of it is ready that this control plane knows of (an administrator can see why with "
+            f"`llmgw ctl replicas --model {catalog}` and `llmgw ctl explain-placement {catalog}`)")
 
 
 def _comment(name: str, catalog: str, registry: "Registry") -> bytes:

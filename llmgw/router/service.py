@@ -56,7 +56,9 @@ class Router:
         self.registry = Registry()
         self.demand = DemandRecord()  # read by the leader's reconciler, in this process
         self.admission = Admission(current.router.admission)
-        self.limits = RateLimiter(share=share)
+        # Its own counts are always kept apart for an exchange: worker processes share them every
+        # 100 ms, active-active control planes every 2 s (control/exchange.py).
+        self.limits = RateLimiter(share=True)
         self.budgets = Budgets(store, share=share)
         self.usage = UsageWriter(store)
         self.cache = AnswerCache(int(current.router.cache.max_bytes), int(current.router.cache.max_entry_bytes))

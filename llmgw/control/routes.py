@@ -1,0 +1,159 @@
+"""Where a control plane's routers learn the catalog's ready replicas, whoever leads.
+
+Three sources, one picture (`Routes`: each catalog model with its ready
+replicas, and the notes that say why one waits or where it loads):
+
+- the leader's reconciler, every pass;
+- the store, once at start: a control plane that starts (a restarted
+  leader, a standby) routes to the replicas the store lists as ready, after
+  a probe, before any agent has reconnected, and knows every catalog model
+  so that none is answered "not here" (issue 9: a restarted leader answered
+  404 for 10.8 s while both replicas ran);
+- with `router.active_active`, the leader's answer to a standby's exchange
+  (control/exchange.py), every 2 s.
+
+Whatever the source, the picture goes to `RouteSink`: the in-process
+router's registry, or every worker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+import aiohttp
+
+from llmgw.config.router import ModelSettings
+from llmgw.control.catalog import Entry
+from llmgw.router.registry import Placed
+from llmgw.store import Replica, Store
+
+log = logging.getLogger("llmgw.routes")
+
+PROBE_TIMEOUT = 1.0  # seconds a replica has to answer before a start goes on without it
+
+
+@dataclass
+class Routes:
+    placed: dict[str, Placed] = field(default_factory=dict)
+    waits: dict[str, str] = field(default_factory=dict)  # catalog model -> why placement waits
+    loading: dict[str, str] = field(default_factory=dict)  # catalog model -> where a replica loads
+
+
+class RouteSink(Protocol):
+    def set_placed(self, placed: dict[str, Placed]) -> None: ...
+
+    def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None: ...
+
+
+def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: str | None) -> dict[str, Placed]:
+    """Every catalog model (aliases too) with the replicas among `replicas` that can take requests."""
+    ready: dict[str, list[tuple[str, str]]] = {}
+    for r in replicas:
+        if r.state == "ready" and r.url and r.desired == "run":
+            ready.setdefault(r.model, []).append((r.id, r.url))
+    placed: dict[str, Placed] = {}
+    for entry in entries:
+        if entry.removed:
+            continue
+        spec = entry.spec
+        found = tuple(sorted(ready.get(spec.name, [])))
+        marks = {"upstream": spec.name, "on_demand": entry.on_demand, "stopped": entry.stopped}
+        for name in (spec.name, *spec.aliases):
+            settings = ModelSettings(name=name, context_length=spec.context_length,
+                                     max_output_tokens=spec.max_output)
+            placed[name] = Placed(settings, found, key, **marks)
+    return placed
+
+
+async def from_store(store: Store, key: str | None) -> dict[str, Placed]:
+    """The catalog and its ready replicas as the store has them (what the last leader wrote)."""
+    entries = []
+    for record in await store.list_models():
+        try:
+            entries.append(Entry.from_record(record))
+        except Exception as e:  # noqa: BLE001 - one bad row must not hide the others
+            log.error("the catalog's model %s cannot be read: %s", record.name, e)
+    return placed_models(entries, await store.list_replicas(), key)
+
+
+async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> dict[str, Placed]:
+    """`placed` less the replicas that do not answer now (a node that went with the old leader).
+
+    One GET /v1/models a replica, all at once, within `timeout`; any answer
+    counts (an engine that says 401 or 404 is up). What is left out is
+    added back by the reconciler once its agent reports it ready.
+    """
+    urls = {url for p in placed.values() for _, url in p.replicas}
+    if not urls:
+        return placed
+    key = next((p.api_key for p in placed.values() if p.api_key), None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    alive: set[str] = set()
+
+    async def probe(session: aiohttp.ClientSession, url: str) -> None:
+        try:
+            async with session.get(url.rstrip("/") + "/v1/models", headers=headers) as r:
+                await r.read()
+                if r.status < 500:
+                    alive.add(url)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            pass
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        await asyncio.gather(*(probe(session, url) for url in urls))
+    gone = urls - alive
+    if gone:
+        log.info("%d replica(s) the store lists as ready did not answer and wait for their agents: %s",
+                 len(gone), ", ".join(sorted(gone)))
+    return {name: Placed(p.settings, tuple(r for r in p.replicas if r[1] in alive), p.api_key, p.upstream,
+                         p.on_demand, p.stopped)
+            for name, p in placed.items()}
+
+
+# Across a process (workers) or a machine (the standbys' exchange) as JSON. The key the engines
+# take never travels between machines: every control plane derives it from the master key.
+
+def to_doc(routes: Routes) -> dict:
+    return {
+        "placed": {name: {"context_length": p.settings.context_length,
+                          "max_output_tokens": p.settings.max_output_tokens,
+                          "replicas": [list(r) for r in p.replicas], "upstream": p.upstream,
+                          "on_demand": p.on_demand, "stopped": p.stopped}
+                   for name, p in routes.placed.items()},
+        "waits": dict(routes.waits), "loading": dict(routes.loading),
+    }
+
+
+def from_doc(doc: dict, key: str | None) -> Routes:
+    placed = {}
+    for name, p in (doc.get("placed") or {}).items():
+        settings = ModelSettings(name=name, context_length=int(p.get("context_length") or 0),
+                                 max_output_tokens=int(p.get("max_output_tokens") or 0))
+        replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
+        placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),
+                              bool(p.get("stopped")))
+    return Routes(placed, dict(doc.get("waits") or {}), dict(doc.get("loading") or {}))
+
+
+class RouteBoard:
+    """The picture in force on this control plane, handed to its routers; the last one kept for the exchange."""
+
+    def __init__(self, sink: RouteSink) -> None:
+        self.sink = sink
+        self.current = Routes()
+
+    # The reconciler's sink is this board, so what it publishes is kept too.
+    def set_placed(self, placed: dict[str, Placed]) -> None:
+        self.current = Routes(dict(placed), self.current.waits, self.current.loading)
+        self.sink.set_placed(placed)
+
+    def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
+        self.current = Routes(self.current.placed, dict(waits), dict(loading))
+        self.sink.set_notes(waits, loading)
+
+    def publish(self, routes: Routes) -> None:
+        self.set_placed(routes.placed)
+        self.set_notes(routes.waits, routes.loading)
