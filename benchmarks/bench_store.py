@@ -1,7 +1,7 @@
 """The store's throughput on both dialects, for the work the hot path hands it.
 
 Prints, for sqlite and postgresql:
-  usage_rows_per_s: usage rows written in batches of 500 (the usage writer's shape)
+  usage_rows_per_s: usage rows written in batches of 500 (the usage writer writes at most 100 at once)
   lease_round_ms: one try_lease (what every control plane does every ~3 s)
   settings_version_ms: the read every control plane makes every 2 s
   key_by_digest_ms: one key read, what a key-cache miss costs

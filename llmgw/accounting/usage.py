@@ -5,6 +5,12 @@ background task writes the buffer in batches of up to `batch` rows, one
 transaction each, every `interval` seconds or as soon as a batch is full.
 One transaction per row would cap a SQLite store near a few thousand
 requests a second and put a PostgreSQL round trip on every request.
+A batch is at most 100 rows, not more: SQLite writes it on a thread of
+this process, on the core that answers requests, and a request that
+arrives meanwhile waits for the core. Measured with the gateway on one
+core: 500 rows took 1.3-2.9 ms, 100 rows 0.4-0.8 ms (2.6-5.7 against
+3.9-8.2 µs a row), and at concurrency 1 one request in 60-80 arrived
+while a write was under way: the 99th percentile is made of those.
 
 When the store is away (a restart, a failover) the rows wait and the batch
 is tried again with a growing pause (0.5 s doubling to 10 s); one warning
@@ -43,7 +49,7 @@ NEAR_FULL = 0.8
 
 
 class UsageWriter:
-    def __init__(self, store: Store, *, batch: int = 500, interval: float = 0.5,
+    def __init__(self, store: Store, *, batch: int = 100, interval: float = 0.5,
                  max_pending: int = 1_000_000) -> None:
         if batch < 1 or max_pending < batch:
             raise ValueError("batch must be at least 1 and max_pending at least batch")
