@@ -217,10 +217,13 @@ class Exchange:
             self._failed(f"the leader at {address} did not answer ({type(e).__name__}: {e})")
             return False
         self._unsent = []
-        if self._said is not None or self.heard is None:
-            log.info("following the leader at %s: this control plane answers /v1 itself", address)
+        began = not self.fresh()
         self._said = None
         self.heard = time.monotonic()
+        if began:
+            if self.plane.workers:
+                self.plane.workers.lease_changed()  # the workers answer from now, not half a second later
+            log.info("following the leader at %s: this control plane answers /v1 itself", address)
         self.counts.absorb(list(reply.get("rate") or []))
         self.plane.routes.publish(from_doc(reply.get("routes") or {}, self.plane.trust.engine_key or None))
         return True

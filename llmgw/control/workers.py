@@ -572,7 +572,10 @@ class SharedLease:
         from llmgw.store import Lease
 
         self._heard = time.monotonic()
-        self._answers = bool(message.get("answers", True))
+        answers = bool(message.get("answers", True))
+        if answers != self._answers:
+            log.info("this worker %s", "answers /v1 itself" if answers else "passes /v1 on to the leader")
+        self._answers = answers
         leading = bool(message.get("leading"))
         if leading != self.state.leading:
             self.state.since = time.monotonic()

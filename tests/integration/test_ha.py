@@ -236,3 +236,19 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
     assert led, b.output()
     assert not lost
     assert len(answered) > 10
+
+
+def test_an_active_active_standby_with_workers_routes_the_catalog_on_every_worker(leader, servers, tmp_path):
+    from servers import write_config
+
+    config = write_config(tmp_path / "cp-b.yaml", {"workers": 2})
+    b = servers("cp-b", store=leader.url, config=config)
+    shutil.copy(leader.data_dir / "master-key", b.data_dir / "master-key")
+    os.chmod(b.data_dir / "master-key", 0o600)
+    b.start()
+    _active_active(leader, b)
+    answers = [ask(b, leader.key) for _ in range(30)]
+    assert {status for status, _, _ in answers} == {200}
+    assert len({headers.get("x-llmgw-worker") for _, headers, _ in answers}) == 2
+    counted, _ = wait_for(lambda: requests_counted(b) == 30, timeout=5)
+    assert counted and requests_counted(leader) == 0, b.output()[-4000:]
