@@ -44,9 +44,16 @@ def refusals(handler):
     @wraps(handler)
     async def run(request: web.Request) -> web.Response:
         try:
-            return await handler(request)
+            response = await handler(request)
         except Refusal as e:
             raise Refused(e.status, str(e), e.code) from None
+        if request.method != "GET":
+            # A change to the catalog: the leader's next pass now, not within PASS_EVERY, so a model
+            # just added is known to the routers (503 until it has a replica) before the client asks.
+            cluster = getattr(request.app[PLANE], "cluster", None)
+            if cluster is not None:
+                cluster.agents.changed.set()
+        return response
     return run
 
 
