@@ -54,6 +54,7 @@ ROUND_TIMEOUT = 3.0
 UNHEARD_AFTER = 60.0  # a standby unheard from the leader this long passes /v1 on instead of answering
 QUIET_AFTER = 10.0  # the leader stops counting for a standby quiet this long
 UNSENT_MAX = 200_000  # counts kept for the next round while the leader does not answer
+BODY_MAX = 64 * 2**20
 
 
 class Counts(Protocol):
@@ -113,7 +114,12 @@ class Exchange:
         if not self.plane.lease.leading:
             return _error(409, "this control plane does not lead; ask the leader", "not_leader")
         try:
-            body = orjson.loads(await request.read())
+            # Past aiohttp's 1 MiB default: a busy minute of many keys' counts is larger, and only a
+            # control plane with the cluster's certificate gets this far.
+            raw = await request.content.read(BODY_MAX + 1)
+            if len(raw) > BODY_MAX:
+                return _error(413, f"a round's counts are limited to {BODY_MAX // 2**20} MiB", "too_large")
+            body = orjson.loads(raw)
             rate = list(body.get("rate") or [])
             asked = {str(k): float(v) for k, v in (body.get("asked") or {}).items()}
             used = {str(k): float(v) for k, v in (body.get("last_used") or {}).items()}
@@ -131,7 +137,7 @@ class Exchange:
             self.counts.absorb(rate)
             for other_name, other in self.peers.items():
                 if other_name != name:
-                    other.pending.extend(rate)
+                    other.pending = summed(other.pending, rate)
         reply = {"rate": peer.pending, "routes": to_doc(self.plane.routes.current)}
         peer.pending = []
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
@@ -146,7 +152,7 @@ class Exchange:
             del self.peers[name]
         if own:
             for peer in self.peers.values():
-                peer.pending.extend(own)
+                peer.pending = summed(peer.pending, own)
 
     def asks(self) -> tuple[dict[str, float], dict[str, float]]:
         """The standbys' demand, for the leader's placement."""
@@ -190,7 +196,7 @@ class Exchange:
         """One round with the leader; whether it answered."""
         self.peers.clear()
         address = self.plane.cluster.leader_address()
-        self._unsent.extend(self.counts.take())
+        self._unsent = summed(self._unsent, self.counts.take())
         if len(self._unsent) > UNSENT_MAX:
             # Oldest first: what is older than the minute counts for nothing anyway.
             del self._unsent[:len(self._unsent) - UNSENT_MAX]
@@ -246,6 +252,18 @@ class Exchange:
             ctx.load_cert_chain(trust.cert_file, trust.key_file)
             self._ssl = ctx
         return self._ssl
+
+
+def summed(counts: list, more: list) -> list:
+    """Two lists of counts as one, a (kind, scope, id, second) once: rounds that failed, or several
+    standbys' counts waiting for another, grow with the keys in use and not with the time waited."""
+    if not counts:
+        return list(more)
+    total: dict[tuple, int] = {}
+    for kind, scope, scope_id, second, n in (*counts, *more):
+        key = (kind, scope, scope_id, int(second))
+        total[key] = total.get(key, 0) + int(n)
+    return [[*key, n] for key, n in total.items()]
 
 
 def _error(status: int, message: str, code: str) -> web.Response:
