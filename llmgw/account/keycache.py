@@ -6,6 +6,12 @@ waiting on that same key at that moment (they all await one future), and
 the answer — a key, or "no such key" — is kept for `auth.cache_ttl`. A
 revocation made on this control plane drops the entry at once; one made on
 another is seen when the entry's TTL runs out.
+
+A key in use is read again in the background once its entry is in the last
+fifth of its TTL, so a steady client never waits for the store: before, every
+`auth.cache_ttl` one of its requests waited for six store reads in a row, a
+millisecond or two in the tail at concurrency 1 (issue 9). An entry is never
+served past its TTL, so a revocation made elsewhere is seen as soon as before.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Callable
 from llmgw.account.keys import digest
 from llmgw.account.limits import Effective, effective
 from llmgw.store import ApiKey, ProjectPath, Store, StoreError
+
+REFRESH_AHEAD = 0.2  # the last fraction of an entry's TTL in which a use reads the key again in the background
 
 # Unknown keys are remembered too, or a client retrying a wrong key would
 # cost a store read per request; bounded so random keys cannot fill memory.
@@ -50,6 +58,8 @@ class KeyCache:
         self._by_id: dict[str, bytes] = {}
         self._unknown: OrderedDict[bytes, float] = OrderedDict()
         self._inflight: dict[bytes, asyncio.Future] = {}
+        self._refreshing: dict[bytes, asyncio.Task] = {}
+        self._generation = 0  # moved by invalidate() and clear(): a read begun before is not kept
         self.store_reads = 0
 
     async def lookup(self, secret: str) -> Principal | None:
@@ -63,6 +73,8 @@ class KeyCache:
         now = time.monotonic()
         hit = self._known.get(d)
         if hit is not None and hit[0] > now:
+            if hit[0] - now < self._ttl() * REFRESH_AHEAD and d not in self._refreshing and d not in self._inflight:
+                self._refreshing[d] = asyncio.get_running_loop().create_task(self._refresh(d))
             return hit[1]
         until = self._unknown.get(d)
         if until is not None and until > now:
@@ -72,6 +84,7 @@ class KeyCache:
             return await asyncio.shield(pending)
         pending = asyncio.get_running_loop().create_future()
         self._inflight[d] = pending
+        generation = self._generation
         try:
             result = await self._read(d)
         except StoreError as e:
@@ -84,11 +97,27 @@ class KeyCache:
             _fail(pending, StoreError("the key lookup was interrupted; try again"))
             raise
         else:
-            self._remember(d, result)
+            if generation == self._generation:
+                self._remember(d, result)
         finally:
             self._inflight.pop(d, None)
         pending.set_result(result)
         return result
+
+    async def _refresh(self, d: bytes) -> None:
+        generation = self._generation
+        try:
+            result = await self._read(d)
+        except StoreError:
+            return  # the entry runs out as it would have; the next use reads again, or serves it stale
+        except asyncio.CancelledError:
+            return
+        finally:
+            self._refreshing.pop(d, None)
+        if generation == self._generation:
+            if result is None:
+                self._known.pop(d, None)
+            self._remember(d, result)
 
     async def _read(self, d: bytes) -> Principal | None:
         self.store_reads += 1
@@ -118,12 +147,14 @@ class KeyCache:
         self._by_id[principal.key.id] = d
 
     def invalidate(self, key_id: str) -> None:
+        self._generation += 1
         d = self._by_id.pop(key_id, None)
         if d is not None:
             self._known.pop(d, None)
 
     def clear(self) -> None:
         """After a limits change: every cached chain may be out of date."""
+        self._generation += 1
         self._known.clear()
         self._by_id.clear()
         self._unknown.clear()

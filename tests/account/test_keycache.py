@@ -60,3 +60,24 @@ def test_an_address_trying_unknown_keys_is_throttled_for_the_rest_of_the_minute(
     assert throttle.throttled("10.1.1.1", now=110) == 50
     assert throttle.throttled("10.2.2.2", now=110) == 0
     assert throttle.throttled("10.1.1.1", now=161) == 0
+
+
+async def test_a_key_in_use_is_read_again_in_the_background_before_its_entry_runs_out(store):
+    accounts = Accounts(store)
+    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    ttl = {"s": 10.0}
+    cache = KeyCache(store, ttl=lambda: ttl["s"])
+    assert (await cache.lookup(secret)).refusal(time.time()) is None
+    # Revoked on another control plane: this cache is not told.
+    await accounts.revoke_key(ME, view["id"])
+    ttl["s"] = 100.0  # the entry (10 s left) is now in the last fifth of a TTL
+    served = await cache.lookup(secret)
+    assert served.refusal(time.time()) is None  # from memory, without waiting for the store
+    await asyncio.sleep(0)  # the background read
+    for _ in range(100):
+        if cache.store_reads == 2 and not cache._refreshing:
+            break
+        await asyncio.sleep(0.01)
+    assert cache.store_reads == 2
+    assert (await cache.lookup(secret)).refusal(time.time()) == "this API key was revoked"
+    assert cache.store_reads == 2
