@@ -334,6 +334,11 @@ class WorkerPool:
                     self._running.set(sum(s.ready for s in self.slots))
                     log.info("worker %d (pid %d) serves the client API", slot.index + 1, pid)
                     self._tell_orphans()
+                elif kind == "trip":
+                    # A replica failing for one worker is passed over by all, not found out N times.
+                    for other in self.slots:
+                        if other is not slot and other.channel is not None:
+                            other.channel.send(message)
                 elif kind == "failed":
                     said = message.get("message")
         finally:
@@ -622,6 +627,8 @@ class Worker:
         self.throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self.router = self._Router(self.store, current, self.registry, share=True)
         self.settings.subscribe(self.router.apply)
+        self.router.registry.on_trip = lambda ident, reason: self.channel.send(
+            {"t": "trip", "endpoint": ident, "reason": reason})
         # Read, never seeded: the main process wrote them before any worker started.
         await self.settings.refresh()
         if self.settings.version == 0:
@@ -728,6 +735,8 @@ class Worker:
                 self.lease.tell(message)
             elif kind == "routes":
                 self._routes(message)
+            elif kind == "trip":
+                self.router.registry.trip(str(message.get("endpoint")), str(message.get("reason") or ""))
             elif kind == "serve":
                 self._serve.set()
             elif kind == "orphans":

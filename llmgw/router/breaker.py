@@ -42,6 +42,9 @@ class Breaker:
         self._in_a_row = 0
         self._opened_at: float | None = None  # None: closed
         self._trial_at: float | None = None  # when the half-open trial was let through
+        # Told when this breaker opens by what it saw itself, with the reason: worker processes
+        # pass it to their siblings, whose breakers for the same replica open too (`trip(quiet=True)`).
+        self.on_open: Callable[[str], None] | None = None
 
     def configure(self, failures: int, open_for: float) -> None:
         """New settings, taken live: an open breaker's period is measured with the new open_for."""
@@ -95,28 +98,31 @@ class Breaker:
         if state == "closed":
             self._in_a_row += 1
             if self._in_a_row >= self.failures:
-                self._open()
+                self._open(reason)
         elif state == "half_open":
-            self._open()
+            self._open(reason)
         # While open, failures of requests already on their way change
         # nothing: it is passed over already, and extending the period for
         # each would keep a recovered replica out longer.
 
-    def trip(self, reason: str) -> None:
+    def trip(self, reason: str, *, quiet: bool = False) -> None:
         """Open at once, whatever the count: a provider key answering 429 (at its limit) or
-        401 (refused) will say the same to the next request, so it is passed over now."""
+        401 (refused) will say the same to the next request, so it is passed over now.
+        `quiet`: opened because another process's breaker did; nobody else is told."""
         self.last_reason = reason
-        self._open()
+        self._open(None if quiet else reason)
 
     def abandon(self) -> None:
         """A request allow() let through ended with no verdict; give back the trial if it held it."""
         if self.state == "half_open":
             self._trial_at = None
 
-    def _open(self) -> None:
+    def _open(self, tell: str | None) -> None:
         self._opened_at = self._clock()
         self._trial_at = None
         self._in_a_row = 0
+        if tell is not None and self.on_open is not None:
+            self.on_open(tell)
 
     def __repr__(self) -> str:
         return f"Breaker({self.state}, last_reason={self.last_reason!r})"

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from llmgw.config.router import ModelSettings
 from llmgw.config.server import ClusterSettings
@@ -76,6 +77,8 @@ class Registry:
         self.waits: dict[str, str] = {}
         self.loading: dict[str, str] = {}
         self._changed: asyncio.Event | None = None
+        # Called (endpoint id, reason) when an endpoint's breaker opens on what this process saw.
+        self.on_trip: Callable[[str, str], None] | None = None
 
     def changed(self) -> asyncio.Event:
         """Set the next time the models or their endpoints change: what a request waiting for a load wakes on."""
@@ -119,6 +122,7 @@ class Registry:
                     made = kept
                 else:
                     made.breaker = Breaker(breaker.failures, float(breaker.open_for))
+                    made.breaker.on_open = lambda reason, ident=made.id: self._tripped(ident, reason)
                 made.breaker.configure(breaker.failures, float(breaker.open_for))
                 entry.endpoints.append(made)
                 seen[made.id] = made
@@ -180,6 +184,16 @@ class Registry:
         for endpoint in self._endpoints.values():
             if endpoint.key_file:
                 endpoint.api_key = self._key_files[endpoint.key_file].value
+
+    def _tripped(self, ident: str, reason: str) -> None:
+        if self.on_trip is not None:
+            self.on_trip(ident, reason)
+
+    def trip(self, ident: str, reason: str) -> None:
+        """Open an endpoint's breaker because another process's opened (worker processes)."""
+        endpoint = self._endpoints.get(ident)
+        if endpoint is not None and endpoint.breaker is not None:
+            endpoint.breaker.trip(reason, quiet=True)
 
     def model(self, name: str) -> ModelEntry | None:
         return self.models.get(name)
