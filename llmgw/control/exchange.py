@@ -34,7 +34,7 @@ import logging
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import aiohttp
 import orjson
@@ -156,14 +156,7 @@ class Exchange:
 
     def asks(self) -> tuple[dict[str, float], dict[str, float]]:
         """The standbys' demand, for the leader's placement."""
-        asked: dict[str, float] = {}
-        used: dict[str, float] = {}
-        for peer in self.peers.values():
-            for model, since in peer.asked.items():
-                asked[model] = min(since, asked.get(model, since))
-            for model, at in peer.last_used.items():
-                used[model] = max(at, used.get(model, at))
-        return asked, used
+        return merged_asks((p.asked, p.last_used) for p in self.peers.values())
 
     # the loop: the leader shares its own counts; a standby takes part in a round
 
@@ -252,6 +245,18 @@ class Exchange:
             ctx.load_cert_chain(trust.cert_file, trust.key_file)
             self._ssl = ctx
         return self._ssl
+
+
+def merged_asks(sources: Iterable[tuple[dict, dict]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Several routers' (asked, last_used) as one: the earliest ask of a model, its latest use."""
+    asked: dict[str, float] = {}
+    used: dict[str, float] = {}
+    for their_asked, their_used in sources:
+        for model, since in their_asked.items():
+            asked[model] = min(float(since), asked.get(model, float(since)))
+        for model, at in their_used.items():
+            used[model] = max(float(at), used.get(model, float(at)))
+    return asked, used
 
 
 def summed(counts: list, more: list) -> list:

@@ -30,7 +30,7 @@ from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.catalog import Demand
 from llmgw.control.cluster import Cluster
-from llmgw.control.exchange import Exchange, RouterCounts
+from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, share_port, shown
@@ -106,14 +106,7 @@ class ControlPlane:
 
     def demand(self) -> Demand:
         """What every router of the cluster asks of placement: this machine's, and the standbys' in the exchange."""
-        own = self.exchange.counts.asks()
-        asked, used = dict(own[0]), dict(own[1])
-        theirs = self.exchange.asks()
-        for model, since in theirs[0].items():
-            asked[model] = min(since, asked.get(model, since))
-        for model, at in theirs[1].items():
-            used[model] = max(at, used.get(model, at))
-        return Demand(asked, used)
+        return Demand(*merged_asks([self.exchange.counts.asks(), self.exchange.asks()]))
 
     async def _seed_routes(self) -> None:
         """The catalog and the replicas the store lists as ready, probed: routed to before any agent reconnects.

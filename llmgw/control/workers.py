@@ -82,6 +82,7 @@ from prometheus_client.metrics_core import Metric
 
 from llmgw import heap
 from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.control.exchange import merged_asks
 from llmgw.control.listeners import LISTEN_BACKLOG
 from llmgw.control.routes import Routes, from_doc, to_doc
 
@@ -418,14 +419,7 @@ class WorkerPool:
             self._forward = asyncio.get_running_loop().call_later(FORWARD_GATHER, self._send_counts)
 
     def asks(self) -> tuple[dict[str, float], dict[str, float]]:
-        asked: dict[str, float] = {}
-        used: dict[str, float] = {}
-        for slot in self.slots:
-            for model, since in slot.asked.items():
-                asked[model] = min(float(since), asked.get(model, float(since)))
-            for model, at in slot.last_used.items():
-                used[model] = max(float(at), used.get(model, float(at)))
-        return asked, used
+        return merged_asks((slot.asked, slot.last_used) for slot in self.slots)
 
     def _tell_orphans(self) -> None:
         """Every serving worker accepts on the sockets whose own worker does not serve."""
