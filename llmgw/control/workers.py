@@ -84,7 +84,7 @@ from llmgw import heap
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.exchange import merged_asks
 from llmgw.control.listeners import LISTEN_BACKLOG
-from llmgw.control.routes import Routes, from_doc, to_doc
+from llmgw.control.routes import from_doc, to_doc
 
 log = logging.getLogger("llmgw.workers")
 
@@ -465,24 +465,23 @@ class WorkerPool:
 
 
 class PoolRoutes:
-    """The catalog's ready replicas as every worker's registry gets them (control/routes.py RouteSink)."""
+    """Every worker's registry as the RouteBoard's sink (control/routes.py): what the board holds goes to each."""
 
     def __init__(self, pool: WorkerPool) -> None:
         self._pool = pool
-        self._current = Routes()
 
     def set_placed(self, placed: dict) -> None:
-        self._current = Routes(dict(placed), self._current.waits, self._current.loading)
         self._pool._broadcast(self.message())
 
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
-        self._current = Routes(self._current.placed, dict(waits), dict(loading))
         self._pool._broadcast(self.message())
 
     def message(self) -> dict:
-        # The engines' key goes to the workers over their own socketpair; it never leaves the machine.
-        key = next((p.api_key for p in self._current.placed.values() if p.api_key), None)
-        return {"t": "routes", "key": key, **to_doc(self._current)}
+        # The board has taken the change before it tells its sink. The engines' key goes to the
+        # workers over their own socketpair; it never leaves the machine.
+        current = self._pool.plane.routes.current
+        key = next((p.api_key for p in current.placed.values() if p.api_key), None)
+        return {"t": "routes", "key": key, **to_doc(current)}
 
 
 class _SummedMetrics:

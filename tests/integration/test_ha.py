@@ -204,6 +204,7 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
     _active_active(a, b)
     answered: list[str] = []
     lost: list[str] = []
+    by_standby: list[float] = []  # when the standby answered, on the monotonic clock
     stop = threading.Event()
 
     def client(first: Server, second: Server) -> None:
@@ -217,6 +218,8 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
                     status, _, _ = ask(cp, a.key, timeout=10)
                     if status == 200:
                         ok = True
+                        if cp is b:
+                            by_standby.append(time.monotonic())
                         break
                 if not ok:
                     time.sleep(0.2)
@@ -227,6 +230,7 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
         t.start()
     time.sleep(3)
     a.signal(signal.SIGKILL)
+    killed = time.monotonic()
     led, took = wait_for(b.leads, timeout=30, interval=0.2)
     time.sleep(3)
     stop.set()
@@ -236,6 +240,9 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
     assert led, b.output()
     assert not lost
     assert len(answered) > 10
+    # Between the kill and its lead the standby answered on its own, from the replicas it follows:
+    # passing /v1 on, it would have had nobody to pass to.
+    assert [t for t in by_standby if killed + 1 < t < killed + took - 1], (took, len(by_standby))
 
 
 def test_an_active_active_standby_with_workers_routes_the_catalog_on_every_worker(leader, servers, tmp_path):
