@@ -96,6 +96,24 @@ class Timeouts:
     """How long a request for a catalog model with no replica ready waits for one to load (an on-demand model asked for, a replica starting) before it is refused with 503, the reason placement gives and Retry-After.
     A streamed request is sent `: waiting for MODEL to load` comments meanwhile. Not counted in `total`."""
 
+    client_headers: Duration = Duration("20s")
+    """How long a client has to send a request's headers, from its connection or from the first byte of its next request; past it the connection is closed.
+    A client that opens connections and never finishes a request would otherwise hold them for good."""
+
+    client_idle: Duration = Duration("75s")
+    """How long a kept-alive client connection may sit between requests before it is closed. Clients open a new one as they need it."""
+
+    client_body_rate: Size = Size("1KB")
+    """The slowest a request body may arrive, in bytes a second averaged since its headers, once `client_body_grace` has passed; a slower one's connection is closed. 0 checks no rate."""
+
+    client_body_grace: Duration = Duration("10s")
+    """How long a request body may take before `client_body_rate` is checked, so a short body on a slow start is never cut."""
+
+    def validate(self) -> None:
+        for key in ("client_headers", "client_idle"):
+            if getattr(self, key) <= 0:
+                raise Invalid(key, f"must be more than 0, got {getattr(self, key)}; a client could hold a connection for good")
+
 
 @dataclass(frozen=True)
 class BreakerSettings:
@@ -132,7 +150,11 @@ class RouterSettings:
     """What happens when every replica of a model is busy."""
 
     timeouts: Timeouts = field(default_factory=Timeouts)
-    """How long the router waits on engines."""
+    """How long the router waits on engines, and on clients."""
+
+    max_connections_per_address: int = 1024
+    """The most client connections one address may hold open on a control plane (on each worker process, with `workers`); one more is answered 429 and closed. 0 is no cap.
+    Addresses in `trusted_proxies` are not capped: their connections carry many clients."""
 
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     """When a failing replica is passed over."""
@@ -148,6 +170,8 @@ class RouterSettings:
                 ) from None
         if self.retries < 0:
             raise Invalid("retries", f"must be 0 or more, got {self.retries}")
+        if self.max_connections_per_address < 0:
+            raise Invalid("max_connections_per_address", f"must be 0 or more, got {self.max_connections_per_address}")
         if self.max_body < 1024:
             raise Invalid("max_body", f"{self.max_body} is too small for any request; 32MB is the default")
 
