@@ -138,7 +138,12 @@ class RouterSettings:
     A standby that has not heard from the leader for a minute passes `/v1` on again, or answers 503 while nobody leads."""
 
     max_body: Size = Size("32MB")
-    """The largest request body the client API reads; a larger one is refused with 413 before it is read whole."""
+    """The largest request body the client API reads; a larger one is refused with 413 before it is read whole.
+    A body sent with `Content-Encoding: gzip` or `deflate` is measured as it is inflated, so a small compressed body that inflates past this is refused the same way."""
+
+    max_n: int = 8
+    """The most answers one request may ask for with `n` (or `best_of`, on `/v1/completions`); more is refused with 400.
+    Each answer costs the engine as much as a request of its own, so without a cap one request could take a replica's whole batch."""
 
     default_profile: Literal["chat", "batch", "long-context"] = "chat"
     """How replicas are chosen for a model that names no profile: `chat` keeps a conversation on one replica and favours the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache."""
@@ -172,6 +177,8 @@ class RouterSettings:
             raise Invalid("retries", f"must be 0 or more, got {self.retries}")
         if self.max_connections_per_address < 0:
             raise Invalid("max_connections_per_address", f"must be 0 or more, got {self.max_connections_per_address}")
+        if self.max_n < 1:
+            raise Invalid("max_n", f"must be 1 or more, got {self.max_n}; 1 allows one answer a request")
         if self.max_body < 1024:
             raise Invalid("max_body", f"{self.max_body} is too small for any request; 32MB is the default")
 
