@@ -62,6 +62,16 @@ class KeyCache:
         self._generation = 0  # moved by invalidate() and clear(): a read begun before is not kept
         self.store_reads = 0
 
+    def remembers(self, secret: str) -> bool:
+        """True when a lookup of this key would be answered from memory, valid or not, without the store."""
+        d = digest(secret)
+        now = time.monotonic()
+        hit = self._known.get(d)
+        if hit is not None and hit[0] > now:
+            return True
+        until = self._unknown.get(d)
+        return until is not None and until > now
+
     async def lookup(self, secret: str) -> Principal | None:
         """The key's principal, or None when no such key exists.
 
@@ -163,35 +173,3 @@ class KeyCache:
 def _fail(future: asyncio.Future, error: BaseException) -> None:
     future.set_exception(error)
     future.exception()  # marked retrieved: each waiter re-raises it itself
-
-
-class UnknownKeyThrottle:
-    """Counts unknown keys per client address in a one-minute window.
-
-    Past the rate an address gets 429 before its key is even looked up, so
-    guessing keys costs the guesser time and the store nothing.
-    """
-
-    MAX_ADDRESSES = 50_000
-
-    def __init__(self, per_minute: Callable[[], int]):
-        self._rate = per_minute
-        self._windows: OrderedDict[str, tuple[float, int]] = OrderedDict()
-
-    def throttled(self, address: str, now: float | None = None) -> float:
-        """Seconds the address must wait, 0 when it may try."""
-        now = time.monotonic() if now is None else now
-        start, count = self._windows.get(address, (now, 0))
-        if now - start >= 60:
-            return 0.0
-        return max(0.0, 60 - (now - start)) if count >= self._rate() else 0.0
-
-    def failed(self, address: str, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        start, count = self._windows.get(address, (now, 0))
-        if now - start >= 60:
-            start, count = now, 0
-        self._windows[address] = (start, count + 1)
-        self._windows.move_to_end(address)
-        while len(self._windows) > self.MAX_ADDRESSES:
-            self._windows.popitem(last=False)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 import socket
 
+from aiohttp import web
+
 from llmgw.config.types import Address
 
 
@@ -93,3 +95,18 @@ def shown(sock: socket.socket) -> str:
     """The address a socket really listens on (port 0 becomes the port given)."""
     host, port = sock.getsockname()[:2]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def client_site(runner: web.AppRunner, sock: socket.socket, **kwargs) -> web.SockSite:
+    """The site for `sock`: through the app's connection guard when it has one (the client app does).
+
+    The main process and every worker make their client sites here, so a slow
+    or idle client is held to the same limits whichever process accepted it.
+    """
+    from llmgw.router.app import CONNECTIONS
+    from llmgw.router.connguard import GuardedSite
+
+    guard = runner.app.get(CONNECTIONS)
+    if guard is None:
+        return web.SockSite(runner, sock, **kwargs)
+    return GuardedSite(runner, sock, guard, **kwargs)

@@ -24,7 +24,8 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
-from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
+from llmgw.account.keycache import KeyCache
+from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.service import Accounts
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
@@ -33,7 +34,7 @@ from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
-from llmgw.control.listeners import LISTEN_BACKLOG, bind, share_port, shown
+from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import ensure_token
 from llmgw.control.trust import ClusterTrust, make_agent_app
@@ -168,7 +169,7 @@ class ControlPlane:
             runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
                                    handler_cancellation=(role == "client"))
             await runner.setup()
-            await web.SockSite(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
+            await client_site(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
             self._runners.append(runner)
         await self.cluster.start()
         self.exchange.start()

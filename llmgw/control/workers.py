@@ -83,7 +83,7 @@ from prometheus_client.metrics_core import Metric
 from llmgw import heap
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.exchange import merged_asks
-from llmgw.control.listeners import LISTEN_BACKLOG
+from llmgw.control.listeners import LISTEN_BACKLOG, client_site
 from llmgw.control.routes import from_doc, to_doc
 
 log = logging.getLogger("llmgw.workers")
@@ -586,7 +586,8 @@ class Worker:
     """One worker process: what the client app calls its plane."""
 
     def __init__(self, cfg, index: int, channel: _Channel, sockets: list[socket.socket]):
-        from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
+        from llmgw.account.keycache import KeyCache
+        from llmgw.account.throttle import UnknownKeyThrottle
         from llmgw.router.service import Router
 
         self.cfg = cfg
@@ -649,7 +650,7 @@ class Worker:
             task.cancel()
         if not self._serve.is_set():
             raise WorkerFailed("stopped before it was told to serve")
-        await web.SockSite(self._runner, self.sockets[self.index], backlog=LISTEN_BACKLOG).start()
+        await client_site(self._runner, self.sockets[self.index], backlog=LISTEN_BACKLOG).start()
         self.channel.send({"t": "serving", "pid": os.getpid()})
 
     async def stop(self) -> None:
@@ -708,7 +709,7 @@ class Worker:
                 # in the main process and here for the next adoption.
                 sock = self.sockets[i].dup()
                 sock.setblocking(False)
-                site = web.SockSite(self._runner, sock, backlog=LISTEN_BACKLOG)
+                site = client_site(self._runner, sock, backlog=LISTEN_BACKLOG)
                 await site.start()
                 self._adopted[i] = site
             if wanted:

@@ -17,6 +17,8 @@ from llmgw.account.keycache import Principal
 from llmgw.account.keys import KEY_PREFIX, looks_like_key
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
+from llmgw.router.clientaddr import client_address
+from llmgw.router.connguard import ConnectionGuard
 from llmgw.router.errors import api_error
 from llmgw.router.handlers import add_routes
 from llmgw.router.passon import pass_on
@@ -24,6 +26,8 @@ from llmgw.store import StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
+
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)  # the listener's sites serve through it
 
 
 
@@ -99,30 +103,39 @@ async def authenticate(request: web.Request, handler):
     if not request.path.startswith("/v1/") and request.path != "/v1":
         return await handler(request)
     plane: ControlPlane = request.app[PLANE]
-    address = request.remote or "-"
-    wait = plane.throttle.throttled(address)
-    if wait:
-        return api_error(429, "too many unknown API keys from this address; wait a minute",
-                         "too_many_unknown_keys", headers={"Retry-After": str(int(wait) + 1)})
     secret = _presented_key(request)
     if not secret:
         return api_error(401, f"no API key: send Authorization: Bearer {KEY_PREFIX}…", "missing_api_key")
+    # The throttle is asked only once a key has failed: a valid key is answered
+    # whatever else its address has tried (llmgw/account/throttle.py).
+    address = client_address(request, plane.settings.current.router.trusted_proxies)
     if not looks_like_key(secret):
-        plane.throttle.failed(address)
-        return api_error(401, f"that is not an llmgw API key; they start {KEY_PREFIX}", "invalid_api_key")
+        return _unknown_key(plane, address, f"that is not an llmgw API key; they start {KEY_PREFIX}")
     try:
-        principal = await plane.keys.lookup(secret)
+        if plane.throttle.throttled(address) and not plane.keys.remembers(secret):
+            async with plane.throttle.in_line(address):
+                principal = await plane.keys.lookup(secret)
+        else:
+            principal = await plane.keys.lookup(secret)
     except StoreError:
         return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
                          "store_unavailable", headers={"Retry-After": "5"})
     if principal is None:
-        plane.throttle.failed(address)
-        return api_error(401, "unknown API key", "invalid_api_key")
+        return _unknown_key(plane, address, "unknown API key")
     refusal = principal.refusal(time.time())
     if refusal:
         return api_error(401, refusal, "invalid_api_key")
     request[PRINCIPAL] = principal
     return await handler(request)
+
+
+def _unknown_key(plane: "ControlPlane", address: str, sentence: str) -> web.Response:
+    wait = plane.throttle.throttled(address)
+    plane.throttle.failed(address)
+    if wait:
+        return api_error(429, f"too many unknown API keys from {address}; wait a minute, then check the key",
+                         "too_many_unknown_keys", headers={"Retry-After": str(int(wait) + 1)})
+    return api_error(401, sentence, "invalid_api_key")
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -149,8 +162,12 @@ async def not_found(request: web.Request) -> web.Response:
 def make_client_app(plane: "ControlPlane") -> web.Application:
     # The body limit is router.max_body, read live by the handlers; this one
     # only bounds what aiohttp itself would buffer for other routes.
-    app = web.Application(middlewares=[request_id, standby, authenticate], client_max_size=1024 * 1024 * 1024)
+    # The guard's middleware first: it marks a request's headers as in before anything else runs.
+    guard = ConnectionGuard(plane.registry, lambda: plane.settings.current.router)
+    app = web.Application(middlewares=[guard.middleware, request_id, standby, authenticate],
+                          client_max_size=1024 * 1024 * 1024)
     app[PLANE] = plane
+    app[CONNECTIONS] = guard
     app.router.add_get("/health", health)
     app.router.add_get("/leader", leader)
     app.router.add_get("/ready", ready)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from llmgw.account.keycache import KeyCache, UnknownKeyThrottle
+from llmgw.account.keycache import KeyCache
+from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.keys import new_secret
 from llmgw.account.service import Accounts, Actor
 
@@ -81,3 +82,29 @@ async def test_a_key_in_use_is_read_again_in_the_background_before_its_entry_run
     assert cache.store_reads == 2
     assert (await cache.lookup(secret)).refusal(time.time()) == "this API key was revoked"
     assert cache.store_reads == 2
+
+
+async def test_a_throttled_addresss_lookups_wait_in_one_line_and_leave_no_lock_behind():
+    throttle = UnknownKeyThrottle(lambda: 1)
+    order: list[str] = []
+
+    async def look(name: str) -> None:
+        async with throttle.in_line("10.1.1.1"):
+            order.append(f"{name} in")
+            await asyncio.sleep(0.01)
+            order.append(f"{name} out")
+
+    await asyncio.gather(look("a"), look("b"), look("c"))
+    assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
+    assert throttle.waiting("10.1.1.1") == 0 and not throttle._lines
+
+
+async def test_a_key_memory_knows_is_remembered_without_the_store(store):
+    accounts = Accounts(store)
+    _, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    cache = KeyCache(store, ttl=lambda: 60.0)
+    made_up = "sk-llmgw-" + "x" * 43
+    assert not cache.remembers(secret) and not cache.remembers(made_up)
+    await cache.lookup(secret)
+    await cache.lookup(made_up)
+    assert cache.remembers(secret) and cache.remembers(made_up)
