@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
+from llmgw.guard import reads
 from llmgw.guard.decisions import Decision, Decisions, Refusal, refusal_for
 from llmgw.guard.policy import EffectivePolicy
 from llmgw.guard.redact import Redactor, StreamRestorer
+from llmgw.guard.reads import Path
 from llmgw.guard.rules import CompiledRules
 
 if TYPE_CHECKING:
     from llmgw.guard.review import OutputReview
 
-Path = tuple[Any, ...]
-# Parts of a message that are text the model reads, in the shapes the
-# client API takes (OpenAI chat, Responses, Anthropic messages).
-_TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
+# How engines put a message's text parts together: directly (chat
+# templates that loop over the parts) or with a newline (vLLM, when the
+# template wants one string). A value split across two parts is looked for
+# in both, so neither way hands the model a secret the parts hid.
+_SEAMS = ("", "\n")
 
 
 @dataclass
@@ -42,67 +45,6 @@ class InputResult:
 
     last_user: str = ""
     """The latest user turn as the model will read it (redacted), for the judge and outside services."""
-
-
-def _texts(body: dict, api: str) -> Iterator[tuple[Path, str, str]]:
-    """(where, text, role) for every text in `body` the model will read."""
-    if api == "completions":
-        prompt = body.get("prompt")
-        if isinstance(prompt, str):
-            yield ("prompt",), prompt, "user"
-        elif isinstance(prompt, list):
-            for i, p in enumerate(prompt):
-                if isinstance(p, str):
-                    yield ("prompt", i), p, "user"
-        return
-    if api == "embeddings":
-        value = body.get("input")
-        if isinstance(value, str):
-            yield ("input",), value, "user"
-        elif isinstance(value, list):
-            for i, p in enumerate(value):
-                if isinstance(p, str):
-                    yield ("input", i), p, "user"
-        return
-    for key in ("system", "instructions"):
-        yield from _content(body.get(key), (key,), "system")
-    messages = body.get("messages")
-    if messages is None and api == "responses":
-        messages = body.get("input")
-        if isinstance(messages, str):
-            yield ("input",), messages, "user"
-            return
-        key = "input"
-    else:
-        key = "messages"
-    if not isinstance(messages, list):
-        return
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            continue
-        role = m.get("role") or "user"
-        yield from _content(m.get("content"), (key, i, "content"), role)
-        calls = m.get("tool_calls")
-        if isinstance(calls, list):
-            for j, call in enumerate(calls):
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-                    yield (key, i, "tool_calls", j, "function", "arguments"), function["arguments"], role
-
-
-def _content(content: Any, path: Path, role: str) -> Iterator[tuple[Path, str, str]]:
-    if isinstance(content, str):
-        yield path, content, role
-    elif isinstance(content, list):
-        for j, part in enumerate(content):
-            if not isinstance(part, dict):
-                continue
-            kind = part.get("type")
-            if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
-                yield path + (j, "text"), part["text"], role
-            elif kind == "tool_result":
-                # Anthropic's tool results: what a tool answered is read as prompt.
-                yield from _content(part.get("content"), path + (j, "content"), "tool")
 
 
 def _with_changes(body: dict, changes: dict[Path, Any]) -> dict:
@@ -148,30 +90,38 @@ def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
 
     `api` is the shape of `body`: "chat" (and the Anthropic and Responses
     requests once translated to chat), "messages" or "responses" as the
-    client sent them, "completions", "embeddings". Rules run in the order
-    max_chars, deny, secrets, cards, pii, injection; the first enforced
-    `block` refuses the request and nothing is read after it.
+    client sent them, "completions", "embeddings". Every string the engine
+    will read is read (llmgw.guard.reads), a message's text parts also as
+    one text. Rules run in the order max_chars, deny, secrets, cards, pii,
+    injection; the first enforced `block` refuses the request and nothing is
+    read after it.
     """
     rules: CompiledRules = policy.input
     decisions = Decisions()
     redactor = Redactor()
     if not rules.active and not policy.system_prompt:
         return InputResult(body, [], None, redactor, _last_user(body, api))
-    texts = list(_texts(body, api)) if rules.active else []
+    texts = list(reads.texts(body, api)) if rules.active else []
+    if rules.active:
+        refusal = _unreadable(rules, body, api, decisions)
+        if refusal is not None:
+            return InputResult(body, decisions.items, refusal, redactor)
     if rules.max_chars[0] or rules.max_chars[1]:
-        block = rules.too_long(sum(len(t) for _, t, _ in texts), decisions, "input")
+        length = sum(len(piece) for t in texts for _, piece in t.pieces)
+        block = rules.too_long(length, decisions, "input")
         if block is not None:
             return InputResult(body, decisions.items, refusal_for(block), redactor)
     changes: dict[Path, str] = {}
     last_user = ""
-    for path, text, role in texts:
-        new, block = rules.scan(text, redactor, decisions, "input")
+    for text in texts:
+        new, block = _scan(rules, text, redactor, decisions)
         if block is not None:
             return InputResult(body, decisions.items, refusal_for(block), redactor)
-        if new is not text:
-            changes[path] = new
-        if role == "user":
-            last_user = new
+        for (path, old), piece in zip(text.pieces, new):
+            if piece is not old and piece != old:
+                changes[path] = piece
+        if text.role == "user":
+            last_user = "\n".join(new)
     out = _with_changes(body, changes) if changes else body
     if policy.system_prompt:
         out = _put_system_prompt(out, api, policy.system_prompt)
@@ -180,11 +130,99 @@ def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
     return InputResult(out, decisions.items, None, redactor, last_user)
 
 
+def _unreadable(rules: CompiledRules, body: dict, api: str, decisions: Decisions) -> Refusal | None:
+    """A refusal for a prompt given as token ids, which no rule can read; None when there is none.
+
+    Only an enforced rule refuses: a policy that only watches records that
+    it would have.
+    """
+    field = reads.unreadable(body, api)
+    if field is None:
+        return None
+    enforced = bool(rules.max_chars[0]) or any(slot.act for _, slot in rules.checks) or any(
+        slot.act for slot in rules.deny_slots.values())
+    if not enforced:
+        decisions.add("token_ids", "would_block", "input")
+        return None
+    decisions.add("token_ids", "block", "input")
+    return Refusal(400, "guardrail_blocked",
+                   f"{field} is given as token ids, which the guardrail policy cannot read; "
+                   "send it as text (rule token_ids)", "token_ids")
+
+
+def _scan(rules: CompiledRules, text: reads.Text, redactor: Redactor,
+          decisions: Decisions) -> tuple[list[str], Decision | None]:
+    """(each piece of `text` as it may go on, the decision that blocks it or None)."""
+    out: list[str] = []
+    for _, piece in text.pieces:
+        found = rules.find(piece)
+        if found:
+            block, redact = rules.decide(found, decisions, "input", names=text.names)
+            if block is not None:
+                return out, block
+            if redact:
+                piece = redactor.apply(piece, redact)
+        out.append(piece)
+    if len(out) > 1:
+        for seam in _SEAMS:
+            out, block = _scan_seams(rules, out, seam, redactor, decisions)
+            if block is not None:
+                return out, block
+    return out, None
+
+
+def _scan_seams(rules: CompiledRules, pieces: list[str], seam: str, redactor: Redactor,
+                decisions: Decisions) -> tuple[list[str], Decision | None]:
+    """Read `pieces` joined with `seam` for what only their joining makes.
+
+    A value found across pieces and to be redacted leaves its placeholder
+    in the piece it began in and is taken out of the pieces after: the
+    parts keep their number and order, and the model reads the placeholder
+    where the value began.
+    """
+    joined = seam.join(pieces)
+    spans, at = [], 0
+    for piece in pieces:
+        spans.append((at, at + len(piece)))
+        at += len(piece) + len(seam)
+    # What the pieces alone set off is already blocked, replaced by its
+    # placeholder or recorded once, so whatever is found now is the seam's:
+    # a value across two pieces, or one only the other piece's words make
+    # (a token after a "Bearer" that ended the part before).
+    across = rules.find(joined)
+    if not across:
+        return pieces, None
+    block, redact = rules.decide(across, decisions, "input")
+    if block is not None or not redact:
+        return pieces, block
+    kept, reach = [], -1
+    for m in sorted(redact, key=lambda m: m.start):
+        if m.start >= reach:
+            kept.append(m)
+            reach = m.end
+    out = []
+    for k, (start, end) in enumerate(spans):
+        upto = spans[k + 1][0] if k + 1 < len(spans) else len(joined) + 1
+        parts, at = [], start
+        for m in kept:
+            if m.end <= start or m.start >= upto:
+                continue
+            if m.start > at:
+                parts.append(joined[at:min(m.start, end)])
+            if m.start >= start:
+                parts.append(redactor.placeholder(m.kind, m.value))
+            at = max(at, min(m.end, end))
+        if at < end:
+            parts.append(joined[at:end])
+        out.append("".join(parts))
+    return out, None
+
+
 def _last_user(body: dict, api: str) -> str:
     last = ""
-    for _, text, role in _texts(body, api):
-        if role == "user":
-            last = text
+    for text in reads.texts(body, api):
+        if text.role == "user":
+            last = "\n".join(piece for _, piece in text.pieces)
     return last
 
 

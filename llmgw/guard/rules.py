@@ -87,6 +87,16 @@ class CompiledRules:
         with `redactor`'s placeholders (none when `redactor` is None, which
         reads only — an observe-only pass).
         """
+        found = self.find(text)
+        if not found:
+            return text, None
+        block, redact = self.decide(found, decisions, direction)
+        if block is not None or not redact or redactor is None:
+            return text, block
+        return redactor.apply(text, redact), None
+
+    def find(self, text: str) -> list[tuple[Match, Slot]]:
+        """What the rules find in `text`, each with its rule's actions; nothing decided or changed yet."""
         found: list[tuple[Match, Slot]] = []
         if self.deny is not None:
             for m in self.deny.find(text):
@@ -94,23 +104,29 @@ class CompiledRules:
         for detector, slot in self.checks:
             for m in detector.find(text):
                 found.append((m, slot))
-        if not found:
-            return text, None
-        found = _outermost(found)
+        return _outermost(found) if found else found
+
+    def decide(self, found: list[tuple[Match, Slot]], decisions: Decisions, direction: Direction,
+               names: bool = False) -> tuple[Decision | None, list[Match]]:
+        """Record what `found` sets off: (the first enforced block or None, the matches to redact).
+
+        `names` is for a text that is a name the answer must use as it is (a
+        tool's name, a schema's property): a placeholder there would rename
+        the tool, so a finding to redact blocks the request instead.
+        """
         block: Decision | None = None
         redact: list[Match] = []
         for m, slot in found:
-            if slot.act:
-                decision = decisions.add(m.rule, slot.act, direction)
-                if slot.act == "block" and block is None:
+            act = "block" if names and slot.act == "redact" else slot.act
+            if act:
+                decision = decisions.add(m.rule, act, direction)
+                if act == "block" and block is None:
                     block = decision
-                elif slot.act == "redact":
+                elif act == "redact":
                     redact.append(m)
             if slot.watch:
                 decisions.add(m.rule, WOULD[slot.watch], direction)
-        if block is not None or not redact or redactor is None:
-            return text, block
-        return redactor.apply(text, redact), None
+        return block, redact
 
 
 def _outermost(found: list[tuple[Match, Slot]]) -> list[tuple[Match, Slot]]:
