@@ -31,7 +31,7 @@ from llmgw.router.upstream import Opened, open_upstream
 from llmgw.guard.decisions import Decisions
 from llmgw.guard.gate import OutputChecker, check_input
 from llmgw.guard.review import OutputReview, Reviewers, review_input
-from llmgw.router import reuse
+from llmgw.router import reuse, shapes
 from llmgw.router.cache import Assembler
 from llmgw.router.guarded import ChunkGuard, guard_whole
 
@@ -221,6 +221,9 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
     entry = _find_model(plane, principal, name)
     wants = False
     try:
+        # What does not fit the endpoint's schema is refused before the
+        # guardrails read it, rather than passed to the engine (shapes.py).
+        shapes.check(shape.api, body)
         if shape is MESSAGES:
             upstream = anth.messages_to_chat(body, upstream_model=name, thinking_mode=entry.settings.thinking)
             stream = bool(upstream.get("stream"))
@@ -229,7 +232,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
             stream = bool(upstream.get("stream"))
         else:
             upstream, stream, wants = _prepare_openai(shape, body)
-    except TranslateError as e:
+    except (TranslateError, shapes.ShapeError) as e:
         raise Refuse(400, e.message, "invalid_request", param=e.param) from None
     _check_max_tokens(entry, upstream)
     profile = request.headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile
