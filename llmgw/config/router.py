@@ -118,10 +118,19 @@ class Timeouts:
 @dataclass(frozen=True)
 class BreakerSettings:
     failures: int = 5
-    """Failures in a row (connection refused, 5xx, a provider's 429 or 401) after which a replica or provider key is passed over."""
+    """Failures in a row after which a replica or provider key is passed over. An engine that cannot be reached (connection refused, no connection in time) always counts; a provider's 429 or 401 opens it at once.
+    An answer that failed (a 5xx other than 501, a timeout, a connection dropped mid-request) counts only when the failures came from `distinct_keys` API keys, or when the replica's own health check (`GET /v1/models`, 2 s) fails too: one client's prompts cannot take a model away from everyone. An engine's 4xx and 501 are the request's own refusal and never count."""
+
+    distinct_keys: int = 2
+    """How many different API keys the failed answers in a row must come from to open the breaker without a failed health check. Raise it where people can make many keys of their own; 1 counts every failed answer, whoever asked."""
 
     open_for: Duration = Duration("30s")
     """How long a tripped replica is passed over before one request is let through to see whether it has recovered."""
+
+    def validate(self) -> None:
+        for key in ("failures", "distinct_keys"):
+            if getattr(self, key) < 1:
+                raise Invalid(key, f"must be 1 or more, got {getattr(self, key)}")
 
 
 @dataclass(frozen=True)
