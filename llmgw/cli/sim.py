@@ -46,6 +46,13 @@ def _refusal(text: str) -> tuple[str, int]:
     return key, _status(status)
 
 
+def _fail_word(text: str) -> tuple[str, int]:
+    word, sep, status = text.rpartition("=")
+    if not sep or not word:
+        raise argparse.ArgumentTypeError(f"expected WORD=STATUS like crash=500, got {text!r}")
+    return word, _status(status)
+
+
 def register(commands) -> None:
     p = commands.add_parser(
         "sim-engine", help="run an OpenAI-compatible engine that answers at a set speed, for tests and benches",
@@ -84,6 +91,9 @@ def register(commands) -> None:
                       help="answer this key with STATUS (repeatable), e.g. sk-a=429 (with Retry-After: 1)")
     fail.add_argument("--fail-status", type=_status, metavar="CODE",
                       help="answer every completion and embedding request with CODE")
+    fail.add_argument("--fail-on", action="append", default=[], type=_fail_word, metavar="WORD=STATUS",
+                      help="answer a chat or completions request whose text contains WORD with STATUS "
+                           "(repeatable), as a prompt that trips an engine's bug would; e.g. crash=500")
     fail.add_argument("--cut-after", type=_count(0), metavar="N",
                       help="close the connection after N tokens: a stream ends without [DONE], "
                            "a longer non-streamed answer never comes")
@@ -106,6 +116,7 @@ def run_sim(args) -> int:
         host=args.host, port=args.port, model=args.model, tokens_per_second=args.tokens_per_second,
         ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
+        fail_words=dict(args.fail_on),
         cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
         guard_words=dict(args.guard),
     )

@@ -19,6 +19,9 @@ class SimConfig:
     api_keys: frozenset[str] = frozenset()
     refused_keys: dict[str, int] = field(default_factory=dict)
     fail_status: int | None = None
+    # --fail-on WORD=STATUS: a chat or completions request whose text holds WORD gets STATUS, as
+    # one prompt that trips an engine's bug would, while every other request is answered.
+    fail_words: dict[str, int] = field(default_factory=dict)
     cut_after: int | None = None
     hang: bool = False
     # A sentence-transformers model behind /v1/embeddings (semantic.py):

@@ -77,6 +77,28 @@ def check_model(body: dict, cfg: SimConfig) -> None:
         raise Refused(404, f"The model `{model}` does not exist.", "model", "model_not_found")
 
 
+def check_fail_words(body: dict, cfg: SimConfig) -> None:
+    """--fail-on: a request whose messages or prompt hold one of the words gets its status."""
+    if not cfg.fail_words:
+        return
+    text = "\n".join(_strings([body.get("messages"), body.get("prompt")]))
+    for word, status in cfg.fail_words.items():
+        if word in text:
+            raise Refused(status, f"This sim-engine was started to fail requests that contain {word!r} "
+                                  f"with {status} (--fail-on).")
+
+
+def _strings(value: object):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+
+
 def _flag(body: dict, name: str) -> bool:
     value = body.get(name, False)
     if value is None:
@@ -163,6 +185,7 @@ def _chosen_tool(body: dict, messages: list) -> tuple[str, str] | None:
 
 def chat_plan(body: dict, cfg: SimConfig) -> ChatPlan:
     check_model(body, cfg)
+    check_fail_words(body, cfg)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise Refused(400, "messages is required: a list of at least one {\"role\": …, \"content\": …}.",
@@ -213,6 +236,7 @@ def _item_tokens(item: str | list[int]) -> int:
 
 def completion_plan(body: dict, cfg: SimConfig) -> CompletionPlan:
     check_model(body, cfg)
+    check_fail_words(body, cfg)
     if "prompt" not in body:
         raise Refused(400, "prompt is required: a string or a list of strings.", "prompt")
     prompts = [_item_tokens(p) for p in _prompt_list(body["prompt"], "prompt")]

@@ -241,6 +241,19 @@ def test_fail_status_answers_every_completion_with_that_code(sims):
     assert [m.id for m in c.models.list().data] == ["sim"]
 
 
+def test_fail_on_answers_only_the_requests_whose_text_holds_the_word(sims):
+    s = sims("--fail-on", "crash=500")
+    c = client(s)
+    poisoned = [{"role": "user", "content": [{"type": "text", "text": "please crash now"}]}]
+    with pytest.raises(openai.InternalServerError) as failed:
+        c.chat.completions.create(model="sim", messages=poisoned)
+    assert failed.value.status_code == 500 and "--fail-on" in failed.value.message
+    with pytest.raises(openai.InternalServerError):
+        c.completions.create(model="sim", prompt=["fine", "crash"])
+    assert c.chat.completions.create(model="sim", messages=USER).choices
+    assert c.completions.create(model="sim", prompt="fine").choices
+
+
 async def test_cut_after_ends_a_stream_after_n_tokens_without_done(sims):
     s = sims("--cut-after", "3")
     got = b""
