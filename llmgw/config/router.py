@@ -12,6 +12,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from llmgw.config.loader import Invalid
+from llmgw.config.targets import host_refusal
 from llmgw.config.types import Duration, Size, describe
 
 PROFILES = ("chat", "batch", "long-context")
@@ -221,7 +222,7 @@ class Price:
 @dataclass(frozen=True)
 class ExternalKey:
     file: str
-    """A file holding one of the provider's keys, on the control plane; re-read when it changes."""
+    """A file holding one of the provider's keys, on the control plane; re-read when it changes. The rules of `api_key_file` apply."""
 
     weight: float = 1.0
     """Its share of the requests against the other keys'. 0 is 1."""
@@ -236,15 +237,24 @@ class ExternalSettings:
     """The provider's name for the model; empty is the model's own name here."""
 
     api_key_file: str = ""
-    """A file holding the provider's key, on the control plane: a file rather than the key itself, so the key is in neither the settings, the store nor the audit log. Empty for a provider that asks for none."""
+    """A file holding the provider's key, on the control plane: a file rather than the key itself, so the key is in neither the settings, the store nor the audit log. Empty for a provider that asks for none.
+    An absolute path to a file of llmgw's user, readable by it alone (chmod 600), holding the key on one line; never one of llmgw's own secrets (the master key, the admin token, TLS keys, the store). Checked when set and at every read."""
 
     api_key_files: list[ExternalKey] = field(default_factory=list)
     """Several keys for the provider, in place of `api_key_file`: each an endpoint of its own (external:MODEL#1, #2…), so a key answering 429 or 401 is passed over while its breaker is open and the request goes to another."""
+
+    allow_private_targets: bool = False
+    """Let `url` be on this machine (loopback) or at a link-local or cloud metadata address, which are refused otherwise — in the settings and at every connection, whatever the host name resolves to.
+    Private network addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7) are allowed without it. A model served on this machine belongs in `endpoints`, which is sent no key. See docs/security.md."""
 
     def validate(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise Invalid("url", f"expected an https:// URL like https://api.example.com/v1, got {describe(self.url)}")
+        why = None if self.allow_private_targets else host_refusal(parts.hostname)
+        if why is not None:
+            raise Invalid("url", f"{why}; an outside provider is not sent requests and its key there. Set "
+                                 "allow_private_targets: true if that provider really is there")
         if self.api_key_file and self.api_key_files:
             raise Invalid("api_key_files", "give api_key_file or api_key_files, not both")
 

@@ -21,6 +21,7 @@ from typing import Literal
 
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.guard import GuardSettings
+from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
 from llmgw.store.address import several_hosts_problem
@@ -225,6 +226,9 @@ class ServerConfig(ClusterSettings):
 
     def validate(self) -> None:
         super().validate()
+        # Here, where this machine's own secrets are known; the store's settings are checked
+        # again where they are written (control/settings.py) and each key file where it is read.
+        check_settings_key_files(self, own_secrets(self))
         store = self.store.strip()
         if store.startswith("sqlite:"):
             if not store[len("sqlite:") :].strip():

@@ -27,6 +27,7 @@ from llmgw import __version__, heap
 from llmgw.account.keycache import KeyCache
 from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.service import Accounts
+from llmgw.config.keyfiles import own_secrets
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.catalog import Demand
@@ -80,7 +81,8 @@ class ControlPlane:
             self.workers = WorkerPool(self, worker_sockets)
             self.keys = FannedKeys(self.keys, self.workers)
         else:
-            self.router = Router(store, lambda: self.settings.current, self.registry)
+            self.router = Router(store, lambda: self.settings.current, self.registry,
+                                 own_secrets=own_secrets(cfg))
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)

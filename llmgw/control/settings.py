@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from llmgw.config.loader import ConfigError, from_dict, get_path, set_path, to_dict, unset_path
+from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
 from llmgw.config.server import MACHINE_KEYS, ClusterSettings
 from llmgw.store import AuditEntry, Conflict, Store, StoreError
 
@@ -126,7 +126,10 @@ class ClusterSettingsWatcher:
 
     async def change(self, actor: str, via: str, *, set_: dict[str, str] | None = None,
                      unset: list[str] | None = None, whole: dict[str, Any] | None = None,
-                     expected_version: int | None = None) -> tuple[int, dict[str, Any]]:
+                     expected_version: int | None = None,
+                     check: Callable[[ClusterSettings], None] | None = None) -> tuple[int, dict[str, Any]]:
+        """Write a change; `check` refuses what only this machine can judge (its own secret files)
+        by raising the loader's Invalid, before anything is written."""
         for path in [*(set_ or {}), *(unset or [])]:
             top = path.split(".")[0].split("[")[0]
             if top in MACHINE_KEYS:
@@ -148,7 +151,9 @@ class ClusterSettingsWatcher:
                 for path in unset or []:
                     after = unset_path(ClusterSettings, after, path)
                 after = to_dict(from_dict(ClusterSettings, after))
-        except ConfigError as e:
+            if check is not None:
+                check(from_dict(ClusterSettings, after))
+        except (ConfigError, Invalid) as e:
             raise SettingsError(str(e)) from None
         if after == before:
             return version, before

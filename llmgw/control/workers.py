@@ -610,6 +610,7 @@ class Worker:
         self.stopping = asyncio.Event()  # SIGTERM
 
     async def start(self, hello: dict) -> None:
+        from llmgw.config.keyfiles import own_secrets
         from llmgw.control.settings import ClusterSettingsWatcher
         from llmgw.router.app import make_client_app
         from llmgw.store import open_store
@@ -619,7 +620,8 @@ class Worker:
         current = lambda: self.settings.current  # noqa: E731
         self.keys = self._KeyCache(self.store, ttl=lambda: float(current().auth.cache_ttl))
         self.throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
-        self.router = self._Router(self.store, current, self.registry, share=True)
+        self.router = self._Router(self.store, current, self.registry, own_secrets=own_secrets(self.cfg),
+                                   share=True)
         self.settings.subscribe(self.router.apply)
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
             {"t": "trip", "endpoint": ident, "reason": reason})

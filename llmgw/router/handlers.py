@@ -21,6 +21,7 @@ from llmgw.router import loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import Call, Refuse
+from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
 from llmgw.router.registry import ModelEntry
 from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, read_usage, relay
@@ -347,7 +348,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
     try:
         candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
         async with asyncio.timeout(float(settings.timeouts.total)):
-            opened = await open_upstream(router.session, call, candidates, settings.timeouts,
+            opened = await open_upstream(router.session_for(served), call, candidates, settings.timeouts,
                                          settings.retries, scheduler.take, events=router.events)
             call.endpoint = opened.endpoint
             call.ttft = opened.took
@@ -375,7 +376,7 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         # parameter): the client's to see, and no reason to doubt the engine.
         call.status = upstream.status
         call.error = "engine_refused"
-        message = _engine_message(opened.first) or f"the engine answered {upstream.status}"
+        message = refusal_message(upstream.status, opened.first, name)
         if call.prepared is not None:  # the stream began while the model loaded: the refusal ends it
             raise Refuse(upstream.status, message, "engine_refused", decided_by="engine")
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
@@ -384,19 +385,6 @@ async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         reuse.keep(plane.router, shape, call, opened.first)
         return response
     return await _stream(plane, request, shape, call, opened, name)
-
-
-def _engine_message(raw: bytes) -> str | None:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or "")[:1000] or None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"][:1000]
-    return None
 
 
 async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:

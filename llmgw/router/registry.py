@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
 from llmgw.config.router import ModelSettings
 from llmgw.config.server import ClusterSettings
 from llmgw.router.breaker import Breaker
@@ -66,7 +67,9 @@ class Placed:
 
 
 class Registry:
-    def __init__(self) -> None:
+    def __init__(self, own_secrets: OwnSecrets = OwnSecrets()) -> None:
+        # This machine's own secret files: never read as a provider's key (config/keyfiles.py).
+        self.own_secrets = own_secrets
         self.models: dict[str, ModelEntry] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._key_files: dict[str, _KeyFile] = {}
@@ -168,14 +171,16 @@ class Registry:
                 info = os.stat(path)
                 stamp = (info.st_mtime, info.st_size)
                 if stamp != state.stamp:
-                    with open(path, encoding="utf-8") as f:
-                        value = f.read().strip()
-                    if not value:
-                        raise OSError("the file is empty")
-                    state.value, state.stamp = value, stamp
+                    # Checked at every read, not only when set: the settings may come from the store,
+                    # written on another control plane, and a file can change after it was set.
+                    state.value, state.stamp = read_key_file(path, self.own_secrets), stamp
                     if state.failed:
                         log.info("the provider key in %s can be read again", path)
                     state.failed = False
+            except KeyFileRefused as e:
+                if not state.failed:
+                    log.error("the provider key file is refused: %s; its endpoint is left out until it is fixed", e)
+                state.failed, state.value, state.stamp = True, None, None
             except OSError as e:
                 if not state.failed:
                     log.error("the provider key in %s cannot be read (%s); its endpoint is left out until it can",

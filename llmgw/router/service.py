@@ -29,11 +29,13 @@ from llmgw.router.admission import Admission
 from llmgw.router.call import Call
 from llmgw.router.demand import DemandRecord
 from llmgw.router.metrics import RouterMetrics
-from llmgw.router.registry import Registry
+from llmgw.router.registry import ModelEntry, Registry
+from llmgw.router.targets import providers_session
 from llmgw.router.scrape import EngineScraper
 from llmgw.router.cache import AnswerCache
 from llmgw.router.embedder import CatalogEmbedder
 from llmgw.router.similar import Embedder, SimilarIndex
+from llmgw.config.keyfiles import OwnSecrets
 from llmgw.store import ProjectCache, Store, StoreError, Usage
 
 if TYPE_CHECKING:
@@ -47,13 +49,14 @@ CACHE_CHECK = 2.0  # seconds between reads of the projects' answer cache setting
 
 class Router:
     def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
-                 *, share: bool = False):
+                 *, own_secrets: OwnSecrets, share: bool = False):
         # share: this router is one of several worker processes, which
         # exchange their limits' and budgets' counts (llmgw/control/workers.py).
+        # own_secrets: this machine's secret files, which no provider key file may be.
         self.store = store
         self.settings = settings
         current = settings()
-        self.registry = Registry()
+        self.registry = Registry(own_secrets)
         self.demand = DemandRecord()  # read by the leader's reconciler, in this process
         self.admission = Admission(current.router.admission)
         # Its own counts are always kept apart for an exchange: worker processes share them every
@@ -79,6 +82,7 @@ class Router:
         self.metrics = RouterMetrics(registry)
         self.metrics.watch(self, registry)
         self.session: aiohttp.ClientSession | None = None
+        self.providers: aiohttp.ClientSession | None = None  # outside providers' (router/targets.py)
         self.scraper: EngineScraper | None = None
         self._keys_task: asyncio.Task | None = None
         self.apply(current)
@@ -131,6 +135,7 @@ class Router:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                              skip_auto_headers=("User-Agent",))
+        self.providers = providers_session()
         await self.budgets.restore()
         self.budgets.start()
         self.usage.start()
@@ -154,6 +159,16 @@ class Router:
         await self.budgets.stop()
         if self.session:
             await self.session.close()
+        if self.providers:
+            await self.providers.close()
+
+    def session_for(self, entry: "ModelEntry") -> aiohttp.ClientSession:
+        """The session a model's requests are sent through: an outside provider's is checked at
+        every connection for the addresses it may not reach, unless it allows private targets."""
+        ext = entry.settings.external
+        if entry.settings.source == "external" and not (ext is not None and ext.allow_private_targets):
+            return self.providers
+        return self.session
 
     def _judge_endpoints(self, model: str) -> list:
         entry = self.registry.model(model)

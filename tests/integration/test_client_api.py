@@ -58,6 +58,12 @@ def usage_rows(server, expect: int, timeout: float = 10):
 CHAT = [{"role": "user", "content": "Say something."}]
 
 
+def provider_key(path, key: str) -> None:
+    """A provider's key file as llmgw takes one: the key alone, readable by its owner only."""
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+
+
 def test_chat_answers_streamed_and_not_and_counts_tokens(gateway, engines):
     engine = engines("qwen")
     gw = gateway([{"name": "qwen", "endpoints": [engine.url], "context_length": 32768}])
@@ -190,10 +196,11 @@ def test_a_team_budget_binds_every_key_under_it_and_survives_a_restart(gateway, 
 
 def test_a_provider_key_at_its_limit_is_passed_over_and_its_breaker_shows_open(gateway, engines, tmp_path):
     provider = engines("gpt", "--api-key", "sk-good", "--api-key", "sk-limited", "--refuse-key", "sk-limited=429")
-    (tmp_path / "k1").write_text("sk-limited\n")
-    (tmp_path / "k2").write_text("sk-good\n")
+    provider_key(tmp_path / "k1", "sk-limited")
+    provider_key(tmp_path / "k2", "sk-good")
     gw = gateway([{"name": "gpt", "source": "external", "external": {
-        "url": provider.url, "api_key_files": [{"file": str(tmp_path / "k1")}, {"file": str(tmp_path / "k2")}]}}])
+        "url": provider.url, "allow_private_targets": True,
+        "api_key_files": [{"file": str(tmp_path / "k1")}, {"file": str(tmp_path / "k2")}]}}])
     for n in range(20):
         # A new conversation each time, so session affinity spreads them over both keys.
         ask = [{"role": "user", "content": f"Question {n}"}]
@@ -330,10 +337,11 @@ def test_usage_rows_of_many_requests_are_all_written_by_sigterm(gateway, engines
 
 def test_a_provider_key_refused_with_401_is_passed_over_and_named_but_never_shown(gateway, engines, tmp_path):
     provider = engines("gpt", "--api-key", "sk-good")
-    (tmp_path / "k1").write_text("sk-revoked-by-provider\n")
-    (tmp_path / "k2").write_text("sk-good\n")
+    provider_key(tmp_path / "k1", "sk-revoked-by-provider")
+    provider_key(tmp_path / "k2", "sk-good")
     gw = gateway([{"name": "gpt", "source": "external", "external": {
-        "url": provider.url, "api_key_files": [{"file": str(tmp_path / "k1")}, {"file": str(tmp_path / "k2")}]}}])
+        "url": provider.url, "allow_private_targets": True,
+        "api_key_files": [{"file": str(tmp_path / "k1")}, {"file": str(tmp_path / "k2")}]}}])
     for n in range(10):
         ask = [{"role": "user", "content": f"Question {n}"}]
         assert gw.openai.chat.completions.create(model="gpt", messages=ask, max_tokens=1).choices
@@ -345,8 +353,9 @@ def test_a_provider_key_refused_with_401_is_passed_over_and_named_but_never_show
 def test_a_rotated_key_file_is_read_again_and_a_missing_one_leaves_its_endpoint_out(gateway, engines, tmp_path):
     provider = engines("gpt", "--api-key", "sk-new")
     key_file = tmp_path / "key"
-    key_file.write_text("sk-old\n")
+    provider_key(key_file, "sk-old")
     gw = gateway([{"name": "gpt", "source": "external", "external": {"url": provider.url,
+                                                                      "allow_private_targets": True,
                                                                       "api_key_file": str(key_file)}}],
                  router={"breaker": {"open_for": "1s"}})
     with pytest.raises(openai.APIStatusError) as refused:

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from llmgw import __version__
 from llmgw.account.service import AccountError, Actor
+from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.types import Duration
 from llmgw.account.limits import LimitError, parse_money
 from llmgw.control.settings import SettingsError
@@ -143,9 +144,11 @@ async def config_change(request: web.Request) -> web.Response:
     set_ = _field(data, "set", dict) or {}
     if not all(isinstance(v, str) for v in set_.values()):
         raise Refused(400, '"set" maps dotted paths to values written as text', "invalid_request")
+    own = own_secrets(plane.cfg)
     version, doc = await plane.settings.change(
         who.name, who.via, set_=set_, unset=_field(data, "unset", list),
-        whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int))
+        whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int),
+        check=lambda settings: check_settings_key_files(settings, own))
     return _json({"version": version, "value": doc})
 
 

@@ -1,0 +1,50 @@
+"""The connection to an outside provider, checked where it is made.
+
+The settings are checked when they are written (config/targets.py), but a
+name is only an address once it is resolved, and it can resolve to another
+one tomorrow. So outside providers are sent through a session of their own
+whose sockets are made by `guarded_socket`: it sees the very address about
+to be connected to, after every resolution and cache, and refuses a
+link-local, metadata or loopback one. A provider with `allow_private_targets`
+is sent through the engines' session instead, as trusted as an engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import aiohttp
+
+from llmgw.config.targets import address_refusal
+
+log = logging.getLogger("llmgw.upstream")
+
+# Said once per address in the log, not once a request.
+_said: set[str] = set()
+
+
+class TargetRefused(OSError):
+    """A provider's address that outside providers may not be sent to."""
+
+
+def guarded_socket(addr_info: tuple) -> socket.socket:
+    """aiohttp's socket_factory for outside providers: a socket, unless the address is refused."""
+    family, kind, proto, _, sockaddr = addr_info
+    host = str(sockaddr[0])
+    why = address_refusal(host)
+    if why is not None:
+        if host not in _said and len(_said) < 1000:
+            _said.add(host)
+            log.error("an outside provider's URL led to a refused address: %s; it is not connected to (set the "
+                      "model's external.allow_private_targets: true if that provider really is there)", why)
+        raise TargetRefused(f"{why}; outside providers are not connected to it")
+    return socket.socket(family=family, type=kind, proto=proto)
+
+
+def providers_session() -> aiohttp.ClientSession:
+    """The session outside providers are sent through (see the module's docstring)."""
+    # As the engines' session (router/service.py): no pool limit, admission decides.
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300,
+                                     socket_factory=guarded_socket)
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",))
