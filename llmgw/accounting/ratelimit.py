@@ -1,103 +1,128 @@
 """Requests and tokens a minute, at every level of a key's chain.
 
 Each limited level (an org, a team, a project, a key with an rpm or tpm of
-its own) has a sliding minute: sixty one-second buckets and their running
-total, so a check is a subtraction and a comparison whatever the traffic.
-The minute slides a second at a time rather than resetting on the minute:
-a fixed window lets a client send its whole minute in the last second of
-one window and again in the first of the next, twice the limit in two
-seconds.
+its own) has a sliding minute: a log of when it was used, oldest first, and
+its running total, so a check is a subtraction and a comparison whatever
+the traffic.
+
+The minute is exact: a request counted at t counts against every minute
+that holds t, and leaves the window at t + 60, not earlier. Counting by
+whole seconds, as this did at first, let a second's requests all leave at
+the start of the next second sixty seconds on: up to a second early, and
+a client that sent 60 at 12:00:00.9 was let 60 more at 12:01:00.0, 120 in
+59.1 s (issue 10). A fixed window would be worse: its whole minute in the
+last second of one window and again in the first of the next.
+
+Memory stays bounded per level: each use is an entry of its own up to
+EXACT entries in the window (every rpm up to EXACT is counted to the
+instant); past that, uses less than RESOLUTION after the first of the
+newest entry share it, stamped with the latest of them. An entry leaves the
+window when its latest use does, so sharing errs only towards refusing, by
+less than RESOLUTION, and a level holds at most EXACT + WINDOW / RESOLUTION
++ 1 entries however busy it is.
 
 Tokens are counted after the answer, when its size is known. A tpm check
 therefore compares the tokens already counted in the window with the
 limit: the request that crosses the limit is let through, the ones after it
 are refused until the minute has room again.
 
-Nothing here touches the store or the event loop. Memory is bounded by
-the levels used in the last minute: a counter idle for a whole window is
-dropped, in the order counters were last used, so the cost is spread over
-requests rather than paid in one sweep.
+Nothing here touches the store or the event loop. A counter idle for a
+whole window is dropped, in the order counters were last used, so the cost
+is spread over requests rather than paid in one sweep. Worker processes of
+one machine borrow their right to admit from the main process
+(accounting/lending.py), so that a burst spread over them is held to the
+limit too.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from llmgw.accounting.refusal import Refusal, level_name
 
 if TYPE_CHECKING:
     from llmgw.account.keycache import Principal
+    from llmgw.accounting.lending import Borrower
 
-WINDOW = 60  # seconds in the sliding minute, one bucket each
+WINDOW = 60.0  # seconds in the sliding minute
+EXACT = 256  # entries a window keeps one use each before it shares them
+RESOLUTION = 0.1  # seconds: past EXACT entries, uses this close to an entry's first share it
 
 REQUESTS = "requests"
 TOKENS = "tokens"
 
 
 class _Window:
-    """Sixty one-second buckets ending at second `last`, and their sum."""
+    """Uses in the last WINDOW seconds, as [first, last, count] entries oldest first, and their sum."""
 
-    __slots__ = ("counts", "last", "total")
+    __slots__ = ("entries", "total")
 
-    def __init__(self, second: int) -> None:
-        self.counts = [0] * WINDOW
-        self.last = second
+    def __init__(self) -> None:
+        self.entries: deque[list] = deque()
         self.total = 0
 
-    def advance(self, second: int) -> None:
-        """Slide the window to end at `second`, emptying the buckets that fall out.
+    def expire(self, now: float) -> None:
+        """Drop what was counted WINDOW seconds or more before `now`.
 
-        A clock that steps back leaves the window where it is: the counts
-        then land in the newest bucket, which is never less strict.
+        A clock that steps back drops nothing: the counts stay until the
+        clock passes them again, which is never less strict.
         """
-        if second <= self.last:
-            return
-        if second - self.last >= WINDOW:
-            if self.total:
-                self.counts = [0] * WINDOW
-                self.total = 0
-        else:
-            counts = self.counts
-            for s in range(self.last + 1, second + 1):
-                i = s % WINDOW
-                self.total -= counts[i]
-                counts[i] = 0
-        self.last = second
+        entries = self.entries
+        horizon = now - WINDOW
+        while entries and entries[0][1] <= horizon:
+            self.total -= entries.popleft()[2]
 
-    def add(self, second: int, n: int) -> None:
-        self.advance(second)
-        if second <= self.last - WINDOW:
-            return  # counts from before the window (a late report from another worker)
-        self.counts[min(second, self.last) % WINDOW] += n
+    def add(self, at: float, n: int) -> None:
+        entries = self.entries
         self.total += n
+        if entries:
+            newest = entries[-1]
+            if at < newest[1]:
+                # Late (another worker's report, a clock stepped back): into the oldest entry that
+                # leaves no sooner than `at` would, so it counts for at least its whole minute.
+                i = len(entries) - 1
+                while i > 0 and entries[i - 1][1] >= at:
+                    i -= 1
+                entries[i][2] += n
+                return
+            if at - newest[0] < RESOLUTION and len(entries) >= EXACT:
+                newest[1] = at
+                newest[2] += n
+                return
+        entries.append([at, at, n])
 
     def wait(self, limit: int, now: float) -> int:
         """Whole seconds until the window holds less than `limit`."""
         excess = self.total - limit + 1
         freed = 0
-        for s in range(self.last - WINDOW + 1, self.last + 1):
-            freed += self.counts[s % WINDOW]
+        for _first, last, n in self.entries:
+            freed += n
             if freed >= excess:
-                return max(1, math.ceil(s + WINDOW - now))
+                return max(1, math.ceil(last + WINDOW - now))
         # A limit of 0 never has room; say a minute rather than forever.
-        return WINDOW
+        return int(WINDOW)
+
+    def spans(self) -> Iterable[tuple[float, int]]:
+        """(when, count) per entry, `when` the latest use it holds: what leaves the window with it."""
+        for _first, last, n in self.entries:
+            yield last, n
 
 
 class _Counter:
     __slots__ = ("requests", "tokens", "touched")
 
-    def __init__(self, second: int) -> None:
+    def __init__(self, now: float) -> None:
         self.requests: _Window | None = None
         self.tokens: _Window | None = None
-        self.touched = second
+        self.touched = now
 
-    def window(self, kind: str, second: int) -> _Window:
+    def window(self, kind: str) -> _Window:
         w = self.requests if kind == REQUESTS else self.tokens
         if w is None:
-            w = _Window(second)
+            w = _Window()
             if kind == REQUESTS:
                 self.requests = w
             else:
@@ -105,8 +130,9 @@ class _Counter:
         return w
 
 
-# One shared count: (kind, scope, scope_id, second, count), plain values so
-# it crosses a process or a machine as JSON.
+# One shared count: (kind, scope, scope_id, when, count), plain values so it
+# crosses a process or a machine as JSON. `when` is a Unix time in seconds,
+# the latest use the count holds (a whole second from an older llmgw).
 Count = Sequence[object]
 
 
@@ -117,12 +143,17 @@ class RateLimiter:
     last `snapshot()`, for a worker that exchanges counts with others
     (router workers on one machine, control planes in active-active); the
     exchanger must then call `snapshot()` every few seconds.
+
+    `borrower`, set by a worker process, is asked before a request is
+    counted (`claim`): the main process lends each worker its right to
+    admit, so that the workers together never admit past a limit.
     """
 
     def __init__(self, *, share: bool = False) -> None:
         self._counters: OrderedDict[tuple[str, str], _Counter] = OrderedDict()
         self._share = share
-        self._delta: dict[tuple[str, str, str], dict[int, int]] = {}
+        self._delta: dict[tuple[str, str, str], _Window] = {}
+        self.borrower: Borrower | None = None
 
     def __len__(self) -> int:
         return len(self._counters)
@@ -137,7 +168,6 @@ class RateLimiter:
         when the team's other keys have used the 600, though it sent none.
         """
         now = time.time() if now is None else now
-        second = int(now)
         worst: Refusal | None = None
         for level in principal.limits.levels:
             counter = self._counters.get((level.scope, level.scope_id))
@@ -146,42 +176,50 @@ class RateLimiter:
                     continue
                 w = None if counter is None else (counter.requests if kind == REQUESTS else counter.tokens)
                 if w is not None:
-                    w.advance(second)
+                    w.expire(now)
                 used = 0 if w is None else w.total
                 if used < limit:
                     continue
-                wait = WINDOW if w is None else w.wait(limit, now)
+                wait = int(WINDOW) if w is None else w.wait(limit, now)
                 if worst is None or wait > worst.retry_after:
-                    worst = Refusal(
-                        code="rate_limited",
-                        message=f"{level_name(principal, level.scope)} allows {limit} {word} a minute",
-                        scope=level.scope, scope_id=level.scope_id, retry_after=wait, status=429,
-                    )
+                    worst = refusal(principal, level.scope, level.scope_id, limit, word, wait)
         return worst
+
+    async def claim(self, principal: Principal, now: float | None = None) -> Refusal | None:
+        """Count one request, once this process may: at once alone, or with a loan from the main process.
+
+        After a `check()` that passed. A refusal here is a worker's loan
+        refused: the other workers have the rest of the minute.
+        """
+        if self.borrower is not None:
+            refused = await self.borrower.take(principal)
+            if refused is not None:
+                return refused
+            now = None  # stamped after the loan, never before it: the lender's sums rely on it
+        self.admit(principal, now)
+        return None
 
     def admit(self, principal: Principal, now: float | None = None) -> None:
         """Count one request at every level with a requests-a-minute limit."""
         now = time.time() if now is None else now
-        second = int(now)
         for level in principal.limits.levels:
             if level.rpm is not None:
-                self._add(REQUESTS, level.scope, level.scope_id, second, 1, own=True)
-        self._prune(second)
+                self._add(REQUESTS, level.scope, level.scope_id, now, 1, own=True)
+        self._prune(now)
 
     def add_tokens(self, principal: Principal, tokens: int, now: float | None = None) -> None:
         """Count an answer's tokens (prompt and completion) at every level with a tpm."""
         if tokens <= 0:
             return
         now = time.time() if now is None else now
-        second = int(now)
         for level in principal.limits.levels:
             if level.tpm is not None:
-                self._add(TOKENS, level.scope, level.scope_id, second, int(tokens), own=True)
-        self._prune(second)
+                self._add(TOKENS, level.scope, level.scope_id, now, int(tokens), own=True)
+        self._prune(now)
 
     def used(self, scope: str, scope_id: str, now: float | None = None) -> tuple[int, int]:
         """(requests, tokens) counted for one level in the minute up to `now`."""
-        second = int(time.time() if now is None else now)
+        now = time.time() if now is None else now
         counter = self._counters.get((scope, scope_id))
         if counter is None:
             return 0, 0
@@ -190,22 +228,38 @@ class RateLimiter:
             if w is None:
                 out.append(0)
             else:
-                w.advance(second)
+                w.expire(now)
                 out.append(w.total)
         return out[0], out[1]
+
+    def room(self, scope: str, scope_id: str, limit: int, held: int, now: float) -> tuple[int, int]:
+        """(requests one level may still take, whole seconds until it may take one if none),
+        with `held` requests promised beside those counted (a lender's loans)."""
+        counter = self._counters.get((scope, scope_id))
+        w = None if counter is None else counter.requests
+        if w is not None:
+            w.expire(now)
+        used = 0 if w is None else w.total
+        left = limit - used - held
+        if left > 0:
+            return left, 0
+        if w is None or limit - held <= 0:
+            # What is promised alone fills the minute: loans are spent or given back within a second or so.
+            return 0, 1 if limit > 0 else int(WINDOW)
+        return 0, w.wait(limit - held, now)
 
     # sharing counts between workers
 
     def snapshot(self) -> list[list]:
-        """What this process counted since the last call, per level and second.
+        """What this process counted since the last call, per level and moment.
 
         Deltas, not totals, so that counts merged from others are never sent
         back out as this process's own, and a count is added once wherever it
         arrives.
         """
-        out = [[kind, scope, scope_id, second, n]
-               for (kind, scope, scope_id), seconds in self._delta.items()
-               for second, n in seconds.items()]
+        out = [[kind, scope, scope_id, when, n]
+               for (kind, scope, scope_id), w in self._delta.items()
+               for when, n in w.spans()]
         self._delta = {}
         return out
 
@@ -213,25 +267,25 @@ class RateLimiter:
         """Add other workers' counts (their `snapshot()`s) to this one's windows.
 
         A count from before this minute is dropped; one stamped ahead of this
-        clock (a neighbour's clock a little fast) lands in the newest bucket.
+        clock (a neighbour's clock a little fast) is counted as of now.
         """
-        second = int(time.time() if now is None else now)
+        now = time.time() if now is None else now
         for kind, scope, scope_id, at, n in counts:
             if kind not in (REQUESTS, TOKENS):
                 continue
-            at = int(at)
-            if at <= second - WINDOW:
+            at = float(at)  # type: ignore[arg-type]
+            if at <= now - WINDOW:
                 continue
             key = (str(scope), str(scope_id))
             counter = self._counters.get(key)
             if counter is None:
-                counter = self._counters[key] = _Counter(second)
-            w = counter.window(str(kind), second)
-            w.advance(second)
-            w.add(min(at, second), int(n))
-            counter.touched = second
+                counter = self._counters[key] = _Counter(now)
+            w = counter.window(str(kind))
+            w.expire(now)
+            w.add(min(at, now), int(n))  # type: ignore[call-overload]
+            counter.touched = now
             self._counters.move_to_end(key)
-        self._prune(second)
+        self._prune(now)
 
     def counts(self, now: float | None = None) -> list[list]:
         """Everything counted in the minute up to `now`, own and merged, in `snapshot()`'s form.
@@ -240,47 +294,51 @@ class RateLimiter:
         into its empty limiter, the minute goes on where it was instead of
         handing every key a fresh one from the new worker.
         """
-        second = int(time.time() if now is None else now)
+        now = time.time() if now is None else now
         out: list[list] = []
         for (scope, scope_id), counter in self._counters.items():
             for kind, w in ((REQUESTS, counter.requests), (TOKENS, counter.tokens)):
                 if w is None:
                     continue
-                w.advance(second)
-                if not w.total:
-                    continue
-                for s in range(w.last - WINDOW + 1, w.last + 1):
-                    n = w.counts[s % WINDOW]
-                    if n:
-                        out.append([kind, scope, scope_id, s, n])
+                w.expire(now)
+                out.extend([kind, scope, scope_id, when, n] for when, n in w.spans())
         return out
 
     # inside
 
-    def _add(self, kind: str, scope: str, scope_id: str, second: int, n: int, own: bool) -> None:
+    def _add(self, kind: str, scope: str, scope_id: str, now: float, n: int, own: bool) -> None:
         key = (scope, scope_id)
         counter = self._counters.get(key)
         if counter is None:
-            counter = self._counters[key] = _Counter(second)
+            counter = self._counters[key] = _Counter(now)
         else:
             self._counters.move_to_end(key)
-        counter.window(kind, second).add(second, n)
-        counter.touched = max(counter.touched, second)
+        w = counter.window(kind)
+        w.expire(now)
+        w.add(now, n)
+        counter.touched = max(counter.touched, now)
         if own and self._share:
-            seconds = self._delta.setdefault((kind, scope, scope_id), {})
-            seconds[second] = seconds.get(second, 0) + n
-            if len(seconds) > 2 * WINDOW:
-                # An exchanger that stopped calling snapshot(): what is past
-                # the window is no use to anyone, so it goes rather than grows.
-                for old in [s for s in seconds if s <= second - WINDOW]:
-                    del seconds[old]
+            delta = self._delta.get((kind, scope, scope_id))
+            if delta is None:
+                delta = self._delta[(kind, scope, scope_id)] = _Window()
+            delta.add(now, n)
+            # An exchanger that stopped calling snapshot(): what is past the
+            # window is no use to anyone, so it goes rather than grows.
+            delta.expire(now)
 
-    def _prune(self, second: int) -> None:
+    def _prune(self, now: float) -> None:
         # Counters are kept in the order they were last used, so the idle
         # ones are at the front: look only there, and stop at the first in use.
         counters = self._counters
+        horizon = now - WINDOW
         while counters:
             key, counter = next(iter(counters.items()))
-            if counter.touched > second - WINDOW:
+            if counter.touched > horizon:
                 break
             del counters[key]
+
+
+def refusal(principal: Principal, scope: str, scope_id: str, limit: int, word: str, wait: int) -> Refusal:
+    """A 429 naming the level whose minute is full, and when it will have room."""
+    return Refusal(code="rate_limited", message=f"{level_name(principal, scope)} allows {limit} {word} a minute",
+                   scope=scope, scope_id=scope_id, retry_after=wait, status=429)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from llmgw.accounting.ratelimit import RESOLUTION
 from llmgw.control.routes import from_doc, to_doc
 from llmgw.control.trust.tls import peer_control_plane
 
@@ -55,6 +57,7 @@ UNHEARD_AFTER = 60.0  # a standby unheard from the leader this long passes /v1 o
 QUIET_AFTER = 10.0  # the leader stops counting for a standby quiet this long
 UNSENT_MAX = 200_000  # counts kept for the next round while the leader does not answer
 BODY_MAX = 64 * 2**20
+TENTHS = round(1 / RESOLUTION)  # a waiting count's moment is kept to this fraction of a second
 
 
 class Counts(Protocol):
@@ -260,13 +263,16 @@ def merged_asks(sources: Iterable[tuple[dict, dict]]) -> tuple[dict[str, float],
 
 
 def summed(counts: list, more: list) -> list:
-    """Two lists of counts as one, a (kind, scope, id, second) once: rounds that failed, or several
-    standbys' counts waiting for another, grow with the keys in use and not with the time waited."""
+    """Two lists of counts as one, a (kind, scope, id, tenth of a second) once: rounds that failed, or
+    several standbys' counts waiting for another, grow with the keys in use and not with the time waited.
+
+    A count's moment is rounded up to its tenth, never down: rounded down it would leave the other
+    control planes' windows before its minute was over (accounting/ratelimit.py)."""
     if not counts:
         return list(more)
     total: dict[tuple, int] = {}
-    for kind, scope, scope_id, second, n in (*counts, *more):
-        key = (kind, scope, scope_id, int(second))
+    for kind, scope, scope_id, when, n in (*counts, *more):
+        key = (kind, scope, scope_id, math.ceil(float(when) * TENTHS) / TENTHS)
         total[key] = total.get(key, 0) + int(n)
     return [[*key, n] for key, n in total.items()]
 

@@ -33,9 +33,10 @@ def test_the_minute_slides_so_a_burst_at_a_minute_boundary_is_not_twice_the_limi
         limiter.admit(key, T0 + 59.9)
     # A fixed window would start afresh at T0 + 60 and let ten more through.
     assert limiter.check(key, T0 + 60.1) is not None
-    assert limiter.check(key, T0 + 118.5).retry_after == 1
-    # Counts are kept by the second: the second T0 + 59 leaves the window whole.
-    assert limiter.check(key, T0 + 119.0) is None
+    assert limiter.check(key, T0 + 118.5).retry_after == 2
+    # The ten leave the window sixty seconds after they were counted, to the instant.
+    assert limiter.check(key, T0 + 119.85) is not None
+    assert limiter.check(key, T0 + 119.9) is None
 
 
 def test_a_team_limit_binds_a_key_that_sent_nothing_once_the_teams_other_keys_used_it():
@@ -142,8 +143,8 @@ def test_two_workers_sharing_counts_hold_a_key_to_its_limit_between_them():
     # What was merged is never sent back out as one's own, and a snapshot
     # is only what was counted since the last one.
     assert a.snapshot() == [] and b.snapshot() == []
-    a.admit(key, T0 + 8)
-    assert a.snapshot() == [["requests", "key", "key_demo", int(T0 + 8), 1]]
+    a.admit(key, T0 + 8.25)
+    assert a.snapshot() == [["requests", "key", "key_demo", T0 + 8.25, 1]]
 
 
 def test_shared_counts_from_before_the_minute_are_ignored_and_ones_from_a_fast_clock_land_now():
@@ -176,3 +177,105 @@ def test_a_worker_that_starts_is_given_the_whole_minute_counted_so_far():
     assert newcomer.check(key, T0 + 61.5) is None
     # Given, not counted here: a starting worker sends none of it on.
     assert newcomer.snapshot() == []
+
+
+def test_a_request_leaves_the_minute_sixty_seconds_after_it_was_counted_not_at_the_next_whole_second():
+    # Issue 10: a minute of 1-second buckets let 60 requests at 12:00:00.9
+    # leave at 12:01:00.0, and 60 more through 59.1 s after the first.
+    key = offline(key={"rpm": 60})
+    limiter = RateLimiter()
+    for _ in range(60):
+        limiter.admit(key, T0 + 0.9)
+
+    assert limiter.check(key, T0 + 60.0) is not None
+    assert limiter.check(key, T0 + 60.0).retry_after == 1
+    assert limiter.check(key, T0 + 60.89) is not None
+    assert limiter.check(key, T0 + 60.9) is None
+
+
+def test_tokens_leave_the_minute_on_the_same_exact_clock_as_requests():
+    key = offline(key={"tpm": 100})
+    limiter = RateLimiter()
+    limiter.add_tokens(key, 150, T0 + 0.9)
+    assert limiter.check(key, T0 + 60.5).message == "the key demo allows 100 tokens a minute"
+    assert limiter.check(key, T0 + 60.9) is None
+
+
+def _admitted_by_limiter(times: list[float], limit: int) -> list[float]:
+    key = offline(key={"rpm": limit})
+    limiter = RateLimiter()
+    admitted = []
+    for t in times:
+        if limiter.check(key, t) is None:
+            limiter.admit(key, t)
+            admitted.append(t)
+    return admitted
+
+
+def _most_in_any_minute(admitted: list[float]) -> int:
+    """The most admitted requests that any 60 s window [t, t + 60) holds: the worst one starts at a request."""
+    most = 0
+    for i, start in enumerate(admitted):
+        most = max(most, sum(1 for t in admitted[i:] if t < start + 60))
+    return most
+
+
+def test_no_sixty_seconds_anywhere_hold_more_than_the_limit_whatever_the_clients_timing():
+    import random
+
+    rng = random.Random(10)
+    for limit in (1, 7, 60, 250):
+        t, times = T0 + rng.random(), []
+        while t < T0 + 200:
+            # Bursts and gaps: requests 0 to 3 s apart, some at the very same instant.
+            t += rng.choice((0.0, 0.001, 0.05, 0.3, 0.99, 1.01, 3.0)) * rng.random()
+            times.append(t)
+        admitted = _admitted_by_limiter(times, limit)
+        assert _most_in_any_minute(admitted) <= limit, limit
+        # And not stricter than it says: after the first minute filled, a
+        # request is refused only while the minute before it is full, counting
+        # each use up to RESOLUTION late.
+        from llmgw.accounting.ratelimit import RESOLUTION
+
+        for t in times:
+            if t in admitted:
+                continue
+            held = sum(1 for a in admitted if t - 60 - RESOLUTION < a <= t)
+            assert held >= limit, (limit, t - T0)
+
+
+def test_a_steady_client_gets_the_limit_again_as_soon_as_its_first_requests_are_a_minute_old():
+    # Every 50 ms for 70 s, beginning at an awkward fraction of a second.
+    times = [T0 + 0.437 + i * 0.05 for i in range(1400)]
+    admitted = _admitted_by_limiter(times, 60)
+    assert _most_in_any_minute(admitted) == 60
+    first, second = [t for t in admitted if t < T0 + 60], [t for t in admitted if t >= T0 + 60]
+    assert len(first) == 60 and len(second) == 60
+    assert second[0] - first[0] == 60.0
+
+
+def test_a_busy_levels_memory_is_bounded_however_many_requests_it_counts():
+    from llmgw.accounting.ratelimit import EXACT, RESOLUTION, WINDOW
+
+    key = offline(key={"rpm": 10**9, "tpm": 10**12})
+    limiter = RateLimiter(share=True)
+    for i in range(200_000):
+        now = T0 + i * 0.0005  # 2,000 a second for 100 s
+        limiter.admit(key, now)
+        limiter.add_tokens(key, 10, now)
+    entries = len(limiter.counts(now))
+    assert entries <= 2 * (EXACT + WINDOW / RESOLUTION + 1)
+    # Uses that share an entry leave with its latest: counted up to RESOLUTION long, never less.
+    assert 120_000 <= limiter.used("key", "key_demo", now)[0] <= 120_000 + 2000 * RESOLUTION
+    # The deltas of an exchanger that never takes them are bounded the same way.
+    assert len(limiter.snapshot()) <= 2 * (EXACT + WINDOW / RESOLUTION + 1)
+
+
+def test_a_late_report_from_another_worker_counts_for_at_least_its_own_minute():
+    key = offline(key={"rpm": 2})
+    limiter = RateLimiter(share=True)
+    limiter.admit(key, T0 + 10.0)
+    # Another worker's use at T0 + 9.95, heard after this one's at T0 + 10.
+    limiter.merge([["requests", "key", "key_demo", T0 + 9.95, 1]], T0 + 10.05)
+    assert limiter.check(key, T0 + 69.96) is not None
+    assert limiter.check(key, T0 + 70.0) is None

@@ -69,3 +69,11 @@ def test_counts_waiting_for_a_round_are_summed_per_level_and_second_not_piled_up
     for _ in range(50):  # fifty rounds the leader did not answer
         waiting = summed(waiting, [["requests", "key", "k", 100, 1], ["tokens", "key", "k", 100, 9]])
     assert sorted(waiting) == [["requests", "key", "k", 100, 51], ["tokens", "key", "k", 100, 450]]
+
+
+def test_counts_waiting_for_a_round_keep_their_tenth_of_a_second_rounded_up_never_down():
+    # Rounded down to the second, a count would leave the other control planes' minute up to a
+    # second before it left this one's, and let that much more through there.
+    waiting = summed([["requests", "key", "k", 100.01, 1]], [["requests", "key", "k", 100.07, 1],
+                                                             ["requests", "key", "k", 100.93, 1]])
+    assert sorted(waiting) == [["requests", "key", "k", 100.1, 2], ["requests", "key", "k", 101.0, 1]]
