@@ -51,12 +51,21 @@ async def leader(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
+    """200 while some model has an endpoint a request could go to now. A model whose every
+    endpoint is passed over by its breaker is listed as failing, not served: a load balancer
+    sends nothing to a control plane whose models are all failing."""
     plane: ControlPlane = request.app[PLANE]
-    served = [name for name, entry in plane.router.registry.models.items() if entry.usable()]
+    models = plane.router.registry.models
+    failing = sorted(name for name, entry in models.items() if entry.failing())
+    served = [name for name, entry in models.items() if entry.usable() and name not in failing]
     if not served:
-        return _json({"ready": False, "message": "no model has an endpoint to send requests to yet"},
-                     status=503)
-    return _json({"ready": True, "models": served})
+        if failing:
+            message = (f"every replica of {', '.join(failing)} is failing and passed over by its breaker; "
+                       "no model can take a request now")
+        else:
+            message = "no model has an endpoint to send requests to yet"
+        return _json({"ready": False, "message": message, "failing": failing}, status=503)
+    return _json({"ready": True, "models": served, "failing": failing})
 
 
 def _presented_key(request: web.Request) -> str | None:
@@ -107,25 +116,21 @@ async def authenticate(request: web.Request, handler):
     if not secret:
         return api_error(401, f"no API key: send Authorization: Bearer {KEY_PREFIX}…", "missing_api_key")
     # The throttle is asked only once a key has failed: a valid key is answered
-    # whatever else its address has tried (llmgw/account/throttle.py). A key
-    # memory holds needs neither the client's address nor the store.
+    # whatever else its address has tried (llmgw/account/throttle.py).
+    address = client_address(request, plane.settings.current.router.trusted_proxies)
     if not looks_like_key(secret):
-        return _unknown_key(request, plane, f"that is not an llmgw API key; they start {KEY_PREFIX}")
+        return _unknown_key(plane, address, f"that is not an llmgw API key; they start {KEY_PREFIX}")
     try:
-        if plane.keys.remembers(secret):
-            principal = await plane.keys.lookup(secret)
-        else:
-            address = _client(request, plane)
-            if plane.throttle.throttled(address):
-                async with plane.throttle.in_line(address):
-                    principal = await plane.keys.lookup(secret)
-            else:
+        if plane.throttle.throttled(address) and not plane.keys.remembers(secret):
+            async with plane.throttle.in_line(address):
                 principal = await plane.keys.lookup(secret)
+        else:
+            principal = await plane.keys.lookup(secret)
     except StoreError:
         return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
                          "store_unavailable", headers={"Retry-After": "5"})
     if principal is None:
-        return _unknown_key(request, plane, "unknown API key")
+        return _unknown_key(plane, address, "unknown API key")
     refusal = principal.refusal(time.time())
     if refusal:
         return api_error(401, refusal, "invalid_api_key")
@@ -133,12 +138,7 @@ async def authenticate(request: web.Request, handler):
     return await handler(request)
 
 
-def _client(request: web.Request, plane: "ControlPlane") -> str:
-    return client_address(request, plane.settings.current.router.trusted_proxies)
-
-
-def _unknown_key(request: web.Request, plane: "ControlPlane", sentence: str) -> web.Response:
-    address = _client(request, plane)
+def _unknown_key(plane: "ControlPlane", address: str, sentence: str) -> web.Response:
     wait = plane.throttle.throttled(address)
     plane.throttle.failed(address)
     if wait:

@@ -8,6 +8,7 @@ one place. Nothing in it is the request's text.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -53,6 +54,10 @@ class Call:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    # Counts the router made itself, the engine's usage not having said them
+    # ("prompt_tokens", "completion_tokens"): router.tally.
+    estimated: tuple[str, ...] = ()
+    delivered_tokens: int | None = None  # of completion_tokens, those that reached the client
     ttft: float | None = None
     first_token_at: float | None = None
     retries: list[dict[str, Any]] = field(default_factory=list)
@@ -97,9 +102,26 @@ class Call:
             detail["similarity"] = round(self.similarity, 4)
         if self.load_wait is not None:
             detail["load_wait_s"] = round(self.load_wait, 3)
+        if self.estimated:
+            detail["estimated"] = list(self.estimated)
+        if self.delivered_tokens is not None and self.delivered_tokens < self.completion_tokens:
+            detail["delivered_tokens"] = self.delivered_tokens
         decisions = list(self.guard_decisions)
         if self.checker is not None:
             decisions += self.checker.decisions
         if decisions:
             detail["guard"] = [d.as_dict() for d in decisions]
         return detail
+
+
+def replicas_failing(entry: ModelEntry) -> Refuse:
+    """Every endpoint of the model is passed over by its breaker: refused now, saying when to come back.
+
+    Waiting in admission would hold the client for a queue's TTL and end in
+    504, though nothing it could wait for frees up before the breakers let a
+    trial through; the client is better told when that is.
+    """
+    retry = max(1, math.ceil(entry.retry_in()))
+    return Refuse(503, f"every replica of {entry.name} is failing ({entry.failing_reason()}), so it takes no "
+                       f"requests for now; try again in {retry} s", "replicas_failing",
+                  headers={"Retry-After": str(retry)}, decided_by="breaker")

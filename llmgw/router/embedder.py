@@ -26,10 +26,13 @@ import asyncio
 import aiohttp
 import orjson
 
-from llmgw.router import scheduler
+from llmgw.router import probe, scheduler
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
 from llmgw.router.similar import EMBED_BUDGET
+
+# Who asked, to a breaker (breaker.py): the similar cache's questions, all as one asker.
+ASKER = "similar-cache"
 
 
 class EmbeddingFailed(Exception):
@@ -61,7 +64,10 @@ class CatalogEmbedder:
             try:
                 values = await self._ask(endpoint, text)
             except _Broken as e:
-                endpoint.breaker.failure(e.reason)
+                # A 5xx may be this question's doing (its text came from a client): it counts as
+                # one asker's, so alone it opens the breaker only if a health check fails too.
+                if endpoint.breaker.failure(e.reason, None if e.unreachable else ASKER):
+                    probe.check(self.session, endpoint, e.reason)
                 last = f"{endpoint.id} {e.reason}"
                 continue
             except EmbeddingFailed as e:
@@ -92,8 +98,9 @@ class CatalogEmbedder:
         except asyncio.TimeoutError:
             raise  # the budget is spent: the caller's timeout says so
         except aiohttp.ClientError as e:
-            raise _Broken(f"connection failed: {type(e).__name__}") from None
-        if status >= 500:
+            unreachable = isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
+            raise _Broken(f"connection failed: {type(e).__name__}", unreachable) from None
+        if status >= 500 and status != 501:  # 501: it does not do embeddings, no fault of its health
             raise _Broken(f"answered {status}")
         if status >= 400:
             raise EmbeddingFailed(f"answered {status}")
@@ -109,6 +116,7 @@ class CatalogEmbedder:
 class _Broken(Exception):
     """The endpoint failed as a breaker counts failure: no connection, or a 5xx."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, unreachable: bool = False):
         super().__init__(reason)
         self.reason = reason
+        self.unreachable = unreachable  # no connection could be made: the engine's failure, whatever was asked

@@ -20,7 +20,7 @@ from llmgw.account.keycache import Principal
 from llmgw.router import loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
-from llmgw.router.call import Call, Refuse
+from llmgw.router.call import Call, Refuse, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
 from llmgw.router.registry import ModelEntry
@@ -310,7 +310,10 @@ def _full(entry: ModelEntry, saturation: int) -> Callable[[], bool]:
         # An outside provider never counts as full: its own 429 is the signal.
         if not local or len(local) < len(entry.usable()):
             return False
-        return all(e.in_flight >= saturation or not scheduler.available(e) for e in local)
+        open_ = [e for e in local if scheduler.available(e)]
+        # Every replica passed over by its breaker: waiting would not bring one back, so the
+        # request goes in and is refused at once (replicas_failing) instead of queueing 30 s.
+        return bool(open_) and all(e.in_flight >= saturation for e in open_)
     return full
 
 
@@ -340,12 +343,16 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
                 entry = candidate
                 break
     served = entry
+    if served.failing():
+        raise replicas_failing(served)
     try:
         ticket = await router.admission.enter(served.name, call.band, _full(served, saturation))
     except AdmissionTimeout as e:
         raise Refuse(504, str(e), "queue_timeout", headers={"Retry-After": str(e.retry_after)},
                      decided_by=f"admission:{e.band}") from None
     try:
+        if served.failing():  # its breakers opened while it waited its turn
+            raise replicas_failing(served)
         candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
         async with asyncio.timeout(float(settings.timeouts.total)):
             opened = await open_upstream(router.session_for(served), call, candidates, settings.timeouts,

@@ -45,6 +45,22 @@ class ModelEntry:
         """Endpoints that can be sent to: a provider key that could not be read is left out."""
         return [e for e in self.endpoints if e.key_file is None or e.api_key is not None]
 
+    def failing(self) -> bool:
+        """Every endpoint it has is passed over by its breaker now (none half-open and free to try).
+        A model with no endpoint at all is not failing: it has nothing yet (loading, a key file unread)."""
+        usable = self.usable()
+        return bool(usable) and not any(e.breaker is None or e.breaker.available() for e in usable)
+
+    def retry_in(self) -> float:
+        """Seconds until one of its endpoints may be tried again (0: one may be now)."""
+        waits = [e.breaker.retry_in() if e.breaker is not None else 0.0 for e in self.usable()]
+        return min(waits, default=0.0)
+
+    def failing_reason(self) -> str:
+        """The last failure of an endpoint that is passed over, for the sentence that refuses a request."""
+        reasons = [e.breaker.last_reason for e in self.usable() if e.breaker is not None and e.breaker.last_reason]
+        return reasons[-1] if reasons else "its requests failed"
+
 
 @dataclass
 class _KeyFile:
@@ -124,9 +140,9 @@ class Registry:
                         kept.api_key = made.api_key
                     made = kept
                 else:
-                    made.breaker = Breaker(breaker.failures, float(breaker.open_for))
+                    made.breaker = Breaker(breaker.failures, float(breaker.open_for), breaker.distinct_keys)
                     made.breaker.on_open = lambda reason, ident=made.id: self._tripped(ident, reason)
-                made.breaker.configure(breaker.failures, float(breaker.open_for))
+                made.breaker.configure(breaker.failures, float(breaker.open_for), breaker.distinct_keys)
                 entry.endpoints.append(made)
                 seen[made.id] = made
             models[model.name] = entry

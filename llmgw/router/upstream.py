@@ -3,7 +3,10 @@
 Until the engine's first byte has arrived nothing has reached the client,
 so a refused connection, a 5xx, a timeout, or a provider key answering 429
 or 401 is retried on the next candidate — up to `router.retries` others —
-and counted against that endpoint's breaker. After the first byte the
+and told to that endpoint's breaker, with the API key that asked when the
+failure could be the request's doing (breaker.py says how that counts).
+An engine's 4xx and 501 are its refusal of this request: relayed to the
+client, never retried, never against the breaker. After the first byte the
 answer is the client's, good or bad.
 """
 
@@ -19,6 +22,7 @@ import orjson
 
 from llmgw.config.router import Timeouts
 from llmgw.guard.events import Events
+from llmgw.router import probe
 from llmgw.router.call import Call, Refuse
 from llmgw.router.endpoint import Endpoint
 
@@ -36,9 +40,12 @@ class Opened:
 
 
 class _Failed(Exception):
-    def __init__(self, reason: str, status: int | None = None, body: bytes = b"", retry_after: str | None = None):
+    def __init__(self, reason: str, status: int | None = None, body: bytes = b"", retry_after: str | None = None,
+                 unreachable: bool = False):
         super().__init__(reason)
         self.reason, self.status, self.body, self.retry_after = reason, status, body, retry_after
+        # No connection could be made: the engine's failure whatever the request was.
+        self.unreachable = unreachable
 
 
 async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: list[Endpoint],
@@ -63,7 +70,9 @@ async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: 
             if endpoint.external and failed.status in (401, 429):
                 endpoint.breaker.trip(failed.reason)
             else:
-                endpoint.breaker.failure(failed.reason)
+                asker = None if failed.unreachable else call.principal.key.id
+                if endpoint.breaker.failure(failed.reason, asker):
+                    probe.check(session, endpoint, failed.reason)
             call.retries.append({"endpoint": endpoint.id, "error": failed.reason})
             if endpoint.external and failed.status == 401:
                 # Naming the endpoint, never the key: the notification goes to people.
@@ -124,12 +133,18 @@ async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, 
     try:
         response = await session.post(endpoint.url + call.upstream_path, data=orjson.dumps(body),
                                       headers=headers, timeout=timeout)
+    except aiohttp.ConnectionTimeoutError:
+        raise _Failed("no connection to the engine in time", unreachable=True) from None
     except asyncio.TimeoutError:
         raise _Failed("timeout waiting for the engine") from None
+    except aiohttp.ClientConnectorError as e:
+        raise _Failed(f"connection failed: {type(e).__name__}", unreachable=True) from None
     except aiohttp.ClientError as e:
         raise _Failed(f"connection failed: {type(e).__name__}") from None
     try:
-        if response.status >= 500 or (endpoint.external and response.status in (401, 429)):
+        # 501: the engine does not do what was asked (an endpoint, a parameter): the request's refusal.
+        failed = response.status >= 500 and response.status != 501
+        if failed or (endpoint.external and response.status in (401, 429)):
             raw = await response.read()
             raise _Failed(f"answered {response.status}", response.status, raw, response.headers.get("Retry-After"))
         if response.status >= 400 or not call.stream:

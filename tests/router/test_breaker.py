@@ -128,3 +128,64 @@ def test_a_tripped_breaker_is_open_at_once_whatever_the_count():
     breaker.trip("answered 429")
     assert breaker.state == "open" and not breaker.available()
     assert breaker.last_reason == "answered 429"
+
+
+def test_failed_answers_from_one_key_never_open_it_but_ask_for_a_health_check(clock):
+    breaker = Breaker(3, 30.0, distinct_keys=2, clock=clock)
+    asks = [breaker.failure("answered 500", "key-a") for _ in range(9)]
+    assert breaker.state == "closed" and breaker.allow()
+    # At the count, and again every `failures` failures while only one key stands behind them.
+    assert asks == [False, False, True, False, False, True, False, False, True]
+
+
+def test_failed_answers_from_two_keys_in_a_row_open_it(clock):
+    breaker = Breaker(3, 30.0, distinct_keys=2, clock=clock)
+    breaker.failure("answered 500", "key-a")
+    breaker.failure("answered 500", "key-a")
+    assert breaker.failure("answered 500", "key-b") is False
+    assert breaker.state == "open" and breaker.last_reason == "answered 500"
+
+
+def test_a_success_forgets_the_keys_that_failed_before_it(clock):
+    breaker = Breaker(3, 30.0, distinct_keys=2, clock=clock)
+    breaker.failure("answered 500", "key-b")
+    breaker.success()
+    for _ in range(3):
+        breaker.failure("answered 500", "key-a")
+    assert breaker.state == "closed"
+
+
+def test_an_engine_that_cannot_be_reached_opens_it_whoever_asked(clock):
+    breaker = Breaker(3, 30.0, distinct_keys=2, clock=clock)
+    breaker.failure("answered 500", "key-a")
+    breaker.failure("answered 500", "key-a")
+    breaker.failure("connection failed: ClientConnectorError")
+    assert breaker.state == "open"
+
+
+def test_one_distinct_key_counts_every_failed_answer_as_before(clock):
+    breaker = Breaker(3, 30.0, distinct_keys=1, clock=clock)
+    for _ in range(3):
+        breaker.failure("answered 500", "key-a")
+    assert breaker.state == "open"
+
+
+def test_a_failed_trial_reopens_it_whoever_asked(clock):
+    breaker = tripped(clock)
+    clock.now += 30
+    assert breaker.allow()
+    breaker.failure("answered 500", "key-a")
+    assert breaker.state == "open"
+
+
+def test_it_says_when_a_request_may_be_let_through_again(clock):
+    breaker = Breaker(1, 30.0, clock=clock)
+    assert breaker.retry_in() == 0
+    breaker.failure("connection refused")
+    clock.now += 12
+    assert breaker.retry_in() == 18
+    clock.now += 18
+    assert breaker.retry_in() == 0  # half-open: the trial is there to take
+    assert breaker.allow()
+    clock.now += 5
+    assert breaker.retry_in() == 25  # the trial is out: at the latest when it lapses
