@@ -6,6 +6,8 @@ dates and an address or two, none of them a finding):
     init installs (secrets blocked, cards redacted, injection flagged)
   guard_all_1k_us / _8k_us: every pattern rule on (all PII kinds redacted,
     names included), the most a policy can ask of the patterns
+  guard_tools_us / shapes_tools_us: a 1 KB prompt beside 20 tools (a coding agent's: ~400-character
+    descriptions, 6 described parameters each, ~24 KB in all) under the baseline, and the body's shape check
   guard_output_8k_us: an 8 KB answer streamed in 20-character deltas
     through the baseline's output rules, sentence by sentence
   guard_resolve_ns: finding a key's effective policy (the cached lookup)
@@ -61,6 +63,16 @@ def main() -> None:
         body = _prompt(size)
         print(f"guard_baseline_{label}_us: {_median_us(lambda: check_input(baseline, body, 'chat')):.1f} us")
         print(f"guard_all_{label}_us: {_median_us(lambda: check_input(everything, body, 'chat')):.1f} us")
+
+    from llmgw.router import shapes
+    tools = [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": PROSE[:400],
+        "parameters": {"type": "object", "required": ["path"], "properties": {
+            f"arg_{j}": {"type": "string", "description": PROSE[j * 40:j * 40 + 120]} for j in range(6)}}}}
+        for i in range(20)]
+    agent = {**_prompt(1024), "tools": tools}
+    print(f"guard_tools_us: {_median_us(lambda: check_input(baseline, agent, 'chat')):.1f} us")
+    print(f"shapes_tools_us: {_median_us(lambda: shapes.check('chat', agent)):.1f} us")
 
     answer = (PROSE * 40)[:8192]
     deltas = [answer[i:i + 20] for i in range(0, len(answer), 20)]

@@ -32,6 +32,27 @@ class AdminError(Exception):
         self.status, self.code = status, code
 
 
+def local_config():
+    """This machine's server.yaml ($LLMGW_CONFIG, else /etc/llmgw/server.yaml), or None.
+
+    Its data_dir and admin_token_file say where the admin token is, and
+    listen.admin where the admin API listens: a server set up with another
+    data_dir is found without --token-file (issue 10). One that cannot be
+    read leaves the defaults, and the token's own sentence says what is wrong.
+    """
+    from llmgw.cli.server import SYSTEM_CONFIG
+    from llmgw.config.loader import ConfigError
+    from llmgw.config.server import load_server_config
+
+    path = os.environ.get("LLMGW_CONFIG") or SYSTEM_CONFIG
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_server_config(path)
+    except (OSError, ConfigError):
+        return None
+
+
 def token_file(given: str | None) -> str:
     if given:
         return given
@@ -39,12 +60,22 @@ def token_file(given: str | None) -> str:
         return os.environ["LLMGW_TOKEN_FILE"]
     if os.path.exists(CHECKOUT_TOKEN):
         return CHECKOUT_TOKEN
-    return SYSTEM_TOKEN
+    cfg = local_config()
+    return cfg.admin_token_path if cfg is not None else SYSTEM_TOKEN
+
+
+def admin_address() -> str:
+    cfg = local_config()
+    if cfg is None:
+        return DEFAULT_ADMIN
+    admin = cfg.listen.admin
+    host = "127.0.0.1" if admin.all_interfaces else admin.host
+    return f"[{host}]:{admin.port}" if ":" in host else f"{host}:{admin.port}"
 
 
 class AdminClient:
     def __init__(self, address: str | None = None, token_path: str | None = None, timeout: float = 30.0):
-        self.address = address or os.environ.get("LLMGW_ADMIN") or DEFAULT_ADMIN
+        self.address = address or os.environ.get("LLMGW_ADMIN") or admin_address()
         self.token_path = token_file(token_path)
         self.timeout = timeout
         self._token: str | None = None

@@ -23,10 +23,13 @@ def admin_options() -> argparse.ArgumentParser:
     """Options every command that talks to the admin API takes."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--admin", metavar="ADDR",
-                        help="the admin API's address (default 127.0.0.1:9090, or $LLMGW_ADMIN)")
+                        help="the admin API's address (default $LLMGW_ADMIN, else server.yaml's listen.admin, "
+                             "else 127.0.0.1:9090)")
     common.add_argument("--token-file", metavar="PATH",
-                        help="the admin token (default ./var/admin-token in a checkout, else "
-                             "/var/lib/llmgw/admin-token, or $LLMGW_TOKEN_FILE)")
+                        help="the admin token (default $LLMGW_TOKEN_FILE, else ./var/admin-token in a checkout, "
+                             "else the one server.yaml names: admin-token in its data_dir, "
+                             "/var/lib/llmgw/admin-token by default; server.yaml is $LLMGW_CONFIG or "
+                             "/etc/llmgw/server.yaml)")
     common.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     return common
 

@@ -18,7 +18,8 @@ def register(commands) -> None:
     shared.add_argument("--config", metavar="PATH",
                         help=f"server.yaml (default {SYSTEM_CONFIG} when it exists, else built-in defaults)")
     shared.add_argument("--store", metavar="URL", help="sqlite:PATH or postgresql://… (overrides server.yaml's store)")
-    shared.add_argument("--data-dir", metavar="DIR", help="this machine's files: the admin token, the SQLite store")
+    shared.add_argument("--data-dir", metavar="DIR", help="this machine's files: the admin token, the master key, "
+                        "the SQLite store (overrides server.yaml's data_dir)")
     shared.add_argument("--name", help="this control plane's name (default: the host name)")
     shared.add_argument("--advertise", metavar="URL", help="the client API's address as others reach it")
     shared.add_argument("--admin-token-file", metavar="PATH", help="where the admin token is kept")
@@ -105,9 +106,10 @@ def _load(args) -> tuple:
     for key, value in flags.items():
         if value is not None:
             doc[key] = value
-    if args.data_dir and not args.store and "store" not in raw:
-        # A data directory given on the command line holds the SQLite store too.
-        doc["store"] = "sqlite:" + os.path.join(args.data_dir, "llmgw.db")
+    if not args.store and not (raw.get("store") if isinstance(raw, dict) else None):
+        # No store named anywhere: the SQLite store in the data directory in force, the command
+        # line's or server.yaml's (ServerConfig makes it from data_dir).
+        doc["store"] = ""
     for role in ("client", "agent", "admin", "metrics"):
         value = getattr(args, f"listen_{role}")
         if value is not None:

@@ -189,8 +189,8 @@ class ServerConfig(ClusterSettings):
     name: str = ""
     """This control plane's name, as the console and the other control planes show it. Empty is the host name."""
 
-    store: str = "sqlite:/var/lib/llmgw/llmgw.db"
-    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store.
+    store: str = ""
+    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store. Empty is `sqlite:` with llmgw.db in `data_dir` (/var/lib/llmgw/llmgw.db by default).
     Under Patroni, list every member and ask for the primary: `postgresql://llmgw:PASSWORD@10.0.0.6:5432,10.0.0.7:5432/llmgw?target_session_attrs=read-write` (docs/store.md)."""
 
     data_dir: str = "/var/lib/llmgw"
@@ -215,6 +215,12 @@ class ServerConfig(ClusterSettings):
     workers: int = 1
     """How many processes serve the client API on this machine, each with its own event loop and all on `listen.client` (SO_REUSEPORT: the kernel spreads the connections). One process answers from one core; set about one worker per core the gateway may use.
     With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker that dies. Rate limits and budgets hold across the workers: their counts are exchanged every 100 ms, so a key spread over them may pass its limit by what they let through in those 100 ms. From 1 to 64."""
+
+    def __post_init__(self) -> None:
+        if not self.store.strip():
+            # The SQLite store is one of this machine's files, so it follows data_dir: a default
+            # fixed to /var/lib/llmgw made `server init` with only data_dir set write there (issue 10).
+            object.__setattr__(self, "store", "sqlite:" + os.path.join(self.data_dir, "llmgw.db"))
 
     @property
     def admin_token_path(self) -> str:

@@ -111,6 +111,8 @@ def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
         block = rules.too_long(length, decisions, "input")
         if block is not None:
             return InputResult(body, decisions.items, refusal_for(block), redactor)
+    if rules.active and rules.joinable:
+        texts = _skip_quiet_strings(rules, texts)
     changes: dict[Path, str] = {}
     last_user = ""
     for text in texts:
@@ -128,6 +130,30 @@ def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
     if not rules.active:
         last_user = _last_user(out, api)
     return InputResult(out, decisions.items, None, redactor, last_user)
+
+
+# Fewer strings than this are read one by one at once.
+_FIRST_LOOK = 16
+
+
+def _skip_quiet_strings(rules: CompiledRules, texts: list[reads.Text]) -> list[reads.Text]:
+    """`texts` less the strings outside messages' content when, read together, nothing is found in them.
+
+    A coding agent's request holds hundreds of short strings in its tools'
+    schemas, and reading each alone cost more than the whole prompt
+    (benchmarks/bench_guard.py, guard_tools_us). Joined by newlines they are
+    read at the cost of their length; the patterns find in the joined text
+    all they find in each (a newline is a start and an end to every
+    built-in pattern, and a site's pattern anchored with ^ or $ turns this
+    off), so when nothing is found there is nothing to find one by one.
+    When something is, every string is read alone, to know where.
+    """
+    strings = [t for t in texts if not t.role]
+    if len(strings) < _FIRST_LOOK:
+        return texts
+    if rules.find("\n".join(t.pieces[0][1] for t in strings)):
+        return texts
+    return [t for t in texts if t.role]
 
 
 def _unreadable(rules: CompiledRules, body: dict, api: str, decisions: Decisions) -> Refusal | None:

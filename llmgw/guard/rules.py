@@ -9,6 +9,7 @@ nothing, rather than lending its `block` to the baseline's `enforce`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,6 +26,7 @@ ORDER = ("secrets", "cards", "email", "phone", "iban", "national_id", "person", 
 # site's own pattern and an injection phrase say something about the whole
 # text, whatever else is in it.
 _NEVER_SHADOWED = frozenset(("deny", "injection"))
+_ANCHORED = re.compile(r"\^|\$|\\A|\\Z|\\z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,10 @@ class CompiledRules:
         unique = list({(p.name, p.regex): p for p, _ in deny}.values())
         self.deny = DenyDetector(unique) if unique else None
         self.max_chars = max_chars
+        # Whether texts may be read joined by newlines as a first look (see
+        # `gate`): a site's pattern anchored to a text's start or end would
+        # find less in the joined text than in each one, so not with those.
+        self.joinable = not any(_ANCHORED.search(p.regex) for p, _ in deny)
         self.active = bool(self.checks or self.deny or any(max_chars))
         self.redacts = any(s.act == "redact" for _, s in self.checks) or any(
             s.act == "redact" for s in self.deny_slots.values())

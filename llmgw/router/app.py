@@ -116,21 +116,25 @@ async def authenticate(request: web.Request, handler):
     if not secret:
         return api_error(401, f"no API key: send Authorization: Bearer {KEY_PREFIX}…", "missing_api_key")
     # The throttle is asked only once a key has failed: a valid key is answered
-    # whatever else its address has tried (llmgw/account/throttle.py).
-    address = client_address(request, plane.settings.current.router.trusted_proxies)
+    # whatever else its address has tried (llmgw/account/throttle.py). A key
+    # memory holds needs neither the client's address nor the store.
     if not looks_like_key(secret):
-        return _unknown_key(plane, address, f"that is not an llmgw API key; they start {KEY_PREFIX}")
+        return _unknown_key(request, plane, f"that is not an llmgw API key; they start {KEY_PREFIX}")
     try:
-        if plane.throttle.throttled(address) and not plane.keys.remembers(secret):
-            async with plane.throttle.in_line(address):
-                principal = await plane.keys.lookup(secret)
-        else:
+        if plane.keys.remembers(secret):
             principal = await plane.keys.lookup(secret)
+        else:
+            address = _client(request, plane)
+            if plane.throttle.throttled(address):
+                async with plane.throttle.in_line(address):
+                    principal = await plane.keys.lookup(secret)
+            else:
+                principal = await plane.keys.lookup(secret)
     except StoreError:
         return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
                          "store_unavailable", headers={"Retry-After": "5"})
     if principal is None:
-        return _unknown_key(plane, address, "unknown API key")
+        return _unknown_key(request, plane, "unknown API key")
     refusal = principal.refusal(time.time())
     if refusal:
         return api_error(401, refusal, "invalid_api_key")
@@ -138,7 +142,12 @@ async def authenticate(request: web.Request, handler):
     return await handler(request)
 
 
-def _unknown_key(plane: "ControlPlane", address: str, sentence: str) -> web.Response:
+def _client(request: web.Request, plane: "ControlPlane") -> str:
+    return client_address(request, plane.settings.current.router.trusted_proxies)
+
+
+def _unknown_key(request: web.Request, plane: "ControlPlane", sentence: str) -> web.Response:
+    address = _client(request, plane)
     wait = plane.throttle.throttled(address)
     plane.throttle.failed(address)
     if wait:

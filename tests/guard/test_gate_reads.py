@@ -161,3 +161,26 @@ def test_the_judge_reads_the_latest_user_turn_as_one_text_not_its_name_or_tools(
                                                                      {"type": "text", "text": " 1111 1111 ok"}]}],
             "tools": [{"type": "function", "function": {"name": "f", "description": "last string of all"}}]}
     assert check_input(policy, body, "chat").last_user == "card [CARD_1]\n ok"
+
+
+def many_tools(description_of_the_last: str) -> list[dict]:
+    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "reads a file",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "path": {"type": "string", "description": "where"}}}}}
+             for i in range(30)]
+    tools[-1]["function"]["description"] = description_of_the_last
+    return tools
+
+
+def test_among_hundreds_of_schema_strings_the_one_with_a_finding_is_still_found_and_redacted_where_it_is():
+    assert refused_rule(ask(tools=many_tools(f"key {TOKEN}"))) == "secrets:github"
+    policy = effective(input=Rules(pii={"email": "redact"}))
+    result = check_input(policy, ask(tools=many_tools("mails ops@example.com")), "chat")
+    assert result.body["tools"][-1]["function"]["description"] == "mails [EMAIL_1]"
+    assert result.body["tools"][0] == many_tools("")[0]
+
+
+def test_a_sites_pattern_anchored_to_a_whole_string_still_finds_it_among_many():
+    policy = effective(input=Rules(deny=[Pattern("codename", r"^kestrel$")]))
+    refusal = check_input(policy, ask(tools=many_tools("kestrel")), "chat").refusal
+    assert refusal is not None and refusal.rule == "deny:codename"
