@@ -24,7 +24,8 @@ from llmgw.router.call import Call, Refuse, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
 from llmgw.router.registry import ModelEntry
-from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, read_usage, relay
+from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, relay
+from llmgw.router.tally import settle_whole
 from llmgw.router.translate import anthropic as anth
 from llmgw.router.translate import responses as resp_api
 from llmgw.router.translate.common import TranslateError, encode_sse
@@ -401,11 +402,12 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
         call.status = 502
         raise Refuse(502, f"the engine for {name} answered something that is not JSON", "upstream_invalid",
                      decided_by="upstream_error") from None
-    read_usage(call, answer.get("usage") if isinstance(answer, dict) else None)
     call.status = 200
     headers = {"x-request-id": call.id}
+    engine_answer = answer
     if call.checker is not None and isinstance(answer, dict):
         answer = await guard_whole(call.checker, answer)
+    settle_whole(call, engine_answer, answer)
     if shape is MESSAGES:
         body = orjson.dumps(anth.chat_to_message(answer, model=call.model.name,
                                                  include_thinking=anth.wants_thinking(call.client_body)))
@@ -470,6 +472,7 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         call.status, call.error, call.decided_by = 504, "upstream_idle", "timeout"
     except (ConnectionResetError, asyncio.CancelledError):
         call.status, call.error = CLIENT_GONE, "client_gone"
+        (scanner or translated).tally.settle()  # what the engine made before the client left is billed
         raise
     except Exception as e:  # aiohttp's payload errors: the engine's side broke mid-answer
         if type(e).__name__ in ("ClientPayloadError", "ClientConnectionError", "ServerDisconnectedError",

@@ -5,7 +5,9 @@ last write goes out in one write, cut at the last complete event so a client
 never sees half of one. Only events that mention `usage` are parsed (one per
 answer, at its end); the rest are looked at as bytes. The router always asks
 the engine for that usage event, because tokens are what limits, budgets and
-usage rows count; a client that did not ask for it does not get it.
+usage rows count; a client that did not ask for it does not get it. When
+it never comes (the engine cut the stream), router.tally counts instead, the
+same way for every API.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Awaitable, Callable
 import orjson
 
 from llmgw.router.call import Call
+from llmgw.router.tally import Tally
 
 DONE = b"data: [DONE]"
 CUT_EVENT = (b'data: {"error": {"message": "the engine stopped before the answer was complete", '
@@ -33,15 +36,6 @@ def _events(block: bytes) -> list[bytes]:
     return [e for e in block.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
 
 
-def read_usage(call: Call, usage: dict | None) -> None:
-    if not usage:
-        return
-    call.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    call.completion_tokens = int(usage.get("completion_tokens") or 0)
-    details = usage.get("prompt_tokens_details") or {}
-    call.cached_tokens = int(details.get("cached_tokens") or 0)
-
-
 class StreamScanner:
     """Counts what an OpenAI-shaped stream carries and drops the usage event the client did not ask for."""
 
@@ -49,8 +43,7 @@ class StreamScanner:
         self.call = call
         self.guard = guard  # a router.guarded.ChunkGuard when a policy reads the answer
         self.done = False
-        self.content_events = 0  # the estimate of completion tokens when an engine sends no usage
-        self.saw_usage = False
+        self.tally = Tally(call, held=guard is not None)
 
     def scan(self, block: bytes) -> bytes:
         if DONE in block:
@@ -58,7 +51,7 @@ class StreamScanner:
         if self.guard is not None:
             return self._guarded(block)
         if b'"usage"' not in block:
-            self.content_events += block.count(b"data: {")
+            self.tally.raw(block)
             return block
         kept = []
         for event in _events(block):
@@ -69,13 +62,10 @@ class StreamScanner:
                     kept.append(event)
                     continue
                 usage = chunk.get("usage")
-                if usage:
-                    read_usage(self.call, usage)
-                    self.saw_usage = True
+                self.tally.engine_usage(usage)
                 if usage and not chunk.get("choices") and not self.call.wants_usage:
                     continue
-            if event.startswith(b"data: {"):
-                self.content_events += 1
+            self.tally.raw(event)
             kept.append(event)
         return b"".join(e + b"\n\n" for e in kept)
 
@@ -83,7 +73,7 @@ class StreamScanner:
         """Every event parsed (once) and rewritten by the policy's checker."""
         out = []
         for event, chunk in self._parsed(block):
-            out.append(event if chunk is None else self._encode(self.guard.rewrite(chunk)))
+            out.append(event if chunk is None else self._encode(self.tally.released(self.guard.rewrite(chunk))))
         return b"".join(out)
 
     async def ascan(self, block: bytes) -> bytes:
@@ -92,14 +82,15 @@ class StreamScanner:
             self.done = True
         out = []
         for event, chunk in self._parsed(block):
-            out.append(event if chunk is None else self._encode(await self.guard.arewrite(chunk)))
+            out.append(event if chunk is None else
+                       self._encode(self.tally.released(await self.guard.arewrite(chunk))))
         return b"".join(out)
 
     def _parsed(self, block: bytes):
         """(event, None) to pass on as it is, or (b"", chunk) for the guard; usage read on the way."""
         # After a stop by the policy nothing more is passed on (the engine's
         # [DONE] included: the stop sent its own), but the engine's usage
-        # is still read: the tokens it made are counted.
+        # is still read, and its events counted: the tokens it made are billed.
         for event in _events(block):
             if not event.startswith(b"data: {"):
                 if not self.guard.finished:
@@ -112,13 +103,10 @@ class StreamScanner:
                     yield event + b"\n\n", None
                 continue
             usage = chunk.get("usage")
-            if usage:
-                read_usage(self.call, usage)
-                self.saw_usage = True
-                if not chunk.get("choices") and not self.call.wants_usage:
-                    continue
-            if chunk.get("choices"):
-                self.content_events += 1
+            self.tally.engine_usage(usage)
+            self.tally.chunk(chunk)
+            if usage and not chunk.get("choices") and not self.call.wants_usage:
+                continue
             if not self.guard.finished:
                 yield b"", chunk
 
@@ -133,9 +121,8 @@ class StreamScanner:
         return out
 
     def finish(self) -> None:
-        if not self.saw_usage:
-            # No usage from the engine: a token an event is what it sent.
-            self.call.completion_tokens = max(0, self.content_events - 1)
+        """The stream is over, whole or cut: the call's tokens, billed and delivered."""
+        self.tally.settle()
 
 
 async def relay(first: bytes, read_more, write, *, idle: float,
@@ -182,8 +169,7 @@ class TranslatedStream:
         self.translator = translator
         self.encode = encode
         self.done = False
-        self.saw_usage = False
-        self.content_events = 0
+        self.tally = Tally(call, held=guard is not None)
 
     def transform(self, block: bytes) -> bytes:
         produced = []
@@ -191,7 +177,7 @@ class TranslatedStream:
             if self.guard is None:
                 produced.extend(self.translator.feed(chunk))
             else:
-                for rewritten in self.guard.rewrite(chunk):
+                for rewritten in self.tally.released(self.guard.rewrite(chunk)):
                     produced.extend(self.translator.feed(rewritten))
         return self.encode(produced) if produced else b""
 
@@ -199,7 +185,7 @@ class TranslatedStream:
         """transform() for a policy whose judge or services are awaited before the answer's end."""
         produced = []
         for chunk in self._chunks(block):
-            for rewritten in await self.guard.arewrite(chunk):
+            for rewritten in self.tally.released(await self.guard.arewrite(chunk)):
                 produced.extend(self.translator.feed(rewritten))
         return self.encode(produced) if produced else b""
 
@@ -215,18 +201,15 @@ class TranslatedStream:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 continue
-            usage = chunk.get("usage")
-            if usage:
-                read_usage(self.call, usage)
-                self.saw_usage = True
-            if chunk.get("choices"):
-                self.content_events += 1
+            self.tally.engine_usage(chunk.get("usage"))
+            self.tally.chunk(chunk)
             yield chunk
 
     def finish(self) -> bytes:
-        if not self.saw_usage:
-            self.call.completion_tokens = max(0, self.content_events - 1)
+        self.tally.settle()
         return self.encode(self.translator.finish())
 
     def cut(self, message: str) -> bytes:
+        """The engine's side ended early: the API's error event; billed as StreamScanner bills a cut chat."""
+        self.tally.settle()
         return self.encode(self.translator.error(message))
