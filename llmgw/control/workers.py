@@ -81,6 +81,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 
 from llmgw import heap
+from llmgw.accounting.lending import Borrower, Lender
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.exchange import merged_asks
 from llmgw.control.listeners import LISTEN_BACKLOG, client_site
@@ -194,6 +195,7 @@ class WorkerPool:
         self.sockets = sockets  # one per worker, all on the client port
         self.slots = [_Slot(i) for i in range(len(sockets))]
         self.limits = RateLimiter()  # every worker's counts, for a worker that (re)starts
+        self.lender = Lender(self.limits, len(self.slots))  # what each worker may admit (accounting/lending.py)
         self.routes = PoolRoutes(self)
         self._outbox: list = []  # the workers' counts not yet taken for other control planes
         self._stopping = asyncio.Event()
@@ -322,6 +324,8 @@ class WorkerPool:
                 kind = message.get("t")
                 if kind == "counts":
                     self._counted(slot, message)
+                elif kind == "borrow":
+                    channel.send({"t": "lent", "levels": self.lender.lend(slot.index, message.get("levels") or [])})
                 elif kind == "ready":
                     # Set up, not yet accepting: every worker of the first start accepts only once all
                     # are ready, so /health's first 200 means the whole pool serves. A replacement
@@ -345,6 +349,7 @@ class WorkerPool:
         finally:
             slot.channel = None
             slot.rate, slot.spend = [], []
+            self.lender.forget(slot.index)
             served, slot.ready = slot.ready, False
             # Its channel closes as it dies: the others take its socket's queue now, not after
             # the process is reaped and a replacement has started.
@@ -375,8 +380,10 @@ class WorkerPool:
             slot.metrics = message["metrics"]
         if "asked" in message:
             slot.asked, slot.last_used = message["asked"] or {}, message.get("last_used") or {}
+        self.lender.returned(slot.index, message.get("returned") or [])
         if rate:
             self.limits.merge(rate)
+            self.lender.spent(slot.index, rate)  # counted now, no longer only lent
             self._outbox.extend(rate)
             if len(self._outbox) > OUTBOX_MAX:
                 del self._outbox[:len(self._outbox) - OUTBOX_MAX]
@@ -631,6 +638,8 @@ class Worker:
             raise WorkerFailed("the cluster's settings could not be read from the store")
         self.settings.start(lambda: float(current().control.settings_poll))
         self.router.limits.merge(hello.get("rate") or [])
+        if int(hello.get("workers") or 1) > 1:
+            self.router.limits.borrower = Borrower(self.channel.send)
         self.lease.tell(hello)
         self._routes(hello["routes"])
         await self.router.start()
@@ -662,7 +671,7 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.router:
-            self._send_counts(with_metrics=True)  # for the main's limiter, which a replacement starts from
+            self._send_counts(with_metrics=True, stopping=True)  # for the main's limiter, which a replacement starts from
             await self.router.stop()
         if self.settings:
             await self.settings.stop()
@@ -670,12 +679,16 @@ class Worker:
             await self.store.close()
         await self.channel.close()
 
-    def _send_counts(self, with_metrics: bool) -> None:
+    def _send_counts(self, with_metrics: bool, stopping: bool = False) -> None:
         rate = self.router.limits.snapshot()
         spend = self.router.budgets.snapshot()
-        if not (rate or spend or with_metrics):
+        borrower = self.router.limits.borrower
+        returned = borrower.idle(float("inf") if stopping else None) if borrower else []
+        if not (rate or spend or returned or with_metrics):
             return
         message: dict[str, Any] = {"t": "counts", "rate": rate, "spend": spend}
+        if returned:
+            message["returned"] = returned
         if with_metrics:
             message["metrics"] = _samples(self.registry)
             message["asked"], message["last_used"] = self.router.demand.read()
@@ -722,9 +735,13 @@ class Worker:
             message = await self.channel.receive()
             if message is None:
                 self.closed.set()
+                if self.router.limits.borrower:
+                    self.router.limits.borrower.close()
                 return
             kind = message.get("t")
-            if kind == "counts":
+            if kind == "lent":
+                self.router.limits.borrower.answered(message.get("levels") or [])
+            elif kind == "counts":
                 self.router.limits.merge(message.get("rate") or [])
                 self.router.budgets.merge(message.get("spend") or [])
             elif kind == "lease":

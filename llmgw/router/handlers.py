@@ -249,13 +249,14 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
     router = plane.router
     last_user = _guard_input(plane, shape, call)
     now = time.time()
-    refusal = router.limits.check(principal, now) or router.budgets.check(principal, now)
+    # claim() counts the request; with workers it may first ask the main process for a loan.
+    refusal = (router.limits.check(principal, now) or router.budgets.check(principal, now)
+               or await router.limits.claim(principal, now))
     if refusal is not None:
         router.metrics.refused.labels(name, refusal.code).inc()
         raise Refuse(refusal.status, refusal.message, refusal.code,
                      headers={"Retry-After": str(refusal.retry_after)},
                      decided_by=f"{refusal.code}:{refusal.scope}")
-    router.limits.admit(principal, now)
     if last_user is not None:
         await _review_input(router, call, last_user)
     return call
