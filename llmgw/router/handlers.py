@@ -345,8 +345,8 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
                 entry = candidate
                 break
     served = entry
-    if served.failing():
-        raise replicas_failing(served)
+    # A model whose replicas are all failing still goes through admission: entering is what lets
+    # those already waiting for it go too, each to be refused at once below (_full says not full).
     try:
         ticket = await router.admission.enter(served.name, call.band, _full(served, saturation))
     except AdmissionTimeout as e:

@@ -101,3 +101,15 @@ async def test_a_replica_that_no_longer_listens_is_passed_over_after_one_key_s_f
     from pgcluster import free_port
 
     assert await _probed(f"http://127.0.0.1:{free_port()}/v1") == "open"
+
+
+def test_a_model_whose_every_replica_is_failing_is_not_full_so_its_waiters_go_in_to_be_refused():
+    from llmgw.router.handlers import _full
+
+    entry = registry_of(TWO, failures=1).model("qwen")
+    full = _full(entry, 1)
+    entry.endpoints[0].in_flight = 1
+    entry.endpoints[1].breaker.failure("connection failed: ClientConnectorError")
+    assert full(), "the one replica left is at saturation: wait for it"
+    entry.endpoints[0].breaker.failure("connection failed: ClientConnectorError")
+    assert not full(), "nothing to wait for: waiting would end in a 504 after the queue's TTL"
