@@ -214,7 +214,7 @@ class ServerConfig(ClusterSettings):
 
     workers: int = 1
     """How many processes serve the client API on this machine, each with its own event loop and all on `listen.client` (SO_REUSEPORT: the kernel spreads the connections). One process answers from one core; set about one worker per core the gateway may use.
-    With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker that dies. Rate limits and budgets hold across the workers: their counts are exchanged every 100 ms, so a key spread over them may pass its limit by what they let through in those 100 ms. From 1 to 64."""
+    With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker that dies. Rate limits and budgets hold across the workers: requests a minute exactly (each worker admits only what the main process lends it of a key's minute), tokens a minute and budgets by counts exchanged every 100 ms, so a key spread over them may pass those by what they answer in those 100 ms. From 1 to 64."""
 
     def __post_init__(self) -> None:
         if not self.store.strip():

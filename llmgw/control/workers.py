@@ -32,10 +32,16 @@ request. The main process gathers the reports that arrive within 10 ms of
 each other and sends each worker the others' deltas, which it merges
 (RateLimiter.merge, Budgets.merge). This is active-active control planes'
 exchange (every 2 s, through the leader) on one machine and at a
-twentieth of the interval; the bound is the same kind: a key spread over N
-workers may pass its limit by what they let through before they hear of
-each other, about 100 ms of its traffic (up to 110 ms plus a busy loop's
-delay). Budgets are also caught up from the store every 30 s; why that does
+twentieth of the interval. For requests a minute that was not enough: a
+burst of 200 at once got 60 through each worker before either heard of the
+other. So a worker admits a request only with a loan from the main
+process's minute, asked for over the same socket ("borrow", answered
+"lent") and spent without asking again; a report's counts settle the loans
+they spent and give back the ones idle for a second (accounting/lending.py).
+Within the machine a burst is held to the limit. Tokens and budgets, known
+only after an answer, keep the sharing's bound: what the workers let
+through in about 100 ms (up to 110 ms plus a busy loop's delay) before they
+hear of each other. Budgets are also caught up from the store every 30 s; why that does
 not count a worker's spend twice is in accounting/budgets.py. The main
 process merges every report into a limiter of its own too, and a worker
 that (re)starts is given its whole minute first: a restart does not hand
