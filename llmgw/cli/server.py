@@ -47,6 +47,9 @@ def register(commands) -> None:
     init.add_argument("--admin-email", default="admin@localhost", help="the first administrator's e-mail")
     init.add_argument("--project", default="Default/default/default",
                       help="ORG/TEAM/PROJECT of the first API key")
+    init.add_argument("--token-holder", default="admin", metavar="NAME",
+                      help="who holds the admin token, as the audit log names whoever uses it (default admin); "
+                           "set when the token is made")
     init.add_argument("--json", action="store_true", help="print one JSON document")
     init.set_defaults(run=run_init)
     # Not `shared`: of server.yaml, only the client listener (where /leader
@@ -158,7 +161,7 @@ def run_init(args) -> int:
     parse_project_path(args.project)
     file_guard = raw.get("guard") if isinstance(raw.get("guard"), dict) else None
     result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project,
-                                     file_guard=file_guard))
+                                     file_guard=file_guard, token_holder=args.token_holder))
     if args.json:
         emit_json(result)
         return 0
@@ -176,7 +179,7 @@ def run_init(args) -> int:
     out.write(f"  client API      http://{host}:{port}/v1\n")
     out.write(f"  administrator   {admin['email']}  password {admin['password']}\n")
     out.write(f"  API key         {key['key']}  (project {key['project']})\n")
-    out.write(f"  admin token     {result['admin_token_file']}\n")
+    out.write(f"  admin token     {result['admin_token_file']}  (held by {result['token_holder']})\n")
     out.write(f"  guardrails      {_guard_line(result['guard'])}\n\n")
     out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
               f"http://{host}:{port}/v1/models\n")

@@ -37,7 +37,7 @@ from llmgw.control.lease import LeaseKeeper
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
-from llmgw.control.token import ensure_token
+from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.trust import ClusterTrust, make_agent_app
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
@@ -48,7 +48,7 @@ log = logging.getLogger("llmgw.server")
 
 
 class ControlPlane:
-    def __init__(self, cfg: ServerConfig, store: Store, admin_token: str,
+    def __init__(self, cfg: ServerConfig, store: Store, admin_token: AdminToken,
                  sockets: dict[str, socket.socket], seeded_keys: list[str],
                  worker_sockets: list[socket.socket] | None = None):
         self.cfg = cfg

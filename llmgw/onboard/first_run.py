@@ -19,7 +19,7 @@ from llmgw.account.service import Accounts, Actor
 from llmgw.config.loader import from_dict, to_dict
 from llmgw.config.server import ClusterSettings, ServerConfig, cluster_part
 from llmgw.control.settings import seed_settings
-from llmgw.control.token import ensure_token
+from llmgw.control.token import DEFAULT_HOLDER, ensure_token
 from llmgw.guard.policy import baseline_policy
 from llmgw.store import open_store
 
@@ -54,7 +54,7 @@ def first_settings(cfg: ServerConfig, file_guard: dict[str, Any] | None = None) 
 
 
 async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
-                      file_guard: dict[str, Any] | None = None) -> dict:
+                      file_guard: dict[str, Any] | None = None, token_holder: str = DEFAULT_HOLDER) -> dict:
     """Set up a store that has no people yet. Returns what to show once,
     or {"already": True, …} without any secret when it was set up before.
 
@@ -63,13 +63,13 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
     it first, keeps them: the store is the truth once it has any.
     """
     path = cfg.admin_token_path
-    ensure_token(path)
+    held = ensure_token(path, token_holder)
     store = await open_store(cfg.store)
     try:
         accounts = Accounts(store)
         people = await store.count_people()
         if people:
-            return {"already": True, "people": people, "admin_token_file": path}
+            return {"already": True, "people": people, "admin_token_file": path, "token_holder": held.holder}
         settings, baseline = first_settings(cfg, file_guard)
         if not await seed_settings(store, settings, SYSTEM.name, SYSTEM.via):
             baseline = "store"
@@ -85,6 +85,7 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
             "administrator": {"email": person.email, "password": password},
             "key": {**view, "key": secret},
             "admin_token_file": os.path.abspath(path),
+            "token_holder": held.holder,
             "guard": {"baseline": baseline, "default": list(settings.guard.default),
                       "enabled": settings.guard.enabled},
         }

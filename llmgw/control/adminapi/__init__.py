@@ -10,6 +10,8 @@ status that fits it.
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +24,16 @@ from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.types import Duration
 from llmgw.account.limits import LimitError, parse_money
 from llmgw.control.settings import SettingsError
+from llmgw.control.token import DEFAULT_HOLDER
 from llmgw.store import StoreError, redact_url
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
 
 PLANE = web.AppKey("plane", object)
+AUTHENTICATED = "llmgw.authenticated"  # the request's key for who authenticated (see guard)
+# What a claimed name may hold: a login's characters; anything else is shown as "?".
+_CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
 MAX_BODY = 1024 * 1024
 
 
@@ -50,9 +56,12 @@ async def guard(request: web.Request, handler):
     plane: ControlPlane = request.app[PLANE]
     given = request.headers.get("Authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
-    if not token or not hmac.compare_digest(token.encode(), plane.admin_token.encode()):
+    if not token or not hmac.compare_digest(token.encode(), plane.admin_token.secret.encode()):
         return _error(401, "the admin API needs the admin token (Authorization: Bearer …); "
                            "llmgw ctl reads it from the admin-token file", "unauthorized")
+    # Who authenticated, for the audit log. The seam for sessions (issue 13): a signed-in
+    # person's request sets their own name here, and actor() below is unchanged.
+    request[AUTHENTICATED] = plane.admin_token.holder
     try:
         return await handler(request)
     except Refused as e:
@@ -71,9 +80,26 @@ async def guard(request: web.Request, handler):
 
 
 def actor(request: web.Request) -> Actor:
-    name = request.headers.get("X-Llmgw-Actor", "").strip()[:128] or "admin-token"
-    via = request.headers.get("X-Llmgw-Via", "api")
-    return Actor(name, via if via in ("api", "cli", "portal") else "api")
+    """Who acted, for the audit log: who authenticated, never who a header says.
+
+    The headers X-Llmgw-Actor and X-Llmgw-Via are anyone's to write; they
+    were written into the audit log as they came (issue 10). Now the actor is
+    the token's holder, and `llmgw ctl`'s claim of the login that ran it is
+    added only from this machine (loopback) with the CLI's marker, and only
+    as a claim: "admin (claimed: ada via llmgw ctl)".
+    """
+    who = request.get(AUTHENTICATED) or DEFAULT_HOLDER
+    claimed = request.headers.get("X-Llmgw-Actor", "").strip()
+    if claimed and request.headers.get("X-Llmgw-Via") == "cli" and _loopback(request.remote):
+        return Actor(f"{who} (claimed: {_CLAIM.sub('?', claimed[:64])} via llmgw ctl)", "cli")
+    return Actor(who, "api")
+
+
+def _loopback(remote: str | None) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 async def body(request: web.Request) -> dict[str, Any]:
