@@ -16,8 +16,8 @@ from llmgw.store import open_store
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI); "
-                                       "-m 'not slow' leaves these out")
+    config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI) "
+                                       "or watches for more than a minute; -m 'not slow' leaves these out")
 
 
 @pytest.fixture(scope="session")
