@@ -27,6 +27,7 @@ CUT_AFTER = 6
 
 REQUESTS = {
     "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}]}),
+    "completions": ("/v1/completions", {"prompt": PROMPT}),
     "messages": ("/v1/messages", {"messages": [{"role": "user", "content": PROMPT}]}),
     "responses": ("/v1/responses", {"input": PROMPT}),
 }
@@ -47,9 +48,10 @@ def gateway(servers, engines, tmp_path):
     return make
 
 
-def _ask(gw, api: str, stream: bool = True) -> tuple[str, str]:
+def _ask(gw, api: str, stream: bool = True, prompt: str = PROMPT) -> tuple[str, str]:
     """(what the client received, the request's id), read to the end of the stream."""
     path, body = REQUESTS[api]
+    body = json.loads(json.dumps(body).replace(json.dumps(PROMPT)[1:-1], json.dumps(prompt)[1:-1]))
     body = {**body, "model": "qwen", "max_tokens": 12, "stream": stream}
     if api == "responses":
         body["max_output_tokens"] = body.pop("max_tokens")
@@ -67,7 +69,8 @@ def _record(gw, request_id: str) -> dict:
         done = gw.ctl("ctl", "request", request_id, "--json")
         return json.loads(done.stdout) if done.returncode == 0 else None
 
-    record, _ = wait_for(read, timeout=10, interval=0.2)
+    # Generous: each look is a `llmgw ctl` process, slow to start on a busy machine.
+    record, _ = wait_for(read, timeout=30, interval=0.2)
     return record
 
 
@@ -79,7 +82,7 @@ def _said(received: str) -> str:
             continue
         event = json.loads(line[6:])
         for choice in event.get("choices") or []:
-            words.append((choice.get("delta") or {}).get("content") or "")
+            words.append((choice.get("delta") or {}).get("content") or choice.get("text") or "")
         delta = event.get("delta")
         if isinstance(delta, dict):
             words.append(delta.get("text") or "")
@@ -120,12 +123,13 @@ def test_a_stream_cut_with_nothing_held_bills_and_delivers_what_the_engine_made_
     assert len({r["prompt_tokens"] for r in records.values()}) == 1, records
 
 
-def test_a_whole_stream_bills_the_engines_own_counts_and_says_nothing_is_estimated(gateway):
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_whole_answer_bills_the_engines_own_counts_and_says_nothing_is_estimated(gateway, stream):
     gw = gateway(guard=HELD)
     records = {}
     for api in REQUESTS:
-        received, request_id = _ask(gw, api)
-        assert _said(received).split()[:3] == ["the", "quick", "brown"], api
+        received, request_id = _ask(gw, api, stream=stream)
+        assert "the quick brown" in (_said(received) if stream else received), api
         records[api] = _record(gw, request_id)
     for api, record in records.items():
         assert record["status"] == 200, api
@@ -133,3 +137,27 @@ def test_a_whole_stream_bills_the_engines_own_counts_and_says_nothing_is_estimat
         assert "estimated" not in record["detail"] and "delivered_tokens" not in record["detail"], api
     # The sim counts a prompt as its characters over four: the engine's own count, the same on every API.
     assert {r["prompt_tokens"] for r in records.values()} == {(len(PROMPT) + 3) // 4}
+
+
+SECRET = "ghp_" + "x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s"
+# Output rules only: the engine (--echo) says the secret back, and the answer is stopped there.
+OUTPUT_ONLY = {"default": ["out"], "policies": {"out": {"mode": "enforce", "output": {"secrets": "block"}}}}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_an_answer_a_guardrail_stopped_is_billed_in_full_and_records_how_much_the_client_got(gateway, stream):
+    gw = gateway("--echo", guard=OUTPUT_ONLY)
+    prompt = f"All is well here today. The key is {SECRET} so keep it."
+    for api in ("chat", "messages", "responses"):  # the sim echoes chats only
+        received, request_id = _ask(gw, api, stream=stream, prompt=prompt)
+        assert SECRET not in received, api
+        record = _record(gw, request_id)
+        assert record is not None, (api, request_id, received)
+        words = len(prompt.split())
+        assert record["completion_tokens"] == words, f"{api}: billed {record['completion_tokens']}"
+        if stream:
+            # The first sentence was released before the second was read and stopped.
+            assert _said(received).strip() == "All is well here today.", api
+            assert 0 < record["detail"]["delivered_tokens"] < words, api
+        else:
+            assert record["detail"]["delivered_tokens"] == 0, api
