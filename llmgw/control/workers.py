@@ -677,7 +677,8 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.router:
-            self._send_counts(with_metrics=True, stopping=True)  # for the main's limiter, which a replacement starts from
+            # For the main's limiter, which a replacement starts from; its unspent loans go back too.
+            self._send_counts(with_metrics=True, stopping=True)
             await self.router.stop()
         if self.settings:
             await self.settings.stop()
