@@ -19,9 +19,11 @@ plane derives the engines' key from the master key.
 A round that fails keeps its counts for the next. A standby that has not
 heard from the leader for UNHEARD_AFTER stops answering `/v1` itself and
 passes it on (router/passon.py), or answers 503 while nobody leads; the
-leader forgets a standby quiet for QUIET_AFTER. A key spread over N control
-planes may pass its limit by what the others let through before they hear
-of each other: up to two rounds, 4 s, of its traffic.
+leader forgets a standby quiet for QUIET_AFTER. Each control plane alone
+holds a key to its limit (its own workers by loans, accounting/lending.py);
+a key spread over N control planes may pass it by what the others let
+through before they hear of each other: up to two rounds, 4 s, of its
+traffic through them, and at most the limit on each.
 
 Budgets are not exchanged: every router raises its spend to the store's
 every 30 s (accounting/budgets.py).
