@@ -89,19 +89,19 @@ async def test_a_busy_worker_spends_its_loans_without_asking_for_every_request()
 
 
 async def test_a_loan_one_worker_does_not_use_goes_back_to_the_minute(monkeypatch):
-    key = offline(key={"rpm": 4})
+    key = offline(key={"rpm": 8})
     machine = Machine(2)
-    assert await request(machine.workers[0], key)  # lent 1 of 4 (a quarter), spent
-    assert await request(machine.workers[0], key)
+    assert await request(machine.workers[0], key)  # lent 2 (a quarter of 8), spent 1
     machine.report()
-    # Worker 0 went quiet; until it gives its loans back, worker 1 has what is left unlent.
-    answers = [await request(machine.workers[1], key) for _ in range(4)]
-    assert 1 <= sum(answers) <= 2
+    # Worker 0 went quiet holding one; worker 1 has the six neither counted nor lent.
+    answers = [await request(machine.workers[1], key) for _ in range(8)]
+    assert sum(answers) == 6
     monkeypatch.setattr(lending, "RETURN_AFTER", 0.0)
+    machine.report()  # worker 0 gives back what it did not use
+    assert await request(machine.workers[1], key)
+    assert not await request(machine.workers[1], key)
     machine.report()
-    answers += [await request(machine.workers[1], key) for _ in range(4)]
-    assert sum(answers) == 2
-    assert machine.main.used("key", "key_demo")[0] + machine.lender.lent(("key", "key_demo")) == 4
+    assert machine.main.used("key", "key_demo")[0] == 8 and machine.lender.lent(("key", "key_demo")) == 0
 
 
 async def test_a_worker_that_exits_gives_back_what_it_had_not_spent():
