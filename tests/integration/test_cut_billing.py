@@ -161,3 +161,22 @@ def test_an_answer_a_guardrail_stopped_is_billed_in_full_and_records_how_much_th
             assert 0 < record["detail"]["delivered_tokens"] < words, api
         else:
             assert record["detail"]["delivered_tokens"] == 0, api
+
+
+def test_a_client_that_leaves_mid_stream_is_billed_for_what_the_engine_sent_before_it_left(gateway):
+    gw = gateway("--tokens-per-second", "20", guard=NONE)
+    path, body = REQUESTS["chat"]
+    request = urllib.request.Request(gw.client_url + path, method="POST", data=json.dumps(
+        {**body, "model": "qwen", "max_tokens": 200, "stream": True}).encode(), headers={
+        "Authorization": f"Bearer {gw.key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        request_id = r.headers["x-request-id"]
+        seen = 0
+        while seen < 3:
+            seen += r.readline().startswith(b"data: {")
+    # Closed after three events of a 200-token answer (10 s at 20 a second).
+    record = _record(gw, request_id)
+    assert record["status"] == 499 and record["detail"]["error"] == "client_gone"
+    assert 3 <= record["completion_tokens"] < 200
+    assert record["prompt_tokens"] == (len(PROMPT) + 3) // 4
+    assert set(record["detail"]["estimated"]) == {"prompt_tokens", "completion_tokens"}
