@@ -29,8 +29,11 @@ from typing import Any, Iterable
 from llmgw.guard import reads
 from llmgw.router.call import Call
 
-# A finish event ends a choice; its delta carries no token.
-_FINISHES = (b'"finish_reason":"', b'"finish_reason": "')
+# A finish event ends a choice; its delta carries no token. The engines
+# write compact JSON (vLLM, SGLang, llama.cpp, the sim); one that wrote
+# Python's spaces would be billed one token more for a whole answer whose
+# usage it did not send, which costs less than a third scan of every block.
+_FINISH = b'"finish_reason":"'
 # Template variables (enable_thinking …) steer the template; they are not prompt text.
 _NOT_PROMPT = frozenset(("chat_template_kwargs",))
 
@@ -41,7 +44,9 @@ def token_events(block: bytes) -> int:
     The hot path of an unread stream looks at bytes only; this is the same
     rule `chunk_tokens` applies to a parsed event.
     """
-    return block.count(b"data: {") - sum(block.count(f) for f in _FINISHES)
+    # Two flat scans of the block: ~0.2 µs more than the one count this
+    # replaced (a generator over patterns had cost 1.2 µs more).
+    return block.count(b"data: {") - block.count(_FINISH)
 
 
 def chunk_tokens(chunk: dict[str, Any]) -> int:
