@@ -141,7 +141,9 @@ class Tally:
 
     def delivered(self, completion: int) -> int:
         """Completion tokens that reached the client: the share of the answer's text released."""
-        if not self.held or self.released_chars >= self.produced_chars or self.produced_chars == 0:
+        if not self.held or _whole_delivery(self.call):
+            return completion
+        if self.released_chars >= self.produced_chars or self.produced_chars == 0:
             return completion
         return min(completion, round(completion * self.released_chars / self.produced_chars))
 
@@ -190,10 +192,19 @@ def settle_whole(call: Call, answer: Any, delivered: Any) -> None:
         estimated.append("completion_tokens")
     call.estimated = tuple(estimated)
     made, sent = _whole_chars(answer), _whole_chars(delivered)
-    if made and sent < made:
+    if made and sent < made and not _whole_delivery(call):
         call.delivered_tokens = round(call.completion_tokens * sent / made)
     else:
         call.delivered_tokens = call.completion_tokens
+
+
+def _whole_delivery(call: Call) -> bool:
+    """The answer reached its end and no guardrail stopped it: all of it was delivered.
+
+    Its characters are no measure then: a redacted value's placeholder is
+    shorter than the value, a restored one longer.
+    """
+    return call.status == 200 and (call.checker is None or call.checker.stopped is None)
 
 
 def _whole_chars(answer: Any) -> int:

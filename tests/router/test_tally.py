@@ -116,3 +116,16 @@ def test_an_embeddings_answer_has_no_completion_to_estimate():
     call = _call("embeddings", {"model": "e", "input": "abcdefgh"})
     settle_whole(call, {"data": [], "usage": {"prompt_tokens": 2, "total_tokens": 2}}, None)
     assert (call.prompt_tokens, call.completion_tokens, call.estimated) == (2, 0, ())
+
+
+def test_an_answer_that_reached_its_end_was_all_delivered_though_a_redaction_made_it_shorter():
+    effective = combine_policies([("p", Policy(mode="enforce", output=Rules(cards="redact")))])
+    call = _call()
+    call.checker = OutputChecker(effective, None)
+    scanner = StreamScanner(call, guard=ChunkGuard(call.checker))
+    call.status = 200
+    sent = scanner.scan(_events(_chunk("Pay with 4111 1111 "), _chunk("1111 1111 today."), _chunk(finish="stop")))
+    assert b"4111" not in sent and b"today." in sent
+    scanner.finish()
+    assert call.delivered_tokens == call.completion_tokens == 2
+    assert "delivered_tokens" not in call.detail()
