@@ -20,6 +20,7 @@ from llmgw.account.keycache import Principal
 from llmgw.router import loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
+from llmgw.router.body import read_json
 from llmgw.router.call import Call, Refuse, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
@@ -75,33 +76,6 @@ RESPONSES = Shape("responses", "/chat/completions", _openai_error)
 
 # -- reading the request ----------------------------------------------------
 
-async def read_json(request: web.Request, limit: int) -> dict[str, Any]:
-    if request.content_length is not None and request.content_length > limit:
-        raise Refuse(413, f"the request body is {request.content_length} bytes, more than the "
-                          f"{limit // (1024 * 1024)} MB this gateway takes (router.max_body)", "request_too_large")
-    if request.content_length is not None:
-        try:
-            raw = await request.content.readexactly(request.content_length)  # one read: the usual case
-        except asyncio.IncompleteReadError:
-            raise Refuse(400, "the request body ended before its Content-Length", "invalid_request") from None
-    else:
-        chunks, size = [], 0
-        async for chunk in request.content.iter_chunked(1 << 16):
-            size += len(chunk)
-            if size > limit:
-                raise Refuse(413, f"the request body is more than the {limit // (1024 * 1024)} MB this gateway "
-                                  "takes (router.max_body)", "request_too_large")
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise Refuse(400, f"the request body is not valid JSON: {e}", "invalid_json") from None
-    if not isinstance(body, dict):
-        raise Refuse(400, "the request body must be a JSON object", "invalid_request")
-    return body
-
-
 def _model_name(body: dict) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -133,6 +107,21 @@ def _check_max_tokens(entry: ModelEntry, upstream: dict) -> None:
         if longest and value > longest:
             raise Refuse(400, f"{field} {value} is more than {entry.name}'s longest answer, {longest} tokens; "
                               f"ask for {longest} or fewer", "max_tokens_too_large", param=field)
+
+
+def _check_choices(upstream: dict, most: int) -> None:
+    """`n` and `best_of` within router.max_n: each choice costs the engine a request's worth of work."""
+    for field in ("n", "best_of"):
+        value = upstream.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise Refuse(400, f"{field} must be a whole number of at least 1, got {value!r}", "invalid_request",
+                         param=field)
+        if value > most:
+            raise Refuse(400, f"{field} {value} asks for more answers than the {most} this gateway gives to one "
+                              f"request (router.max_n); ask for {most} or fewer, or send several requests",
+                         "too_many_choices", param=field)
 
 
 def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
@@ -237,6 +226,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
     except (TranslateError, shapes.ShapeError) as e:
         raise Refuse(400, e.message, "invalid_request", param=e.param) from None
     _check_max_tokens(entry, upstream)
+    _check_choices(upstream, settings.max_n)
     profile = request.headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile
     if profile not in scheduler.profiles():
         known = ", ".join(sorted(scheduler.profiles()))

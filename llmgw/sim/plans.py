@@ -172,7 +172,8 @@ def _chosen_tool(body: dict, messages: list) -> tuple[str, str] | None:
         raise Refused(400, "tools must be a list of {\"type\": \"function\", \"function\": {\"name\": …}}.", "tools")
     chosen = functions[0]
     if isinstance(choice, dict):
-        wanted = (choice.get("function") or {}).get("name")
+        function = choice.get("function")
+        wanted = function.get("name") if isinstance(function, dict) else None
         chosen = next((f for f in functions if f.get("name") == wanted), None)
         if chosen is None:
             raise Refused(400, f"tool_choice names the tool {wanted!r}, which is not among the tools given.",

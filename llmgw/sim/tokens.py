@@ -80,24 +80,32 @@ def tool_arguments(parameters: object) -> str:
 
     Strings are "x", numbers 1, booleans true, an enum its first value, so
     the call validates against the schema it was given in the usual cases.
+    A schema is the client's JSON, whatever it holds: a `type` that is a
+    list of lists or an object once reached the lookup below and answered
+    500 (issue 10, item 12); anything that names no type gets "x".
     """
     if not isinstance(parameters, dict):
         return "{}"
     properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
     required = parameters.get("required") if isinstance(parameters.get("required"), list) else []
-    args = {}
-    for key in required:
-        if not isinstance(key, str):
-            continue
-        schema = properties.get(key) if isinstance(properties.get(key), dict) else {}
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            args[key] = schema["enum"][0]
-            continue
-        kind = schema.get("type")
-        if isinstance(kind, list):  # ["string", "null"]: the first named type
-            kind = next((k for k in kind if k != "null"), "null")
-        args[key] = _EXAMPLES.get(kind, "x")
+    args = {key: _example(properties.get(key)) for key in required if isinstance(key, str)}
     return orjson.dumps(args).decode()
+
+
+def _example(schema: object) -> object:
+    if not isinstance(schema, dict):
+        return "x"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        try:
+            orjson.dumps(enum[0])  # a value nested past what orjson writes is no example
+            return enum[0]
+        except orjson.JSONEncodeError:
+            return "x"
+    kind = schema.get("type")
+    if isinstance(kind, list):  # ["string", "null"]: the first named type
+        kind = next((k for k in kind if isinstance(k, str) and k != "null"), "null")
+    return _EXAMPLES.get(kind, "x") if isinstance(kind, str) else "x"
 
 
 def argument_pieces(arguments: str) -> list[str]:
@@ -114,10 +122,15 @@ def echo_words(messages: list) -> tuple[str, ...]:
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                content = _part_text(content)
             if isinstance(content, str) and content.strip():
                 return tuple(re.findall(r"\s*\S+", " " + content.lstrip()))
     return (" nothing",)
+
+
+def _part_text(parts: list) -> str:
+    """The text parts' text joined; a part whose text is not a string is skipped, not a 500."""
+    return " ".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
 def guard_words(messages: list, words: dict[str, str]) -> tuple[str, ...]:
@@ -128,7 +141,7 @@ def guard_words(messages: list, words: dict[str, str]) -> tuple[str, ...]:
         if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
             content = message.get("content")
             if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                content = _part_text(content)
             text = content if isinstance(content, str) else ""
             break
     lowered = text.lower()

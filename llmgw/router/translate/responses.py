@@ -304,7 +304,9 @@ def _reasoning(reasoning: Any, mode: str, chat: dict) -> None:
     effort = reasoning.get("effort")
     if effort is None:
         return
-    if effort != "none" and effort not in _EFFORTS:
+    # A list or an object here once reached the dictionary lookup below and
+    # failed there as a 500 (issue 10, item 3): only a string can name an effort.
+    if not isinstance(effort, str) or (effort != "none" and effort not in _EFFORTS):
         raise TranslateError(f"reasoning.effort must be none, minimal, low, medium, high or xhigh, got {effort!r}",
                              "reasoning.effort")
     if mode == "chat_template_kwargs":
