@@ -44,6 +44,8 @@ GB = 1024 * MB
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# More cards than one replica of any model spans, across every node it may take.
+MAX_GPUS = 1024
 _CC = re.compile(r"^\d+\.\d+$")
 _SOURCE_KINDS = ("/", "file://", "http://", "https://", "hf:", "mirror:")
 # Engines that need no weights of their own.
@@ -80,6 +82,10 @@ class GPUNeed:
     def validate(self) -> None:
         if self.count < 1:
             raise Invalid("count", f"must be 1 or more, got {self.count}; leave gpus out for a profile on CPUs")
+        # The check of a new model numbers its cards 0..count-1: a count of
+        # 2**63 once ran the admin API out of memory (a 500, found by the fuzz).
+        if self.count > MAX_GPUS:
+            raise Invalid("count", f"must be at most {MAX_GPUS}, got {self.count}")
         bad = _bad_size(int(self.memory))
         if bad:
             raise Invalid("memory", bad)

@@ -158,3 +158,9 @@ def test_a_file_that_is_not_yaml_says_where():
     with pytest.raises(SpecError) as e:
         parse_spec_text("name: [x\n", "qwen.yaml")
     assert str(e.value).startswith("qwen.yaml: line 2, column 1:")
+
+
+def test_a_card_count_past_any_replica_is_refused_before_the_cards_are_numbered():
+    # 2**63 cards once ran the admin API out of memory numbering them (found by the fuzz of issue 10).
+    profiles = [{"engine": "vllm", "memory": "4GB", "gpus": {"count": 2 ** 63 - 1}}]
+    assert "profiles[0].gpus.count: must be at most 1024" in refusal(base(source="hf:org/m", profiles=profiles))
