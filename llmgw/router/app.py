@@ -19,7 +19,7 @@ from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address
 from llmgw.router.connguard import ConnectionGuard
-from llmgw.router.errors import api_error
+from llmgw.router.errors import api_error, in_anthropic_shape
 from llmgw.router.handlers import add_routes
 from llmgw.router.passon import pass_on
 from llmgw.store import StoreError
@@ -89,6 +89,8 @@ async def request_id(request: web.Request, handler):
             response = api_error(405, f"{request.path} does not take {request.method}", "method_not_allowed")
         else:
             raise
+    if request.path == "/v1/messages":
+        response = in_anthropic_shape(response)
     if not response.prepared:
         response.headers["x-request-id"] = ident
     return response

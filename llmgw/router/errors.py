@@ -26,3 +26,28 @@ def api_error(status: int, message: str, code: str, *, param: str | None = None,
     body = error_body(status, message, code, param)
     return web.Response(status=status, body=orjson.dumps(body),
                         content_type="application/json", headers=headers)
+
+
+def in_anthropic_shape(response: web.StreamResponse) -> web.StreamResponse:
+    """An OpenAI-shaped refusal made before /v1/messages' handler ran, in Anthropic's shape.
+
+    The key check, the connection and body limits and the method check
+    answer every /v1 route the same way, before anything knows the route's
+    shape; the Anthropic SDK reads only its own, so it showed "no API key"
+    as an unreadable error. Their sentence, status and headers are kept.
+    """
+    if response.status < 400 or response.prepared or not isinstance(response, web.Response):
+        return response
+    try:
+        doc = orjson.loads(response.body or b"")
+    except (orjson.JSONDecodeError, TypeError):
+        return response
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if not isinstance(error, dict) or doc.get("type") == "error" or not isinstance(error.get("message"), str):
+        return response
+    from llmgw.router.translate.anthropic_answer import anthropic_error
+
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
+    return web.Response(status=response.status, body=orjson.dumps(anthropic_error(response.status, error["message"])),
+                        content_type="application/json", headers=headers)
+

@@ -158,3 +158,20 @@ def test_a_tool_schema_whose_types_are_not_words_is_answered_with_a_call_not_500
     call = doc["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "f"
     assert json.loads(call["arguments"]) == {"a": "x", "b": None, "c": "x", "d": json.loads("[" * 100 + "]" * 100)}
+
+
+def test_messages_refused_before_its_handler_still_answers_in_anthropics_shape(gw):
+    # The key check runs for every route alike; the Anthropic SDK reads only its own shape.
+    head = (f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            f"Content-Length: {len(json.dumps(MESSAGE))}\r\n\r\n").encode() + json.dumps(MESSAGE).encode()
+    with socket.create_connection(("127.0.0.1", gw.ports["client"]), timeout=30) as sock:
+        sock.sendall(head)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 401")
+    doc = json.loads(data.partition(b"\r\n\r\n")[2])
+    assert doc["type"] == "error" and doc["error"]["type"] == "authentication_error"
+    assert doc["error"]["message"].startswith("no API key")
+    status, doc = send(gw, "/v1/messages", json.dumps(MESSAGE).encode(), {"Content-Encoding": "compress"})
+    assert status == 415 and doc["type"] == "error"
