@@ -10,7 +10,8 @@ header) is sent as it is and any case can be replayed from its seed and
 index alone.
 
 A run fails on any 5xx, any request left unanswered for REQUEST_TIMEOUT,
-and any "Traceback" in the server's or the engine's log. The engine states
+any JSON refusal on /v1 not in its endpoint's error shape, and any
+"Traceback" in the server's or the engine's log. The engine states
 that answer 503 or 504 (loading, stopped, a breaker open, a full queue)
 are documented, but nothing here should provoke one: the sim answers
 every request at once, so one seen here is a find too.
@@ -183,6 +184,25 @@ def _code(answer: Answer) -> str:
     return str(error.get("code") or error.get("type") or "-") if isinstance(error, dict) else "-"
 
 
+def in_shape(case: Case, answer: Answer) -> bool:
+    """A JSON refusal on /v1 is in its endpoint's error shape: Anthropic's on /v1/messages, OpenAI's elsewhere.
+
+    What is not JSON is aiohttp's own answer to a request that is not HTTP,
+    sent before any route is known (docs/client-api.md says so).
+    """
+    if case.target != "client" or not case.path.startswith("/v1/") or not 400 <= answer.status < 500:
+        return True
+    try:
+        doc = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        return True
+    if not isinstance(doc, dict) or not isinstance(doc.get("error"), dict):
+        return False
+    if case.path.partition("?")[0] == "/v1/messages":
+        return doc.get("type") == "error" and isinstance(doc["error"].get("message"), str)
+    return isinstance(doc["error"].get("message"), str) and "code" in doc["error"]
+
+
 @dataclass
 class Result:
     seed: int
@@ -191,6 +211,7 @@ class Result:
     statuses: Counter = field(default_factory=Counter)
     codes: Counter = field(default_factory=Counter)
     routes: Counter = field(default_factory=Counter)  # (path, status): which routes answered what
+    wrong_shape: int = 0  # refusals on /v1 not in their endpoint's error shape
     failures: list[tuple[int, Case, Answer]] = field(default_factory=list)
     tracebacks: dict[str, list[str]] = field(default_factory=dict)
 
@@ -209,7 +230,7 @@ class Result:
     def figures(self) -> dict:
         return {"seed": self.seed, "requests": self.sent,
                 "by_status": {str(k): v for k, v in sorted(self.statuses.items())},
-                "5xx": self.server_errors, "unanswered": self.statuses.get(-1, 0),
+                "5xx": self.server_errors, "unanswered": self.statuses.get(-1, 0), "wrong_shape": self.wrong_shape,
                 "closed_without_answer": self.statuses.get(0, 0), "tracebacks": self.traceback_count,
                 "req_per_s": round(self.sent / self.seconds) if self.seconds else 0}
 
@@ -238,6 +259,9 @@ async def _run(rig: Rig, seed: int, count: int, concurrency: int, first: int, sa
             result.codes[f"{case.target} {answer.status} {_code(answer)}"] += 1
             result.routes[(case.path.partition("?")[0], answer.status)] += 1
             if answer.status >= 500 or answer.status == -1:
+                result.failures.append((index, case, answer))
+            elif not in_shape(case, answer):
+                result.wrong_shape += 1
                 result.failures.append((index, case, answer))
 
     async def progress() -> None:
@@ -292,7 +316,7 @@ def main(count: int = 30_000, seed: int | None = None, concurrency: int = 16, sa
     finally:
         rig.stop()
     figures = result.figures()
-    for name in ("requests", "5xx", "unanswered", "closed_without_answer", "tracebacks"):
+    for name in ("requests", "5xx", "unanswered", "wrong_shape", "closed_without_answer", "tracebacks"):
         say(f"fuzz_{name}: {figures[name]}")
     say(f"fuzz_throughput: {figures['req_per_s']} req/s")
     for status, n in figures["by_status"].items():
