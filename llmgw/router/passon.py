@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp import web
 
+from llmgw.router.body import encoding_of, read_body
+from llmgw.router.call import Refuse
 from llmgw.router.errors import api_error
 
 if TYPE_CHECKING:
@@ -50,17 +52,17 @@ async def pass_on(request: web.Request, session: aiohttp.ClientSession, name: st
     if target is None:
         return api_error(503, f"{name} stands by and no control plane leads right now; one takes over within "
                               "seconds, try again", "no_leader", headers={"Retry-After": RETRY_AFTER})
-    if request.content_length is not None and request.content_length > max_body:
-        return api_error(413, "the request body is larger than this gateway takes (router.max_body)",
-                         "request_too_large")
+    # Read as the leader's own handler reads it: whole (read(n) stops at
+    # what has arrived), inflated, and within max_body as inflated. The
+    # body goes on inflated, so its Content-Encoding stays behind.
     try:
-        body = await request.content.read(max_body + 1)
-    except (ConnectionError, asyncio.IncompleteReadError):
+        body = await read_body(request, max_body, encoding_of(request))
+    except Refuse as refused:
+        return api_error(refused.status, refused.message, refused.code)
+    except ConnectionError:
         return api_error(400, "the request body ended before it was complete", "invalid_request")
-    if len(body) > max_body:
-        return api_error(413, "the request body is larger than this gateway takes (router.max_body)",
-                         "request_too_large")
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED and
+               k.lower() != "content-encoding"}
     forwarded = request.headers.get("X-Forwarded-For")
     remote = request.remote or ""
     headers["X-Forwarded-For"] = f"{forwarded}, {remote}" if forwarded else remote
