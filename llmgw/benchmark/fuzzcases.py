@@ -374,7 +374,10 @@ def admin_case(rng: random.Random, token: str) -> Case:
         path, kind = base + "?" + "&".join(f"{n}={value}" for n in names), f"query {value[:20]!r}"
     elif roll < 0.88:
         method, kind = rng.choice(METHODS), "method"
-    elif roll < 0.94:
+    elif roll < 0.91 and seed is not None:
+        body, extra, kind = _encoded(dumps(seed), rng, 64 * 1024)
+        headers.update(extra)
+    elif roll < 0.95:
         path = path.replace("nope", rng.choice(["%00", "..", "x" * 2000, "%ff%fe", "sim", "a/b", "😀"]))
         kind = "odd path part"
     if body is not None and method in ("GET", "HEAD", "DELETE") and rng.random() < 0.8:

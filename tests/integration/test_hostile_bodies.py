@@ -175,3 +175,18 @@ def test_messages_refused_before_its_handler_still_answers_in_anthropics_shape(g
     assert doc["error"]["message"].startswith("no API key")
     status, doc = send(gw, "/v1/messages", json.dumps(MESSAGE).encode(), {"Content-Encoding": "compress"})
     assert status == 415 and doc["type"] == "error"
+
+
+def test_the_admin_api_refuses_a_body_that_says_gzip_but_is_not_with_400(gw):
+    from llmgw.control.token import read_token
+
+    head = (f"POST /api/v1/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {read_token(gw.token_file)}\r\n"
+            "Content-Type: application/json\r\nContent-Encoding: gzip\r\nConnection: close\r\n"
+            "Content-Length: 7\r\n\r\ngarbage").encode()
+    with socket.create_connection(("127.0.0.1", gw.ports["admin"]), timeout=30) as sock:
+        sock.sendall(head)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 400")
+    assert "does not inflate" in json.loads(data.partition(b"\r\n\r\n")[2])["error"]["message"]

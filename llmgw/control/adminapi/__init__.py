@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
 from llmgw.account.service import AccountError, Actor
@@ -103,7 +104,12 @@ def _loopback(remote: str | None) -> bool:
 
 
 async def body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except RequestPayloadError:
+        # aiohttp could not inflate it (Content-Encoding: gzip over bytes that are not): a 500 until the fuzz found it.
+        raise Refused(400, "the body says it is compressed but does not inflate; send it as it is, without "
+                           "Content-Encoding", "invalid_json") from None
     try:
         data = orjson.loads(raw or b"{}")
     except orjson.JSONDecodeError as e:
