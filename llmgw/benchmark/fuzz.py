@@ -24,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import struct
@@ -37,7 +36,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from llmgw.benchmark.fuzzcases import Case, cases
-from llmgw.benchmark.overhead import _free_port, _wait_port
+from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes
 from llmgw.control.token import read_token
 
 # The body limit the fuzzed gateway runs with: small, so a gzip bomb costs
@@ -113,15 +112,7 @@ class Rig:
         return found
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_processes(self.procs)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

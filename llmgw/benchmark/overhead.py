@@ -79,6 +79,19 @@ def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f} s")
 
 
+def end_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the rig's own processes, last started first, and wait; a process that will not go in 20 s is killed."""
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @dataclass
 class Rig:
     """The engine, the gateway and a key, started by this process and ended by it."""
@@ -167,15 +180,7 @@ class Rig:
         client.call("POST", "/api/v1/config", {"set": {"guard.default": json.dumps(policies)}})
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_processes(self.procs)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.affinity:
             os.sched_setaffinity(0, self.affinity)

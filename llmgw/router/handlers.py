@@ -95,15 +95,19 @@ def _find_model(plane: "ControlPlane", principal: Principal, name: str) -> Model
     return entry
 
 
+def _whole_number(field: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise Refuse(400, f"{field} must be a whole number of at least 1, got {value!r}", "invalid_request",
+                     param=field)
+
+
 def _check_max_tokens(entry: ModelEntry, upstream: dict) -> None:
     longest = entry.settings.max_output_tokens
     for field in ("max_tokens", "max_completion_tokens"):
         value = upstream.get(field)
         if value is None:
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise Refuse(400, f"{field} must be a whole number of at least 1, got {value!r}", "invalid_request",
-                         param=field)
+        _whole_number(field, value)
         if longest and value > longest:
             raise Refuse(400, f"{field} {value} is more than {entry.name}'s longest answer, {longest} tokens; "
                               f"ask for {longest} or fewer", "max_tokens_too_large", param=field)
@@ -115,9 +119,7 @@ def _check_choices(upstream: dict, most: int) -> None:
         value = upstream.get(field)
         if value is None:
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise Refuse(400, f"{field} must be a whole number of at least 1, got {value!r}", "invalid_request",
-                         param=field)
+        _whole_number(field, value)
         if value > most:
             raise Refuse(400, f"{field} {value} asks for more answers than the {most} this gateway gives to one "
                               f"request (router.max_n); ask for {most} or fewer, or send several requests",
