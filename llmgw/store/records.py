@@ -140,6 +140,8 @@ class Usage:
     duration_ms: float = 0.0
     cache: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    # The id the answer gave the client (chatcmpl-…, msg_…, resp_…), when it got one.
+    answer_id: str | None = None
 
 
 @dataclass

@@ -45,7 +45,7 @@ _KEY = "id, name, project_id, digest, prefix, person_id, band, created_at, expir
 _LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at"
 _USAGE = (
     "id, at, key_id, project_id, model, endpoint, status, prompt_tokens, cached_tokens, "
-    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail"
+    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id"
 )
 _AUDIT = "at, actor, via, action, target, before_json, after_json, id"
 _CACHE = "project_id, ttl, similarity, enabled, updated_at"
@@ -123,7 +123,7 @@ def _limits(r: Row) -> Limits:
 
 
 def _usage(r: Row) -> Usage:
-    return Usage(*r[:14], detail=_unjson(r[14]) or {})
+    return Usage(*r[:14], detail=_unjson(r[14]) or {}, answer_id=r[15])
 
 
 def _audit(r: Row) -> AuditEntry:
@@ -431,13 +431,13 @@ class SQLStore(CatalogSQL):
         values = [
             (u.id, u.at, u.key_id, u.project_id, u.model, u.endpoint, u.status, u.prompt_tokens,
              u.cached_tokens, u.completion_tokens, u.cost_micros, u.ttft_ms, u.duration_ms,
-             u.cache, _json(u.detail or {}))
+             u.cache, _json(u.detail or {}), u.answer_id)
             for u in rows
         ]
         async with self._db.transaction() as tx:
             await tx.executemany(
                 f"INSERT INTO usage ({_USAGE}) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
                 "ON CONFLICT (id) DO NOTHING",
                 values,
             )
@@ -467,7 +467,37 @@ class SQLStore(CatalogSQL):
 
     async def usage_by_id(self, request_id: str) -> Usage | None:
         row = await self._db.fetchrow(f"SELECT {_USAGE} FROM usage WHERE id = $1", request_id)
+        if row is None:
+            # The answer's own id. A cached answer is replayed with the id it
+            # was first given, so several rows can share one: the latest is
+            # the one its holder most likely asks about.
+            row = await self._db.fetchrow(
+                f"SELECT {_USAGE} FROM usage WHERE answer_id = $1 ORDER BY at DESC, id DESC LIMIT 1",
+                request_id)
         return None if row is None else _usage(row)
+
+    async def recent_usage(self, limit: int = 50, since: float | None = None,
+                           key_id: str | None = None, model: str | None = None,
+                           status: int | None = None, errors: bool = False) -> list[Usage]:
+        """The latest rows, newest first, that match every filter given.
+
+        `errors` keeps rows with status 400 and up. Served by usage_at_id
+        (and usage_key_at for a key): the newest rows are read first and the
+        scan stops at `limit`.
+        """
+        where, args = [], []
+        for column, value in (("at >=", since), ("key_id =", key_id), ("model =", model),
+                              ("status =", status)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} ${len(args)}")
+        if errors:
+            where.append("status >= 400")
+        args.append(int(limit))
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage {clause}ORDER BY at DESC, id DESC LIMIT ${len(args)}", *args)
+        return [_usage(r) for r in rows]
 
     async def usage_summary(self, since: float, until: float | None = None,
                             by: str = "key") -> list[dict[str, Any]]:

@@ -93,3 +93,38 @@ async def test_spend_is_exact_in_micro_units_however_many_rows(store):
 async def test_spend_for_a_level_that_is_not_one_is_refused(store):
     with pytest.raises(StoreError, match='"person" is not a level of spend; use one of org, team, project, key'):
         await store.spend_since("person", "psn_1", since=0.0)
+
+
+async def test_a_request_is_found_by_the_id_its_answer_gave_the_client_as_well_as_its_own(store):
+    await store.add_usage([usage(1, 1000.0, 0, answer_id="chatcmpl-abc"),
+                           usage(2, 1001.0, 0, answer_id="msg_def")])
+
+    assert (await store.usage_by_id("req_1")).answer_id == "chatcmpl-abc"
+    assert (await store.usage_by_id("chatcmpl-abc")).id == "req_1"
+    assert (await store.usage_by_id("msg_def")).id == "req_2"
+    assert await store.usage_by_id("msg_nothing") is None
+
+
+async def test_an_answer_replayed_from_the_cache_finds_its_latest_request(store):
+    # A cache hit gives the client the id the answer was first given.
+    await store.add_usage([usage(1, 1000.0, 0, answer_id="chatcmpl-same"),
+                           usage(2, 1005.0, 0, answer_id="chatcmpl-same", cache="hit")])
+
+    assert (await store.usage_by_id("chatcmpl-same")).id == "req_2"
+
+
+async def test_recent_requests_are_newest_first_and_filtered_by_key_model_status_and_time(store):
+    await store.add_usage([
+        usage(1, 1000.0, 0),
+        usage(2, 1001.0, 0, key_id="key_b"),
+        usage(3, 1002.0, 0, status=503),
+        Usage(id="req_4", at=1003.0, key_id="key_a", project_id=None, model="qwen", status=429),
+    ])
+
+    assert [u.id for u in await store.recent_usage()] == ["req_4", "req_3", "req_2", "req_1"]
+    assert [u.id for u in await store.recent_usage(limit=2)] == ["req_4", "req_3"]
+    assert [u.id for u in await store.recent_usage(key_id="key_b")] == ["req_2"]
+    assert [u.id for u in await store.recent_usage(model="qwen")] == ["req_4"]
+    assert [u.id for u in await store.recent_usage(status=503)] == ["req_3"]
+    assert [u.id for u in await store.recent_usage(errors=True)] == ["req_4", "req_3"]
+    assert [u.id for u in await store.recent_usage(since=1002.0)] == ["req_4", "req_3"]
