@@ -38,6 +38,7 @@ import orjson
 from llmgw.benchmark.fuzzcases import Case, cases
 from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes
 from llmgw.control.token import read_token
+from llmgw.router.errors import speaks_anthropic
 
 # The body limit the fuzzed gateway runs with: small, so a gzip bomb costs
 # this process and the server a megabyte to make and refuse, not 32.
@@ -176,7 +177,7 @@ def _code(answer: Answer) -> str:
 
 
 def in_shape(case: Case, answer: Answer) -> bool:
-    """A JSON refusal on /v1 is in its endpoint's error shape: Anthropic's on /v1/messages, OpenAI's elsewhere.
+    """A JSON refusal on /v1 is in its endpoint's error shape: Anthropic's on messages paths, OpenAI's elsewhere.
 
     What is not JSON is aiohttp's own answer to a request that is not HTTP,
     sent before any route is known (docs/client-api.md says so).
@@ -189,7 +190,7 @@ def in_shape(case: Case, answer: Answer) -> bool:
         return True
     if not isinstance(doc, dict) or not isinstance(doc.get("error"), dict):
         return False
-    if case.path.partition("?")[0] == "/v1/messages":
+    if speaks_anthropic(case.path.partition("?")[0]):
         return doc.get("type") == "error" and isinstance(doc["error"].get("message"), str)
     return isinstance(doc["error"].get("message"), str) and "code" in doc["error"]
 

@@ -19,7 +19,7 @@ from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address
 from llmgw.router.connguard import ConnectionGuard
-from llmgw.router.errors import api_error, in_anthropic_shape
+from llmgw.router.errors import api_error, in_anthropic_shape, speaks_anthropic
 from llmgw.router.handlers import add_routes
 from llmgw.router.passon import pass_on
 from llmgw.store import StoreError
@@ -89,7 +89,7 @@ async def request_id(request: web.Request, handler):
             response = api_error(405, f"{request.path} does not take {request.method}", "method_not_allowed")
         else:
             raise
-    if request.path == "/v1/messages":
+    if speaks_anthropic(request.path):
         response = in_anthropic_shape(response)
     if not response.prepared:
         response.headers["x-request-id"] = ident
@@ -175,8 +175,34 @@ async def list_models(request: web.Request) -> web.Response:
     return _json({"object": "list", "data": data})
 
 
+def _endpoints(app: web.Application) -> list[str]:
+    """The /v1 endpoints this listener serves, as "POST /v1/chat/completions"."""
+    served = set()
+    for route in app.router.routes():
+        path = route.resource.canonical if route.resource is not None else ""
+        if path.startswith("/v1/") and "{" not in path and route.method not in ("HEAD", "*"):
+            served.add((path, route.method))
+    return [f"{method} {path}" for path, method in sorted(served)]
+
+
 async def not_found(request: web.Request) -> web.Response:
-    return api_error(404, f"there is no {request.method} {request.path} here", "not_found")
+    """A 404 under /v1 that says what exists, and how to mend the usual wrong base URL.
+
+    An Anthropic client given a base URL ending in /v1 (as OpenAI's SDK wants)
+    adds another /v1 itself and calls /v1/v1/messages; a bare "no such path"
+    left people guessing (issue 11). The middleware puts a messages path's
+    404 in Anthropic's shape (errors.speaks_anthropic).
+    """
+    sentence = f"there is no {request.method} {request.path} here"
+    if request.path.startswith("/v1/v1/"):
+        root = f"{request.scheme}://{request.host}"
+        if speaks_anthropic(request.path):
+            sentence += (f"; Anthropic's SDK adds /v1 itself, so drop /v1 from its base URL: "
+                         f"base_url={root} (OpenAI's SDK is the one that wants {root}/v1)")
+        else:
+            sentence += f"; the base URL has /v1 twice: drop one, as in {root}/v1"
+    sentence += "; this gateway serves " + ", ".join(_endpoints(request.app))
+    return api_error(404, sentence, "not_found")
 
 
 def make_client_app(plane: "ControlPlane") -> web.Application:

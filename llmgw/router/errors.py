@@ -28,6 +28,20 @@ def api_error(status: int, message: str, code: str, *, param: str | None = None,
                         content_type="application/json", headers=headers)
 
 
+def speaks_anthropic(path: str) -> bool:
+    """Whether a refusal on `path` goes out in Anthropic's shape.
+
+    /v1/messages is Anthropic's endpoint. So is any /v1 path about messages
+    that does not exist here: /v1/v1/messages is what the Anthropic SDK calls
+    when given a base URL ending in /v1 (it adds /v1 itself), and
+    /v1/messages/count_tokens is one of its calls this gateway lacks. Its SDK
+    reads only its own shape, so the hint in the 404 reached nobody.
+    """
+    if path == "/v1/messages":
+        return True
+    return path.startswith("/v1/") and (path.endswith("/messages") or "/messages/" in path)
+
+
 def in_anthropic_shape(response: web.StreamResponse) -> web.StreamResponse:
     """An OpenAI-shaped refusal made before /v1/messages' handler ran, in Anthropic's shape.
 
