@@ -186,7 +186,8 @@ class ShardRunner:
                                                                                          "EngineError"):
                 log.exception("shard %s failed to start", shard_id)
             self._pending.pop(shard_id, None)
-            await self.updates.put(ShardStatus(shard_id, "failed", profile.model, message=why, since=time.time()))
+            await self.updates.put(ShardStatus(shard_id, "failed", profile.model, message=why, since=time.time(),
+                                               cause="weights" if isinstance(e, WeightsError) else ""))
 
     def _key_file(self, shard_id: str, key: str) -> str:
         """The engine's API key in a file only it (and the agent) can read: never on a command line,

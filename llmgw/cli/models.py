@@ -173,6 +173,10 @@ def run_models(args) -> int:
          ",".join(m["engines"]), m["context_length"] or "-", m["source"] or "-")
         for m in models
     ])
+    # Said under the table, whole: the reason and the commands are too long for a column.
+    for m in models:
+        if m.get("parked"):
+            print(f"{m['name']}: {m['parked']}")
     return 0
 
 

@@ -30,6 +30,7 @@ from prometheus_client import Histogram
 
 from llmgw.control.agentsvc import AgentService, Node
 from llmgw.control.catalog import Demand, Entry, NodeView, Plan, Policy, place
+from llmgw.control.catalog.placement import GONE
 from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
@@ -46,6 +47,12 @@ FORGET_AFTER = 600.0  # a stopped or failed replica's row is kept this long, for
 # A steady pass over a few nodes takes milliseconds; over 1,000 nodes and 5,000
 # replicas about a quarter of a second (benchmarks/bench_cluster.py).
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def parked_message(model: str, why: str) -> str:
+    """What `ctl replicas` and `ctl models` say of a parked replica: why, and the two ways on."""
+    return (f"parked, its weights could not be had: {why.rstrip('.')}. "
+            f"`llmgw ctl restart --model {model}` tries again; `llmgw ctl model remove {model}` removes it")
 
 
 class _NoLongerLeading(Exception):
@@ -137,7 +144,14 @@ class Reconciler:
         # A replica stopped on purpose keeps the reason it was stopped ("evicted after 3s idle, for
         # mesh"): the engine's own last word then is only "exited with code 0".
         message = r.message if r.desired == "stop" and status.state == "stopped" and r.message else status.message
-        self._set(r, state=status.state, url=status.url or r.url, message=message,
+        state = status.state
+        if state == "failed" and status.cause == "weights" and r.desired == "run":
+            # The download already tried again with its backoff; another start fails the same way. Parked,
+            # it holds nothing and placement leaves it until someone retries or removes the model (issue 11:
+            # an unreachable hf: was retried without end, and every later `run` met it again).
+            state, message = "parked", parked_message(r.model, message)
+            log.warning("replica %s of %s on node %s parked: %s", r.id, r.model, node.name, status.message)
+        self._set(r, state=state, url=status.url or r.url, message=message,
                   since=status.since or now, detail=detail)
 
     def _set(self, r: Replica, **changes: Any) -> None:
@@ -342,7 +356,7 @@ class Reconciler:
 
     def _forget_old(self, now: float) -> None:
         gone = [r.id for r in self.replicas.values()
-                if r.state in ("stopped", "failed") and r.desired == "stop" and now - (r.since or now) > FORGET_AFTER]
+                if r.state in GONE and r.desired == "stop" and now - (r.since or now) > FORGET_AFTER]
         for rid in gone:
             self.replicas.pop(rid, None)
             self._dirty.add(rid)

@@ -213,6 +213,9 @@ class ShardStatus:
     fetch: FetchProgress | None = None
     exit_code: int | None = None
     since: float = 0.0  # when it entered this state
+    # "weights" on a failure to fetch or check the weights, after the download's own tries: starting it again
+    # on the same node fails the same way, so the control plane parks it rather than retrying without end.
+    cause: str = ""
 
 
 @dataclass

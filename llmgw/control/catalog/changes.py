@@ -314,7 +314,7 @@ def gpus(spec: ModelSpec, count: int, profile: str | None, in_place: bool, nodes
     for i in indexes:
         _check_cards(new, i, count, nodes)
     running = [r for r in replicas if r.model == spec.name and r.desired == "run"
-               and r.state not in ("stopped", "failed")]
+               and r.state not in ("stopped", "failed", "parked")]
     if running and nodes:
         if in_place:
             _check_in_place(new, indexes, running, nodes, replicas)
@@ -370,7 +370,7 @@ def _check_cards(spec: ModelSpec, index: int, count: int, nodes: Sequence[NodeVi
 def _rooms(nodes: Sequence[NodeView], replicas: Sequence[Replica]) -> dict[str, Room]:
     rooms = {n.id: Room(n) for n in nodes}
     for r in replicas:
-        if r.node_id in rooms and r.state not in ("stopped", "failed"):
+        if r.node_id in rooms and r.state not in ("stopped", "failed", "parked"):
             rooms[r.node_id].hold(r)
     return rooms
 

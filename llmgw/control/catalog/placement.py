@@ -42,7 +42,9 @@ from llmgw.control.catalog.plan import Forget, Lost, Plan, Purge, Start, Stop, W
 from llmgw.control.catalog.spec import ModelSpec, load_spec
 from llmgw.store import CatalogModel, Replica
 
-GONE = ("stopped", "failed")
+GONE = ("stopped", "failed", "parked")
+"""States of a replica that runs nothing and holds no room. A parked one (its weights could not be had)
+keeps desired "run" and stays until its model changes, restarts or goes: placement starts no other for it."""
 SHOWN_NODES = 3  # a Wait's reason names this many nodes; explain-placement names them all
 
 
@@ -200,6 +202,10 @@ class Pass:
             if entry is not None and (entry.stopped or entry.removed):
                 self.plan.add(Stop(r.id, r.model, r.node_id, f"{r.state}, and its model is not to run",
                                    self.policy.stop_grace))
+            elif m is not None and r.state == "parked" and self._current(entry, r):
+                # Counted as a replica, so none is started in its place; said as why the model waits.
+                m.failed_recently += 1
+                self.plan.add(Wait(r.model, r.message or "parked"))
             elif m is not None and recent:
                 if r.replaces:
                     m.replacement_failed.add(r.replaces)
@@ -209,6 +215,11 @@ class Pass:
                 what = f"{r.state}: {r.message}" if r.message else r.state
                 self.plan.add(Stop(r.id, r.model, r.node_id, f"{what}; a new replica takes its place",
                                    self.policy.stop_grace))
+
+    def _current(self, entry: Entry, r: Replica) -> bool:
+        """Whether `r` was started with what its model says now (a restart or a change makes it out of date)."""
+        hashes = self.hashes(entry)
+        return r.profile < len(hashes) and r.profile_hash == hashes[r.profile]
 
     def _node_name(self, node_id: str) -> str:
         if self._names is None:

@@ -90,6 +90,7 @@ class Catalog:
         spec = record.spec
         mine = [r for r in replicas if r.model == record.name and r.state not in GONE and r.desired == "run"]
         ready = sum(1 for r in mine if r.state == "ready")
+        parked = [r for r in replicas if r.model == record.name and r.state == "parked" and r.desired == "run"]
         scaling = spec.get("scaling") or {}
         lo = int(scaling.get("min", 1))
         on_demand = scaling.get("on_demand") is not None
@@ -101,6 +102,8 @@ class Catalog:
             state = "ready"
         elif mine:
             state = "starting"
+        elif parked:
+            state = "parked"
         elif on_demand and lo == 0:
             state = "on demand"
         else:
@@ -112,6 +115,7 @@ class Catalog:
             "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),
             "scaling": {"min": lo, "max": int(scaling.get("max", 0)) or lo, "on_demand": on_demand},
             "replicas": {"ready": ready, "running": len(mine)}, "version": record.version,
+            "parked": parked[0].message if parked else "",
             "updated_at": record.updated_at, "updated_by": record.updated_by,
             "spec": redacted(spec),
         }
@@ -237,7 +241,8 @@ class Catalog:
                 raise Refusal(f"{record.name} is stopped: it has no replica to restart "
                               f"(llmgw ctl model start {record.name} runs it again)", 409, "stopped")
             replicas = await self.store.list_replicas(model=record.name)
-            running = [r for r in replicas if r.state not in GONE and r.desired == "run"]
+            # A parked replica counts: restarting is how its weights are tried again.
+            running = [r for r in replicas if (r.state not in GONE or r.state == "parked") and r.desired == "run"]
             if not running:
                 return {"model": self.model_view(record, replicas), "replicas": 0,
                         "notes": [f"none of {record.name}'s replicas runs now: nothing to restart (the next one "
