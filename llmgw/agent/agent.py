@@ -20,6 +20,7 @@ from llmgw.agent import engines as engine_registry
 from llmgw.agent.discovery import Discovery
 from llmgw.agent.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.agent.link import ClusterLink
+from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
@@ -83,6 +84,10 @@ class Agent:
         self.cfg = cfg
         identity = node_identity(cfg.data_dir)  # TrustError with what to do when not joined
         self.node_id = identity.node_id
+        # Before anything reads or starts engines: a second agent on this
+        # identity would adopt the running one's engines (AgentAlreadyRunning).
+        self.lock = NodeLock(cfg.data_dir)
+        self.lock.take(f"{cfg.node_name}, {self.node_id}")
         self.ssl = client_ssl_context(cfg.data_dir)
         self.advertise = cfg.advertise or reach_address(cfg.control_planes)
         self.listen = cfg.engines.listen or self.advertise
@@ -143,6 +148,7 @@ class Agent:
             await self.supervisor.close()
             await self.weights.close()
             self.discovery.close()
+            self.lock.release()
 
 
 async def serve(cfg: AgentConfig, *, stop_engines: bool = False) -> None:

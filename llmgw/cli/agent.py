@@ -41,6 +41,7 @@ def run(args) -> int:
               "(`llmgw node add` on a control plane prints the code)", file=sys.stderr)
         return 1
     from llmgw.agent.agent import serve
+    from llmgw.agent.nodelock import AgentAlreadyRunning
 
     try:
         import uvloop
@@ -50,7 +51,7 @@ def run(args) -> int:
         pass
     try:
         asyncio.run(serve(cfg, stop_engines=args.stop_engines))
-    except TrustError as e:
+    except (TrustError, AgentAlreadyRunning) as e:
         print(f"llmgw: {e}", file=sys.stderr)
         return 1
     return 0
