@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from llmgw.config.capabilities import CAPABILITIES, Capability, duplicate, ordered
 from llmgw.config.loader import Invalid
 from llmgw.config.targets import host_refusal
 from llmgw.config.types import Duration, Size, describe
@@ -295,9 +296,15 @@ class ModelSettings:
     thinking: Literal["", "chat_template_kwargs", "reasoning_effort"] = "chat_template_kwargs"
     """How a request's thinking (Anthropic's `thinking: {type: enabled}`) reaches the engine: `chat_template_kwargs` sends `enable_thinking` (Qwen3 and others, on vLLM, SGLang and llama.cpp), `reasoning_effort` sends OpenAI's field; empty sends nothing."""
 
+    capabilities: list[Capability] = field(default_factory=list)
+    """What it does, of chat, completions, embeddings, vision, tools and thinking; clients see it in /v1/models, and a request for anything else is refused with 400 before an engine is asked. Empty: all of them (an engine llmgw did not start answers for itself)."""
+
     def validate(self) -> None:
         if not self.name.strip():
             raise Invalid("name", "must not be empty; it is what clients ask for")
+        twice = duplicate(self.capabilities)
+        if twice:
+            raise Invalid("capabilities", f"{twice} is given twice")
         for key in ("context_length", "max_output_tokens"):
             if getattr(self, key) < 0:
                 raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
@@ -316,3 +323,8 @@ class ModelSettings:
             raise Invalid("source", "a model with external: {…} needs source: external")
         if self.name in self.fallbacks:
             raise Invalid("fallbacks", f"{self.name} cannot fall back to itself")
+
+    @property
+    def can(self) -> tuple[str, ...]:
+        """Its capabilities in force: as given, or all of them when none are."""
+        return ordered(self.capabilities) if self.capabilities else CAPABILITIES

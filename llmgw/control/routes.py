@@ -63,7 +63,7 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
         marks = {"upstream": spec.name, "on_demand": entry.on_demand, "stopped": entry.stopped}
         for name in (spec.name, *spec.aliases):
             settings = ModelSettings(name=name, context_length=spec.context_length,
-                                     max_output_tokens=spec.max_output)
+                                     max_output_tokens=spec.max_output, capabilities=list(spec.can()))
             placed[name] = Placed(settings, found, key, **marks)
     return placed
 
@@ -120,6 +120,7 @@ def to_doc(routes: Routes) -> dict:
     return {
         "placed": {name: {"context_length": p.settings.context_length,
                           "max_output_tokens": p.settings.max_output_tokens,
+                          "capabilities": list(p.settings.capabilities),
                           "replicas": [list(r) for r in p.replicas], "upstream": p.upstream,
                           "on_demand": p.on_demand, "stopped": p.stopped}
                    for name, p in routes.placed.items()},
@@ -131,7 +132,8 @@ def from_doc(doc: dict, key: str | None) -> Routes:
     placed = {}
     for name, p in (doc.get("placed") or {}).items():
         settings = ModelSettings(name=name, context_length=int(p.get("context_length") or 0),
-                                 max_output_tokens=int(p.get("max_output_tokens") or 0))
+                                 max_output_tokens=int(p.get("max_output_tokens") or 0),
+                                 capabilities=[str(c) for c in p.get("capabilities") or []])
         replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
         placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),
                               bool(p.get("stopped")))

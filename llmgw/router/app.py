@@ -168,7 +168,8 @@ async def list_models(request: web.Request) -> web.Response:
         else plane.settings.current.models
     data = [
         {"id": m.name, "object": "model", "created": 0, "owned_by": m.owner,
-         "context_length": m.context_length or None, "max_output_tokens": m.max_output_tokens or None}
+         "context_length": m.context_length or None, "max_output_tokens": m.max_output_tokens or None,
+         "capabilities": list(m.can)}
         for m in sorted(models, key=lambda m: m.name)
         if principal.limits.allows_model(m.name)
     ]

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.account.keycache import Principal
-from llmgw.router import loading, scheduler
+from llmgw.router import capability, loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.body import read_json
@@ -227,6 +227,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
             upstream, stream, wants = _prepare_openai(shape, body)
     except (TranslateError, shapes.ShapeError) as e:
         raise Refuse(400, e.message, "invalid_request", param=e.param) from None
+    capability.check(entry, shape.api, body, upstream)
     _check_max_tokens(entry, upstream)
     _check_choices(upstream, settings.max_n)
     profile = request.headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile

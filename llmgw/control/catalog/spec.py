@@ -30,7 +30,9 @@ from typing import Any, Literal
 
 import orjson
 
+from llmgw.config import capabilities
 from llmgw.config.agent import KNOWN_ENGINES
+from llmgw.config.capabilities import Capability
 from llmgw.config.loader import ConfigError, Invalid, from_dict, parse_yaml, to_dict
 from llmgw.config.types import Duration, Size, describe
 from llmgw.protocol import EngineProfile
@@ -205,6 +207,9 @@ class ModelSpec:
     role: Literal["", "chat", "judge", "embedding"] = ""
     """What it is for: a judge runs without a prompt cache, an embedding model serves /v1/embeddings."""
 
+    capabilities: list[Capability] = field(default_factory=list)
+    """What it does, of chat, completions, embeddings, vision, tools and thinking (shown in /v1/models; a request for anything else is refused with 400). Empty: what its engine does — chat, completions, tools and thinking on the language engines, everything on sim, embeddings alone with role: embedding."""
+
     profiles: list[Profile] = field(default_factory=list)
     """Ways to run a replica, best first."""
 
@@ -252,6 +257,9 @@ class ModelSpec:
                 raise Invalid(f"files.{name}", "must be a name inside the set, not a path out of it")
             if not _SHA256.match(digest):
                 raise Invalid(f"files.{name}", "expected its sha256: 64 lowercase hexadecimal digits")
+        twice = capabilities.duplicate(self.capabilities)
+        if twice:
+            raise Invalid("capabilities", f"{twice} is given twice")
         if not self.profiles:
             raise Invalid("profiles", "needs at least one profile: the engine and what a replica needs")
         needs_source = any(p.engine not in _NO_WEIGHTS for p in self.profiles)
@@ -305,6 +313,10 @@ class ModelSpec:
         need = self.profiles[index].gpus
         doc = {"engine": profile, "gpus": to_dict(need) if need else None, "restarts": restarts}
         return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+    def can(self) -> tuple[str, ...]:
+        """Its capabilities in force: as declared, else its engines' (config/capabilities.py)."""
+        return capabilities.for_catalog(self.capabilities, (p.engine for p in self.profiles), self.role)
 
     def weights(self) -> list[str]:
         """The sources a node keeps for it (RemoveWeights names them)."""

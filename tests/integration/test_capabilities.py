@@ -1,0 +1,108 @@
+"""Models say what they can do, with a real llmgw server and real sim-engines: /v1/models shows it,
+and a request for anything else is refused with a sentence before the engine is asked (issue 11, item 2)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import anthropic
+import openai
+import pytest
+
+from servers import write_config
+
+CHAT = [{"role": "user", "content": "Say something."}]
+PICTURE = [{"role": "user", "content": [
+    {"type": "text", "text": "What is in this picture?"},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]
+
+
+@pytest.fixture
+def gateway(servers, tmp_path):
+    def make(models: list[dict], **cluster):
+        server = servers("gw", config=write_config(tmp_path / "gw.yaml", {"models": models, **cluster}))
+        done = server.init("--json")
+        assert done.returncode == 0, done.stderr
+        server.key = json.loads(done.stdout)["key"]["key"]
+        server.start()
+        server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
+        server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
+        return server
+
+    return make
+
+
+def prompt_tokens_read(engine) -> float:
+    """The prompt tokens the sim-engine has read, from its own metrics: 0 when no request reached it."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in engine.metrics().splitlines()
+               if line.startswith("vllm:prompt_tokens_total"))
+
+
+def breaker_state(gw) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['metrics']}/metrics", timeout=5) as r:
+        lines = [line for line in r.read().decode().splitlines() if line.startswith("llmgw_breaker_state{")]
+    assert len(lines) == 1, lines
+    return {"0.0": "closed", "1.0": "half_open", "2.0": "open"}[lines[0].rsplit(" ", 1)[1]]
+
+
+def test_models_list_what_each_can_do_as_set_or_everything_when_not_set(gateway, engines):
+    engine = engines("qwen")
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url], "capabilities": ["completions", "chat"]},
+                  {"name": "other", "endpoints": [engine.url]}])
+    listed = {m.id: m.model_extra["capabilities"] for m in gw.openai.models.list().data}
+    assert listed == {"qwen": ["chat", "completions"],
+                      "other": ["chat", "completions", "embeddings", "vision", "tools", "thinking"]}
+
+
+def test_embeddings_to_a_chat_model_are_refused_with_what_it_does_and_chat_still_answers(gateway, engines):
+    engine = engines("qwen")
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url], "capabilities": ["chat", "completions"]}],
+                 router={"breaker": {"failures": 2, "open_for": "1m"}, "retries": 0})
+    for _ in range(4):  # twice what opens the breaker
+        with pytest.raises(openai.BadRequestError) as refused:
+            gw.openai.embeddings.create(model="qwen", input="hello")
+        assert refused.value.body["code"] == "unsupported_capability"
+        assert refused.value.body["message"].startswith("qwen does chat and completions, not embeddings; ")
+    assert prompt_tokens_read(engine) == 0
+    assert gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=2).choices[0].message.content
+    assert breaker_state(gw) == "closed"
+
+
+def test_an_image_tools_or_thinking_a_model_does_not_do_are_refused_in_the_clients_shape(gateway, engines):
+    engine = engines("qwen")
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url], "capabilities": ["chat"]}])
+    with pytest.raises(openai.BadRequestError) as refused:
+        gw.openai.chat.completions.create(model="qwen", messages=PICTURE, max_tokens=2)
+    assert refused.value.body["message"].startswith("qwen does chat, not vision; ")
+    tool = {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}
+    with pytest.raises(openai.BadRequestError) as refused:
+        gw.openai.chat.completions.create(model="qwen", messages=CHAT, tools=[tool], max_tokens=2)
+    assert refused.value.body["message"].startswith("qwen does chat, not tools; ")
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        gw.anthropic.messages.create(model="qwen", max_tokens=2048, messages=CHAT,
+                                     thinking={"type": "enabled", "budget_tokens": 1024})
+    assert refused.value.body["type"] == "error"
+    assert refused.value.body["error"]["message"].startswith("qwen does chat, not thinking; ")
+    with pytest.raises(openai.BadRequestError) as refused:
+        gw.openai.completions.create(model="qwen", prompt="Once", max_tokens=2)
+    assert refused.value.body["message"].startswith("qwen does chat, not completions; ")
+    assert gw.anthropic.messages.create(model="qwen", max_tokens=2, messages=CHAT).content
+
+
+def test_an_engine_refusing_with_501_leaves_the_breaker_closed_and_the_model_answering(gateway, engines):
+    # A model with no capabilities set passes everything on: the engine's own
+    # 501 is the client's answer, and says nothing about the replica's health.
+    engine = engines("qwen", "--fail-on", "unsupported=501")
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}],
+                 router={"breaker": {"failures": 2, "open_for": "1m"}, "retries": 0})
+    # From two keys: one key's failures alone never open a breaker (test_breakers.py).
+    made = gw.ctl_json("keys", "create", "second", "--project", "Default/default/default")
+    second = openai.OpenAI(api_key=made["key"], base_url=gw.client_url + "/v1", max_retries=0)
+    for asker in (gw.openai, second, gw.openai, second):
+        with pytest.raises(openai.APIStatusError) as failed:
+            asker.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "unsupported"}],
+                                              max_tokens=1)
+        assert failed.value.status_code == 501
+    assert gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=2).choices
+    assert breaker_state(gw) == "closed"
