@@ -52,6 +52,9 @@ def build_parser() -> Parser:
     doctor.register(commands)
     sim.register(commands)
     llama_server.register(commands)
+    from llmgw.cli import unbuilt
+
+    unbuilt.register(commands)
     return parser
 
 

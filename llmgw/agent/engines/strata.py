@@ -8,6 +8,10 @@ profile's args go to that setup (--family, --size, …), after a `--`.
 `binary` is the interpreter of Strata's environment as the agent installs
 it: <env>/bin/python, with Strata's source in <env>/strata and its
 prebuilt engine in <env>/strata-engine.
+
+`llmgw strata-serve` is not built yet (docs/not-yet-built.md): until it is,
+the adapter refuses to start a replica with a sentence saying so, rather
+than launching a command that does not exist and failing on every retry.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ from llmgw.protocol.messages import EngineProfile
 
 SOURCE_DIR = "strata"
 ENGINE_DIR = "strata-engine"
+# True once `llmgw strata-serve` exists; the launch below is what it will take.
+SERVE_BUILT = False
+NOT_BUILT = ("strata: this llmgw cannot run Strata models yet: the agent would start `llmgw strata-serve`, "
+             "which is not built yet (docs/not-yet-built.md); serve the model with llamacpp instead")
 _AGENT_SETS = "is set by llmgw strata-serve, which prepares the model where the agent says"
 _ENGINE = "changes the engine the agent installed and checked"
 
@@ -106,10 +114,15 @@ class Strata:
                 raise ProfileError("args", f"strata prepares a model by its family and size, and {flag} is missing "
                                            "(e.g. --family qwen --size IQ2_XS)")
         check_env(self.name, profile.env)
+        if not SERVE_BUILT:
+            # Refused here, before the agent fetches gigabytes of weights for it.
+            raise EngineError(NOT_BUILT)
 
     def command(self, profile: EngineProfile, *, model_path: str, port: int, host: str,
                 api_key_file: str | None = None, binary: Binary = None, shard_id: str = "") -> Launch:
         self.validate(profile)
+        if not SERVE_BUILT:
+            raise EngineError(NOT_BUILT)
         if binary is None or binary == "" or not isinstance(binary, str):
             raise EngineError("strata: no Strata is installed on this node (the interpreter of its environment)")
         source, engine = layout(binary)

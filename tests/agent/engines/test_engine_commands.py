@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmgw.agent import engines
-from llmgw.agent.engines import freetoken
+from llmgw.agent.engines import freetoken, strata
 from llmgw.protocol.messages import EngineProfile
 
 
@@ -198,7 +198,25 @@ def test_comfyui_without_a_card_runs_on_cpus():
     assert launch.argv == ["/opt/c/py", "/opt/c/main.py", "--listen", "h", "--port", "1", "--cpu"]
 
 
-def test_strata_starts_llmgw_strata_serve_with_its_environment_and_the_key_in_the_environment(tmp_path):
+def test_a_strata_model_refuses_to_start_saying_llmgw_strata_serve_is_not_built_yet(tmp_path):
+    # What a user met: the engine launched `llmgw strata-serve`, which does not exist (issue 11, item 12).
+    env = "/opt/llmgw/engines/strata/0.2.7-cuda13"
+    p = profile("strata", model="qwen3.8-flash-next", source="/w/q38", gpus=[0],
+                args=["--family", "qwen", "--size", "IQ2_XS"])
+    # Refused by the check the agent makes before it fetches the weights, and at the launch itself.
+    with pytest.raises(engines.EngineError, match="not built yet"):
+        engines.engine("strata").validate(p)
+    with pytest.raises(engines.EngineError) as refused:
+        engines.engine("strata").command(p, model_path="/w/q38", port=18090, host="10.0.0.147",
+                                         binary=f"{env}/bin/python", shard_id="r1")
+    assert str(refused.value) == (
+        "strata: this llmgw cannot run Strata models yet: the agent would start `llmgw strata-serve`, "
+        "which is not built yet (docs/not-yet-built.md); serve the model with llamacpp instead")
+
+
+def test_strata_once_built_starts_llmgw_strata_serve_with_its_environment_and_the_key_in_the_environment(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(strata, "SERVE_BUILT", True)
     key = tmp_path / "key"
     key.write_text("sk-strata")
     env = "/opt/llmgw/engines/strata/0.2.7-cuda13"
@@ -266,7 +284,8 @@ def test_a_cuda_toolkit_is_known_by_its_version_file_and_nvcc(tmp_path, monkeypa
     assert freetoken.cuda_toolkit(13) != str(toolkit)
 
 
-def test_an_engine_whose_program_must_be_named_says_what_is_missing():
+def test_an_engine_whose_program_must_be_named_says_what_is_missing(monkeypatch):
+    monkeypatch.setattr(strata, "SERVE_BUILT", True)
     p = profile("strata", source="/w/q", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
     with pytest.raises(engines.EngineError, match="no Strata is installed"):
         engines.engine("strata").command(p, model_path="/w/q", port=1, host="h")
@@ -281,7 +300,8 @@ def test_a_key_file_that_cannot_be_read_is_named(tmp_path):
         engines.engine("vllm").command(p, model_path="/w/m", port=1, host="h", api_key_file=str(tmp_path / "absent"))
 
 
-def test_an_ipv6_host_is_bracketed_where_an_engine_takes_host_and_port_together():
+def test_an_ipv6_host_is_bracketed_where_an_engine_takes_host_and_port_together(monkeypatch):
+    monkeypatch.setattr(strata, "SERVE_BUILT", True)
     p = profile("strata", source="/w/q", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
     launch = engines.engine("strata").command(p, model_path="/w/q", port=9, host="fd00::7", binary="/e/bin/python")
     assert launch.argv[launch.argv.index("--listen") + 1] == "[fd00::7]:9"
