@@ -1,0 +1,67 @@
+"""A model whose weights cannot be fetched, as a newcomer met it (issue 11, item 5): `hf:` unreachable.
+
+It was retried without end, each try holding every core of the node while it fetched, so a small model could not
+be placed beside it, and every later run met it again. Now its replica ends parked, saying why and how to retry or
+remove it, and holds nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from servers import wait_for
+from test_cluster import _answer, _model, _replicas, cluster  # noqa: F401 - the fixture, shared
+
+
+def _closed_port() -> int:
+    # Bound and closed at once: nothing listens there, so a connection is refused, as an unreachable hub's is
+    # on a machine without a route out.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_model_whose_weights_cannot_be_fetched_is_parked_and_a_small_model_is_placed_beside_it(
+        cluster, tmp_path):
+    cluster.agent("node-a", weights={"hf_endpoint": f"http://127.0.0.1:{_closed_port()}"})
+    wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
+    (node,) = cluster.ctl_json("ctl", "nodes")
+    # Every core of the node, as `build.py run` kept for an hf: file whose size it could not ask.
+    added = cluster.ctl("ctl", "model", "serve", "hf:org/repo/big.gguf", "--engine", "llamacpp",
+                        "--cores", str(node["cores"]), "--memory", "256MB")
+    assert added.returncode == 0, added.stdout + added.stderr
+
+    def parked():
+        return [r for r in _replicas(cluster, "big") if r["state"] == "parked"]
+
+    # The download's own tries (about 30 s of backoff) come first.
+    found, _ = wait_for(parked, timeout=120, interval=1)
+    assert found, cluster.output()
+    (replica,) = found
+    assert "hf:org/repo/big.gguf could not be fetched" in replica["message"]
+    assert "llmgw ctl restart --model big" in replica["message"]
+    assert "llmgw ctl model remove big" in replica["message"]
+
+    models = cluster.ctl("ctl", "models")
+    assert models.returncode == 0, models.stderr
+    line = [ln for ln in models.stdout.splitlines() if ln.startswith("big ")][0]
+    assert "parked" in line
+    assert "big: parked, its weights could not be had" in models.stdout
+    assert "llmgw ctl model remove big" in models.stdout
+
+    # The cores it asked for are free again: a one-core model is placed on the same node and answers.
+    _model(cluster, {"name": "tiny", "profiles": [{"engine": "sim", "cpu_cores": 1, "memory": "256MB"}]}, tmp_path)
+    ready, _ = wait_for(lambda: any(r["state"] == "ready" for r in _replicas(cluster, "tiny")), timeout=60,
+                        interval=1)
+    assert ready, _replicas(cluster, "tiny")
+    assert _answer(cluster, "tiny")
+    # Parked, not retried: still the one replica, and the node's cores are its own again.
+    assert [r["id"] for r in _replicas(cluster, "big")] == [replica["id"]]
+    (node,) = cluster.ctl_json("ctl", "nodes")
+    assert node["free"]["cores"] == node["cores"] - 1
+
+    removed = cluster.ctl("ctl", "model", "remove", "big")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    gone, _ = wait_for(lambda: "big" not in {m["name"] for m in cluster.ctl_json("ctl", "models")}, timeout=60,
+                       interval=1)
+    assert gone
