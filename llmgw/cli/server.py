@@ -166,7 +166,9 @@ def run_init(args) -> int:
         emit_json(result)
         return 0
     if result["already"]:
-        print(f"llmgw is already set up here ({result['people']} people); no secret is printed again.")
+        people = result["people"]
+        print(f"llmgw is already set up here ({people} {'person' if people == 1 else 'people'}); "
+              "no secret is printed again.")
         print(f"The admin token is in {result['admin_token_file']}. Make an API key with:")
         print("  llmgw keys create NAME --project ORG/TEAM/PROJECT")
         return 0

@@ -30,6 +30,7 @@ from llmgw.account.service import Accounts
 from llmgw.config.keyfiles import own_secrets
 from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
+from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand
 from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
@@ -262,8 +263,8 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
     try:
         await plane.start(cluster_part(cfg))
         heap.settle()  # after start: what start-up made is frozen out of every collection (llmgw/heap.py)
-        print(f"llmgw server {plane.name} is up: client API {plane.advertise()}/v1, "
-              f"admin API {plane.listen_addresses.get('admin')}", flush=True)
+        print(announcement(plane.name, plane.sockets["client"].getsockname()[:2], plane.advertise(),
+                           plane.listen_addresses.get("admin")), flush=True)
         await stop.wait()
         log.info("stopping")
     finally:

@@ -21,8 +21,15 @@ def test_init_prints_an_administrator_and_a_key_once_and_never_again(servers):
     assert stat.S_IMODE(os.stat(s.token_file).st_mode) == 0o600
     again = s.init()
     assert again.returncode == 0
-    assert "already set up" in again.stdout
+    assert "already set up here (1 person);" in again.stdout
     assert "sk-llmgw-" not in again.stdout and "password" not in again.stdout
+
+
+def test_the_server_prints_a_client_api_address_a_client_on_this_machine_can_use(server):
+    # Printed once start-up is done, which can be a moment after /health first answers.
+    said, _ = wait_for(lambda: [line for line in server.output().splitlines() if " is up: " in line],
+                       timeout=10, interval=0.1)
+    assert said == [f"llmgw server cp1 is up: client API {server.client_url}/v1, admin API {server.admin}"]
 
 
 def test_ctl_status_shows_one_leading_control_plane_on_sqlite(server):
