@@ -98,10 +98,17 @@ def run_usage(args) -> int:
         return first + [g["requests"], g["errors"], g["prompt_tokens"], g["cached_tokens"],
                         g["completion_tokens"], format_money(g["cost_micros"])]
 
-    rows = [line([g["name"]] + ([g["project"] or "-"] if args.by == "key" else []), g) for g in groups]
+    rows = [line([_group_name(args.by, g["name"])] + ([g["project"] or "-"] if args.by == "key" else []), g)
+            for g in groups]
     rows.append(line(["total"] + ([""] if args.by == "key" else []), total))
     table(headers, rows)
     return 0
+
+
+def _group_name(by: str, name: str) -> str:
+    # A request for a model the gateway does not know is kept with no model:
+    # a blank first column read as a broken table (issue 11).
+    return name or ("(unknown model)" if by == "model" else "-")
 
 
 def run_export(args) -> int:

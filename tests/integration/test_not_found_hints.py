@@ -8,7 +8,7 @@ import anthropic
 import openai
 import pytest
 
-from servers import write_config
+from servers import wait_for, write_config
 
 
 @pytest.fixture
@@ -61,3 +61,16 @@ def test_any_404_under_v1_names_the_endpoints_that_exist_in_openais_shape(gatewa
     with pytest.raises(openai.NotFoundError) as refused:
         doubled.models.list()
     assert f"the base URL has /v1 twice: drop one, as in {gateway.client_url}/v1" in refused.value.body["message"]
+
+
+def test_a_request_for_an_unknown_model_is_counted_under_unknown_model_in_usage_by_model(gateway):
+    client = openai.OpenAI(api_key=gateway.key, base_url=gateway.client_url + "/v1", max_retries=0)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="no-such-model", messages=CHAT, max_tokens=4)
+    # Usage rows are written in batches: wait for the one of the refusal.
+    counted, _ = wait_for(lambda: gateway.ctl_json("ctl", "usage", "--by", "model")["rows"], timeout=15, interval=0.3)
+    assert counted, "the refused request was never counted"
+    table = gateway.ctl("ctl", "usage", "--by", "model")
+    assert table.returncode == 0, table.stderr
+    rows = table.stdout.splitlines()[2:]
+    assert rows[0].split("  ")[0] == "(unknown model)" and rows[0].split()[2] == "1", table.stdout
