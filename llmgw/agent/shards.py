@@ -168,7 +168,8 @@ class ShardRunner:
                     self.updates.put_nowait(status)
 
                 model_path = await self.weights.fetch_profile(profile, on_progress=progress)
-            await self._say(shard_id, profile.model, "starting the engine")
+            await self._say(shard_id, profile.model, "starting the engine",
+                            weights_bytes=await asyncio.to_thread(_length, model_path))
             binary = await self._binary(profile.engine)
             port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")
             key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
@@ -204,9 +205,11 @@ class ShardRunner:
         os.replace(path + ".tmp", path)
         return path
 
-    async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None) -> None:
+    async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None,
+                   weights_bytes: int = 0) -> None:
         since = self._pending[shard_id].since if shard_id in self._pending else time.time()
-        status = ShardStatus(shard_id, "starting", model, message=what, fetch=fetch, since=since)
+        status = ShardStatus(shard_id, "starting", model, message=what, fetch=fetch, since=since,
+                             weights_bytes=weights_bytes)
         self._pending[shard_id] = status
         await self.updates.put(status)
 
@@ -219,6 +222,14 @@ class ShardRunner:
 
 class _Refused(Exception):
     pass
+
+
+def _length(path: str) -> int:
+    """A single file's length in bytes; 0 for a directory (whose walk could be any size) or an id the engine fetches."""
+    try:
+        return os.path.getsize(path) if path and os.path.isfile(path) else 0
+    except OSError:
+        return 0
 
 
 def _host(host: str) -> str:

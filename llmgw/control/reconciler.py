@@ -31,6 +31,7 @@ from prometheus_client import Histogram
 from llmgw.control.agentsvc import AgentService, Node
 from llmgw.control.catalog import Demand, Entry, NodeView, Plan, Policy, place
 from llmgw.control.catalog.placement import GONE
+from llmgw.control.catalog.sizing import sized
 from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
@@ -141,6 +142,8 @@ class Reconciler:
             detail["fetch"] = to_dict(status.fetch)
         elif "fetch" in detail and status.state != "starting":
             detail.pop("fetch")
+        if status.weights_bytes:
+            detail["weights_bytes"] = status.weights_bytes
         # A replica stopped on purpose keeps the reason it was stopped ("evicted after 3s idle, for
         # mesh"): the engine's own last word then is only "exited with code 0".
         message = r.message if r.desired == "stop" and status.state == "stopped" and r.message else status.message
@@ -217,6 +220,7 @@ class Reconciler:
                 entries.append(Entry.from_record(record))
             except Exception as e:  # noqa: BLE001 - one bad row must not stop the others
                 log.error("the catalog's model %s cannot be read: %s", record.name, e)
+        self._size_from_weights(entries)
         nodes = await self._nodes(now)
         self._still_leading()
         self._time_out_starts(now)
@@ -288,6 +292,28 @@ class Reconciler:
             # its Register encoded again (bench_cluster).
             await self.store.put_node_heartbeats(beats)
         return list(views.values())
+
+    def _size_from_weights(self, entries: list[Entry]) -> None:
+        """A model added without knowing its size: each replica keeps what its weights' length needs, once known.
+
+        The length is on the replica's row (detail.weights_bytes, as its node
+        reported it), so a leader that takes over knows it too; the model's
+        later replicas are placed with it (Entry.weights_bytes).
+        """
+        by_name = {e.name: e for e in entries}
+        for r in list(self.replicas.values()):
+            length = int(r.detail.get("weights_bytes") or 0)
+            entry = by_name.get(r.model)
+            if not length or entry is None or r.profile >= len(entry.spec.profiles):
+                continue
+            entry.weights_bytes = max(entry.weights_bytes, length)
+            if r.state in GONE:
+                continue
+            size = sized(entry.spec.profiles[r.profile], length)
+            if size and (r.cpu_cores, r.memory_mb) != size:
+                log.info("replica %s of %s keeps %d cores and %d MB, sized from its %d-byte weights",
+                         r.id, r.model, size[0], size[1], length)
+                self._set(r, cpu_cores=size[0], memory_mb=size[1])
 
     def _time_out_starts(self, now: float) -> None:
         for r in list(self.replicas.values()):

@@ -216,6 +216,9 @@ class ShardStatus:
     # "weights" on a failure to fetch or check the weights, after the download's own tries: starting it again
     # on the same node fails the same way, so the control plane parks it rather than retrying without end.
     cause: str = ""
+    # The length of the weights on the node, once they are here: what a model added without knowing its size
+    # is sized from (llmgw.control.catalog.sizing). 0 while not known.
+    weights_bytes: int = 0
 
 
 @dataclass

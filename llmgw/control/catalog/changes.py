@@ -133,8 +133,10 @@ def resources(spec: ModelSpec, cores: int | None, memory: str | None, profile: s
     notes = []
     for i in _profiles(spec, profile):
         p = profiles[i]
+        # A memory given by a person is theirs: no longer a guess to replace with the weights' length.
         p = dataclasses.replace(p, cpu_cores=p.cpu_cores if cores is None else cores,
-                                memory=p.memory if size is None else size)
+                                memory=p.memory if size is None else size,
+                                size_from_weights=p.size_from_weights and size is None)
         profiles[i] = p
     new = _reload(dataclasses.replace(spec, profiles=profiles))
     if nodes:
@@ -431,6 +433,7 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
         source = ""
     if name is None:
         name = _name_from(source) if source else "sim"
+    unknown = False
     if memory is not None:
         try:
             size = Size.parse(memory)
@@ -450,9 +453,14 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
                          f"llmgw ctl model resources {name} --memory SIZE")
         else:
             size = Size(SERVE_MEMORY)
-            notes.append(f"memory kept: {gb(SERVE_MEMORY / MB)}, since the weights' size is not known here; "
-                         f"change it with llmgw ctl model resources {name} --memory SIZE")
+            unknown = True
+            notes.append(f"memory kept: {gb(SERVE_MEMORY / MB)}, since the weights' size is not known here, until a "
+                         "node has them and says how large they are; then the file and a quarter more"
+                         + (f", and a core for each 512 MB up to {cores}" if cores else "")
+                         + f"; set it yourself with llmgw ctl model resources {name} --memory SIZE")
     profile: dict = {"engine": engine, "memory": str(size), "cpu_cores": cores or 0}
+    if unknown:
+        profile["size_from_weights"] = True
     if gpus:
         profile["gpus"] = {"count": gpus}
     doc: dict = {"name": name, "source": source, "profiles": [profile], "scaling": {"min": min_}}

@@ -34,11 +34,13 @@ from __future__ import annotations
 import heapq
 import secrets
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Callable, Iterable, Sequence
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, Static
 from llmgw.control.catalog.plan import Forget, Lost, Plan, Purge, Start, Stop, Wait
+from llmgw.control.catalog.sizing import sized
 from llmgw.control.catalog.spec import ModelSpec, load_spec
 from llmgw.store import CatalogModel, Replica
 
@@ -67,6 +69,8 @@ class Entry:
     removed: bool = False
     purge: bool = False
     restarts: int = 0
+    weights_bytes: int = 0
+    """The length of its weights as a node reported it; sizes a profile that says size_from_weights."""
 
     @property
     def name(self) -> str:
@@ -251,7 +255,12 @@ class Pass:
     def needs(self, entry: Entry) -> list[Need]:
         found = self._needs.get(entry.name)
         if found is None:
-            found = [Need.of(entry.spec, i) for i in range(len(entry.spec.profiles))]
+            found = []
+            for i, profile in enumerate(entry.spec.profiles):
+                need = Need.of(entry.spec, i)
+                if size := sized(profile, entry.weights_bytes):
+                    need = dc_replace(need, cores=size[0], memory_mb=size[1])
+                found.append(need)
             self._needs[entry.name] = found
         return found
 

@@ -128,6 +128,9 @@ class Profile:
     node_selector: dict[str, str] = field(default_factory=dict)
     """Labels a node must have, every one (`llmgw.role: judge`). A node labelled llmgw.role takes only profiles that select its role."""
 
+    size_from_weights: bool = False
+    """The weights' size was not known when the model was added (`ctl model serve` sets it): `cpu_cores` and `memory` are a first guess, and once a node reports the file's length each replica keeps a core per 512 MB (up to `cpu_cores`) and the file and a quarter more (1 GB at least) of memory instead."""
+
     def validate(self) -> None:
         if self.engine not in KNOWN_ENGINES:
             near = difflib.get_close_matches(self.engine, KNOWN_ENGINES, n=1, cutoff=0.6)
