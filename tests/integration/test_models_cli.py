@@ -7,7 +7,7 @@ import json
 import time
 
 from llmgw.protocol import Heartbeat, Host, Register, to_dict
-from llmgw.store import NodeRecord, open_store
+from llmgw.store import NodeRecord, Replica, open_store
 
 MODEL = """
 name: qwen
@@ -115,3 +115,23 @@ def test_a_context_its_memory_cannot_hold_is_refused_with_the_longest_that_fits(
     removed = server.ctl("ctl", "model", "remove", "echo")
     assert removed.returncode == 0 and removed.stdout.startswith("echo: removed")
     assert [m["name"] for m in json.loads(server.ctl("ctl", "models", "--json").stdout)] == ["qwen"]
+
+
+def test_ctl_replicas_leaves_out_replicas_stopped_over_an_hour_ago_unless_asked_for_all(server):
+    # What four runs of build.py left: old stops beside the replicas that matter now.
+    async def put():
+        store = await open_store(server.store)
+        now = time.time()
+        await store.put_replicas([
+            Replica("r-old", "gone", "id-none", state="stopped", desired="stop", since=now - 7200),
+            Replica("r-recent", "gone", "id-none", state="stopped", desired="stop", since=now - 300),
+            Replica("r-failed", "gone", "id-none", state="failed", since=now - 7200,
+                    message="the engine exited with 1")])
+        await store.close()
+
+    asyncio.run(put())
+    assert {r["id"] for r in server.ctl_json("ctl", "replicas")} == {"r-recent", "r-failed"}
+    assert {r["id"] for r in server.ctl_json("ctl", "replicas", "--all")} == {"r-old", "r-recent", "r-failed"}
+    text = server.ctl("ctl", "replicas").stdout
+    assert "r-old" not in text and "r-recent" in text
+    assert text.splitlines()[-1] == "(1 replica stopped more than an hour ago not shown; --all shows them)"
