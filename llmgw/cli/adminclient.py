@@ -15,13 +15,11 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from llmgw.cli.checkout import ADMIN_TOKEN, checkout_file
 from llmgw.control.token import TokenError, read_token
 
 DEFAULT_ADMIN = "127.0.0.1:9090"
 SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
-# `python3 build.py run` keeps its state in ./var; a ctl run from the
-# checkout finds that server's token without being told.
-CHECKOUT_TOKEN = os.path.join("var", "admin-token")
 
 
 class AdminError(Exception):
@@ -32,19 +30,10 @@ class AdminError(Exception):
         self.status, self.code = status, code
 
 
-def local_config():
-    """This machine's server.yaml ($LLMGW_CONFIG, else /etc/llmgw/server.yaml), or None.
-
-    Its data_dir and admin_token_file say where the admin token is, and
-    listen.admin where the admin API listens: a server set up with another
-    data_dir is found without --token-file (issue 10). One that cannot be
-    read leaves the defaults, and the token's own sentence says what is wrong.
-    """
-    from llmgw.cli.server import SYSTEM_CONFIG
+def _read_config(path: str):
     from llmgw.config.loader import ConfigError
     from llmgw.config.server import load_server_config
 
-    path = os.environ.get("LLMGW_CONFIG") or SYSTEM_CONFIG
     if not os.path.exists(path):
         return None
     try:
@@ -53,19 +42,58 @@ def local_config():
         return None
 
 
+def env_config():
+    """The server.yaml $LLMGW_CONFIG names, or None.
+
+    Its data_dir and admin_token_file say where the admin token is, and
+    listen.admin where the admin API listens: a server set up with another
+    data_dir is found without --token-file (issue 10). One that cannot be
+    read leaves the defaults, and the token's own sentence says what is wrong.
+    """
+    path = os.environ.get("LLMGW_CONFIG")
+    return _read_config(path) if path else None
+
+
+def system_config():
+    """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
+    from llmgw.cli.server import SYSTEM_CONFIG
+
+    return _read_config(SYSTEM_CONFIG)
+
+
+# Where the admin token and address come from, first found wins: the flags,
+# the environment ($LLMGW_TOKEN_FILE, $LLMGW_ADMIN, $LLMGW_CONFIG's
+# server.yaml), the checkout found walking up from the working directory
+# (`python3 build.py run`'s var/, whose server listens on the default
+# address), then /etc/llmgw/server.yaml and the system's defaults.
+
+
+def _located():
+    """(the server.yaml that counts, read or None; the checkout's token or None), by the order above.
+
+    $LLMGW_CONFIG set is that file alone, even when it cannot be read: a
+    person who named a file means it, not the next place along.
+    """
+    if os.environ.get("LLMGW_CONFIG"):
+        return env_config(), None
+    if (found := checkout_file(ADMIN_TOKEN)) is not None:
+        return None, found
+    return system_config(), None
+
+
 def token_file(given: str | None) -> str:
     if given:
         return given
     if os.environ.get("LLMGW_TOKEN_FILE"):
         return os.environ["LLMGW_TOKEN_FILE"]
-    if os.path.exists(CHECKOUT_TOKEN):
-        return CHECKOUT_TOKEN
-    cfg = local_config()
+    cfg, found = _located()
+    if found is not None:
+        return found
     return cfg.admin_token_path if cfg is not None else SYSTEM_TOKEN
 
 
 def admin_address() -> str:
-    cfg = local_config()
+    cfg, _ = _located()
     if cfg is None:
         return DEFAULT_ADMIN
     admin = cfg.listen.admin
@@ -95,7 +123,8 @@ class AdminClient:
             except FileNotFoundError:
                 raise AdminError(
                     f"there is no admin token at {self.token_path}; is llmgw server set up on this "
-                    "machine? (give another with --token-file)") from None
+                    "machine? (in a checkout, `python3 build.py run` makes var/admin-token; elsewhere "
+                    "give the token with --token-file)") from None
             except PermissionError:
                 raise AdminError(f"cannot read the admin token at {self.token_path}: permission denied; "
                                  "run as root or as the llmgw user") from None

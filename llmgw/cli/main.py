@@ -26,10 +26,10 @@ def admin_options() -> argparse.ArgumentParser:
                         help="the admin API's address (default $LLMGW_ADMIN, else server.yaml's listen.admin, "
                              "else 127.0.0.1:9090)")
     common.add_argument("--token-file", metavar="PATH",
-                        help="the admin token (default $LLMGW_TOKEN_FILE, else ./var/admin-token in a checkout, "
-                             "else the one server.yaml names: admin-token in its data_dir, "
-                             "/var/lib/llmgw/admin-token by default; server.yaml is $LLMGW_CONFIG or "
-                             "/etc/llmgw/server.yaml)")
+                        help="the admin token (default $LLMGW_TOKEN_FILE, else the one $LLMGW_CONFIG's "
+                             "server.yaml names, else var/admin-token of the checkout this is run in, found "
+                             "walking up from here as git finds its folder, else the one /etc/llmgw/server.yaml "
+                             "names: admin-token in its data_dir, /var/lib/llmgw/admin-token by default)")
     common.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     return common
 
@@ -67,7 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.run(args) or 0
+        status = args.run(args) or 0
+        # Flushed here, not at exit: a pipe closed before the last of the
+        # output went is then met below rather than as a message at exit.
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # `llmgw ctl audit | head`: the reader has all it wanted. Ended
+        # quietly, as a Unix tool ended by SIGPIPE is (128 + 13), with stdout
+        # pointed at /dev/null so that the flush at exit does not raise again.
+        quiet_stdout()
+        return 141
     except KeyboardInterrupt:
         print("llmgw: interrupted", file=sys.stderr)
         return 130
@@ -80,6 +90,16 @@ def main(argv: list[str] | None = None) -> int:
                         "LLMGW_DEBUG=1 shows where)")
         print(f"llmgw: {sentence}", file=sys.stderr)
         return 1
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for a closed pipe is dropped, not raised at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no stdout to speak of (closed, or replaced by a test)
+        pass
 
 
 if __name__ == "__main__":
