@@ -20,6 +20,7 @@ if sys.version_info < (3, 11):
     sys.exit(1)
 
 import configparser
+import fcntl
 import hashlib
 import json
 import math
@@ -71,7 +72,8 @@ commands:
                      model `sim` and, with --model PATH or
                      hf:ORG/REPO/FILE.gguf[@REV], that GGUF on llama.cpp.
                      Says when each model is ready and how to try it.
-                     Ctrl-C stops both and the node's engines.
+                     Ctrl-C stops both and the node's engines. One run a
+                     directory: a second on the same ./var is refused.
   test [ARGS...]     run the tests (`python -m pytest ARGS`; all of them when
                      no ARGS); pytest's exit status is passed through.
   bench [NAME...]    run each benchmarks/bench_*.py, or those named
@@ -475,6 +477,100 @@ def replica_state(replicas: list[dict]) -> tuple[str, str]:
     return state, line
 
 
+class RunLock:
+    """One `build.py run` a run directory: an flock on DIR/run.lock, holding the holder's pid and URL.
+
+    Two runs on one ./var share the node's identity: the second run's agent
+    adopted the first's engines and stopped them when it gave up (issue 11).
+    The lock, not the file, says whether a run is alive: the kernel lets go
+    of an flock when its holder dies, so the file a crashed run leaves
+    behind never blocks the next one; the pid and URL in it are only for
+    the sentence to the person who started the second run.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = -1
+
+    def take(self, url: str) -> dict | None:
+        """Hold the lock and return None, or leave it and return what the holder wrote ({} when unreadable)."""
+        # Opened without O_TRUNC: the holder's pid and URL must survive a refused opener.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except ValueError:
+                holder = {}  # the holder is between taking the lock and writing to it
+            os.close(fd)
+            return holder if isinstance(holder, dict) else {}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "url": url}).encode() + b"\n", 0)
+        # Close-on-exec: a server or agent that inherited it would hold the
+        # lock after build.py had gone, and refuse the next run for nothing.
+        self.fd = fd
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def listening_inodes(port: int) -> set[str] | None:
+    """The socket inodes listening on PORT (any address), from /proc/net; None where there is no /proc."""
+    found: set[str] = set()
+    seen = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        seen = True
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXADDR:HEXPORT; state 0A is LISTEN; field 9 is the inode.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found if seen else None
+
+
+def group_holds_listener(pgid: int, port: int) -> bool:
+    """Whether a process of process group PGID (a server and its workers) listens on PORT.
+
+    How build.py knows the /health that answers is its own server's, not
+    another's already on the port: the second run of issue 11 took the
+    first run's server for its own. Where /proc cannot say, the answer is
+    yes, as before.
+    """
+    inodes = listening_inodes(port)
+    if inodes is None:
+        return True
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+            # Fields after the command's closing parenthesis: state, ppid, pgrp.
+            if int(stat[stat.rfind(b")") + 2:].split()[2]) != pgid:
+                continue
+            for fd in os.scandir(f"/proc/{entry.name}/fd"):
+                if os.readlink(fd.path) in wanted:
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
 def show(line: str = "") -> None:
     """A line for people to copy (a command), without say()'s prefix."""
     try:
@@ -509,6 +605,7 @@ class Cluster:
         self.client_url = f"http://{dial(self.listen['client'])}"
         self.admin = dial(self.listen["admin"])
         self.token_file = self.dir / "admin-token"
+        self.run_lock = RunLock(self.dir / "run.lock")
         self.children: dict[str, subprocess.Popen] = {}
         self.stopping: list[int] = []
         self.signalled: set[str] = set()
@@ -625,6 +722,7 @@ class Cluster:
         if not self.dir.exists():
             say(f"making {self.named}/ for the server's and the node's data")
             self.dir.mkdir(parents=True)
+        self.lock_run()
         self.where = ["--data-dir", self.named, "--store", f"sqlite:{self.named}/llmgw.db"]
         say("llmgw server init " + " ".join(self.where))
         # Its output read here as well as shown: the API key in it, printed
@@ -639,6 +737,19 @@ class Cluster:
         self.check()
         if rc != 0:
             fail(f"`llmgw server init` failed (exit {exit_status(rc)}); see above", exit_status(rc) or 1)
+
+    def lock_run(self) -> None:
+        """Refuse, before anything is started or written, when another run holds this directory."""
+        holder = self.run_lock.take(f"{self.client_url}/v1")
+        if holder is None:
+            return
+        pid = holder.get("pid")
+        who = f"pid {pid}" if isinstance(pid, int) and pid_alive(pid) else "its pid not yet written"
+        url = holder.get("url") or "its URL not yet written"
+        fail(f"another `build.py run` is already running on {self.named} ({who}, client API {url}); "
+             f"use that one, or stop it (Ctrl-C where it runs) and run again. "
+             f"A second, separate one needs its own directory and ports: "
+             f"{RUN_DIR_ENV}=/tmp/llmgw-2 python3 build.py run --listen-client 127.0.0.1:8081 …")
 
     def init_args(self) -> list[str]:
         """The server's flags init also takes (its listeners and config), so that it prints the right URL."""
@@ -657,8 +768,12 @@ class Cluster:
     def start_server(self) -> None:
         say("llmgw server " + " ".join(self.where + self.server_args) + "   (Ctrl-C stops it and the node)")
         server = self.start("server", [self.llmgw, "server", *self.where, *self.server_args])
+        port = int(self.client_url.rsplit(":", 1)[1])
         deadline = time.monotonic() + 60
-        while not self.answers("/health"):
+        # Ours once our server's process group holds the port: another
+        # server already on it answers /health too, and ours then exits
+        # saying the port is taken (check() in nap() sees that).
+        while not (self.answers("/health") and group_holds_listener(server.pid, port)):
             if time.monotonic() > deadline:
                 self.give_up(f"the server did not answer {self.client_url}/health in 60 s")
             self.nap(0.2)

@@ -214,3 +214,78 @@ def test_an_hf_gguf_is_sized_by_a_head_whose_redirect_is_not_followed(monkeypatc
     assert model["name"] == "model-q4_k_m" and model["source"] == "hf:Org/Repo-GGUF/Model-Q4_K_M.gguf@v2"
     assert model["memory"] == "4096MB"  # 3 GB and a quarter more, at least 1 GB more
     assert model["cores"] == min(os.cpu_count() or 1, 6)
+
+
+def test_a_second_build_run_on_the_same_directory_says_one_runs_and_leaves_the_first_serving(runs, tmp_path):
+    first = runs(tmp_path)
+    assert first.says("sim: ready", timeout=240), first.output()
+    key = first.api_key()
+    running = first.started()
+    engines = [p.pid for p in running if "sim-engine" in " ".join(p.cmdline())]
+    lock = (tmp_path / "var" / "run.lock").read_text()
+
+    # The same directory and the same ports, as a person typing the command again in another terminal.
+    second = subprocess.run([sys.executable, str(ROOT / "build.py"), "run",
+                             *[a for role, port in first.ports.items() for a in (f"--listen-{role}",
+                                                                                f"127.0.0.1:{port}")]],
+                            cwd=tmp_path, env={**os.environ, "LLMGW_RUN_DIR": str(tmp_path / "var")},
+                            capture_output=True, text=True, timeout=120)
+
+    assert second.returncode == 1, second.stdout + second.stderr
+    url = f"http://127.0.0.1:{first.ports['client']}/v1"
+    assert (f"build: another `build.py run` is already running on {tmp_path / 'var'} "
+            f"(pid {first.proc.pid}, client API {url})") in second.stderr
+    assert "llmgw server" not in second.stdout and "agent" not in second.stdout, second.stdout
+    assert (tmp_path / "var" / "run.lock").read_text() == lock
+    # The first run never noticed: the same processes, its engine untouched, still answering.
+    assert len(_left(running)) == len(running)
+    assert [p.pid for p in first.started() if "sim-engine" in " ".join(p.cmdline())] == engines
+    text, _ = wait_for(lambda: _answer(first.client(key), "sim"), timeout=20, interval=0.5)
+    assert text, first.output()
+    assert first.interrupt() == 0, first.output()
+    assert "stopping engine" not in first.output()
+
+
+def test_a_run_whose_lock_holder_crashed_starts_as_usual(runs, tmp_path):
+    first = runs(tmp_path)
+    assert first.says("the control plane is up", timeout=240), first.output()
+    first.kill()  # build.py and everything it started, SIGKILL: run.lock stays behind with a dead pid in it
+    assert (tmp_path / "var" / "run.lock").exists()
+
+    again = runs(tmp_path)
+
+    assert again.says("sim: ready", timeout=240), again.output()
+    assert "already running" not in again.output()
+    assert again.interrupt() == 0, again.output()
+
+
+def test_build_run_does_not_take_another_server_on_its_port_for_its_own(runs, tmp_path):
+    """The second run of issue 11 saw the first run's /health on :8080 and went on as if its server were up."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Healthy(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    run = BuildRun(tmp_path)
+    other = ThreadingHTTPServer(("127.0.0.1", run.ports["client"]), Healthy)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        run.start()
+        assert run.proc.wait(timeout=120) != 0, run.output()
+    finally:
+        run.kill()
+        other.shutdown()
+        other.server_close()
+    out = run.output()
+    assert "the control plane is up" not in out, out
+    assert "joining this machine" not in out and "llmgw agent" not in out, out
+    assert "the server exited with status" in out, out
+    assert f"127.0.0.1:{run.ports['client']}" in out  # the server's own sentence: the port is taken
