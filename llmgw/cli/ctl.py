@@ -171,17 +171,29 @@ def run_audit(args) -> int:
         emit_json(entries)
         return 0
     table(["when", "who", "via", "action", "target", "change"], [
-        (when(e["at"]), e["actor"], e["via"], e["action"], e["target"], _change(e["before"], e["after"]))
+        (when(e["at"]), e["actor"], e["via"], e["action"], e["target"], _change(e["before"], e["after"], e["action"]))
         for e in entries
     ])
     return 0
 
 
-def _change(before, after) -> str:
+# A row of the table stays one readable line: `model.remove` listed every key of
+# the removed model's file (before: its spec, after: {"purge": …}), one very
+# long line. --json keeps the whole record.
+SHOWN_CHANGES = 4
+
+
+def _change(before, after, action: str = "") -> str:
+    if action.endswith((".remove", ".delete")) or (before is not None and after is None):
+        options = after if isinstance(after, dict) else {}
+        return "removed" + (" (" + ", ".join(f"{k}: {_short(v)}" for k, v in sorted(options.items())) + ")"
+                            if options else "")
     if isinstance(before, dict) and isinstance(after, dict):
         keys = sorted(set(before) | set(after))
         parts = [f"{k}: {_short(before.get(k))} → {_short(after.get(k))}" for k in keys
                  if before.get(k) != after.get(k)]
+        if len(parts) > SHOWN_CHANGES:
+            parts = parts[:SHOWN_CHANGES] + [f"and {len(parts) - SHOWN_CHANGES} more (--json shows them)"]
         return "; ".join(parts)
     if before is None:
         return "created"

@@ -135,3 +135,14 @@ def test_ctl_replicas_leaves_out_replicas_stopped_over_an_hour_ago_unless_asked_
     text = server.ctl("ctl", "replicas").stdout
     assert "r-old" not in text and "r-recent" in text
     assert text.splitlines()[-1] == "(1 replica stopped more than an hour ago not shown; --all shows them)"
+
+
+def test_the_audit_row_of_a_removed_model_is_one_short_line(server, tmp_path):
+    server.ctl_json("ctl", "model", "add", "-f", write(tmp_path, MODEL.replace("name: qwen", "name: brief")))
+    assert server.ctl("ctl", "model", "remove", "brief").returncode == 0
+    text = server.ctl("ctl", "audit", "--target", "model:brief").stdout
+    removal = next(line for line in text.splitlines() if "model.remove" in line)
+    assert removal.rstrip().endswith("model:brief  removed (purge: false)"), text
+    # The whole record is still there for scripts.
+    record = server.ctl_json("ctl", "audit", "--target", "model:brief")[0]
+    assert record["before"]["source"] == "/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"
