@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import math
 import time
@@ -128,6 +129,11 @@ def load_from(samples: dict[str, list[float]], read_at: float) -> EngineLoad | N
     )
 
 
+# The failure of an engine never read that is logged: after about 4 + 8 + 16 s
+# of backoff, by when an agent back from the last run has said what is gone.
+NEVER_READ_SAID_AT = 4
+
+
 @dataclasses.dataclass
 class _Backoff:
     failures: int = 0
@@ -144,6 +150,7 @@ class EngineScraper:
         self.timeout = timeout
         self._clock = clock
         self._backoff: dict[str, _Backoff] = {}
+        self._answered: set[str] = set()  # metrics URLs read at least once
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -176,6 +183,7 @@ class EngineScraper:
         for url in list(self._backoff):
             if url not in by_url:
                 del self._backoff[url]  # a replica gone; if it comes back it starts afresh
+        self._answered &= set(by_url)
         now = self._clock()
         due = [url for url in by_url if self._backoff.get(url, _Backoff()).next_at <= now]
         await asyncio.gather(*(self._scrape(url, by_url[url]) for url in due))
@@ -201,10 +209,16 @@ class EngineScraper:
             load = load_from(parse_metrics(body.decode("utf-8", "replace")), self._clock())
             if load is None:
                 raise _Unread("gave none of the running, waiting or KV cache figures")
+        except aiohttp.ClientConnectorError as e:
+            # Not aiohttp's sentence: it carries "ssl:default" and the call's repr.
+            self._failed(url, "nothing listens there" if e.os_error.errno == errno.ECONNREFUSED
+                         else f"cannot connect: {e.os_error.strerror or e.os_error}")
+            return
         except (aiohttp.ClientError, asyncio.TimeoutError, _Unread) as e:
             self._failed(url, str(e) or type(e).__name__)
             return
         self._backoff.pop(url, None)
+        self._answered.add(url)
         for endpoint in endpoints:
             endpoint.load = dataclasses.replace(load)
 
@@ -213,8 +227,12 @@ class EngineScraper:
         state.failures += 1
         delay = min(MAX_BACKOFF, self.interval * 2 ** state.failures)
         state.next_at = self._clock() + delay
-        # Said once as it starts failing, not every round while it stays down.
-        level = logging.INFO if state.failures == 1 else logging.DEBUG
+        # Said once as it starts failing, not every round while it stays down. One
+        # never read yet is most often a replica the store still lists from the last
+        # run, whose agent has not said it is gone (start-up logged every one), or
+        # one still loading: said only if it stays unread for about half a minute.
+        said_at = 1 if url in self._answered else NEVER_READ_SAID_AT
+        level = logging.INFO if state.failures == said_at else logging.DEBUG
         log.log(level, "the engine's metrics at %s could not be read (%s); asking again in %.0f s",
                 url, why, delay)
 

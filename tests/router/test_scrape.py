@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import aiohttp
 import pytest
@@ -181,3 +182,34 @@ async def test_the_scraper_reads_on_its_own_once_started(engines, session):
     finally:
         await scraper.stop()
     assert engines.reads["live"] >= 2 and replica.load.running == 4
+
+
+async def test_a_last_runs_dead_engine_port_is_not_logged_at_start_until_it_stays_dead(session, caplog):
+    # What start-up met: the store still listed the last run's replicas, their ports closed.
+    url = "http://127.0.0.1:9/v1"
+    stale = Endpoint(id=url, model="sim", url=url, upstream_model="sim")
+    clock = Clock()
+    scraper = EngineScraper(session, lambda: [stale], clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="llmgw.router.scrape"):
+        for _ in range(3):
+            await scraper.poll()
+            clock.now += scraper.backoff("http://127.0.0.1:9/metrics")
+        assert [r.levelno for r in caplog.records] == [logging.DEBUG] * 3
+        await scraper.poll()
+    said = caplog.records[-1]
+    assert said.levelno == logging.INFO
+    assert said.getMessage().startswith("the engine's metrics at http://127.0.0.1:9/metrics could not be read "
+                                        "(nothing listens there); asking again in ")
+
+
+async def test_an_engine_that_answered_and_then_went_away_is_logged_at_once(engines, session, caplog):
+    replica = engine(engines, "lost", VLLM)
+    clock = Clock()
+    scraper = EngineScraper(session, lambda: [replica], clock=clock)
+    await scraper.poll()
+    engines.pages["lost"] = 503
+    clock.now += 2
+    with caplog.at_level(logging.INFO, logger="llmgw.router.scrape"):
+        await scraper.poll()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the engine's metrics at {metrics_url(replica.url)} could not be read (answered 503); asking again in 4 s"]
