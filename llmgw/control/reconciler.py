@@ -51,8 +51,12 @@ PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 def parked_message(model: str, why: str) -> str:
-    """What `ctl replicas` and `ctl models` say of a parked replica: why, and the two ways on."""
-    return (f"parked, its weights could not be had: {why.rstrip('.')}. "
+    """What `ctl replicas` and `ctl models` say of a parked replica: why, and the two ways on.
+
+    It starts "parked: " as `build.py run` expects of a replica's message (it shows "STATE on node N: …" with
+    the state said once), so a first run says how to retry or remove the model too.
+    """
+    return (f"parked: its weights could not be had: {why.rstrip('.')}. "
             f"`llmgw ctl restart --model {model}` tries again; `llmgw ctl model remove {model}` removes it")
 
 

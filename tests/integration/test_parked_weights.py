@@ -2,15 +2,19 @@
 
 It was retried without end, each try holding every core of the node while it fetched, so a small model could not
 be placed beside it, and every later run met it again. Now its replica ends parked, saying why and how to retry or
-remove it, and holds nothing.
+remove it, and holds nothing; and a model whose size was not known as it was added keeps what its file needs once
+the node has it, not the guess.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import socket
+from pathlib import Path
 
 from servers import wait_for
-from test_cluster import _answer, _model, _replicas, cluster  # noqa: F401 - the fixture, shared
+from test_cluster import WeightsServer, _answer, _model, _ready_on, _replicas, cluster  # noqa: F401 - the fixture
+from test_cluster import write_tiny_gguf
 
 
 def _closed_port() -> int:
@@ -19,6 +23,14 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _build_py():
+    spec = importlib.util.spec_from_file_location("build_for_parked",
+                                                  Path(__file__).resolve().parents[2] / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_a_model_whose_weights_cannot_be_fetched_is_parked_and_a_small_model_is_placed_beside_it(
@@ -42,11 +54,15 @@ def test_a_model_whose_weights_cannot_be_fetched_is_parked_and_a_small_model_is_
     assert "llmgw ctl restart --model big" in replica["message"]
     assert "llmgw ctl model remove big" in replica["message"]
 
+    # What `build.py run` says of it while it watches the models come up: how to go on, not a state alone.
+    said = _build_py().replica_state(_replicas(cluster, "big"))
+    assert said[0] == "parked" and "llmgw ctl model remove big" in said[1], said
+
     models = cluster.ctl("ctl", "models")
     assert models.returncode == 0, models.stderr
     line = [ln for ln in models.stdout.splitlines() if ln.startswith("big ")][0]
     assert "parked" in line
-    assert "big: parked, its weights could not be had" in models.stdout
+    assert "big: parked: its weights could not be had" in models.stdout
     assert "llmgw ctl model remove big" in models.stdout
 
     # The cores it asked for are free again: a one-core model is placed on the same node and answers.
@@ -65,3 +81,34 @@ def test_a_model_whose_weights_cannot_be_fetched_is_parked_and_a_small_model_is_
     gone, _ = wait_for(lambda: "big" not in {m["name"] for m in cluster.ctl_json("ctl", "models")}, timeout=60,
                        interval=1)
     assert gone
+
+
+def test_a_model_served_without_its_size_keeps_what_its_file_needs_once_fetched_not_every_core(cluster, tmp_path):
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    write_tiny_gguf(weights / "tiny.gguf")
+    served = WeightsServer(weights)
+    try:
+        cluster.agent("node-a")
+        wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
+        (node,) = cluster.ctl_json("ctl", "nodes")
+        # An http(s):// file's size is not known where it is added: every core is asked, as build.py asked for
+        # an hf: file it could not size.
+        added = cluster.ctl("ctl", "model", "serve", f"{served.url}/tiny.gguf", "--engine", "llamacpp",
+                            "--cores", str(node["cores"]), "--context", "512", "--json")
+        assert added.returncode == 0, added.stdout + added.stderr
+
+        def sized():
+            return [r for r in _replicas(cluster, "tiny") if r["cpu_cores"] == 1 and r["desired"] == "run"]
+
+        found, _ = wait_for(sized, timeout=120, interval=1)
+        assert found, _replicas(cluster, "tiny")
+        # The file is a few kilobytes: a core, and the gigabyte kept beside any file.
+        assert 1024 <= found[0]["memory_mb"] <= 1025
+        ready, _ = wait_for(lambda: _ready_on(cluster, "tiny"), timeout=120, interval=1)
+        assert ready, cluster.output()
+        (node,) = cluster.ctl_json("ctl", "nodes")
+        assert node["free"]["cores"] == node["cores"] - 1
+        assert _answer(cluster, "tiny")
+    finally:
+        served.close()

@@ -25,7 +25,7 @@ def _parked_cluster() -> tuple[Cluster, Replica]:
     c = Cluster([node("a", cores=2, memory_gb=8)], [model("big", cores=2, memory="4GB")], policy=Policy(retry_after=30))
     c.step(ready=False)
     (r,) = c.running("big")
-    c.set(r.id, state="parked", since=c.now, message=f"parked, its weights could not be had: {WHY}")
+    c.set(r.id, state="parked", since=c.now, message=f"parked: its weights could not be had: {WHY}")
     return c, r
 
 
