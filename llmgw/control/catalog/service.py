@@ -257,8 +257,13 @@ class Catalog:
                 continue
             await self.audit(actor, "model.restart", f"model:{record.name}", {"restarts": record.restarts},
                              {"restarts": saved.restarts})
-            return {"model": self.model_view(saved, replicas), "replicas": len(running),
-                    "notes": _restart_notes(spec, len(running))}
+            parked = [r for r in running if r.state == "parked"]
+            notes = _restart_notes(spec, len(running) - len(parked)) if len(parked) < len(running) else []
+            if parked:
+                which = "its parked replica is" if len(parked) == 1 else f"its {len(parked)} parked replicas are"
+                notes.insert(0, f"{which} given up and a new one fetches the weights again, carrying on from what "
+                                f"arrived (llmgw ctl replicas --model {spec.name} shows how far it has got)")
+            return {"model": self.model_view(saved, replicas), "replicas": len(running), "notes": notes}
         raise AssertionError("unreachable")
 
     async def remove(self, actor, name: str, purge: bool = False) -> dict[str, Any]:

@@ -75,3 +75,17 @@ async def test_a_model_with_nothing_running_has_nothing_to_restart_and_is_not_ch
                                "afresh)"]
     assert (await store.get_model("qwen")).version == 1
     assert [e.action for e in await store.list_audit()] == ["model.add"]
+
+
+async def test_a_restart_tries_a_parked_replicas_weights_again_and_says_so(catalog, store):
+    await catalog.add(ALICE, {**DOC, "scaling": {"min": 1}})
+    entry = Entry.from_record(await store.get_model("qwen"))
+    await store.put_replicas([Replica("r1", "qwen", "id-n0", state="parked", since=NOW - 60, created_at=NOW - 60,
+                                      profile_hash=entry.spec.profile_hash(0, 0),
+                                      message="parked: its weights could not be had: unreachable")])
+    assert (await catalog.list_models())[0]["state"] == "parked"
+    answer = await catalog.restart(ALICE, "qwen")
+    assert answer["replicas"] == 1
+    assert answer["notes"][0].startswith("its parked replica is given up and a new one fetches the weights again")
+    plan = place([Entry.from_record(await store.get_model("qwen"))], [node("n0")], await store.list_replicas(), NOW)
+    assert [s.shard_id for s in plan.stops] == ["r1"] and len(plan.starts) == 1
