@@ -51,6 +51,9 @@ def register(commands, common) -> None:
 
     from llmgw.cli import usage  # here: it imports client() from this module
     usage.register(sub, common)
+    from llmgw.cli import requests
+
+    requests.register(sub, common)
     from llmgw.cli import guard as guard_cli
 
     guard_cli.register(sub, common)

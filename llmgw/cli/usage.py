@@ -43,7 +43,8 @@ def register(commands, common) -> None:
     export.set_defaults(run=run_export)
 
     record = commands.add_parser("request", parents=[common], help="one request's usage row and its decisions",
-                                 description="One request by its id (the answer's id, or X-Request-Id): "
+                                 description="One request by any id its client was given: the answer's id as "
+                                             "the SDK returns it (chatcmpl-…, msg_…, resp_…) or X-Request-Id: "
                                              "its key, model, tokens, cost, and what decided its path — "
                                              "the endpoint, retries, the limit or breaker that had a say.")
     record.add_argument("id")
@@ -169,6 +170,7 @@ def run_request(args) -> int:
         return 0
     fields([
         ("id", row["id"]),
+        ("answer id", row.get("answer_id")),
         ("when", when(row["at"]) + f" ({row['time']})"),
         ("key", f"{row['key_name']} ({row['key_id']})" if row["key_name"] else row["key_id"]),
         ("project", row["project"] or row["project_id"]),

@@ -82,6 +82,7 @@ class Call:
     # headers and `: waiting` comments sent), which the answer — or a refusal, as an error event — continues.
     prepared: Any = None
     load_wait: float | None = None  # seconds it waited for a replica to load
+    answer_id: str | None = None  # the id the answer gave the client (chatcmpl-…, msg_…, resp_…): router.answerid
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -19,6 +19,7 @@ from aiohttp import web
 from llmgw.account.keycache import Principal
 from llmgw.router import capability, loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
+from llmgw.router.answerid import answer_id, stream_answer_id
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.body import read_json
 from llmgw.router.call import Call, Refuse, replicas_failing
@@ -403,14 +404,17 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
         answer = await guard_whole(call.checker, answer)
     settle_whole(call, engine_answer, answer)
     if shape is MESSAGES:
-        body = orjson.dumps(anth.chat_to_message(answer, model=call.model.name,
-                                                 include_thinking=anth.wants_thinking(call.client_body)))
+        sent = anth.chat_to_message(answer, model=call.model.name,
+                                    include_thinking=anth.wants_thinking(call.client_body))
+        body = orjson.dumps(sent)
     elif shape is RESPONSES:
-        body = orjson.dumps(resp_api.chat_to_response(answer, model=call.model.name, request=call.client_body))
+        sent = resp_api.chat_to_response(answer, model=call.model.name, request=call.client_body)
+        body = orjson.dumps(sent)
     elif call.checker is not None:
-        body = orjson.dumps(answer)
+        sent, body = answer, orjson.dumps(answer)
     else:
-        body = opened.first  # as the engine sent it: no second encoding on the hot path
+        sent, body = answer, opened.first  # as the engine sent it: no second encoding on the hot path
+    call.answer_id = answer_id(sent)
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
@@ -454,9 +458,20 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
     def first_token() -> None:
         call.first_token_at = time.perf_counter()
 
+    looks = 3
+
+    async def write(out: bytes) -> None:
+        # The answer's id is in the first event the client gets: read from the
+        # first writes only, never parsing a whole stream for it.
+        nonlocal looks
+        if looks:
+            call.answer_id = stream_answer_id(out)
+            looks = 0 if call.answer_id else looks - 1
+        await response.write(out)
+
     call.status = 200
     try:
-        await relay(opened.first, opened.response.content.readany, response.write,
+        await relay(opened.first, opened.response.content.readany, write,
                     idle=float(settings.timeouts.idle), transform=transform, on_first=first_token,
                     atransform=atransform)
         ended = scanner.done if scanner else translated.done

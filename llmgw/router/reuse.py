@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.guard.gate import OutputChecker
+from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry
 from llmgw.router.cache import hit_headers, replay_json, replay_stream
 from llmgw.router.cache import key as answer_key
@@ -62,9 +63,11 @@ async def from_cache(router, shape, call: Call) -> web.Response | None:
     if call.stream:
         body = replay_stream(entry, shape.api, model=call.model.name, request=call.client_body,
                              include_usage=call.wants_usage)
+        call.answer_id = stream_answer_id(body)
         return web.Response(body=body, headers={**headers, "Content-Type": "text/event-stream",
                                                 "Cache-Control": "no-cache"})
     body = replay_json(entry, shape.api, model=call.model.name, request=call.client_body)
+    call.answer_id = whole_answer_id(body)
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 

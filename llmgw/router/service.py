@@ -239,7 +239,8 @@ class Router:
             prompt_tokens=call.prompt_tokens, cached_tokens=call.cached_tokens,
             completion_tokens=call.completion_tokens, cost_micros=spent,
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
-            duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail()))
+            duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail(),
+            answer_id=call.answer_id))
 
 
 def _log_event(event: Event) -> None:

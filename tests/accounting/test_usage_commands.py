@@ -155,7 +155,8 @@ async def test_one_request_is_shown_with_its_decisions_and_an_unknown_one_is_a_s
     missing = server.ctl("ctl", "request", "req_nothing")
     assert missing.returncode == 1
     assert missing.stderr.strip() == (
-        "llmgw: there is no request req_nothing in the usage records; a request's row is written "
+        "llmgw: there is no request req_nothing in the usage records; give the answer's id "
+        "(chatcmpl-…, msg_…, resp_…) or its x-request-id. A request's row is written "
         "within a second or so of its answer")
 
 

@@ -2,7 +2,9 @@
 
     GET /api/v1/usage?since=&until=&by=key|project|model   sums per key, project or model
     GET /api/v1/usage/export?format=csv|jsonl&since=&until= every row, streamed
-    GET /api/v1/requests/{id}                              one request and its decisions
+    GET /api/v1/requests?key=&model=&status=&since=&limit= the latest requests, newest first
+    GET /api/v1/requests/{id}                              one request and its decisions, by its
+                                                           x-request-id or its answer's id
 
 Times are epoch seconds; `since` defaults to a day ago, `until` to now.
 """
@@ -36,13 +38,15 @@ EXPORT_PAGE = 1000
 BY = ("key", "project", "model")
 FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 COLUMNS = ("id", "at", "time", "key_id", "project_id", "model", "endpoint", "status", "prompt_tokens",
-           "cached_tokens", "completion_tokens", "cost_micros", "ttft_ms", "duration_ms", "cache", "detail")
+           "cached_tokens", "completion_tokens", "cost_micros", "ttft_ms", "duration_ms", "cache", "detail",
+           "answer_id")
 TOTALS = ("requests", "errors", "prompt_tokens", "cached_tokens", "completion_tokens", "cost_micros")
 
 
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/api/v1/usage", summary)
     router.add_get("/api/v1/usage/export", export)
+    router.add_get("/api/v1/requests", recent_requests)
     router.add_get("/api/v1/requests/{request_id}", request_record)
 
 
@@ -170,9 +174,13 @@ async def request_record(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     request_id = request.match_info["request_id"]
     row = await plane.store.usage_by_id(request_id)
+    if row is None and request_id.startswith("msg_"):
+        # A Responses answer's message item is msg_<x> where the answer is resp_<x>.
+        row = await plane.store.usage_by_id("resp_" + request_id[len("msg_"):])
     if row is None:
-        raise Refused(404, f"there is no request {request_id} in the usage records; a request's row "
-                           "is written within a second or so of its answer", "not_found")
+        raise Refused(404, f"there is no request {request_id} in the usage records; give the answer's id "
+                           "(chatcmpl-…, msg_…, resp_…) or its x-request-id. A request's row is written "
+                           "within a second or so of its answer", "not_found")
     view: dict[str, Any] = asdict(row)
     view["time"] = _iso(row.at)
     view["cost"] = format_money(row.cost_micros)
@@ -184,3 +192,63 @@ async def request_record(request: web.Request) -> web.Response:
         path = await plane.store.project_path(row.project_id)
         view["project"] = None if path is None else str(path)
     return _json(view)
+
+
+# The most rows one listing returns: a tail polls every second, and a person
+# reads a screen, not a year (that is `usage export`).
+MOST_LISTED = 1000
+
+
+async def recent_requests(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    query = request.query
+    try:
+        since = float(query["since"]) if query.get("since") else None
+        limit = int(query.get("limit") or 50)
+    except ValueError:
+        raise Refused(400, "since is a time in seconds since the epoch and limit a whole number",
+                      "invalid_request") from None
+    if not 1 <= limit <= MOST_LISTED:
+        raise Refused(400, f"limit is from 1 to {MOST_LISTED}, not {limit}", "invalid_request")
+    status, errors = _status(query.get("status"))
+    key_id = await _key_id(plane, query["key"]) if query.get("key") else None
+    rows = await plane.store.recent_usage(limit=limit, since=since, key_id=key_id,
+                                          model=query.get("model") or None, status=status, errors=errors)
+    names: dict[str, str | None] = {}
+    out = []
+    for row in rows:
+        view: dict[str, Any] = asdict(row)
+        view["time"] = _iso(row.at)
+        view["cost"] = format_money(row.cost_micros)
+        if row.key_id is not None and row.key_id not in names:
+            key = await plane.store.key_by_id(row.key_id)
+            names[row.key_id] = None if key is None else key.name
+        view["key_name"] = names.get(row.key_id) if row.key_id else None
+        out.append(view)
+    return _json({"rows": out})
+
+
+def _status(text: str | None) -> tuple[int | None, bool]:
+    """A status code (429), or "error" for every status of 400 and up."""
+    if not text:
+        return None, False
+    if text in ("error", "errors"):
+        return None, True
+    if text.isdigit() and 100 <= int(text) <= 599:
+        return int(text), False
+    raise Refused(400, f'status is a code like 429, or "error" for every refusal and failure; not "{text}"',
+                  "invalid_request")
+
+
+async def _key_id(plane: ControlPlane, given: str) -> str:
+    """A key by its id or its name, as people know it."""
+    if await plane.store.key_by_id(given) is not None:
+        return given
+    named = [k for k in await plane.store.list_keys() if k.name == given]
+    if not named:
+        raise Refused(404, f"there is no key with the id or name {given}; `llmgw keys list` shows them",
+                      "not_found")
+    if len(named) > 1:
+        raise Refused(400, f"{len(named)} keys are named {given} ({', '.join(k.id for k in named)}); "
+                           "give the id of the one you mean", "invalid_request")
+    return named[0].id
