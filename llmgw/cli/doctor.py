@@ -2,32 +2,41 @@
 
 from __future__ import annotations
 
-from llmgw.cli.output import emit_json, fields, table
+import sys
+
+from llmgw.cli.output import emit_json, table
 
 
 def register(commands) -> None:
     doctor = commands.add_parser(
         "doctor", help="what this node has, and what to fix before it serves models",
         description="Run on a node: its CPUs, memory (and how fast it reads, measured now), disks, GPUs "
-                    "(or why there are none), the engines found on PATH, and problems a person can act "
+                    "(or why there are none), the engines it would run, and problems a person can act "
                     "on: agent.yaml unreadable, a directory the agent can't write, a control plane "
-                    "that does not answer, a GPU in the wrong slot. Exit 0 with no problems, 1 with any.")
+                    "that does not answer, a GPU in the wrong slot, an engine program that does not run. "
+                    "Each check is printed as it is done. Exit 0 with no problems, 1 with any.")
     doctor.add_argument("--config", metavar="PATH",
-                        help="the agent's configuration (default /etc/llmgw/agent.yaml where it exists)")
+                        help="the agent's configuration (default var/node/agent.yaml of the checkout this is "
+                             "run in, found walking up from here as git finds its folder, else "
+                             "/etc/llmgw/agent.yaml where it exists)")
     doctor.add_argument("--no-bandwidth", action="store_true",
-                        help="skip measuring the memory's read rate (it reads up to 2 GB for a second or two)")
+                        help="skip measuring the memory's read rate (it reads up to 2 GB, a few seconds)")
     doctor.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     doctor.set_defaults(run=run)
 
 
 def run(args) -> int:
     from llmgw.agent.discovery.doctor import examine
+    from llmgw.cli.checkout import AGENT_CONFIG, checkout_file
 
-    report = examine(args.config, measure=not args.no_bandwidth)
+    path, origin = args.config, "given" if args.config else ""
+    if path is None and (found := checkout_file(AGENT_CONFIG)) is not None:
+        path, origin = found, "checkout"
     if args.json:
+        report = examine(path, measure=not args.no_bandwidth, config_origin=origin)
         emit_json(report.as_dict())
     else:
-        show(report)
+        report = examine(path, measure=not args.no_bandwidth, config_origin=origin, on_step=show_step)
     return 1 if report.problems else 0
 
 
@@ -35,18 +44,32 @@ def _gb(mb: float) -> str:
     return f"{mb / 1024:.1f} GB"
 
 
-def show(report) -> None:
+def _field(key: str, value: str) -> None:
+    # One width for the fields of every step, printed apart: "memory reads:" is the longest key.
+    print(f"{key + ':':<13} {value}")
+
+
+def show_step(name: str, report) -> None:
+    """Print what the check `name` found, as soon as it is done; flushed, since a pipe or a
+    file would otherwise hold it until the end."""
+    {"config": _show_config, "host": _show_host, "engines": _show_engines,
+     "control planes": _show_control_planes, "measuring": _show_measuring,
+     "memory reads": _show_end}[name](report)
+    sys.stdout.flush()
+
+
+def _show_config(report) -> None:
+    cfg = report.config
+    how = {"checkout": " (this checkout's, found walking up from here)"}.get(cfg.get("origin", ""), "")
+    _field("config", cfg["path"] + how + ("" if cfg.get("read") else " (not read)"))
+
+
+def _show_host(report) -> None:
     h, mem = report.host, report.memory
-    bw = f"{mem['bandwidth_gbs']:.1f} GB/s" if mem.get("bandwidth_gbs") else (
-        "not measured" if not mem.get("bandwidth_reader") else "not measured: too little free memory")
-    fields([
-        ("node", h["hostname"]),
-        ("os", f"{h['os']} (kernel {h['kernel']}, {h['arch']})"),
-        ("cpu", f"{h['cpu_model']}: {h['cpu_cores']} cores, {h['cpu_threads']} threads"),
-        ("memory", f"{_gb(mem['total_mb'])}, {_gb(mem['available_mb'])} available"),
-        ("memory reads", bw),
-        ("config", report.config["path"] + ("" if report.config.get("read") else " (not read)")),
-    ])
+    _field("node", h["hostname"])
+    _field("os", f"{h['os']} (kernel {h['kernel']}, {h['arch']})")
+    _field("cpu", f"{h['cpu_model']}: {h['cpu_cores']} cores, {h['cpu_threads']} threads")
+    _field("memory", f"{_gb(mem['total_mb'])}, {_gb(mem['available_mb'])} available")
     print()
     table(["disk", "device", "free", "total"],
           [(s["path"], s["device"], f"{s['free_bytes'] / 1e9:.1f} GB", f"{s['total_bytes'] / 1e9:.1f} GB")
@@ -60,13 +83,40 @@ def show(report) -> None:
                 ",".join(str(p) for p in g["nvlink_peers"]) or "-") for g in report.gpus])
     else:
         print("GPUs: none" + (f": {h['gpu_note']}" if h.get("gpu_note") else ""))
+
+
+def _show_engines(report) -> None:
     print()
-    table(["engine", "program"], [(name, path or "not on PATH") for name, path in report.engines.items()])
+
+    def program(name: str, path: str) -> str:
+        note = report.engine_notes.get(name, "")
+        if path:
+            return f"{path} ({note})" if note else path
+        if name == "llamacpp" and note:
+            return f"not installed yet: {note}"
+        return "not on PATH" + (f"; {note}" if note else "")
+
+    table(["engine", "program"], [(name, program(name, path)) for name, path in report.engines.items()])
+
+
+def _show_control_planes(report) -> None:
     if report.control_planes:
         print()
         table(["control plane", "reachable", "detail"],
               [(cp["address"], "yes" if cp["reachable"] else "no",
                 f"{cp['ms']} ms" if cp["reachable"] else cp["error"]) for cp in report.control_planes])
+
+
+def _show_measuring(report) -> None:
+    print()
+    print("measuring how fast the memory reads (up to 2 GB, a few seconds; --no-bandwidth skips it) …")
+
+
+def _show_end(report) -> None:
+    mem = report.memory
+    if mem.get("bandwidth_reader"):
+        _field("memory reads", f"{mem['bandwidth_gbs']:.1f} GB/s" if mem.get("bandwidth_gbs")
+               else "not measured: too little free memory")
     for note in report.notes:
         print(f"\nnote: {note}")
     print()

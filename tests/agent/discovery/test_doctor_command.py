@@ -125,3 +125,76 @@ def test_memory_bandwidth_is_measured_on_the_spot(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     line = next(l for l in r.stdout.splitlines() if l.startswith("memory reads:"))
     assert line.endswith(" GB/s") and float(line.split()[2]) > 0.5
+
+
+def test_doctor_run_in_a_subfolder_of_a_checkout_reads_its_var_node_agent_yaml(tmp_path):
+    # As `python3 build.py run` leaves a checkout: the node's agent.yaml in var/node.
+    node = tmp_path / "var" / "node"
+    node.mkdir(parents=True)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        config = agent_yaml(node, control_planes=[f"127.0.0.1:{port}"])
+        deep = tmp_path / "docs" / "guides"
+        deep.mkdir(parents=True)
+        r = subprocess.run([sys.executable, "-m", "llmgw", "doctor", "--no-bandwidth"], capture_output=True,
+                           text=True, timeout=120, cwd=str(deep), env={**os.environ, "PATH": clean_path(tmp_path)})
+    finally:
+        listener.close()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0] == f"config:       {config} (this checkout's, found walking up from here)"
+    assert "/etc/llmgw/agent.yaml" not in r.stdout
+    assert f"127.0.0.1:{port}  yes" in r.stdout
+
+
+def test_llama_cpp_not_on_path_is_said_to_be_installed_by_the_agent_and_is_no_problem(tmp_path):
+    r = doctor("--config", agent_yaml(tmp_path), "--no-bandwidth", path=clean_path(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("llamacpp"))
+    assert "not installed yet: the agent installs it when a model first needs it" in row, row
+    assert str(tmp_path / "state" / "engines") in row and "not on PATH" not in row
+    assert "no problems found" in r.stdout
+
+
+def test_a_llama_server_that_does_not_run_is_a_problem(tmp_path):
+    broken = tmp_path / "bin" / "llama-server"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'error while loading shared libraries: libcuda.so.1' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    r = doctor("--config", agent_yaml(tmp_path), "--no-bandwidth", path=clean_path(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (f"llama-server at {broken} does not run: error while loading shared libraries: libcuda.so.1"
+            in r.stdout)
+
+
+def test_doctor_prints_each_check_as_it_is_done(tmp_path):
+    # A llama-server whose --version waits for the test: while it waits, the
+    # checks done before it must already be on the screen.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    server = tmp_path / "bin" / "llama-server"
+    server.parent.mkdir()
+    server.write_text(f"#!/bin/sh\ncat {gate}\n")
+    server.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "llmgw", "doctor", "--config", agent_yaml(tmp_path),
+                             "--no-bandwidth"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PATH": clean_path(tmp_path)})
+    try:
+        seen = []
+        while not seen or not seen[-1].startswith("GPUs"):
+            line = proc.stdout.readline()
+            assert line, f"doctor ended before its checks were done: {seen} {proc.stderr.read()}"
+            seen.append(line)
+        assert seen[0].startswith("config:") and any(line.startswith("memory:") for line in seen)
+        assert proc.poll() is None  # still waiting on llama-server: what came was printed as it went
+        with open(gate, "w") as g:
+            g.write("version: 6123 (a1b2c3d)\nbuilt with cc\n")
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, rest + err
+    assert f"{server} (b6123 (a1b2c3d))" in rest
