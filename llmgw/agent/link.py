@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import ssl as ssl_module
 import time
 from typing import Any, Callable, Protocol
@@ -21,6 +20,7 @@ from typing import Any, Callable, Protocol
 import aiohttp
 
 from llmgw import __version__
+from llmgw.connecterror import connect_failure
 from llmgw.protocol import (
     GPU,
     Error,
@@ -201,11 +201,6 @@ def _why(e: BaseException) -> str:
         return "did not answer in time"
     if isinstance(e, aiohttp.WSServerHandshakeError):
         return f"refused the connection ({e.status} {e.message})"
-    if isinstance(e, aiohttp.ClientConnectorCertificateError):
-        return f"its certificate was not accepted ({e.certificate_error})"
     if isinstance(e, aiohttp.ClientConnectorError):
-        # aiohttp's own sentence carries the SSL context's repr ("ssl:<ssl.SSLContext
-        # object at 0x7f…>"), which every stop of a control plane put in the log.
-        errno = e.os_error.errno
-        return f"cannot connect ({os.strerror(errno) if errno else e.os_error.strerror or type(e.os_error).__name__})"
+        return connect_failure(e)
     return str(e) or type(e).__name__

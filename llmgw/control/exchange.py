@@ -44,6 +44,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.accounting.ratelimit import RESOLUTION
+from llmgw.connecterror import connect_failure
 from llmgw.control.routes import from_doc, to_doc
 from llmgw.control.trust.tls import peer_control_plane
 
@@ -217,6 +218,9 @@ class Exchange:
                     message = (reply.get("error") or {}).get("message") or f"HTTP {r.status}"
                     self._failed(f"the leader at {address} answered: {message}")
                     return False
+        except aiohttp.ClientConnectorError as e:
+            self._failed(f"the leader at {address} did not answer: {connect_failure(e)}")
+            return False
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
             self._failed(f"the leader at {address} did not answer ({type(e).__name__}: {e})")
             return False

@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 
 import aiohttp
 
+from llmgw.connecterror import connect_failure
 from llmgw.router.endpoint import EngineLoad, Endpoint
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class EngineScraper:
         except aiohttp.ClientConnectorError as e:
             # Not aiohttp's sentence: it carries "ssl:default" and the call's repr.
             self._failed(url, "nothing listens there" if e.os_error.errno == errno.ECONNREFUSED
-                         else f"cannot connect: {e.os_error.strerror or e.os_error}")
+                         else connect_failure(e))
             return
         except (aiohttp.ClientError, asyncio.TimeoutError, _Unread) as e:
             self._failed(url, str(e) or type(e).__name__)
