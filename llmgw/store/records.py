@@ -222,7 +222,8 @@ class ControlPlaneAddress:
     updated_at: float
 
 
-REPLICA_STATES = ("pending", "starting", "ready", "draining", "stopped", "failed")
+# "parked": the leader's own, not an agent's: its weights could not be had, and it waits for a retry or removal.
+REPLICA_STATES = ("pending", "starting", "ready", "draining", "stopped", "failed", "parked")
 DESIRED = ("run", "stop")
 
 
@@ -267,11 +268,13 @@ class NodeRecord:
 class Replica:
     """One shard the leader placed. `id` is the shard id the agent knows it by.
 
-    `state` is the agent's last word (pending until the agent has it);
+    `state` is the agent's last word (pending until the agent has it;
+    parked where its word was that the weights could not be had);
     `desired` is the leader's ("stop" once it decided to stop it).
     `cpu_cores`, `memory_mb`, `gpus` (card indexes) and `gpu_memory_mb`
     (on each card; 0 is the whole card) are what it holds on its node, as
-    it was started. `profile_hash` is what it was started with, so a model
+    it was started, or as its weights' length says once known for a model
+    added without its size. `profile_hash` is what it was started with, so a model
     changed since is seen to need a replacement. `replaces` names the
     replica this one is to take over from once ready.
     """
