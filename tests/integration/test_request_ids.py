@@ -74,6 +74,25 @@ def test_every_id_an_sdk_returns_finds_its_request_with_ctl_request(gw):
     assert found(gw, item.id)["answer_id"] == response.id
 
 
+def test_an_answer_replayed_from_the_cache_is_found_by_its_id_as_the_request_that_replayed_it(gw):
+    assert gw.ctl("keys", "cache", "--project", "Default/default/default", "--ttl", "1h").returncode == 0
+
+    def hit():
+        raw = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
+        return raw if raw.headers.get("x-llmgw-cache") == "hit" else None
+
+    # The setting reaches the router within its next read; misses until then.
+    again, _ = wait_for(hit, timeout=15, interval=0.5)
+    assert again is not None, "the answer cache never answered"
+    request_id, given = again.headers["x-request-id"], again.parse().id
+
+    def the_hit():
+        row = found(gw, given)
+        return row if row and row["id"] == request_id else None
+    row, _ = wait_for(the_hit, timeout=10, interval=0.3)
+    assert row is not None and row["cache"] == "hit" and row["answer_id"] == given
+
+
 def test_an_id_that_is_no_requests_is_a_sentence_naming_the_ids_that_work(gw):
     done = gw.ctl("ctl", "request", "chatcmpl-nothing")
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -93,6 +112,10 @@ def test_ctl_requests_lists_the_latest_requests_filtered_by_model_and_status(gw)
     assert [r["answer_id"] for r in listed("--model", "qwen")] == [answer.id]
     assert [r["status"] for r in listed("--status", "error")] == [404]
     assert [r["status"] for r in listed("--status", "200")] == [200]
+    # By the key's name, as people know it; the unknown model's 404 was asked with a valid key, so it is the key's too.
+    assert [r["status"] for r in listed("--key", "first key")] == [200, 404]
+    unknown = gw.ctl("ctl", "requests", "--key", "nosuch")
+    assert unknown.returncode == 1 and "there is no key with the id or name nosuch" in unknown.stderr
     table = gw.ctl("ctl", "requests", "--model", "qwen")
     assert table.returncode == 0 and answer.id in table.stdout and "404" not in table.stdout
     refused = gw.ctl("ctl", "requests", "--status", "lots")
