@@ -9,7 +9,8 @@ Prints:
   firstrun_first_answer_s: from `python3 build.py run` to the first answered chat completion
   firstrun_venv_mb: the size of the clone's .venv
   firstrun_packages: how many distributions pip installed there
-  firstrun_pip_downloaded / firstrun_pip_cached: wheels pip fetched, and took from its cache
+  firstrun_pip_downloaded / _cached / _local: wheels pip fetched, took from its cache, and took from
+    a folder or file:// index pip.conf names
 
 A fresh venv is made every time, but pip's cache (~/.cache/pip) is used as
 it is: downloading every wheel on a cold cache can pass this bench's
@@ -129,6 +130,7 @@ def main() -> int:
         print(f"firstrun_packages: {len(names)} packages")
         print(f"firstrun_pip_downloaded: {sum(' Downloading ' in line for line in pip_lines)} wheels")
         print(f"firstrun_pip_cached: {sum(' Using cached ' in line for line in pip_lines)} wheels")
+        print(f"firstrun_pip_local: {sum(' Processing ' in line for line in pip_lines)} wheels")
         unwanted = [n for n in NOT_FOR_RUN if n in names]
         if unwanted:
             print(f"bench_firstrun: `build.py run` installed {', '.join(unwanted)}, which only `build.py test` "
