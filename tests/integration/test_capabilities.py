@@ -9,8 +9,10 @@ import urllib.request
 import anthropic
 import openai
 import pytest
+import yaml
 
-from servers import write_config
+from nodes import AgentProcess
+from servers import wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 PICTURE = [{"role": "user", "content": [
@@ -106,3 +108,40 @@ def test_an_engine_refusing_with_501_leaves_the_breaker_closed_and_the_model_ans
         assert failed.value.status_code == 501
     assert gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=2).choices
     assert breaker_state(gw) == "closed"
+
+
+def test_a_catalog_model_says_what_it_does_and_its_replica_is_never_asked_for_the_rest(server, tmp_path):
+    # A sim replica placed by the catalog, declared chat-only: the engine itself would answer embeddings.
+    (tmp_path / "engines").mkdir()
+    agent = AgentProcess(tmp_path, "node-a").join(server, engines_dir=tmp_path / "engines")
+    agent.start()
+    try:
+        for doc in ({"name": "talk", "capabilities": ["chat", "completions"],
+                     "profiles": [{"engine": "sim", "cpu_cores": 1, "memory": "256MB"}]},
+                    {"name": "qwen", "source": "/models/qwen.gguf", "scaling": {"min": 0, "on_demand": {}},
+                     "profiles": [{"engine": "llamacpp", "cpu_cores": 1, "memory": "1GB"}]}):
+            path = tmp_path / f"{doc['name']}.yaml"
+            path.write_text(yaml.safe_dump(doc))
+            done = server.ctl("ctl", "model", "add", "-f", str(path))
+            assert done.returncode == 0, done.stdout + done.stderr
+        client = openai.OpenAI(api_key=server.first_key, base_url=server.client_url + "/v1", max_retries=0)
+
+        def ready():
+            try:
+                return client.chat.completions.create(model="talk", messages=CHAT, max_tokens=2).choices
+            except openai.APIStatusError:
+                return None
+        wait_for(ready, timeout=60, interval=0.5)
+        listed = {m.id: m.model_extra["capabilities"] for m in client.models.list().data}
+        assert listed == {"talk": ["chat", "completions"], "qwen": ["chat", "completions", "tools", "thinking"]}
+        for model in ("talk", "qwen"):
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.embeddings.create(model=model, input="hello")
+            assert refused.value.body["code"] == "unsupported_capability"
+        assert refused.value.body["message"].startswith("qwen does chat, completions, tools and thinking, "
+                                                        "not embeddings; ")
+        assert client.chat.completions.create(model="talk", messages=CHAT, max_tokens=2).choices[0].message.content
+        # The on-demand llama.cpp model was not loaded to be asked: a refusal asks for no replica.
+        assert all(r["model"] != "qwen" for r in server.ctl_json("ctl", "replicas"))
+    finally:
+        agent.stop(stop_engines=True)
