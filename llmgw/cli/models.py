@@ -219,7 +219,8 @@ def run_show(args) -> int:
         emit_json(model)
         return 0
     fields([("name", model["name"]), ("state", model["state"]), ("version", model["version"]),
-            ("replicas", f"{model['replicas']['ready']} ready of {model['replicas']['running']}")])
+            ("replicas", f"{model['replicas']['ready']} ready of {model['replicas']['running']}"),
+            ("capabilities", ", ".join(model.get("capabilities") or []) or "none")])
     print()
     print(yaml.safe_dump(model["spec"], sort_keys=False).rstrip())
     if model.get("replica_list"):

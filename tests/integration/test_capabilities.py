@@ -141,6 +141,9 @@ def test_a_catalog_model_says_what_it_does_and_its_replica_is_never_asked_for_th
         assert refused.value.body["message"].startswith("qwen does chat, completions, tools and thinking, "
                                                         "not embeddings; ")
         assert client.chat.completions.create(model="talk", messages=CHAT, max_tokens=2).choices[0].message.content
+        assert {m["name"]: m["capabilities"] for m in server.ctl_json("ctl", "models")} == listed
+        shown = server.ctl("ctl", "model", "show", "qwen")
+        assert "capabilities: chat, completions, tools, thinking\n" in shown.stdout, shown.stdout
         # The on-demand llama.cpp model was not loaded to be asked: a refusal asks for no replica.
         assert all(r["model"] != "qwen" for r in server.ctl_json("ctl", "replicas"))
     finally:

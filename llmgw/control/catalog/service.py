@@ -14,6 +14,7 @@ import dataclasses
 import time
 from typing import Any, Awaitable, Callable
 
+from llmgw.config import capabilities
 from llmgw.control.catalog import changes
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
@@ -111,6 +112,8 @@ class Catalog:
         engines = [p.get("engine") for p in spec.get("profiles") or [] if isinstance(p, dict)]
         return {
             "name": record.name, "aliases": spec.get("aliases") or [], "state": state, "engines": engines,
+            "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [], engines,
+                                                          spec.get("role") or "")),
             "source": spec.get("source", ""), "context_length": spec.get("context_length", 0),
             "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),
             "scaling": {"min": lo, "max": int(scaling.get("max", 0)) or lo, "on_demand": on_demand},
