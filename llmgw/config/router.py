@@ -6,6 +6,7 @@ string under each field is its entry in docs/reference.md.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
@@ -324,7 +325,7 @@ class ModelSettings:
         if self.name in self.fallbacks:
             raise Invalid("fallbacks", f"{self.name} cannot fall back to itself")
 
-    @property
+    @functools.cached_property
     def can(self) -> tuple[str, ...]:
-        """Its capabilities in force: as given, or all of them when none are."""
+        """Its capabilities in force: as given, or all of them when none are (kept: read on every request)."""
         return ordered(self.capabilities) if self.capabilities else CAPABILITIES
