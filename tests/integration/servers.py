@@ -184,3 +184,18 @@ def write_config(path: Path, doc: dict) -> str:
 
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return str(path)
+
+
+def serving_with_first_key(server):
+    """Initialises and starts `server`, keeping the key `server init` made as `.key` and SDK clients for it
+    as `.openai` and `.anthropic` (no retries: a test sees the first answer)."""
+    import anthropic
+    import openai
+
+    done = server.init("--json")
+    assert done.returncode == 0, done.stderr
+    server.key = json.loads(done.stdout)["key"]["key"]
+    server.start()
+    server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
+    server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
+    return server

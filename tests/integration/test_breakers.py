@@ -9,7 +9,7 @@ import urllib.request
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from servers import serving_with_first_key, wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 POISON = [{"role": "user", "content": "Please crash the engine."}]
@@ -19,12 +19,7 @@ POISON = [{"role": "user", "content": "Please crash the engine."}]
 def gateway(servers, tmp_path):
     def make(models: list[dict], **cluster):
         server = servers("gw", config=write_config(tmp_path / "gw.yaml", {"models": models, **cluster}))
-        done = server.init("--json")
-        assert done.returncode == 0, done.stderr
-        server.key = json.loads(done.stdout)["key"]["key"]
-        server.start()
-        server.openai = client(server, server.key)
-        return server
+        return serving_with_first_key(server)
 
     return make
 

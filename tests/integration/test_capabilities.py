@@ -3,7 +3,6 @@ and a request for anything else is refused with a sentence before the engine is 
 
 from __future__ import annotations
 
-import json
 import urllib.request
 
 import anthropic
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from nodes import AgentProcess
-from servers import wait_for, write_config
+from servers import serving_with_first_key, wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 PICTURE = [{"role": "user", "content": [
@@ -24,13 +23,7 @@ PICTURE = [{"role": "user", "content": [
 def gateway(servers, tmp_path):
     def make(models: list[dict], **cluster):
         server = servers("gw", config=write_config(tmp_path / "gw.yaml", {"models": models, **cluster}))
-        done = server.init("--json")
-        assert done.returncode == 0, done.stderr
-        server.key = json.loads(done.stdout)["key"]["key"]
-        server.start()
-        server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
-        server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
-        return server
+        return serving_with_first_key(server)
 
     return make
 

@@ -13,7 +13,7 @@ import anthropic
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from servers import serving_with_first_key, wait_for, write_config
 
 
 @pytest.fixture
@@ -23,13 +23,7 @@ def gateway(servers, tmp_path):
     def make(models: list[dict], name: str = "gw", **cluster) -> object:
         config = write_config(tmp_path / f"{name}.yaml", {"models": models, **cluster})
         server = servers(name, config=config)
-        done = server.init("--json")
-        assert done.returncode == 0, done.stderr
-        server.key = json.loads(done.stdout)["key"]["key"]
-        server.start()
-        server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
-        server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
-        return server
+        return serving_with_first_key(server)
 
     return make
 

@@ -15,11 +15,10 @@ import subprocess
 import sys
 import threading
 
-import anthropic
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from servers import serving_with_first_key, wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 
@@ -29,13 +28,7 @@ def gw(servers, engines, tmp_path):
     engine = engines("qwen")
     config = write_config(tmp_path / "gw.yaml", {"models": [{"name": "qwen", "endpoints": [engine.url]}]})
     server = servers("gw", config=config)
-    done = server.init("--json")
-    assert done.returncode == 0, done.stderr
-    server.key = json.loads(done.stdout)["key"]["key"]
-    server.start()
-    server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
-    server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
-    return server
+    return serving_with_first_key(server)
 
 
 def found(server, given_id: str) -> dict | None:
