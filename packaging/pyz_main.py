@@ -1,11 +1,12 @@
 """The bootstrap of dist/llmgw.pyz: unpack once, then run `llmgw`.
 
-The archive carries llmgw and its pinned dependencies under lib/. Several of
-those (apsw, asyncpg, orjson, uvloop, cryptography, psutil) are native
-extension modules, which Python cannot import from inside a zip file. So the
-first start unpacks lib/ into a cache directory named after the archive's
-contents, and every start after that finds it there and only puts it first
-on sys.path. Built by `python3 build.py dist`; see packaging/README.md.
+The archive carries llmgw and its pure-Python dependencies under lib/, and
+the compiled ones (apsw, asyncpg, orjson, uvloop, psutil, …) under
+lib-cp311/, lib-cp312/, … one per CPython version it was built for. Python
+cannot import native extension modules from inside a zip file. So the first
+start unpacks lib/ and its own version's directory into a cache directory
+named after the archive's contents and that version, and every start after
+that finds it there and only puts it first on sys.path. Built by `python3 build.py dist`; see packaging/README.md.
 
 Standard library only, and nothing imported from lib/ before it is on the
 path.
@@ -50,27 +51,43 @@ def _content_hash(zf):
     return digest.hexdigest()[:16]
 
 
-def _check_interpreter(zf):
+def _choose_version(zf):
+    """The lib-cpXY/ directory of compiled modules for this interpreter, or a refusal.
+
+    One archive carries the pure-Python dependencies once, in lib/, and the
+    compiled ones once per CPython version it was built for; the running
+    interpreter takes its own. Checked before anything is unpacked, since
+    native modules built for another version fail as an obscure ImportError
+    from deep inside cryptography.
+    """
     try:
         built = json.loads(zf.read("pyz-built-for.json"))
     except (KeyError, ValueError):
-        return
+        _say("this archive has no pyz-built-for.json; it was not made by `python3 build.py dist`.")
+        sys.exit(1)
+    python = "%d.%d" % sys.version_info[:2]
+    carried = built.get("pythons") or []
     here = {
-        "python": "%d.%d" % sys.version_info[:2],
         "implementation": sys.implementation.name,
         "machine": platform.machine(),
         "system": platform.system(),
     }
     if any(built.get(key) != value for key, value in here.items()):
         _say(
-            "this llmgw.pyz was built for %s %s on %s %s, and this is %s %s on %s %s "
-            "(%s); its native modules will not load here. Run it with python%s, or build "
-            "one on this machine with `python3 build.py dist`."
-            % (built.get("implementation"), built.get("python"), built.get("system"), built.get("machine"),
-               here["implementation"], here["python"], here["system"], here["machine"],
-               sys.executable, built.get("python"))
+            "this llmgw.pyz was built for %s on %s %s, and this is %s %s on %s %s (%s); its "
+            "native modules will not load here. Build one on this machine with `python3 build.py dist`."
+            % (built.get("implementation"), built.get("system"), built.get("machine"),
+               here["implementation"], python, here["system"], here["machine"], sys.executable)
         )
         sys.exit(1)
+    if python not in carried:
+        _say(
+            "this llmgw.pyz carries the compiled modules for CPython %s, not for %s (%s); run it "
+            "with python%s, or build one that carries %s with `python3 build.py dist --python %s`."
+            % (", ".join(carried), python, sys.executable, carried[-1] if carried else "3", python, python)
+        )
+        sys.exit(1)
+    return "lib-cp%d%d" % sys.version_info[:2]
 
 
 def _is_safe(path):
@@ -155,8 +172,8 @@ def _remove_stale(cache):
                 pass
 
 
-def _unpack(zf, cache, final):
-    """Unpack lib/ into final, all at once or not at all.
+def _unpack(zf, cache, final, dirs):
+    """Unpack dirs (lib/ and this version's lib-cpXY/) into final, all at once or not at all.
 
     Into a temporary directory beside it first, then renamed: two processes
     starting together (a server and a mirror on one machine, a test that
@@ -167,10 +184,10 @@ def _unpack(zf, cache, final):
     tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=cache)
     try:
         for info in zf.infolist():
-            if not info.filename.startswith("lib/") or info.is_dir():
+            top, _, rel = info.filename.partition("/")
+            if top not in dirs or info.is_dir():
                 continue
-            rel = info.filename[len("lib/"):]
-            parts = rel.split("/")
+            parts = [top] + rel.split("/")
             if not rel or rel.startswith("/") or ".." in parts:
                 raise OSError("unexpected member %r in the archive" % info.filename)
             dest = os.path.join(tmp, *parts)
@@ -196,15 +213,21 @@ def main():
         _say("cannot read the archive %s: %s" % (archive, error))
         sys.exit(1)
     with zf:
-        _check_interpreter(zf)
+        compiled = _choose_version(zf)
         cache = _cache_dir()
-        final = os.path.join(cache, "pyz-" + _content_hash(zf))
+        # One directory per archive and version: each unpacks only its own
+        # compiled modules, and two versions on one machine share nothing
+        # that either could be halfway through writing.
+        final = os.path.join(cache, "pyz-%s-%s" % (_content_hash(zf), compiled[len("lib-"):]))
         if not os.path.isdir(final):
-            _unpack(zf, cache, final)
+            _unpack(zf, cache, final, ("lib", compiled))
 
     # The unpacked tree replaces the archive on the path, so nothing is ever
-    # imported from the zip by accident.
-    sys.path[:] = [final] + [p for p in sys.path if os.path.abspath(p or ".") != archive]
+    # imported from the zip by accident; this version's compiled modules
+    # first, then what every version shares.
+    sys.path[:] = [os.path.join(final, compiled), os.path.join(final, "lib")] + [
+        p for p in sys.path if os.path.abspath(p or ".") != archive
+    ]
     # For llmgw starting itself again (`llmgw sim-engine`, `llmgw
     # strata-serve`): [sys.executable, $LLMGW_PYZ, ...] is the same program.
     os.environ["LLMGW_PYZ"] = archive
