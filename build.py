@@ -1163,22 +1163,69 @@ def this_platform() -> dict:
     return json.loads(probe.stdout)
 
 
+# Run by .venv's python over a target folder: the requirements of what is
+# installed there, their markers evaluated for the target version, that
+# nothing there satisfies. Standard library and pip's own vendored packaging.
+MISSING_FOR_VERSION = """
+import json, pathlib, sys
+from email.parser import Parser
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name
+target, version = pathlib.Path(sys.argv[1]), sys.argv[2]
+env = {"python_version": version, "python_full_version": version + ".0"}
+metas = [Parser().parsestr(p.read_text()) for p in target.glob("*.dist-info/METADATA")]
+have = {canonicalize_name(m["Name"]) for m in metas}
+missing = set()
+for meta in metas:
+    for line in meta.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate(dict(env, extra="")):
+            continue
+        if canonicalize_name(req.name) not in have:
+            missing.add(str(req).split(";")[0].strip())
+print(json.dumps(sorted(missing)))
+"""
+
+
 def install_for(version: str, target: Path, tags: list[str], requirements: Path, constraints: Path) -> None:
-    """pip install the dependencies' wheels for CPython VERSION into target, whatever runs pip."""
+    """pip install the dependencies' wheels for CPython VERSION into target, whatever runs pip.
+
+    pip takes the wheels for --python-version but evaluates the dependencies'
+    markers for the interpreter running it: built from 3.11, the 3.13 set
+    had typing_extensions, which says `python_version < "3.13"`. Extra is
+    harmless; missing is not (built from 3.13, the 3.11 set would lack it).
+    So what the markers ask for on VERSION and is not there is added, and
+    pip run again, until nothing is missing.
+    """
     abi = "cp" + version.replace(".", "")
     platform_args = [arg for tag in tags for arg in ("--platform", tag)]
     started = time.monotonic()
-    result = subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
-         "--no-compile", "--only-binary=:all:", "--target", str(target),
-         "--python-version", version, "--implementation", "cp", "--abi", abi, *platform_args,
-         "-r", str(requirements), "-c", str(constraints)],
-        cwd=ROOT,
-    )
-    if result.returncode != 0:
-        fail(f"pip could not install the dependencies' wheels for CPython {version} (exit "
-             f"{result.returncode}); see above. Leave that version out with `python3 build.py dist "
-             f"--python X.Y` for each version wanted.")
+    wanted = requirements.read_text().splitlines()
+    for _ in range(4):
+        if target.exists():
+            shutil.rmtree(target)
+        listed = requirements.with_name(f"requirements-{abi}.txt")
+        listed.write_text("\n".join(wanted) + "\n")
+        result = subprocess.run(
+            [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
+             "--no-compile", "--only-binary=:all:", "--target", str(target),
+             "--python-version", version, "--implementation", "cp", "--abi", abi, *platform_args,
+             "-r", str(listed), "-c", str(constraints)],
+            cwd=ROOT,
+        )
+        if result.returncode != 0:
+            fail(f"pip could not install the dependencies' wheels for CPython {version} (exit "
+                 f"{result.returncode}); see above. Leave that version out with `python3 build.py dist "
+                 f"--python X.Y` for each version wanted.")
+        probe = subprocess.run([str(VENV_PYTHON), "-c", MISSING_FOR_VERSION, str(target), version],
+                               capture_output=True, text=True, check=True)
+        missing = json.loads(probe.stdout)
+        if not missing:
+            break
+        say(f"CPython {version} also needs {', '.join(missing)}, which pip left out; installing again")
+        wanted += missing
+    else:
+        fail(f"the wheels for CPython {version} still lack {', '.join(missing)} after four tries")
     say(f"CPython {version}: wheels installed in {time.monotonic() - started:.1f} s")
 
 

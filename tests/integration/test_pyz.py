@@ -147,3 +147,25 @@ def test_dist_python_is_repeatable_and_defaults_to_3_11_3_12_and_3_13():
     build = load_build()
     assert build.dist_pythons([]) == ["3.11", "3.12", "3.13"]
     assert build.dist_pythons(["--python", "3.13", "--python=3.12", "--python", "3.12"]) == ["3.12", "3.13"]
+
+
+def test_a_dependency_another_version_needs_is_found_missing_though_pip_judged_it_for_the_python_running_it(tmp_path):
+    # pip --python-version 3.13, run by 3.11, installed typing_extensions
+    # (`python_version < "3.13"`): it judges markers for itself. Built the other
+    # way round, 3.11's set would lack it; dist adds what the markers ask for.
+    build = load_build()
+    info = tmp_path / "multidict-7.2.1.dist-info"
+    info.mkdir()
+    info.joinpath("METADATA").write_text(
+        "Metadata-Version: 2.1\nName: multidict\nVersion: 7.2.1\n"
+        'Requires-Dist: typing-extensions>=4.1.0; python_version < "3.13"\n'
+        'Requires-Dist: async-timeout>=4; python_version < "3.11"\n'
+    )
+
+    def missing(version: str) -> list[str]:
+        result = subprocess.run([sys.executable, "-c", build.MISSING_FOR_VERSION, str(tmp_path), version],
+                                capture_output=True, text=True, check=True)
+        return json.loads(result.stdout)
+
+    assert missing("3.12") == ["typing-extensions>=4.1.0"]
+    assert missing("3.13") == []
