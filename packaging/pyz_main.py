@@ -173,7 +173,11 @@ def _remove_stale(cache):
 
 
 def _unpack(zf, cache, final, dirs):
-    """Unpack dirs (lib/ and this version's lib-cpXY/) into final, all at once or not at all.
+    """Unpack the archive's directories named in dirs into final, all at once or not at all.
+
+    dirs maps a directory in the archive to one under final: lib/ to lib/,
+    this version's lib-cpXY/ to itself, and lib-each/ (files the same in
+    every lib-cpXY/, stored once) into this version's lib-cpXY/ as well.
 
     Into a temporary directory beside it first, then renamed: two processes
     starting together (a server and a mirror on one machine, a test that
@@ -187,7 +191,7 @@ def _unpack(zf, cache, final, dirs):
             top, _, rel = info.filename.partition("/")
             if top not in dirs or info.is_dir():
                 continue
-            parts = [top] + rel.split("/")
+            parts = [dirs[top]] + rel.split("/")
             if not rel or rel.startswith("/") or ".." in parts:
                 raise OSError("unexpected member %r in the archive" % info.filename)
             dest = os.path.join(tmp, *parts)
@@ -220,7 +224,7 @@ def main():
         # that either could be halfway through writing.
         final = os.path.join(cache, "pyz-%s-%s" % (_content_hash(zf), compiled[len("lib-"):]))
         if not os.path.isdir(final):
-            _unpack(zf, cache, final, ("lib", compiled))
+            _unpack(zf, cache, final, {"lib": "lib", "lib-each": compiled, compiled: compiled})
 
     # The unpacked tree replaces the archive on the path, so nothing is ever
     # imported from the zip by accident; this version's compiled modules

@@ -75,7 +75,7 @@ def test_one_archive_answers_a_chat_under_every_carried_python_found_here(built)
         carried = json.loads(zf.read("pyz-built-for.json"))["pythons"]
         tops = {name.split("/")[0] for name in zf.namelist()}
     assert carried == ["3.11", "3.12", "3.13"]
-    assert {"lib", "lib-cp311", "lib-cp312", "lib-cp313"} <= tops
+    assert {"lib", "lib-each", "lib-cp311", "lib-cp312", "lib-cp313"} <= tops
 
     tried, not_here = [], []
     for version in carried:
