@@ -160,12 +160,18 @@ async def _serve(router, timeout: str):
     return server
 
 
+def _client(server) -> openai.AsyncOpenAI:
+    # Closed by each test: an unclosed one is closed by the garbage collector in
+    # whichever test runs next, after this test's loop is gone, and logs there.
+    return openai.AsyncOpenAI(api_key="k", base_url=str(server.make_url("/v1")), max_retries=0)
+
+
 async def test_a_streamed_request_is_told_it_waits_and_the_openai_sdk_reads_the_answer_after_the_comments():
     router = _router(_placed())
     router.registry.set_notes({}, {"picture": "on gpu-1, 40% of its weights fetched"})
     server = await _serve(router, "1m")
+    client = _client(server)
     try:
-        client = openai.AsyncOpenAI(api_key="k", base_url=str(server.make_url("/v1")), max_retries=0)
 
         async def load_later():
             await asyncio.sleep(0.3)
@@ -179,6 +185,7 @@ async def test_a_streamed_request_is_told_it_waits_and_the_openai_sdk_reads_the_
         assert text == "a picture"
         await loader
     finally:
+        await client.close()
         await server.close()
 
 
@@ -186,8 +193,8 @@ async def test_a_streamed_request_whose_model_does_not_load_in_time_ends_with_an
     router = _router(_placed())
     router.registry.set_notes({"picture": "fits on no node: there are no nodes"}, {})
     server = await _serve(router, "200ms")
+    client = _client(server)
     try:
-        client = openai.AsyncOpenAI(api_key="k", base_url=str(server.make_url("/v1")), max_retries=0)
         stream = await client.chat.completions.create(model="picture", messages=[{"role": "user", "content": "x"}],
                                                       stream=True)
         with pytest.raises(openai.APIError) as failed:
@@ -196,6 +203,7 @@ async def test_a_streamed_request_whose_model_does_not_load_in_time_ends_with_an
         assert "did not load within router.timeouts.load (200ms): fits on no node: there are no nodes" in str(
             failed.value.message)
     finally:
+        await client.close()
         await server.close()
 
 

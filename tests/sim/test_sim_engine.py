@@ -48,6 +48,8 @@ def client(s: Sim, key: str = "none", **kw) -> openai.OpenAI:
 
 
 def aclient(s: Sim, key: str = "none", **kw) -> openai.AsyncOpenAI:
+    # Use it in `async with`: one left open is closed by the garbage collector
+    # later, in another test, after this test's loop is gone, and logs there.
     return openai.AsyncOpenAI(base_url=s.base_url, api_key=key, max_retries=0, **kw)
 
 
@@ -354,8 +356,9 @@ async def test_a_client_that_hangs_up_stops_its_stream_without_noise(sims):
 async def test_a_paced_stream_takes_at_least_its_tokens_time(sims):
     s = sims("--tokens-per-second", "100")
     start = time.perf_counter()
-    chunks = [c async for c in await aclient(s).chat.completions.create(
-        model="sim", messages=USER, max_tokens=10, stream=True)]
+    async with aclient(s) as c:
+        chunks = [chunk async for chunk in await c.chat.completions.create(
+            model="sim", messages=USER, max_tokens=10, stream=True)]
     took = time.perf_counter() - start
     assert len(chunks) == 11
     assert took >= 0.09  # token i leaves at i/100 s: the tenth at 0.09 s
@@ -363,14 +366,13 @@ async def test_a_paced_stream_takes_at_least_its_tokens_time(sims):
 
 async def test_streams_are_paced_each_on_its_own(sims):
     s = sims("--tokens-per-second", "50", "--ttft", "0.1")
-    c = aclient(s)
+    async with aclient(s) as c:
+        async def one() -> float:
+            start = time.perf_counter()
+            await c.chat.completions.create(model="sim", messages=USER, max_tokens=6)
+            return time.perf_counter() - start
 
-    async def one() -> float:
-        start = time.perf_counter()
-        await c.chat.completions.create(model="sim", messages=USER, max_tokens=6)
-        return time.perf_counter() - start
-
-    took = await asyncio.gather(*(one() for _ in range(8)))
+        took = await asyncio.gather(*(one() for _ in range(8)))
     assert min(took) >= 0.2  # 0.1 s to the first token, five more at 50 a second
 
 
