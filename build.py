@@ -878,7 +878,7 @@ class Cluster:
         if time.monotonic() < self.next_watch:
             return
         self.next_watch = time.monotonic() + WATCH_EVERY_S
-        replicas, _ = self.llmgw_json("ctl", "replicas")
+        replicas, _ = self.llmgw_json("ctl", "replicas", "--all")
         self.check()
         if replicas is None:
             return

@@ -59,7 +59,7 @@ def _model(cp, doc: dict, tmp_path: Path) -> None:
 
 
 def _replicas(cp, model: str) -> list[dict]:
-    return cp.ctl_json("ctl", "replicas", "--model", model)
+    return cp.ctl_json("ctl", "replicas", "--model", model, "--all")  # the stopped ones too
 
 
 def _answer(cp, model: str) -> str:
