@@ -138,6 +138,6 @@ def test_a_catalog_model_says_what_it_does_and_its_replica_is_never_asked_for_th
         shown = server.ctl("ctl", "model", "show", "qwen")
         assert "capabilities: chat, completions, tools, thinking\n" in shown.stdout, shown.stdout
         # The on-demand llama.cpp model was not loaded to be asked: a refusal asks for no replica.
-        assert all(r["model"] != "qwen" for r in server.ctl_json("ctl", "replicas"))
+        assert all(r["model"] != "qwen" for r in server.ctl_json("ctl", "replicas", "--all"))
     finally:
         agent.stop(stop_engines=True)

@@ -74,7 +74,7 @@ def test_a_second_agent_on_the_same_node_identity_is_refused_and_the_first_keeps
     # The first agent and its engine carry on as they were: same replica, same process, still answering.
     assert node.proc.poll() is None
     assert _alive(engine) and _engine_pids(node) == [engine]
-    replicas = server.ctl_json("ctl", "replicas", "--model", "simmy")
+    replicas = server.ctl_json("ctl", "replicas", "--model", "simmy", "--all")
     assert [(r["id"], r["state"]) for r in replicas] == [(before["id"], "ready")]
     client = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
     reply = client.chat.completions.create(model="simmy", messages=[{"role": "user", "content": "Hello"}],
