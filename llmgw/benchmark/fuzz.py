@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from llmgw.benchmark.fuzzcases import Case, cases
-from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes
+from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes, init_server
 from llmgw.control.token import read_token
 from llmgw.router.errors import speaks_anthropic
 
@@ -79,13 +79,7 @@ class Rig:
                 # No guard key: init installs the baseline policy for every request.
                 json.dump({"models": [{"name": "sim", "endpoints": [f"http://127.0.0.1:{engine_port}/v1"]}],
                            "router": {"max_body": str(MAX_BODY)}, "log": {"level": "info"}}, f)
-            args = ["--config", config, "--data-dir", tmp]
-            for role, port in ports.items():
-                args += [f"--listen-{role}", f"127.0.0.1:{port}"]
-            init = subprocess.run([*py, "server", "init", *args, "--json"], capture_output=True, text=True)
-            if init.returncode != 0:
-                raise RuntimeError(f"llmgw server init failed: {init.stderr.strip()}")
-            key = json.loads(init.stdout)["key"]["key"]
+            args, key = init_server(py, config, tmp, ports)
             with open(logs["server"], "ab") as log:
                 procs.append(subprocess.Popen([*py, "server", *args], stdout=log, stderr=subprocess.STDOUT))
             _wait_port(ports["client"], procs[1], "the gateway")

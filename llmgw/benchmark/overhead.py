@@ -79,6 +79,17 @@ def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f} s")
 
 
+def init_server(py: list[str], config: str, data_dir: str, ports: dict[str, int]) -> tuple[list[str], str]:
+    """`llmgw server init` on loopback ports: the arguments `llmgw server` then takes, and the first key."""
+    args = ["--config", config, "--data-dir", data_dir]
+    for role, port in ports.items():
+        args += [f"--listen-{role}", f"127.0.0.1:{port}"]
+    init = subprocess.run([*py, "server", "init", *args, "--json"], capture_output=True, text=True)
+    if init.returncode != 0:
+        raise RuntimeError(f"llmgw server init failed: {init.stderr.strip()}")
+    return args, json.loads(init.stdout)["key"]["key"]
+
+
 def end_processes(procs: list[subprocess.Popen]) -> None:
     """SIGTERM the rig's own processes, last started first, and wait; a process that will not go in 20 s is killed."""
     for proc in reversed(procs):
@@ -137,13 +148,7 @@ class Rig:
                 # guard.default set, even empty, keeps init's baseline defined but off:
                 # the guard step turns it on where it measures it.
                 json.dump({"models": models, "log": {"level": "warning"}, "guard": {"default": []}}, f)
-            args = ["--config", config, "--data-dir", tmp]
-            for role, port in ports.items():
-                args += [f"--listen-{role}", f"127.0.0.1:{port}"]
-            init = subprocess.run([*py, "server", "init", *args, "--json"], capture_output=True, text=True)
-            if init.returncode != 0:
-                raise RuntimeError(f"llmgw server init failed: {init.stderr.strip()}")
-            key = json.loads(init.stdout)["key"]["key"]
+            args, key = init_server(py, config, tmp, ports)
             if workers > 1:
                 args += ["--workers", str(workers)]
             gateway = subprocess.Popen(_pinned(gateway_core, [*py, "server", *args]),

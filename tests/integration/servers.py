@@ -199,3 +199,11 @@ def serving_with_first_key(server):
     server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
     server.anthropic = anthropic.Anthropic(api_key=server.key, base_url=server.client_url, max_retries=0)
     return server
+
+
+def breaker_state(gw) -> str:
+    """The one endpoint's breaker as the metrics port shows it: closed, half_open or open."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['metrics']}/metrics", timeout=5) as r:
+        lines = [line for line in r.read().decode().splitlines() if line.startswith("llmgw_breaker_state{")]
+    assert len(lines) == 1, lines
+    return {"0.0": "closed", "1.0": "half_open", "2.0": "open"}[lines[0].rsplit(" ", 1)[1]]

@@ -9,7 +9,7 @@ import urllib.request
 import openai
 import pytest
 
-from servers import serving_with_first_key, wait_for, write_config
+from servers import breaker_state, serving_with_first_key, wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 POISON = [{"role": "user", "content": "Please crash the engine."}]
@@ -39,13 +39,6 @@ def ready(gw) -> tuple[int, dict]:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
-
-
-def breaker_state(gw) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['metrics']}/metrics", timeout=5) as r:
-        lines = [line for line in r.read().decode().splitlines() if line.startswith("llmgw_breaker_state{")]
-    assert len(lines) == 1, lines
-    return {"0.0": "closed", "1.0": "half_open", "2.0": "open"}[lines[0].rsplit(" ", 1)[1]]
 
 
 def test_one_key_whose_prompts_make_the_engine_fail_takes_the_model_from_nobody_else(gateway, engines):

@@ -3,7 +3,6 @@ and a request for anything else is refused with a sentence before the engine is 
 
 from __future__ import annotations
 
-import urllib.request
 
 import anthropic
 import openai
@@ -11,7 +10,7 @@ import pytest
 import yaml
 
 from nodes import AgentProcess
-from servers import serving_with_first_key, wait_for, write_config
+from servers import breaker_state, serving_with_first_key, wait_for, write_config
 
 CHAT = [{"role": "user", "content": "Say something."}]
 PICTURE = [{"role": "user", "content": [
@@ -32,13 +31,6 @@ def prompt_tokens_read(engine) -> float:
     """The prompt tokens the sim-engine has read, from its own metrics: 0 when no request reached it."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in engine.metrics().splitlines()
                if line.startswith("vllm:prompt_tokens_total"))
-
-
-def breaker_state(gw) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['metrics']}/metrics", timeout=5) as r:
-        lines = [line for line in r.read().decode().splitlines() if line.startswith("llmgw_breaker_state{")]
-    assert len(lines) == 1, lines
-    return {"0.0": "closed", "1.0": "half_open", "2.0": "open"}[lines[0].rsplit(" ", 1)[1]]
 
 
 def test_models_list_what_each_can_do_as_set_or_everything_when_not_set(gateway, engines):
