@@ -7,10 +7,13 @@ every 30 s, and usage rows go to the store in batches from a background
 task. The router calls, per request:
 
     refusal = limiter.check(principal) or budgets.check(principal, now)
-    limiter.admit(principal, now)
+    limiter.admit(principal)
     ... the answer ...
-    limiter.add_tokens(principal, tokens, now)
+    limiter.add_tokens(principal, tokens)
     budgets.charge(principal, cost_micros, now)
+
+The limiter keeps its own monotonic clock (a `now` given to it is on that
+clock); budgets, counted by the calendar, take Unix time.
     writer.submit(Usage(...))
 """
 

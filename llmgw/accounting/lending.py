@@ -67,7 +67,7 @@ class Lender:
 
         `wait` is the whole seconds until the level has room, when nothing is lent.
         """
-        now = time.time() if now is None else now
+        now = self.limiter.clock() if now is None else now
         out = []
         for scope, scope_id, limit in wanted:
             level = (str(scope), str(scope_id))

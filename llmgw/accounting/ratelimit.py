@@ -26,6 +26,13 @@ therefore compares the tokens already counted in the window with the
 limit: the request that crosses the limit is let through, the ones after it
 are refused until the minute has room again.
 
+Windows run on the monotonic clock, not the wall clock: a wall clock
+stepped forward by a quarter of a second (a virtual machine's clock put
+right after a pause) ended a minute that much early, and CI saw 65
+requests admitted in 60 s. Counts that leave the process (to the other
+workers, to other control planes) carry Unix time, converted as they are
+sent and received, so only a count in flight across a step is off by it.
+
 Nothing here touches the store or the event loop. A counter idle for a
 whole window is dropped, in the order counters were last used, so the cost
 is spread over requests rather than paid in one sweep. Worker processes of
@@ -39,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from llmgw.accounting.refusal import Refusal, level_name
 
@@ -147,13 +154,21 @@ class RateLimiter:
     `borrower`, set by a worker process, is asked before a request is
     counted (`claim`): the main process lends each worker its right to
     admit, so that the workers together never admit past a limit.
+
+    `clock` gives the seconds every `now` here is in (monotonic unless
+    told); `time.time` makes them Unix seconds, as the counts exchanged are.
     """
 
-    def __init__(self, *, share: bool = False) -> None:
+    def __init__(self, *, share: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self._counters: OrderedDict[tuple[str, str], _Counter] = OrderedDict()
         self._share = share
         self._delta: dict[tuple[str, str, str], _Window] = {}
         self.borrower: Borrower | None = None
+        self.clock = clock
+
+    def to_unix(self) -> float:
+        """What to add to a moment on this limiter's clock to make it Unix time, as of now."""
+        return 0.0 if self.clock is time.time else time.time() - self.clock()
 
     def __len__(self) -> int:
         return len(self._counters)
@@ -167,7 +182,7 @@ class RateLimiter:
         figure: a key allowed 100 a minute under a team allowed 600 is refused
         when the team's other keys have used the 600, though it sent none.
         """
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         worst: Refusal | None = None
         for level in principal.limits.levels:
             counter = self._counters.get((level.scope, level.scope_id))
@@ -201,7 +216,7 @@ class RateLimiter:
 
     def admit(self, principal: Principal, now: float | None = None) -> None:
         """Count one request at every level with a requests-a-minute limit."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         for level in principal.limits.levels:
             if level.rpm is not None:
                 self._add(REQUESTS, level.scope, level.scope_id, now, 1, own=True)
@@ -211,7 +226,7 @@ class RateLimiter:
         """Count an answer's tokens (prompt and completion) at every level with a tpm."""
         if tokens <= 0:
             return
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         for level in principal.limits.levels:
             if level.tpm is not None:
                 self._add(TOKENS, level.scope, level.scope_id, now, int(tokens), own=True)
@@ -219,7 +234,7 @@ class RateLimiter:
 
     def used(self, scope: str, scope_id: str, now: float | None = None) -> tuple[int, int]:
         """(requests, tokens) counted for one level in the minute up to `now`."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         counter = self._counters.get((scope, scope_id))
         if counter is None:
             return 0, 0
@@ -257,7 +272,8 @@ class RateLimiter:
         back out as this process's own, and a count is added once wherever it
         arrives.
         """
-        out = [[kind, scope, scope_id, when, n]
+        unix = self.to_unix()
+        out = [[kind, scope, scope_id, when + unix, n]
                for (kind, scope, scope_id), w in self._delta.items()
                for when, n in w.spans()]
         self._delta = {}
@@ -269,11 +285,12 @@ class RateLimiter:
         A count from before this minute is dropped; one stamped ahead of this
         clock (a neighbour's clock a little fast) is counted as of now.
         """
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
+        unix = self.to_unix()
         for kind, scope, scope_id, at, n in counts:
             if kind not in (REQUESTS, TOKENS):
                 continue
-            at = float(at)  # type: ignore[arg-type]
+            at = float(at) - unix  # type: ignore[arg-type]
             if at <= now - WINDOW:
                 continue
             key = (str(scope), str(scope_id))
@@ -294,14 +311,15 @@ class RateLimiter:
         into its empty limiter, the minute goes on where it was instead of
         handing every key a fresh one from the new worker.
         """
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
+        unix = self.to_unix()
         out: list[list] = []
         for (scope, scope_id), counter in self._counters.items():
             for kind, w in ((REQUESTS, counter.requests), (TOKENS, counter.tokens)):
                 if w is None:
                     continue
                 w.expire(now)
-                out.extend([kind, scope, scope_id, when, n] for when, n in w.spans())
+                out.extend([kind, scope, scope_id, when + unix, n] for when, n in w.spans())
         return out
 
     # inside

@@ -242,10 +242,10 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
                 band=principal.key.band, client_body=body)
     router = plane.router
     last_user = _guard_input(plane, shape, call)
-    now = time.time()
-    # claim() counts the request; with workers it may first ask the main process for a loan.
-    refusal = (router.limits.check(principal, now) or router.budgets.check(principal, now)
-               or await router.limits.claim(principal, now))
+    # claim() counts the request; with workers it may first ask the main process for a loan. The limits
+    # keep their own (monotonic) clock; budgets are by the calendar.
+    refusal = (router.limits.check(principal) or router.budgets.check(principal, time.time())
+               or await router.limits.claim(principal))
     if refusal is not None:
         router.metrics.refused.labels(name, refusal.code).inc()
         raise Refuse(refusal.status, refusal.message, refusal.code,

@@ -208,7 +208,7 @@ class Router:
         now = time.time()
         tokens = call.prompt_tokens + call.completion_tokens
         if tokens:
-            self.limits.add_tokens(principal, tokens, now)
+            self.limits.add_tokens(principal, tokens)  # on the limiter's own clock
         if spent:
             self.budgets.charge(principal, spent, now)
         name = served.name

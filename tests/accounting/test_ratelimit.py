@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from llmgw.accounting import RateLimiter
 
 from .principals import offline
 
+# The tests below give every moment themselves, in Unix seconds as counts are exchanged, so their
+# limiters keep the wall clock; a server's keep the monotonic one (the last test says why).
 T0 = 1_800_000_000.0  # a whole second, so the arithmetic below reads plainly
 
 
 def test_a_key_over_its_minute_is_refused_with_when_to_try_again():
     key = offline(key={"rpm": 3})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for i in range(3):
         assert limiter.check(key, T0 + i) is None
         limiter.admit(key, T0 + i)
@@ -28,7 +34,7 @@ def test_a_key_over_its_minute_is_refused_with_when_to_try_again():
 
 def test_the_minute_slides_so_a_burst_at_a_minute_boundary_is_not_twice_the_limit():
     key = offline(key={"rpm": 10})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for _ in range(10):
         limiter.admit(key, T0 + 59.9)
     # A fixed window would start afresh at T0 + 60 and let ten more through.
@@ -42,7 +48,7 @@ def test_the_minute_slides_so_a_burst_at_a_minute_boundary_is_not_twice_the_limi
 def test_a_team_limit_binds_a_key_that_sent_nothing_once_the_teams_other_keys_used_it():
     alice = offline(name="alice", team={"rpm": 5})
     bob = offline(name="bob", team={"rpm": 5}, project={"rpm": 100})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for i in range(5):
         limiter.admit(alice, T0 + i)
 
@@ -58,7 +64,7 @@ def test_every_level_is_checked_not_only_the_smallest_figure():
     # The key's own 100 is the smallest, but the org's 200 is shared by the org.
     heavy = offline("Acme/ml/chat", name="heavy", org={"rpm": 200})
     light = offline("Acme/research/lab", name="light", org={"rpm": 200}, key={"rpm": 100})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for _ in range(200):
         limiter.admit(heavy, T0)
 
@@ -69,7 +75,7 @@ def test_every_level_is_checked_not_only_the_smallest_figure():
 
 def test_tokens_are_counted_after_the_answer_and_refuse_the_requests_after_the_one_that_crossed():
     key = offline(project={"tpm": 1000})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     assert limiter.check(key, T0) is None
     limiter.admit(key, T0)
     # Its size was unknown beforehand: the answer that crosses the limit is counted, not refused.
@@ -85,7 +91,7 @@ def test_tokens_are_counted_after_the_answer_and_refuse_the_requests_after_the_o
 
 def test_of_two_limits_reached_the_one_that_lasts_longest_is_named():
     key = offline(team={"tpm": 100}, key={"rpm": 1})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     limiter.admit(key, T0)
     limiter.add_tokens(key, 500, T0 + 30)
 
@@ -100,12 +106,12 @@ def test_of_two_limits_reached_the_one_that_lasts_longest_is_named():
 
 def test_a_limit_of_zero_refuses_everything_and_says_to_wait_a_minute():
     key = offline(key={"rpm": 0})
-    refused = RateLimiter().check(key, T0)
+    refused = RateLimiter(clock=time.time).check(key, T0)
     assert refused.message == "the key demo allows 0 requests a minute" and refused.retry_after == 60
 
 
 def test_a_key_without_limits_is_never_counted():
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     free = offline()
     for _ in range(1000):
         limiter.admit(free, T0)
@@ -115,7 +121,7 @@ def test_a_key_without_limits_is_never_counted():
 
 
 def test_counters_idle_for_a_minute_are_dropped_so_memory_follows_the_traffic():
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for n in range(5000):
         limiter.admit(offline(name=f"k{n}", key={"rpm": 10}), T0)
     assert len(limiter) == 5000
@@ -129,7 +135,7 @@ def test_counters_idle_for_a_minute_are_dropped_so_memory_follows_the_traffic():
 
 def test_two_workers_sharing_counts_hold_a_key_to_its_limit_between_them():
     key = offline(key={"rpm": 10})
-    a, b = RateLimiter(share=True), RateLimiter(share=True)
+    a, b = RateLimiter(share=True, clock=time.time), RateLimiter(share=True, clock=time.time)
     for i in range(6):
         a.admit(key, T0 + i)
         b.admit(key, T0 + i)
@@ -149,7 +155,7 @@ def test_two_workers_sharing_counts_hold_a_key_to_its_limit_between_them():
 
 def test_shared_counts_from_before_the_minute_are_ignored_and_ones_from_a_fast_clock_land_now():
     key = offline(key={"rpm": 3})
-    limiter = RateLimiter(share=True)
+    limiter = RateLimiter(share=True, clock=time.time)
     limiter.merge([["requests", "key", "key_demo", int(T0) - 61, 50]], T0)
     assert limiter.check(key, T0) is None
     limiter.merge([["requests", "key", "key_demo", int(T0) + 5, 3]], T0)
@@ -158,14 +164,14 @@ def test_shared_counts_from_before_the_minute_are_ignored_and_ones_from_a_fast_c
 
 def test_a_worker_that_does_not_share_keeps_no_record_to_send():
     key = offline(key={"rpm": 3})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     limiter.admit(key, T0)
     assert limiter.snapshot() == []
 
 
 def test_a_worker_that_starts_is_given_the_whole_minute_counted_so_far():
     key = offline(key={"rpm": 10})
-    main, newcomer = RateLimiter(), RateLimiter(share=True)
+    main, newcomer = RateLimiter(clock=time.time), RateLimiter(share=True, clock=time.time)
     main.merge([["requests", "key", "key_demo", int(T0) + 1, 4], ["requests", "key", "key_demo", int(T0) + 30, 6],
                 ["requests", "key", "key_demo", int(T0) - 90, 100]], T0 + 30)
 
@@ -183,7 +189,7 @@ def test_a_request_leaves_the_minute_sixty_seconds_after_it_was_counted_not_at_t
     # Issue 10: a minute of 1-second buckets let 60 requests at 12:00:00.9
     # leave at 12:01:00.0, and 60 more through 59.1 s after the first.
     key = offline(key={"rpm": 60})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     for _ in range(60):
         limiter.admit(key, T0 + 0.9)
 
@@ -195,7 +201,7 @@ def test_a_request_leaves_the_minute_sixty_seconds_after_it_was_counted_not_at_t
 
 def test_tokens_leave_the_minute_on_the_same_exact_clock_as_requests():
     key = offline(key={"tpm": 100})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     limiter.add_tokens(key, 150, T0 + 0.9)
     assert limiter.check(key, T0 + 60.5).message == "the key demo allows 100 tokens a minute"
     assert limiter.check(key, T0 + 60.9) is None
@@ -203,7 +209,7 @@ def test_tokens_leave_the_minute_on_the_same_exact_clock_as_requests():
 
 def _admitted_by_limiter(times: list[float], limit: int) -> list[float]:
     key = offline(key={"rpm": limit})
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=time.time)
     admitted = []
     for t in times:
         if limiter.check(key, t) is None:
@@ -258,7 +264,7 @@ def test_a_busy_levels_memory_is_bounded_however_many_requests_it_counts():
     from llmgw.accounting.ratelimit import EXACT, RESOLUTION, WINDOW
 
     key = offline(key={"rpm": 10**9, "tpm": 10**12})
-    limiter = RateLimiter(share=True)
+    limiter = RateLimiter(share=True, clock=time.time)
     for i in range(200_000):
         now = T0 + i * 0.0005  # 2,000 a second for 100 s
         limiter.admit(key, now)
@@ -273,9 +279,26 @@ def test_a_busy_levels_memory_is_bounded_however_many_requests_it_counts():
 
 def test_a_late_report_from_another_worker_counts_for_at_least_its_own_minute():
     key = offline(key={"rpm": 2})
-    limiter = RateLimiter(share=True)
+    limiter = RateLimiter(share=True, clock=time.time)
     limiter.admit(key, T0 + 10.0)
     # Another worker's use at T0 + 9.95, heard after this one's at T0 + 10.
     limiter.merge([["requests", "key", "key_demo", T0 + 9.95, 1]], T0 + 10.05)
     assert limiter.check(key, T0 + 69.96) is not None
     assert limiter.check(key, T0 + 70.0) is None
+
+
+def test_a_wall_clock_stepped_forward_does_not_end_the_minute_early(monkeypatch):
+    # CI: a virtual machine's wall clock put right by a quarter of a second let 65 requests through in 60 s.
+    key = offline(key={"rpm": 3})
+    limiter = RateLimiter(share=True)
+    for _ in range(3):
+        assert limiter.check(key) is None
+        limiter.admit(key)
+    wall = time.time
+    monkeypatch.setattr(time, "time", lambda: wall() + 120)
+
+    assert limiter.check(key).retry_after == 60
+    # What it tells the other workers is still when it happened, in Unix time, by the clock as it reads now.
+    sent = limiter.snapshot()
+    assert sum(n for *_, n in sent) == 3
+    assert all(when == pytest.approx(wall() + 120, abs=1) for _, _, _, when, _ in sent)
