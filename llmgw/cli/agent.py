@@ -27,7 +27,7 @@ def run(args) -> int:
     from llmgw import logsetup
     from llmgw.config.agent import load_agent_config
     from llmgw.config.loader import ConfigError
-    from llmgw.control.trust import TrustError
+    from llmgw.trust import TrustError
 
     path = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
     try:

@@ -11,7 +11,7 @@ def explain(error: BaseException) -> str | None:
     from llmgw.config.loader import ConfigError
     from llmgw.control.listeners import ListenError
     from llmgw.control.token import TokenError
-    from llmgw.control.trust import TrustError
+    from llmgw.trust import TrustError
     from llmgw.onboard.keepalived import FloatingAddressError
     from llmgw.store import StoreError
 

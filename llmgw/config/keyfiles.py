@@ -47,7 +47,7 @@ class OwnSecrets:
 
 def own_secrets(cfg) -> OwnSecrets:
     """A control plane's own secrets, from its server.yaml (a ServerConfig)."""
-    from llmgw.control.trust.masterkey import FILE_NAME
+    from llmgw.trust.masterkey import FILE_NAME
 
     files = [os.path.join(cfg.data_dir, FILE_NAME), cfg.admin_token_path]
     store = cfg.store.strip()

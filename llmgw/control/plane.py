@@ -39,7 +39,7 @@ from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
-from llmgw.control.trust import ClusterTrust, make_agent_app
+from llmgw.trust import ClusterTrust, make_agent_app
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmgw.control.trust.masterkey import MasterKey
+from llmgw.trust.masterkey import MasterKey
 from llmgw.protocol import EngineProfile, StartShard
 
 

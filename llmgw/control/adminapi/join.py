@@ -11,8 +11,8 @@ from aiohttp import web
 
 from llmgw.config.types import Duration
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
-from llmgw.control.trust import JoinRefused
-from llmgw.control.trust.authority import DEFAULT_JOIN_TTL
+from llmgw.trust import JoinRefused
+from llmgw.trust.authority import DEFAULT_JOIN_TTL
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from llmgw.control.trust import pki
-from llmgw.control.trust.masterkey import TrustError
+from llmgw.trust import pki
+from llmgw.trust.masterkey import TrustError
 
 # A node's files under the agent's data directory (agent.yaml data_dir).
 CA_FILE = "ca.crt"

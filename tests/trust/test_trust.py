@@ -18,7 +18,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from llmgw.control.trust import (
+from llmgw.trust import (
     ClusterTrust,
     TrustError,
     client_ssl_context,
@@ -28,8 +28,8 @@ from llmgw.control.trust import (
     node_identity,
     peer_node_id,
 )
-from llmgw.control.trust import pki
-from llmgw.control.trust.code import JoinCode
+from llmgw.trust import pki
+from llmgw.trust.code import JoinCode
 from llmgw.store import open_store
 
 from store.rawsql import raw_fetch
@@ -186,12 +186,15 @@ async def test_a_control_plane_without_the_pinned_ca_never_sees_the_secret(port,
     assert done.node_id
 
 
-async def test_a_client_without_a_certificate_may_join_but_nothing_else(port):
+async def test_a_client_without_a_certificate_may_join_but_nothing_else(port, tmp_path):
     for path in ("/node", "/whoami", "/anything"):
         status, body = await get(port.url + path, no_verify())
         assert status == 403
         assert body["error"]["code"] == "certificate_required"
         assert "llmgw join CODE" in body["error"]["message"]
+    # Joining is what such a client may do: `llmgw join` comes with a code and no certificate.
+    done, _, _ = await join_node(port, tmp_path)
+    assert done.node_id
 
 
 async def test_a_client_with_a_certificate_from_another_ca_is_refused_at_the_handshake(port, tmp_path):
@@ -300,7 +303,7 @@ async def test_the_agent_ports_certificate_names_loopback_and_this_host(port):
 
 
 async def test_a_join_code_lives_from_a_second_to_a_week(port):
-    from llmgw.control.trust import JoinRefused
+    from llmgw.trust import JoinRefused
 
     with pytest.raises(JoinRefused, match="a join code lives from 1s to 7 days"):
         await port.trust.new_join_code("admin", "cli", ttl=8 * 86400)

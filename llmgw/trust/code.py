@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import orjson
 
 from llmgw.config.types import Address
-from llmgw.control.trust.masterkey import TrustError
+from llmgw.trust.masterkey import TrustError
 
 _VERSION = 1
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")

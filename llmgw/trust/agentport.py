@@ -16,8 +16,8 @@ from typing import Callable, Iterable
 import orjson
 from aiohttp import web
 
-from llmgw.control.trust.authority import ClusterTrust, JoinRefused
-from llmgw.control.trust.tls import peer_identity
+from llmgw.trust.authority import ClusterTrust, JoinRefused
+from llmgw.trust.tls import peer_identity
 from llmgw.store import StoreError
 
 TRUST = web.AppKey("trust", ClusterTrust)

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from llmgw.control.trust.masterkey import TrustError
+from llmgw.trust.masterkey import TrustError
 
 NODE_URI = "urn:llmgw:node:"
 CONTROL_PLANE_URI = "urn:llmgw:control-plane:"

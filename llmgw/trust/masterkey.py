@@ -45,10 +45,6 @@ class MasterKey:
         (the engines' API key): a shared secret with nothing more to store."""
         return hmac.new(self._derive, purpose.encode(), hashlib.sha256).digest()
 
-    @classmethod
-    def generate(cls) -> "MasterKey":
-        return cls(secrets.token_bytes(32))
-
     def seal(self, plaintext: bytes, purpose: str) -> bytes:
         """`plaintext` sealed; `purpose` (e.g. "cluster-ca-key") is bound to it,
         so a sealed value cannot be passed off as another kind of secret."""

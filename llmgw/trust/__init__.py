@@ -17,12 +17,12 @@ What the rest of llmgw uses:
 - `join(code, data_dir, config)` — `llmgw join` itself.
 """
 
-from llmgw.control.trust.agentport import OPEN_PATHS, PEER, make_agent_app
-from llmgw.control.trust.authority import ClusterTrust, JoinRefused, agent_address
-from llmgw.control.trust.code import JoinCode, decode_code
-from llmgw.control.trust.joining import JoinResult, join
-from llmgw.control.trust.masterkey import MasterKey, TrustError, ensure_master_key, read_master_key
-from llmgw.control.trust.tls import (
+from llmgw.trust.agentport import OPEN_PATHS, PEER, make_agent_app
+from llmgw.trust.authority import ClusterTrust, JoinRefused, agent_address
+from llmgw.trust.code import JoinCode, decode_code
+from llmgw.trust.joining import JoinResult, join
+from llmgw.trust.masterkey import MasterKey, TrustError, ensure_master_key, read_master_key
+from llmgw.trust.tls import (
     NodeIdentity,
     client_ssl_context,
     node_identity,

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import yaml
 
 from llmgw.config.types import Address
-from llmgw.control.trust import pki
-from llmgw.control.trust.code import JoinCode, decode_code
-from llmgw.control.trust.masterkey import TrustError
-from llmgw.control.trust.tls import node_files
+from llmgw.trust import pki
+from llmgw.trust.code import JoinCode, decode_code
+from llmgw.trust.masterkey import TrustError
+from llmgw.trust.tls import node_files
 
 TIMEOUT = 15.0
 
