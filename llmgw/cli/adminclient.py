@@ -17,12 +17,13 @@ from typing import Any
 
 from llmgw.cli.checkout import ADMIN_TOKEN, checkout_file
 from llmgw.control.token import TokenError, read_token
+from llmgw.errors import ExpectedError
 
 DEFAULT_ADMIN = "127.0.0.1:9090"
 SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
 
 
-class AdminError(Exception):
+class AdminError(ExpectedError):
     """A refusal or a failure to reach the admin API, as a sentence; `status` when it answered."""
 
     def __init__(self, message: str, status: int | None = None, code: str | None = None):

@@ -19,14 +19,15 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from llmgw.control.privatefile import create_private, read_private
+from llmgw.errors import ExpectedError
+from llmgw.privatefile import create_private, read_private
 
 FILE_NAME = "master-key"
 _VERSION = b"\x01"  # the first byte of what seal() makes, so the format can change
 _NONCE = 12
 
 
-class TrustError(Exception):
+class TrustError(ExpectedError):
     """Why trust could not be set up or given, as a sentence for people."""
 
 
