@@ -58,13 +58,13 @@ from dataclasses import dataclass
 import psutil
 
 from llmgw.agent.link import ClusterLink
-from llmgw.cli.adminclient import AdminClient, AdminError
+from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.protocol import Heartbeat, Host, NodeLogs, ShardLoad, ShardStatus, Storage
+from llmgw.store import open_store
 from llmgw.trust import TrustError, client_ssl_context, join, node_identity, pki, read_master_key
 from llmgw.trust.authority import CA_KEY_PURPOSE
 from llmgw.trust.masterkey import FILE_NAME as MASTER_KEY_FILE
 from llmgw.trust.tls import node_files
-from llmgw.protocol import Heartbeat, Host, NodeLogs, ShardLoad, ShardStatus, Storage
-from llmgw.store import open_store
 
 TB = 10**12
 

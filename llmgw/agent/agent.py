@@ -26,8 +26,8 @@ from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.weights import Weights
 from llmgw.config.agent import AgentConfig
-from llmgw.trust import client_ssl_context, node_identity
 from llmgw.protocol import GPU, Heartbeat, Host, Storage
+from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
 

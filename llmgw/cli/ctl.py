@@ -10,8 +10,8 @@ import time
 
 import yaml
 
-from llmgw.cli.adminclient import AdminClient, AdminError
 from llmgw.cli.output import emit_json, fields, table, when
+from llmgw.control.adminclient import AdminClient, AdminError
 
 
 def client(args) -> AdminClient:

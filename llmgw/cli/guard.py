@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from llmgw.cli.adminclient import AdminError
 from llmgw.cli.output import emit_json
+from llmgw.control.adminclient import AdminError
 
 
 def register(ctl_commands, common) -> None:

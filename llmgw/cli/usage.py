@@ -10,9 +10,9 @@ import sys
 import time
 
 from llmgw.account.limits import format_money
-from llmgw.cli.adminclient import AdminError
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, table, when
+from llmgw.control.adminclient import AdminError
 
 # Progress on stderr at most this often: a line per row would cost more than the export.
 PROGRESS_EVERY = 0.5

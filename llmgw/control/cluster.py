@@ -19,8 +19,8 @@ from aiohttp import web
 from llmgw.control.agentsvc import AgentService
 from llmgw.control.catalog import Policy
 from llmgw.control.reconciler import Reconciler
-from llmgw.trust import peer_node_id
 from llmgw.store import StoreError
+from llmgw.trust import peer_node_id
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane

@@ -16,9 +16,9 @@ from typing import Callable, Iterable
 import orjson
 from aiohttp import web
 
+from llmgw.store import StoreError
 from llmgw.trust.authority import ClusterTrust, JoinRefused
 from llmgw.trust.tls import peer_identity
-from llmgw.store import StoreError
 
 TRUST = web.AppKey("trust", ClusterTrust)
 PEER = web.RequestKey("llmgw_peer", tuple)  # request[PEER]: ("node", id) or ("control-plane", name)

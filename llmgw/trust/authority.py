@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
 from llmgw.trust.masterkey import FILE_NAME, MasterKey, TrustError, ensure_master_key, read_master_key
 from llmgw.trust.tls import server_ssl_context
-from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
 
 log = logging.getLogger("llmgw.trust")
 

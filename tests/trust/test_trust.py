@@ -18,6 +18,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from llmgw.store import open_store
 from llmgw.trust import (
     ClusterTrust,
     TrustError,
@@ -30,7 +31,6 @@ from llmgw.trust import (
 )
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
-from llmgw.store import open_store
 
 from store.rawsql import raw_fetch
 

@@ -1,8 +1,8 @@
-"""Which checkout's var/ a command run inside it means (llmgw/cli/checkout.py)."""
+"""Which checkout's var/ a command run inside it means (llmgw/checkout.py)."""
 
 from __future__ import annotations
 
-from llmgw.cli.checkout import checkout_file, find_var
+from llmgw.checkout import checkout_file, find_var
 
 
 def test_the_nearest_var_with_a_servers_or_a_nodes_file_is_the_checkouts(tmp_path):

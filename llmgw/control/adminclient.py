@@ -2,6 +2,11 @@
 
 Plain urllib: a command makes one or two calls and exits, so an event loop
 and a connection pool would only add start-up time.
+
+It lives beside the admin API rather than in cli/ because the benchmark
+(llmgw/benchmark/overhead.py) and build.py's rigs call the admin API too, and
+nothing below the CLI may import the CLI. Not inside adminapi/: importing
+that package starts the server's imports, a second more for every `llmgw ctl`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from llmgw.cli.checkout import ADMIN_TOKEN, checkout_file
+from llmgw.checkout import ADMIN_TOKEN, checkout_file
 from llmgw.control.token import TokenError, read_token
 from llmgw.errors import ExpectedError
 
