@@ -19,12 +19,12 @@ import socket
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from llmgw.config.loader import Invalid, load_file
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
+from llmgw.config.loader import Invalid, load_file
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
+from llmgw.config.storeaddress import several_hosts_problem
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
-from llmgw.store.address import several_hosts_problem
 
 __all__ = [
     "AuthSettings",

@@ -19,10 +19,11 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from llmgw.config.keyfiles import MASTER_KEY_FILE
 from llmgw.errors import ExpectedError
 from llmgw.privatefile import create_private, read_private
 
-FILE_NAME = "master-key"
+FILE_NAME = MASTER_KEY_FILE
 _VERSION = b"\x01"  # the first byte of what seal() makes, so the format can change
 _NONCE = 12
 

@@ -5,8 +5,8 @@ A PostgreSQL address may list several hosts, as libpq's do
 for a store under Patroni: asyncpg tries them in order and keeps the first
 that matches `target_session_attrs`. urllib's urlsplit cannot read such an
 address (its port is "5432,10.0.0.7:5432"), so it is taken apart here by
-hand. No imports beyond the standard library: the configuration's checks use
-this module too.
+hand. It lives in config, the bottom floor, because server.yaml's checks read
+it as well as the store; the store imports it from here.
 """
 
 from __future__ import annotations
