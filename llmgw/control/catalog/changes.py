@@ -80,7 +80,7 @@ def check_engines(spec: ModelSpec) -> None:
     first tries to start it. Cards are numbered 0..count-1 for the check:
     which ones a replica gets is the placement's choice.
     """
-    from llmgw.agent import engines
+    from llmgw import engines
 
     for i, p in enumerate(spec.profiles):
         try:

@@ -9,8 +9,8 @@ a network only the control planes reach.
 
 from __future__ import annotations
 
-from llmgw.agent.engines import modelinfo, versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import modelinfo, versions
+from llmgw.engines.base import (
     Binary,
     Launch,
     ProfileError,
@@ -20,7 +20,7 @@ from llmgw.agent.engines.base import (
     need_gpus,
     program,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     LISTENS,
     LOADS_CODE,
     MOVES_TOKENIZER,
@@ -33,7 +33,7 @@ from llmgw.agent.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.agent.engines.vllm import SERVED_NAME, check_source
+from llmgw.engines.vllm import SERVED_NAME, check_source
 from llmgw.protocol.messages import EngineProfile
 
 FLAGS: tuple[Flag, ...] = (

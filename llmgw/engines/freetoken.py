@@ -15,8 +15,8 @@ import json
 import os
 import re
 
-from llmgw.agent.engines import modelinfo, versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import modelinfo, versions
+from llmgw.engines.base import (
     Binary,
     EngineError,
     Launch,
@@ -27,7 +27,7 @@ from llmgw.agent.engines.base import (
     program,
     read_key,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     CREDENTIAL,
     LISTENS,
     LOADS_FILE,
@@ -40,7 +40,7 @@ from llmgw.agent.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.agent.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source
+from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source
 from llmgw.protocol.messages import EngineProfile
 
 FLAGS: tuple[Flag, ...] = (

@@ -198,7 +198,7 @@ def _put_runner(env: Path) -> None:
 def _runner_source() -> bytes:
     # Through the module's loader, so that it reads the same from a zip as
     # from a checkout.
-    from llmgw.agent.engines import llamacpp_runner
+    from llmgw.engines import llamacpp_runner
 
     loader = getattr(llamacpp_runner, "__loader__", None)
     if loader is not None and hasattr(loader, "get_data"):

@@ -7,12 +7,12 @@ import stat
 
 import pytest
 
-from llmgw.agent.engines.llamacpp_install import (
+from llmgw.config.agent import LlamaCppSettings
+from llmgw.engines.llamacpp_install import (
     LlamaServerUnavailable,
     engine_dir,
     ensure_llama_server,
 )
-from llmgw.config.agent import LlamaCppSettings
 
 
 def fake_llama_server(where, version_line="version: 6123 (a1b2c3d)"):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from llmgw.agent import engines
-from llmgw.agent.engines import comfyui, freetoken, llamacpp, sglang, sim, strata, trtllm, vllm
-from llmgw.agent.engines.refusals import check_args, env_refusal, names_a_file, refused
+from llmgw import engines
+from llmgw.engines import comfyui, freetoken, llamacpp, sglang, sim, strata, trtllm, vllm
+from llmgw.engines.refusals import check_args, env_refusal, names_a_file, refused
 from llmgw.protocol.messages import EngineProfile
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "engines.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
 
 # Each engine's refused flags, and whether it parses with argparse (which
 # takes a beginning of a flag for the flag).

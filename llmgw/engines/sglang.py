@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from llmgw.agent.engines import modelinfo, versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import modelinfo, versions
+from llmgw.engines.base import (
     Binary,
     Launch,
     check_common,
@@ -21,7 +21,7 @@ from llmgw.agent.engines.base import (
     need_gpus,
     program,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     CREDENTIAL,
     LISTENS,
     LOAD_FORMAT,
@@ -43,7 +43,7 @@ from llmgw.agent.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.agent.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source, safetensors_only
+from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source, safetensors_only
 from llmgw.protocol.messages import EngineProfile
 
 MODULE = "sglang.launch_server"

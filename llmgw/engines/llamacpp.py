@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmgw.agent.engines import modelinfo, versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import modelinfo, versions
+from llmgw.engines.base import (
     Binary,
     Launch,
     ProfileError,
@@ -19,7 +19,7 @@ from llmgw.agent.engines.base import (
     cuda_env,
     program,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     CREDENTIAL,
     DOWNLOADS,
     LISTENS,

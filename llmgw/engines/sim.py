@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 import llmgw
-from llmgw.agent.engines.base import Binary, Launch, ProfileError, check_common, program
-from llmgw.agent.engines.refusals import LISTENS, LOADS_FILE, Flag, check_args, check_env, refused, set_by_agent
+from llmgw.engines.base import Binary, Launch, ProfileError, check_common, program
+from llmgw.engines.refusals import LISTENS, LOADS_FILE, Flag, check_args, check_env, refused, set_by_agent
 from llmgw.protocol.messages import EngineProfile
 
 # The sim's --embedding-model takes a sentence-transformers folder, or the

@@ -20,8 +20,8 @@ import re
 import sys
 from pathlib import Path
 
-from llmgw.agent.engines import versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import versions
+from llmgw.engines.base import (
     Binary,
     EngineError,
     Launch,
@@ -32,7 +32,7 @@ from llmgw.agent.engines.base import (
     need_gpus,
     read_key,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     CREDENTIAL,
     DOWNLOADS,
     LISTENS,

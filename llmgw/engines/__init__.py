@@ -1,17 +1,23 @@
 """Engine adapters: each engine's command line, the profiles it refuses, and whether it is installed.
 
-The whole interface is here; nothing outside llmgw/agent/engines imports an
+The whole interface is here; nothing outside llmgw/engines imports an
 adapter's module. The built-ins (llamacpp, sim, vllm, sglang, trtllm,
 comfyui, strata, freetoken) are registered by default_engines.py through
 `register`, as a site's own engine would be.
 
-    from llmgw.agent import engines
+    from llmgw import engines
 
     adapter = engines.engine(profile.engine)
     adapter.validate(profile, model_path=path)            # ProfileError naming the field
     launch = adapter.command(profile, model_path=path, port=port, host=host,
                              api_key_file=key_file, binary=configured)
     # launch.argv, launch.env, launch.health_path, launch.model, launch.metrics_path
+
+A package of its own, below both the agent and the control plane: the agent
+runs an engine's command, and the catalog refuses a model whose profile the
+engine would refuse, when it is added (control/catalog/changes.py). It was
+agent/engines, which made the control plane import the agent. Which weight
+files are pickles (pickles.py) is here for the same two readers.
 
 docs/engines.md has what each engine is given and the table of what is
 refused, and why.
@@ -22,7 +28,7 @@ from __future__ import annotations
 import difflib
 import threading
 
-from llmgw.agent.engines.base import Binary, Engine, EngineError, Launch, ProfileError
+from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError
 
 __all__ = [
     "Binary",
@@ -71,7 +77,7 @@ def _load_defaults() -> None:
     with _lock:
         if _defaults_loaded:
             return
-        from llmgw.agent.engines import default_engines
+        from llmgw.engines import default_engines
 
         default_engines.register_engines(_add)
         _defaults_loaded = True

@@ -6,8 +6,8 @@ vLLM parses its flags with argparse (and reads `_` for `-`, and
 
 from __future__ import annotations
 
-from llmgw.agent.engines import modelinfo, versions
-from llmgw.agent.engines.base import (
+from llmgw.engines import modelinfo, versions
+from llmgw.engines.base import (
     Binary,
     Launch,
     ProfileError,
@@ -18,7 +18,7 @@ from llmgw.agent.engines.base import (
     program,
     read_key,
 )
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.refusals import (
     CREDENTIAL,
     LISTENS,
     LOAD_FORMAT,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llmgw.agent import engines
-from llmgw.agent.engines import freetoken, strata
+from llmgw import engines
+from llmgw.engines import freetoken, strata
 from llmgw.protocol.messages import EngineProfile
 
 

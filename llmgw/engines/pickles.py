@@ -5,13 +5,14 @@ node: that is how the malicious models found on Hugging Face work, and
 nothing in a file's size or name beyond its extension says so. safetensors
 and GGUF hold only tensors and are read, never run. A model whose weights
 have no other form says `allow_pickle: true` in the catalog, on purpose.
+
+Read by the catalog when a model is added and by the agent when it fetches
+(agent/weights/errors.py's refuse_pickle), so it sits below both.
 """
 
 from __future__ import annotations
 
 from urllib.parse import unquote
-
-from llmgw.agent.weights.errors import PickleRefused, redact
 
 # PyTorch's pickle formats and pickle's own. A .bin beside safetensors is
 # the same model in pickle form (pytorch_model.bin).
@@ -43,12 +44,3 @@ def is_pickle(name: str) -> bool:
             # hf:org/repo/file@refs/pr/1: the revision holds a slash.
             name = name.rsplit("@", 1)[0]
     return name.lower().endswith(PICKLE_EXTENSIONS)
-
-
-def refuse_pickle(source: str, name: str = "") -> PickleRefused:
-    what = f"{name} in the set at {redact(source)}" if name else redact(source)
-    return PickleRefused(
-        f"{what} is in a pickle format ({', '.join(PICKLE_EXTENSIONS)}), which runs code when it is loaded; "
-        "nothing was fetched. Use the model's safetensors or GGUF, or set allow_pickle: true on the model "
-        "if its files were checked and it has no other form."
-    )

@@ -9,8 +9,8 @@ import pytest
 
 from fixtures.tinygguf import CONTEXT, write_tiny_gguf
 
-from llmgw.agent import engines
-from llmgw.agent.engines import modelinfo
+from llmgw import engines
+from llmgw.engines import modelinfo
 from llmgw.protocol.messages import EngineProfile
 
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 import llmgw
-from llmgw.agent import engines
-from llmgw.agent.engines import versions
+from llmgw import engines
 from llmgw.config.agent import KNOWN_ENGINES
+from llmgw.engines import versions
 
 
 def test_the_registry_holds_every_engine_agent_yaml_knows():

@@ -15,8 +15,8 @@ import re
 import sys
 from pathlib import Path
 
-from llmgw.agent.engines.base import Binary, EngineError, Launch, ProfileError, check_common, cuda_env
-from llmgw.agent.engines.refusals import (
+from llmgw.engines.base import Binary, EngineError, Launch, ProfileError, check_common, cuda_env
+from llmgw.engines.refusals import (
     LISTENS,
     LOADS_FILE,
     PICKS_CARD,

@@ -24,7 +24,7 @@ import pytest
 from fixtures.tinygguf import NAME, write_tiny_gguf
 from pgcluster import free_port
 
-from llmgw.agent.engines.llamacpp_install import (
+from llmgw.engines.llamacpp_install import (
     RUNNER,
     XLLAMACPP_VERSION,
     engine_dir,

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from llmgw.agent.engines.base import ProfileError
+from llmgw.engines.base import ProfileError
 
 # --- flags --------------------------------------------------------------------------------------
 

@@ -22,8 +22,8 @@ import pytest
 from fixtures.tinygguf import write_tiny_gguf
 from pgcluster import free_port
 
-from llmgw.agent import engines
-from llmgw.agent.engines.llamacpp_install import installed_llama_server
+from llmgw import engines
+from llmgw.engines.llamacpp_install import installed_llama_server
 from llmgw.protocol.messages import EngineProfile
 
 
