@@ -24,7 +24,7 @@ from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.weights import Weights
-from llmgw.config.agent import AgentConfig
+from llmgw.config import AgentConfig
 from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.protocol import GPU, Heartbeat, Host, Storage
 from llmgw.trust import client_ssl_context, node_identity

@@ -25,8 +25,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from llmgw import logsetup
-    from llmgw.config.agent import load_agent_config
-    from llmgw.config.loader import ConfigError
+    from llmgw.config import ConfigError, load_agent_config
     from llmgw.trust import TrustError
 
     path = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)

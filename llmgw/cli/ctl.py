@@ -160,7 +160,7 @@ def run_config_edit(args) -> int:
 
 
 def run_audit(args) -> int:
-    from llmgw.config.types import Duration
+    from llmgw.config import Duration
 
     since = None
     if args.since:

@@ -80,7 +80,7 @@ def _span(seconds: float) -> str:
 
 
 def run_join(args) -> int:
-    from llmgw.config.agent import AgentConfig, load_agent_config
+    from llmgw.config import AgentConfig, load_agent_config
     from llmgw.trust import join
 
     config = args.config or SYSTEM_AGENT_CONFIG

@@ -54,7 +54,7 @@ def register(commands, common) -> None:
 def parse_when(text: str, flag: str, now: float | None = None) -> float:
     """"24h" (that long ago), "2026-03-01" or "2026-03-01T09:00" (UTC unless
     it says otherwise), or "now", as epoch seconds."""
-    from llmgw.config.types import Duration
+    from llmgw.config import Duration
 
     now = time.time() if now is None else now
     text = text.strip()

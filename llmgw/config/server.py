@@ -43,6 +43,9 @@ __all__ = [
     "load_server_config",
 ]
 
+# Where a control plane's server.yaml is when --config does not say: read by
+# `llmgw server` and by the admin client, which finds the admin API through it.
+SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
 DEFAULT_LEASE_TTL = Duration("10s")
 # The cluster's settings are promised to be in force on every control plane
 # "within seconds"; a poll slower than this would break that promise.

@@ -37,8 +37,7 @@ class AdminError(ExpectedError):
 
 
 def _read_config(path: str):
-    from llmgw.config.loader import ConfigError
-    from llmgw.config.server import load_server_config
+    from llmgw.config import ConfigError, load_server_config
 
     if not os.path.exists(path):
         return None
@@ -62,7 +61,7 @@ def env_config():
 
 def system_config():
     """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
-    from llmgw.cli.server import SYSTEM_CONFIG
+    from llmgw.config.server import SYSTEM_CONFIG
 
     return _read_config(SYSTEM_CONFIG)
 

@@ -13,7 +13,7 @@ import socket
 
 from aiohttp import web
 
-from llmgw.config.types import Address
+from llmgw.config import Address
 from llmgw.errors import ExpectedError
 
 

@@ -27,8 +27,8 @@ from llmgw import __version__, heap
 from llmgw.account.keycache import KeyCache
 from llmgw.account.service import Accounts
 from llmgw.account.throttle import UnknownKeyThrottle
+from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
-from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand

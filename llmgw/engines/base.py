@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Union, runtime_checkable
 
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 ROLES = ("", "judge", "embedding")
 

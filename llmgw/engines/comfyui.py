@@ -28,7 +28,7 @@ from llmgw.engines.refusals import (
     check_env,
     refused,
 )
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 MODEL_ENV = "LLMGW_COMFYUI_MODEL"
 

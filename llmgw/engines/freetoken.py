@@ -41,7 +41,7 @@ from llmgw.engines.refusals import (
     set_by_agent,
 )
 from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 FLAGS: tuple[Flag, ...] = (
     refused(RUNS_REPO_CODE, "--trust-remote-code"),

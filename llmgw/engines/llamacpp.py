@@ -35,7 +35,7 @@ from llmgw.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 FLAGS: tuple[Flag, ...] = (
     refused(MOVES_SOURCE, "--model", "-m"),

@@ -44,7 +44,7 @@ from llmgw.engines.refusals import (
     set_by_agent,
 )
 from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source, safetensors_only
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 MODULE = "sglang.launch_server"
 

@@ -11,7 +11,7 @@ import sys
 import llmgw
 from llmgw.engines.base import Binary, Launch, ProfileError, check_common, program
 from llmgw.engines.refusals import LISTENS, LOADS_FILE, Flag, check_args, check_env, refused, set_by_agent
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 # The sim's --embedding-model takes a sentence-transformers folder, or the
 # one model it knows by name from a package.

@@ -45,7 +45,7 @@ from llmgw.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 SOURCE_DIR = "strata"
 ENGINE_DIR = "strata-engine"

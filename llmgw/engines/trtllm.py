@@ -34,7 +34,7 @@ from llmgw.engines.refusals import (
     set_by_agent,
 )
 from llmgw.engines.vllm import SERVED_NAME, check_source
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 FLAGS: tuple[Flag, ...] = (
     refused(RUNS_REPO_CODE, "--trust_remote_code"),

@@ -40,7 +40,7 @@ from llmgw.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 SERVED_NAME = "is the name the model is served under, the catalog's, which the router asks for"
 REWRITES_CONFIG = "rewrites the model's configuration, which can name code to load (auto_map)"

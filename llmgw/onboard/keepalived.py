@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from llmgw.config.types import Address
+from llmgw.config import Address
 from llmgw.errors import ExpectedError
 
 DEFAULT_PATH = "/etc/keepalived/keepalived.conf"

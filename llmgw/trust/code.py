@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from llmgw.config.types import Address
+from llmgw.config import Address
 from llmgw.trust.masterkey import TrustError
 
 _VERSION = 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from llmgw.config.types import Address
+from llmgw.config import Address
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode, decode_code
 from llmgw.trust.masterkey import TrustError
@@ -146,7 +146,7 @@ def _write(path: str, data: bytes, mode: int) -> None:
 def update_agent_config(path: str, control_planes: list[str], data_dir: str | None, name: str | None) -> None:
     """Write `control_planes` (and the data directory and name when given)
     into agent.yaml, keeping its other keys; checked as the agent will read it."""
-    from llmgw.config.agent import AgentConfig
+    from llmgw.config import AgentConfig
     from llmgw.config.loader import ConfigError, from_dict, parse_yaml
 
     doc: dict = {}

@@ -29,9 +29,7 @@ from llmgw.agent.discovery import bandwidth
 from llmgw.agent.discovery.node import Discovery
 from llmgw.agent.discovery.pcie import link_problem
 from llmgw.agent.discovery.storage import existing
-from llmgw.config.agent import AgentConfig, load_agent_config
-from llmgw.config.loader import ConfigError
-from llmgw.config.types import Address
+from llmgw.config import Address, AgentConfig, ConfigError, load_agent_config
 from llmgw.engines.llamacpp_install import XLLAMACPP_VERSION, engine_dir
 
 DEFAULT_CONFIG = "/etc/llmgw/agent.yaml"

@@ -50,7 +50,7 @@ from llmgw.agent.weights.sources import (
     is_hub_id,
 )
 from llmgw.engines.pickles import is_pickle
-from llmgw.protocol.messages import EngineProfile
+from llmgw.protocol import EngineProfile
 
 log = logging.getLogger("llmgw.agent.weights")
 

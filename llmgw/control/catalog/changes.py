@@ -17,7 +17,7 @@ import os
 import re
 from typing import Sequence
 
-from llmgw.config.types import Size
+from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, gb, static_refusal
 from llmgw.control.catalog.spec import GB, MB, SELF_SIZING, GPUNeed, ModelSpec, Profile, SpecError, load_spec
