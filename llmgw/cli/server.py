@@ -154,7 +154,7 @@ def _install_uvloop() -> None:
 
 
 def run_init(args) -> int:
-    from llmgw.account.tree import parse_project_path
+    from llmgw.account import parse_project_path
     from llmgw.onboard.first_run import init_server
 
     cfg, raw = _load(args)

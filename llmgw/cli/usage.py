@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 
-from llmgw.account.limits import format_money
+from llmgw.account import format_money
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, table, when
 from llmgw.control.adminclient import AdminError

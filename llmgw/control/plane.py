@@ -24,9 +24,7 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
-from llmgw.account.keycache import KeyCache
-from llmgw.account.service import Accounts
-from llmgw.account.throttle import UnknownKeyThrottle
+from llmgw.account import Accounts, KeyCache, UnknownKeyThrottle
 from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
 from llmgw.control.adminapi import make_admin_app

@@ -36,7 +36,7 @@ from llmgw.router.targets import providers_session
 from llmgw.store import ProjectCache, Store, StoreError, Usage
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
 
 log = logging.getLogger("llmgw.router")
 

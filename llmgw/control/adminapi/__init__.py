@@ -20,8 +20,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
-from llmgw.account.limits import LimitError, parse_money
-from llmgw.account.service import AccountError, Actor
+from llmgw.account import AccountError, Actor, LimitError, parse_money
 from llmgw.config import Duration
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.control.settings import SettingsError
