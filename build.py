@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The one entry point for working on llmgw: run, test, bench, dist.
+"""The one entry point for working on llmgw: run, check, test, bench, dist.
 
 Standard library only, so that `python3 build.py …` works on a fresh clone
 with nothing but the system's Python. Everything else lives in the checkout's
@@ -61,8 +61,8 @@ usage: python3 build.py COMMAND [ARGS...]
 The one entry point for working on llmgw. Each command first makes or updates
 the virtual environment .venv (llmgw installed editable) when it is missing,
 broken, or setup.cfg has changed: `run`, `bench` and `dist` install what llmgw
-runs on, `test` adds the test tools and the similar-question embedder (torch,
-CPU build).
+runs on, `check` only the checkers, `test` adds the test tools, the checkers
+and the similar-question embedder (torch, CPU build).
 
 commands:
   run [--model GGUF] [ARGS...]
@@ -74,6 +74,11 @@ commands:
                      Says when each model is ready and how to try it.
                      Ctrl-C stops both and the node's engines. One run a
                      directory: a second on the same ./var is refused.
+  check              run the checks CI runs before the tests: the layers
+                     (import-linter's contracts in .importlinter; a package
+                     importing a floor above its own fails it), and a count
+                     of imports that reach past a package's face (a figure,
+                     never a failure). Exits 1 when a check fails.
   test [ARGS...]     run the tests (`python -m pytest ARGS`; all of them when
                      no ARGS); pytest's exit status is passed through.
   bench [NAME...]    run each benchmarks/bench_*.py, or those named
@@ -149,8 +154,11 @@ def venv_python_works() -> bool:
 # ~2.5 min and 1.6 GB for the test tools and torch before its first answer
 # (issue 11); it needs only the openai SDK its printed line uses.
 RUN_EXTRAS = ("sdk",)
-# The sim's --embedding-model tests need the embedder, so `test` takes it too.
-TEST_EXTRAS = ("sdk", "test", "similar")
+# The sim's --embedding-model tests need the embedder, so `test` takes it too;
+# tests/test_layers.py runs import-linter, so it takes `check`'s tools as well.
+TEST_EXTRAS = ("sdk", "test", "similar", "check")
+# `check` runs the checkers only: no llmgw server, SDK or torch is needed.
+CHECK_EXTRAS = ("check",)
 
 # torch's own index of CPU builds. PyPI's torch for Linux is the CUDA build,
 # several GB with its nvidia-* wheels; this index's 2.13.0+cpu matches
@@ -984,6 +992,83 @@ class Cluster:
                 pass
 
 
+# --- check ---------------------------------------------------------------------
+
+
+# Run by .venv's python: of the imports from one package of llmgw into
+# another, how many name a module inside it rather than its face (the
+# package itself, whose __init__ says what it offers). A single-module
+# package (llmgw/errors.py) is all face and is not counted. grimp is
+# import-linter's own graph, so the figure counts what the contracts see.
+FACES_SCRIPT = """
+import grimp
+graph = grimp.build_graph("llmgw")
+def package(module):
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+crossing = inner = 0
+reached = {}
+for importer in graph.modules:
+    for imported in graph.find_modules_directly_imported_by(importer):
+        target = package(imported)
+        if target == package(importer) or not graph.find_children(target):
+            continue
+        lines = len(graph.get_import_details(importer=importer, imported=imported)) or 1
+        crossing += lines
+        if imported != target:
+            inner += lines
+            reached[target] = reached.get(target, 0) + lines
+worst = ", ".join(f"{p.split('.')[1]} {n}" for p, n in sorted(reached.items(), key=lambda kv: -kv[1])[:5])
+print(f"{inner} of {crossing} imports that cross into another package reach past its face (most: {worst})")
+"""
+
+
+class Step:
+    """One check: a name, what it holds, and how it runs.
+
+    `informational` steps print a figure and never fail the check: a
+    measure to watch fall, not yet a rule.
+    """
+
+    def __init__(self, name: str, holds: str, argv: list[str], informational: bool = False):
+        self.name, self.holds, self.argv, self.informational = name, holds, argv, informational
+
+
+def check_steps() -> list[Step]:
+    """What `build.py check` runs, in order; a new checker is one more Step here."""
+    return [
+        Step("layers", "no package imports a floor above its own (.importlinter, docs/internals.md)",
+             [str(VENV / "bin" / "lint-imports"), "--no-logo", "--no-cache", str(ROOT / ".importlinter")]),
+        Step("faces", "imports that reach past a package's face (informational)",
+             [str(VENV_PYTHON), "-c", FACES_SCRIPT], informational=True),
+    ]
+
+
+def cmd_check(args: list[str]) -> int:
+    if args:
+        fail(f"check takes no arguments (got {' '.join(args)}); it runs every check: "
+             + ", ".join(step.name for step in check_steps()), 2)
+    ensure_venv(CHECK_EXTRAS)
+    failed = []
+    for step in check_steps():
+        say(f"{step.name}: {step.holds}")
+        started = time.monotonic()
+        rc = subprocess.run(step.argv, cwd=ROOT, stdin=subprocess.DEVNULL).returncode
+        took = time.monotonic() - started
+        if rc == 0:
+            say(f"{step.name}: {'measured' if step.informational else 'passed'} ({took:.1f} s)")
+        elif step.informational:
+            say(f"{step.name}: could not be measured (exit {exit_status(rc)}, {took:.1f} s); not a failure")
+        else:
+            say(f"{step.name}: FAILED (exit {exit_status(rc)}, {took:.1f} s); see above")
+            failed.append(step.name)
+    if failed:
+        say(f"check failed: {', '.join(failed)}")
+        return 1
+    say("check passed")
+    return 0
+
+
 # --- test ----------------------------------------------------------------------
 
 
@@ -1437,7 +1522,7 @@ def cmd_dist(args: list[str]) -> int:
 
 # --- main ----------------------------------------------------------------------
 
-COMMANDS = {"run": cmd_run, "test": cmd_test, "bench": cmd_bench, "dist": cmd_dist}
+COMMANDS = {"run": cmd_run, "check": cmd_check, "test": cmd_test, "bench": cmd_bench, "dist": cmd_dist}
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ reconciler placing 5,000 replicas and taking 10,000 status reports, its
 steady passes, and the heartbeats.
 
 Certificates. A few nodes join through the real flow (`llmgw node add`'s
-admin API call, then `llmgw.control.trust.joining.join`), timed as
+admin API call, then `llmgw.trust.joining.join`), timed as
 `cluster_join_ms`; at ~that each, 1,000 would not fit a bench's minute. The
 rest are issued here from the cluster's own CA, whose key is sealed in the
 store under the server's master key: this bench started the server, so it
@@ -58,13 +58,13 @@ from dataclasses import dataclass
 import psutil
 
 from llmgw.agent.link import ClusterLink
-from llmgw.cli.adminclient import AdminClient, AdminError
-from llmgw.control.trust import TrustError, client_ssl_context, join, node_identity, pki, read_master_key
-from llmgw.control.trust.authority import CA_KEY_PURPOSE
-from llmgw.control.trust.masterkey import FILE_NAME as MASTER_KEY_FILE
-from llmgw.control.trust.tls import node_files
+from llmgw.control.adminclient import AdminClient, AdminError
 from llmgw.protocol import Heartbeat, Host, NodeLogs, ShardLoad, ShardStatus, Storage
 from llmgw.store import open_store
+from llmgw.trust import TrustError, client_ssl_context, join, node_identity, pki, read_master_key
+from llmgw.trust.authority import CA_KEY_PURPOSE
+from llmgw.trust.masterkey import FILE_NAME as MASTER_KEY_FILE
+from llmgw.trust.tls import node_files
 
 TB = 10**12
 

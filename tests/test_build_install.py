@@ -79,7 +79,7 @@ def test_build_py_test_adds_the_test_tools_and_the_embedder_to_a_venv_that_run_m
     build.ensure_venv(build.RUN_EXTRAS)  # a later `run` takes what is there as enough
     build.ensure_venv(build.TEST_EXTRAS)
 
-    assert [args[-1] for args in asked] == [f"{ROOT}[sdk]", f"{ROOT}[sdk,test,similar]"]
+    assert [args[-1] for args in asked] == [f"{ROOT}[sdk]", f"{ROOT}[sdk,test,similar,check]"]
 
 
 def test_a_change_of_setup_cfg_installs_again_what_the_command_needs(build, monkeypatch):
@@ -90,7 +90,7 @@ def test_a_change_of_setup_cfg_installs_again_what_the_command_needs(build, monk
     build.ensure_venv(build.TEST_EXTRAS)
 
     # The extras installed from the old setup.cfg may be at old pins: `test` installs them again.
-    assert [args[-1] for args in asked] == [f"{ROOT}[sdk]", f"{ROOT}[sdk,test,similar]"]
+    assert [args[-1] for args in asked] == [f"{ROOT}[sdk]", f"{ROOT}[sdk,test,similar,check]"]
 
 
 def test_an_unreachable_cpu_index_is_a_sentence_and_torch_comes_from_pips_own_indexes(build, monkeypatch, capsys):

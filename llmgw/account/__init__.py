@@ -1,1 +1,38 @@
+"""People, API keys, limits and the tenancy tree (org/team/project/key).
 
+This is the package's face: other packages import these names from
+`llmgw.account`, not from its modules, so a module can be split or renamed
+inside without touching them (docs/internals.md).
+"""
+
+from llmgw.account.keycache import KeyCache, Principal
+from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
+from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
+from llmgw.account.passwords import hash_password, new_password
+from llmgw.account.service import AccountError, Accounts, Actor
+from llmgw.account.throttle import UnknownKeyThrottle
+from llmgw.account.tree import TreeError, check_name, parse_project_path
+
+__all__ = [
+    "CHAIN",
+    "KEY_PREFIX",
+    "AccountError",
+    "Accounts",
+    "Actor",
+    "Effective",
+    "KeyCache",
+    "LimitError",
+    "Principal",
+    "TreeError",
+    "UnknownKeyThrottle",
+    "check_name",
+    "check_narrows",
+    "digest",
+    "effective",
+    "format_money",
+    "hash_password",
+    "looks_like_key",
+    "new_password",
+    "parse_money",
+    "parse_project_path",
+]

@@ -15,10 +15,11 @@ from llmgw.account import keys as keymod
 from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
 from llmgw.account.passwords import hash_password
 from llmgw.account.tree import TreeError, check_name, parse_project_path
+from llmgw.errors import ExpectedError
 from llmgw.store import ApiKey, AuditEntry, Conflict, Limits, Person, ProjectPath, Store
 
 
-class AccountError(ValueError):
+class AccountError(ExpectedError, ValueError):
     """A refused change, said as a sentence; `status` is the HTTP status that fits it."""
 
     def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+from llmgw.errors import ExpectedError
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-class TreeError(ValueError):
+class TreeError(ExpectedError, ValueError):
     """A path or name a person typed that cannot name a place in the tree."""
 
 

@@ -42,12 +42,12 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from llmgw.account.limits import format_money
+from llmgw.account import format_money
 from llmgw.accounting.refusal import Refusal, level_name
 from llmgw.store import Store, StoreError
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
 
 log = logging.getLogger("llmgw.accounting")
 

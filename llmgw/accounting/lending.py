@@ -42,7 +42,7 @@ from llmgw.accounting.refusal import Refusal
 from llmgw.accounting.ratelimit import REQUESTS, RateLimiter, refusal
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
 
 log = logging.getLogger("llmgw.lending")
 

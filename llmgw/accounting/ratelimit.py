@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from llmgw.accounting.refusal import Refusal, level_name
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
     from llmgw.accounting.lending import Borrower
 
 WINDOW = 60.0  # seconds in the sliding minute

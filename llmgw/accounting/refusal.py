@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,18 @@ import os
 import signal
 import socket
 
-from llmgw.agent import engines as engine_registry
+from llmgw import engines as engine_registry
 from llmgw.agent.discovery import Discovery
-from llmgw.agent.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.agent.link import ClusterLink
 from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.weights import Weights
-from llmgw.config.agent import AgentConfig
-from llmgw.control.trust import client_ssl_context, node_identity
+from llmgw.config import AgentConfig
+from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.protocol import GPU, Heartbeat, Host, Storage
+from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
 

@@ -51,7 +51,7 @@ def _v1(url: str) -> str:
 class ShardRunner:
     """The node's shards: fetching, then the supervisor's.
 
-    `engine(name)` gives an adapter (llmgw.agent.engines); `binary(name)`
+    `engine(name)` gives an adapter (llmgw.engines); `binary(name)`
     the program to run for it, awaited (llama.cpp's may be installed on
     first use); `host` is the address engines listen on and `advertise` the
     one the control plane's router reaches them at.

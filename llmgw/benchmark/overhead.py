@@ -179,7 +179,7 @@ class Rig:
         One process serves here (no --workers), and the admin API applies a
         change to it before answering, so the next request is read under it.
         """
-        from llmgw.cli.adminclient import AdminClient
+        from llmgw.control.adminclient import AdminClient
 
         client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
         client.call("POST", "/api/v1/config", {"set": {"guard.default": json.dumps(policies)}})

@@ -25,9 +25,8 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from llmgw import logsetup
-    from llmgw.config.agent import load_agent_config
-    from llmgw.config.loader import ConfigError
-    from llmgw.control.trust import TrustError
+    from llmgw.config import ConfigError, load_agent_config
+    from llmgw.trust import TrustError
 
     path = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
     try:

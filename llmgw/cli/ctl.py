@@ -10,8 +10,8 @@ import time
 
 import yaml
 
-from llmgw.cli.adminclient import AdminClient, AdminError
 from llmgw.cli.output import emit_json, fields, table, when
+from llmgw.control.adminclient import AdminClient, AdminError
 
 
 def client(args) -> AdminClient:
@@ -160,7 +160,7 @@ def run_config_edit(args) -> int:
 
 
 def run_audit(args) -> int:
-    from llmgw.config.types import Duration
+    from llmgw.config import Duration
 
     since = None
     if args.since:

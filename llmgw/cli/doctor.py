@@ -27,7 +27,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from llmgw.agent.discovery.doctor import examine
-    from llmgw.cli.checkout import AGENT_CONFIG, checkout_file
+    from llmgw.checkout import AGENT_CONFIG, checkout_file
 
     path, origin = args.config, "given" if args.config else ""
     if path is None and (found := checkout_file(AGENT_CONFIG)) is not None:

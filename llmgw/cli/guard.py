@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from llmgw.cli.adminclient import AdminError
 from llmgw.cli.output import emit_json
+from llmgw.control.adminclient import AdminError
 
 
 def register(ctl_commands, common) -> None:
@@ -40,8 +40,8 @@ def register(ctl_commands, common) -> None:
 def judges_in(settings: dict, policy: str | None) -> list[tuple[str, object]]:
     """(policy names, JudgePolicy) for each judge model to check, with the shortest budget any
     policy naming it gives: that is the wait a request under it has."""
+    from llmgw.config import Duration
     from llmgw.config.guard import JudgePolicy
-    from llmgw.config.types import Duration
 
     policies = ((settings.get("guard") or {}).get("policies") or {})
     if policy is not None:

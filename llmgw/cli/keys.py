@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from llmgw.cli.adminclient import AdminError
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
+from llmgw.control.adminclient import AdminError
 
 
 _CACHE_DESCRIPTION = (

@@ -1,7 +1,7 @@
 """`llmgw llama-server`: llama.cpp's server from PyPI, with llama-server's flags.
 
 The agent runs the same thing without this command (the runner file in the
-engine environment, see llmgw/agent/engines/llamacpp_install.py); this is
+engine environment, see llmgw/engines/llamacpp_install.py); this is
 for a person who wants to try a GGUF on a machine without llama-server, and
 the same code the agent's engines run.
 """
@@ -13,7 +13,7 @@ import asyncio
 import os
 import sys
 
-from llmgw.agent.engines import llamacpp_runner
+from llmgw.engines import llamacpp_runner
 
 
 def register(commands) -> None:
@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         return llamacpp_runner.serve(args)
 
-    from llmgw.agent.engines.llamacpp_install import LlamaServerUnavailable, installed_llama_server
-    from llmgw.config.agent import AgentConfig
+    from llmgw.config import AgentConfig
+    from llmgw.engines.llamacpp_install import LlamaServerUnavailable, installed_llama_server
 
     data_dir = args.data_dir or AgentConfig().data_dir
     try:

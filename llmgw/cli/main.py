@@ -59,7 +59,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from llmgw.cli.errors import explain
+    from llmgw.errors import explain
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from urllib.parse import quote
 
-from llmgw.cli.adminclient import AdminError
 from llmgw.cli.output import ago, emit_json, fields, table
+from llmgw.control.adminclient import AdminError
 
 
 def register(sub, common) -> None:

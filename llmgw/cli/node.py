@@ -80,8 +80,8 @@ def _span(seconds: float) -> str:
 
 
 def run_join(args) -> int:
-    from llmgw.config.agent import AgentConfig, load_agent_config
-    from llmgw.control.trust import join
+    from llmgw.config import AgentConfig, load_agent_config
+    from llmgw.trust import join
 
     config = args.config or SYSTEM_AGENT_CONFIG
     configured = load_agent_config(config).data_dir if os.path.exists(config) else AgentConfig().data_dir

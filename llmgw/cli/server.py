@@ -8,8 +8,8 @@ import os
 import sys
 
 from llmgw.cli.output import emit_json
+from llmgw.config.server import SYSTEM_CONFIG
 
-SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 
 
@@ -83,7 +83,7 @@ def register(commands) -> None:
 def load(args) -> tuple:
     """server.yaml with the command line's flags on top, validated as one document,
     and the cluster's keys the file sets itself."""
-    from llmgw.config.server import cluster_keys_in
+    from llmgw.config import cluster_keys_in
 
     cfg, raw = _load(args)
     return cfg, cluster_keys_in(raw)
@@ -91,8 +91,8 @@ def load(args) -> tuple:
 
 def _load(args) -> tuple:
     """The validated configuration and server.yaml as written (an empty dict without one)."""
+    from llmgw.config import ServerConfig, load_server_config
     from llmgw.config.loader import ConfigError, from_dict, parse_yaml, to_dict
-    from llmgw.config.server import ServerConfig, load_server_config
 
     path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     cfg = load_server_config(path)
@@ -154,7 +154,7 @@ def _install_uvloop() -> None:
 
 
 def run_init(args) -> int:
-    from llmgw.account.tree import parse_project_path
+    from llmgw.account import parse_project_path
     from llmgw.onboard.first_run import init_server
 
     cfg, raw = _load(args)

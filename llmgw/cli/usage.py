@@ -9,10 +9,10 @@ import socket
 import sys
 import time
 
-from llmgw.account.limits import format_money
-from llmgw.cli.adminclient import AdminError
+from llmgw.account import format_money
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, table, when
+from llmgw.control.adminclient import AdminError
 
 # Progress on stderr at most this often: a line per row would cost more than the export.
 PROGRESS_EVERY = 0.5
@@ -54,7 +54,7 @@ def register(commands, common) -> None:
 def parse_when(text: str, flag: str, now: float | None = None) -> float:
     """"24h" (that long ago), "2026-03-01" or "2026-03-01T09:00" (UTC unless
     it says otherwise), or "now", as epoch seconds."""
-    from llmgw.config.types import Duration
+    from llmgw.config import Duration
 
     now = time.time() if now is None else now
     text = text.strip()

@@ -29,7 +29,7 @@ __all__ = [
 
 # The engines an agent can run, for refusing a misspelt name in
 # engines.disabled: "vlm" would otherwise disable nothing, silently.
-# A new engine under llmgw/agent/engines/ adds its name here.
+# A new engine under llmgw/engines/ adds its name here.
 KNOWN_ENGINES = ("llamacpp", "vllm", "sglang", "trtllm", "comfyui", "strata", "freetoken", "sim")
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from llmgw.config.bodytemplate import validate_body_template
 from llmgw.config.loader import Invalid
 from llmgw.config.types import Duration, describe
 
@@ -128,8 +129,6 @@ class Service:
             raise Invalid("url", f"expected an http(s) URL, got {describe(self.url)}")
         if not self.blocked:
             raise Invalid("blocked", "must say where the service's answer says the text is unsafe")
-        from llmgw.guard.services import validate_body_template  # here: guard imports config
-
         validate_body_template(self.body)
 
 

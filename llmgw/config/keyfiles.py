@@ -31,6 +31,9 @@ from dataclasses import dataclass
 MAX_KEY_BYTES = 4096
 # A node's files, when an agent runs on this machine too (agent.yaml's default data_dir).
 AGENT_DATA_DIR = "/var/lib/llmgw-agent"
+# The master key's file in a control plane's data_dir; named here, below trust,
+# so that config can list it among the program's own secrets without importing trust.
+MASTER_KEY_FILE = "master-key"
 
 
 class KeyFileRefused(Exception):
@@ -47,9 +50,7 @@ class OwnSecrets:
 
 def own_secrets(cfg) -> OwnSecrets:
     """A control plane's own secrets, from its server.yaml (a ServerConfig)."""
-    from llmgw.control.trust.masterkey import FILE_NAME
-
-    files = [os.path.join(cfg.data_dir, FILE_NAME), cfg.admin_token_path]
+    files = [os.path.join(cfg.data_dir, MASTER_KEY_FILE), cfg.admin_token_path]
     store = cfg.store.strip()
     if store.startswith("sqlite:"):
         db = store[len("sqlite:"):].strip()

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 
 from llmgw.config.types import Address, Duration, Size, describe
+from llmgw.errors import ExpectedError
 
 __all__ = [
     "ConfigError",
@@ -41,7 +42,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class ConfigError(Exception):
+class ConfigError(ExpectedError):
     """A configuration that can't be used; str() is the whole sentence to show.
 
     `key` is the dotted path of the key at fault ("" when it is the whole

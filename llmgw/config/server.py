@@ -19,12 +19,12 @@ import socket
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from llmgw.config.loader import Invalid, load_file
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
+from llmgw.config.loader import Invalid, load_file
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
+from llmgw.config.storeaddress import several_hosts_problem
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
-from llmgw.store.address import several_hosts_problem
 
 __all__ = [
     "AuthSettings",
@@ -43,6 +43,9 @@ __all__ = [
     "load_server_config",
 ]
 
+# Where a control plane's server.yaml is when --config does not say: read by
+# `llmgw server` and by the admin client, which finds the admin API through it.
+SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
 DEFAULT_LEASE_TTL = Duration("10s")
 # The cluster's settings are promised to be in force on every control plane
 # "within seconds"; a poll slower than this would break that promise.

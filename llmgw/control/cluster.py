@@ -3,7 +3,7 @@
 Every control plane takes agents' connections; only the leader keeps
 them (a standby names the leader) and only the leader reconciles. The
 other control planes' agent addresses are read from the store, where each
-writes its own at start (llmgw.control.trust), so an agent learns of every
+writes its own at start (llmgw.trust), so an agent learns of every
 one of them from whichever it reaches.
 """
 
@@ -19,8 +19,8 @@ from aiohttp import web
 from llmgw.control.agentsvc import AgentService
 from llmgw.control.catalog import Policy
 from llmgw.control.reconciler import Reconciler
-from llmgw.control.trust import peer_node_id
 from llmgw.store import StoreError
+from llmgw.trust import peer_node_id
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane

@@ -46,7 +46,7 @@ from aiohttp import web
 from llmgw.accounting.ratelimit import RESOLUTION
 from llmgw.connecterror import connect_failure
 from llmgw.control.routes import from_doc, to_doc
-from llmgw.control.trust.tls import peer_control_plane
+from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane

@@ -13,7 +13,8 @@ import socket
 
 from aiohttp import web
 
-from llmgw.config.types import Address
+from llmgw.config import Address
+from llmgw.errors import ExpectedError
 
 
 # The kernel's queue of connections dealt to a socket and not yet taken by a process.
@@ -21,7 +22,7 @@ from llmgw.config.types import Address
 LISTEN_BACKLOG = 1024
 
 
-class ListenError(Exception):
+class ListenError(ExpectedError):
     pass
 
 

@@ -24,26 +24,24 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
-from llmgw.account.keycache import KeyCache
-from llmgw.account.throttle import UnknownKeyThrottle
-from llmgw.account.service import Accounts
+from llmgw.account import Accounts, KeyCache, UnknownKeyThrottle
+from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
-from llmgw.config.server import ServerConfig, cluster_part
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand
 from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
-from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
+from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
-from llmgw.control.trust import ClusterTrust, make_agent_app
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, StoreError, open_store
+from llmgw.trust import ClusterTrust, make_agent_app
 
 log = logging.getLogger("llmgw.server")
 

@@ -17,8 +17,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from llmgw.config import MACHINE_KEYS, ClusterSettings
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
-from llmgw.config.server import MACHINE_KEYS, ClusterSettings
 from llmgw.store import AuditEntry, Conflict, Store, StoreError
 
 log = logging.getLogger("llmgw.settings")

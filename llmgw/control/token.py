@@ -18,14 +18,15 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from llmgw.control.privatefile import create_private, read_private
+from llmgw.errors import ExpectedError
+from llmgw.privatefile import create_private, read_private
 
 DEFAULT_HOLDER = "admin"
 # A name for the audit log: a person's login or e-mail, never text that could pass for a second entry.
 _HOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 
 
-class TokenError(Exception):
+class TokenError(ExpectedError):
     pass
 
 

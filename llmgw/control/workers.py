@@ -771,9 +771,9 @@ class Worker:
 async def run_worker(channel_fd: int) -> int:
     """`llmgw server --worker-of FD`: serve the client API until SIGTERM or the main process goes away."""
     from llmgw import logsetup
-    from llmgw.cli.errors import explain
     from llmgw.config.loader import from_dict
     from llmgw.config.server import ServerConfig
+    from llmgw.errors import explain
 
     loop = asyncio.get_running_loop()
     # A terminal's Ctrl-C reaches the whole process group; the main process

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Sequence, TypeVar
 
-from llmgw.account.keycache import Principal
+from llmgw.account import Principal
 from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service
 from llmgw.guard.decisions import RANK
 from llmgw.guard.rules import CompiledRules, Slot, combine

@@ -14,10 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from llmgw.account.passwords import new_password
-from llmgw.account.service import Accounts, Actor
-from llmgw.config.loader import from_dict, to_dict
-from llmgw.config.server import ClusterSettings, ServerConfig, cluster_part
+from llmgw.account import Accounts, Actor, new_password
+from llmgw.config import ClusterSettings, ServerConfig, cluster_part, from_dict, to_dict
 from llmgw.control.settings import seed_settings
 from llmgw.control.token import DEFAULT_HOLDER, ensure_token
 from llmgw.guard.policy import baseline_policy

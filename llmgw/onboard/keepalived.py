@@ -20,7 +20,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from llmgw.config.types import Address
+from llmgw.config import Address
+from llmgw.errors import ExpectedError
 
 DEFAULT_PATH = "/etc/keepalived/keepalived.conf"
 
@@ -39,7 +40,7 @@ DEFAULT_PRIORITY = 100
 _EXAMPLE = "like 10.0.0.160/24: the address, then its network's prefix length"
 
 
-class FloatingAddressError(Exception):
+class FloatingAddressError(ExpectedError):
     """A floating address that cannot be set up as asked, said as a sentence."""
 
 

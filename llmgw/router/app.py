@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from llmgw.account.keycache import Principal
-from llmgw.account.keys import KEY_PREFIX, looks_like_key
+from llmgw.account import KEY_PREFIX, Principal, looks_like_key
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmgw.account.keycache import Principal
+from llmgw.account import Principal
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
 

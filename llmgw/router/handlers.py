@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import orjson
 from aiohttp import web
 
-from llmgw.account.keycache import Principal
+from llmgw.account import Principal
 from llmgw.router import capability, loading, scheduler
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.answerid import answer_id, stream_answer_id

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from llmgw.config.types import Duration
+from llmgw.config import Duration
 from llmgw.router.call import Call, Refuse
 from llmgw.router.errors import error_body
 from llmgw.router.translate.anthropic import anthropic_error

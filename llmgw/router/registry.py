@@ -20,9 +20,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
 from llmgw.config.router import ModelSettings
-from llmgw.config.server import ClusterSettings
 from llmgw.router.breaker import Breaker
 from llmgw.router.endpoint import Endpoint
 

@@ -16,30 +16,27 @@ from typing import TYPE_CHECKING, Callable
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from llmgw.accounting.budgets import Budgets
-from llmgw.accounting.prices import cost
-from llmgw.accounting.ratelimit import RateLimiter
-from llmgw.accounting.usage import UsageWriter
-from llmgw.config.server import ClusterSettings
+from llmgw.accounting import Budgets, RateLimiter, UsageWriter, cost
+from llmgw.config import ClusterSettings
+from llmgw.config.keyfiles import OwnSecrets
 from llmgw.guard.decisions import GuardStats
 from llmgw.guard.events import Event, Events
 from llmgw.guard.policy import Resolver
 from llmgw.guard.review import Reviewers
 from llmgw.router.admission import Admission
+from llmgw.router.cache import AnswerCache
 from llmgw.router.call import Call
 from llmgw.router.demand import DemandRecord
+from llmgw.router.embedder import CatalogEmbedder
 from llmgw.router.metrics import RouterMetrics
 from llmgw.router.registry import ModelEntry, Registry
-from llmgw.router.targets import providers_session
 from llmgw.router.scrape import EngineScraper
-from llmgw.router.cache import AnswerCache
-from llmgw.router.embedder import CatalogEmbedder
 from llmgw.router.similar import Embedder, SimilarIndex
-from llmgw.config.keyfiles import OwnSecrets
+from llmgw.router.targets import providers_session
 from llmgw.store import ProjectCache, Store, StoreError, Usage
 
 if TYPE_CHECKING:
-    from llmgw.account.keycache import Principal
+    from llmgw.account import Principal
 
 log = logging.getLogger("llmgw.router")
 

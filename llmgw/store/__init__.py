@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from llmgw.store.address import redact_url
+from llmgw.config.storeaddress import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
 from llmgw.store.records import (
     ApiKey,

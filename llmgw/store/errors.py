@@ -1,7 +1,9 @@
 """Errors the store raises, each a sentence a person can act on."""
 
+from llmgw.errors import ExpectedError
 
-class StoreError(Exception):
+
+class StoreError(ExpectedError):
     """Something about the store that stops the work, said as a sentence."""
 
 

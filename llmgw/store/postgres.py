@@ -24,8 +24,8 @@ from typing import Any, AsyncIterator, Sequence
 
 import asyncpg
 
+from llmgw.config.storeaddress import postgres_hosts, redact_url
 from llmgw.store import Store
-from llmgw.store.address import postgres_hosts, redact_url
 from llmgw.store.driver import Duplicate, MissingParent, Row, Statements
 from llmgw.store.errors import StoreError, StoreUnavailable
 from llmgw.store.migrate import bring_up_to_date

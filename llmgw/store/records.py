@@ -180,7 +180,7 @@ class Settings:
 @dataclass
 class ClusterCA:
     """The cluster's certificate authority: its certificate, and its private
-    key sealed under the master key (llmgw/control/trust/masterkey.py)."""
+    key sealed under the master key (llmgw/trust/masterkey.py)."""
 
     cert_pem: str
     key_sealed: bytes

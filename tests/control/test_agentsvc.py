@@ -2,7 +2,7 @@
 a silent link found out by the ping rule.
 
 The node's identity comes from its client certificate in production
-(llmgw.control.trust); here each test server names the node it expects,
+(llmgw.trust); here each test server names the node it expects,
 so these tests are about the conversation, not the TLS.
 """
 

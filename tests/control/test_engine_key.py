@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmgw.control.trust.masterkey import MasterKey
 from llmgw.protocol import EngineProfile, StartShard
+from llmgw.trust.masterkey import MasterKey
 
 
 def test_every_control_plane_with_the_master_key_derives_the_same_engine_key_and_others_cannot():

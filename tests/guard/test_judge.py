@@ -461,7 +461,7 @@ async def test_ctl_guard_judge_check_times_the_policys_judge_from_the_settings(p
 
 
 async def test_ctl_guard_judge_check_says_what_is_missing(admin_api):
-    from llmgw.cli.adminclient import AdminError
+    from llmgw.control.adminclient import AdminError
 
     admin_api["settings"] = {"guard": {"policies": {"plain": {}}}}
     with pytest.raises(AdminError, match="the guard policy plain has no judge"):

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from llmgw.config.bodytemplate import render_body, validate_body_template
 from llmgw.config.guard import Service
 from llmgw.config.loader import Invalid
 from llmgw.config.types import Duration
@@ -19,8 +20,6 @@ from llmgw.guard.services import (
     Services,
     merge_services,
     reason_token,
-    render_body,
-    validate_body_template,
 )
 
 

@@ -15,8 +15,8 @@ import yaml
 
 from servers import llmgw
 
-from llmgw.control.trust import client_ssl_context
-from llmgw.control.trust import pki
+from llmgw.trust import client_ssl_context
+from llmgw.trust import pki
 
 
 def node_add(server, *flags: str) -> dict:

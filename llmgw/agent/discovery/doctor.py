@@ -29,10 +29,8 @@ from llmgw.agent.discovery import bandwidth
 from llmgw.agent.discovery.node import Discovery
 from llmgw.agent.discovery.pcie import link_problem
 from llmgw.agent.discovery.storage import existing
-from llmgw.agent.engines.llamacpp_install import XLLAMACPP_VERSION, engine_dir
-from llmgw.config.agent import AgentConfig, load_agent_config
-from llmgw.config.loader import ConfigError
-from llmgw.config.types import Address
+from llmgw.config import Address, AgentConfig, ConfigError, load_agent_config
+from llmgw.engines.llamacpp_install import XLLAMACPP_VERSION, engine_dir
 
 DEFAULT_CONFIG = "/etc/llmgw/agent.yaml"
 CONNECT_TIMEOUT_S = 2.0
@@ -192,7 +190,7 @@ def _engines(report: Report, cfg: AgentConfig) -> None:
 
 def _llamacpp(report: Report, cfg: AgentConfig) -> None:
     """Where the agent's llama.cpp server will come from, in the order the agent looks
-    (llmgw/agent/engines/llamacpp_install.py): agent.yaml's binary, PATH, its own install."""
+    (llmgw/engines/llamacpp_install.py): agent.yaml's binary, PATH, its own install."""
     named = cfg.engines.llamacpp.binary
     if named:
         path = (named if os.path.isfile(named) and os.access(named, os.X_OK) else "") if os.sep in named \

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from llmgw.agent.discovery.reader import GPUProcess
-from llmgw.protocol.messages import GPUSensor
+from llmgw.protocol import GPUSensor
 
 # A chain this deep is no engine's, and a /proc read racing an exit must not loop.
 MOST_GENERATIONS = 16

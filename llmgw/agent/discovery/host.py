@@ -8,7 +8,7 @@ import socket
 
 import psutil
 
-from llmgw.protocol.messages import Host
+from llmgw.protocol import Host
 
 MB = 1024 * 1024
 

@@ -19,7 +19,7 @@ from llmgw.agent.discovery.host import MB, read_host
 from llmgw.agent.discovery.nvml import NVMLReader
 from llmgw.agent.discovery.profile import Profiles
 from llmgw.config.agent import DiscoverySettings
-from llmgw.protocol.messages import GPU, GPUSensor, Heartbeat, Host, Storage
+from llmgw.protocol import GPU, GPUSensor, Heartbeat, Host, Storage
 
 
 def bandwidth_delay() -> float:

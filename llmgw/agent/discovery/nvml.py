@@ -17,7 +17,7 @@ from typing import Any
 
 from llmgw.agent.discovery.pcie import bus_key, with_sysfs
 from llmgw.agent.discovery.reader import GPUProcess, GPUUnavailable, Inventory, cuda_version, mig_index
-from llmgw.protocol.messages import GPU, GPUSensor, MIGDevice
+from llmgw.protocol import GPU, GPUSensor, MIGDevice
 
 MB = 1024 * 1024
 

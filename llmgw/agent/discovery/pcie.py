@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from llmgw.protocol.messages import GPU
+from llmgw.protocol import GPU
 
 # One lane's usable rate in GB/s each way, by generation (after encoding).
 LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.protocol.messages import GPU, GPUSensor
+from llmgw.protocol import GPU, GPUSensor
 
 
 class GPUUnavailable(Exception):

@@ -18,7 +18,7 @@ import threading
 
 from llmgw.agent.discovery.pcie import bus_key, with_sysfs
 from llmgw.agent.discovery.reader import GPUProcess, GPUUnavailable, Inventory, mig_index
-from llmgw.protocol.messages import GPU, GPUSensor, MIGDevice
+from llmgw.protocol import GPU, GPUSensor, MIGDevice
 
 # nvidia-smi waits on a hung driver for minutes; an agent must not.
 TIMEOUT_S = 10.0

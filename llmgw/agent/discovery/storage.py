@@ -12,7 +12,7 @@ from typing import Iterable
 
 import psutil
 
-from llmgw.protocol.messages import Storage
+from llmgw.protocol import Storage
 
 
 def existing(path: str) -> str:

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from llmgw.protocol.messages import LogLine
+from llmgw.protocol import LogLine
 
 # The engine's stdout and stderr go to one file (see output.py), so the ring
 # cannot tell them apart; "output" says so rather than guessing.

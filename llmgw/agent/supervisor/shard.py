@@ -24,7 +24,7 @@ from llmgw.agent.supervisor import procs, readiness, records
 from llmgw.agent.supervisor.output import OutputFollower
 from llmgw.agent.supervisor.records import ShardRecord
 from llmgw.agent.supervisor.ring import LogRing, OutputLimits
-from llmgw.protocol.messages import LogLine, ShardLoad, ShardStatus
+from llmgw.protocol import LogLine, ShardLoad, ShardStatus
 
 log = logging.getLogger("llmgw.agent.supervisor")
 

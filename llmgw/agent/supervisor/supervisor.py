@@ -20,7 +20,7 @@ from llmgw.agent.supervisor import output, procs, readiness, records, users
 from llmgw.agent.supervisor.records import RecordError, ShardRecord
 from llmgw.agent.supervisor.ring import OutputLimits
 from llmgw.agent.supervisor.shard import LEFTOVER_GRACE_S, Shard, read_key, terminate_engine
-from llmgw.protocol.messages import LogLine, ShardLoad, ShardStatus
+from llmgw.protocol import LogLine, ShardLoad, ShardStatus
 
 log = logging.getLogger("llmgw.agent.supervisor")
 

@@ -32,8 +32,14 @@ from typing import Iterable, Mapping
 import aiohttp
 
 from llmgw.agent.weights import checksum, download
-from llmgw.agent.weights.errors import ChecksumMismatch, FetchFailed, UnsafeName, WeightsError, redact
-from llmgw.agent.weights.pickles import is_pickle, refuse_pickle
+from llmgw.agent.weights.errors import (
+    ChecksumMismatch,
+    FetchFailed,
+    UnsafeName,
+    WeightsError,
+    redact,
+    refuse_pickle,
+)
 from llmgw.agent.weights.progress import CHECKING, Broadcast, ProgressCallback
 from llmgw.agent.weights.sources import (
     Fetcher,
@@ -43,7 +49,8 @@ from llmgw.agent.weights.sources import (
     PathFetcher,
     is_hub_id,
 )
-from llmgw.protocol.messages import EngineProfile
+from llmgw.engines.pickles import is_pickle
+from llmgw.protocol import EngineProfile
 
 log = logging.getLogger("llmgw.agent.weights")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
+from llmgw.engines.pickles import PICKLE_EXTENSIONS
+
 
 class WeightsError(Exception):
     """The weights a shard needs could not be made ready on this node."""
@@ -61,3 +63,12 @@ def redact(source: str) -> str:
     except ValueError:
         return source.split("?", 1)[0]
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def refuse_pickle(source: str, name: str = "") -> PickleRefused:
+    what = f"{name} in the set at {redact(source)}" if name else redact(source)
+    return PickleRefused(
+        f"{what} is in a pickle format ({', '.join(PICKLE_EXTENSIONS)}), which runs code when it is loaded; "
+        "nothing was fetched. Use the model's safetensors or GGUF, or set allow_pickle: true on the model "
+        "if its files were checked and it has no other form."
+    )

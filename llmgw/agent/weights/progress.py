@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Callable
 
-from llmgw.protocol.messages import FetchProgress
+from llmgw.protocol import FetchProgress
 
 log = logging.getLogger("llmgw.agent.weights")
 

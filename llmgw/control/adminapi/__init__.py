@@ -20,10 +20,9 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
-from llmgw.account.service import AccountError, Actor
+from llmgw.account import AccountError, Actor, LimitError, parse_money
+from llmgw.config import Duration
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
-from llmgw.config.types import Duration
-from llmgw.account.limits import LimitError, parse_money
 from llmgw.control.settings import SettingsError
 from llmgw.control.token import DEFAULT_HOLDER
 from llmgw.store import StoreError, redact_url

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from llmgw.config.types import Duration
+from llmgw.config import Duration
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
 from llmgw.store import ProjectCache
 

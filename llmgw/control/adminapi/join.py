@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from llmgw.config.types import Duration
+from llmgw.config import Duration
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
-from llmgw.control.trust import JoinRefused
-from llmgw.control.trust.authority import DEFAULT_JOIN_TTL
+from llmgw.trust import JoinRefused
+from llmgw.trust.authority import DEFAULT_JOIN_TTL
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -28,7 +28,7 @@ async def join_code_create(request: web.Request) -> web.Response:
         raise Refused(400, f"--ttl: {e}", "invalid_request") from None
     control_planes = _field(data, "control_planes", list)
     if control_planes is not None:
-        from llmgw.config.types import Address
+        from llmgw.config import Address
 
         for cp in control_planes:
             try:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from llmgw.account.limits import format_money
+from llmgw.account import format_money
 from llmgw.control.adminapi import PLANE, Refused, _json
 from llmgw.store import StoreError, Usage
 

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Sequence
 
-from llmgw.config.types import Size
+from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, gb, static_refusal
 from llmgw.control.catalog.spec import GB, MB, SELF_SIZING, GPUNeed, ModelSpec, Profile, SpecError, load_spec
@@ -80,7 +80,7 @@ def check_engines(spec: ModelSpec) -> None:
     first tries to start it. Cards are numbered 0..count-1 for the check:
     which ones a replica gets is the placement's choice.
     """
-    from llmgw.agent import engines
+    from llmgw import engines
 
     for i, p in enumerate(spec.profiles):
         try:

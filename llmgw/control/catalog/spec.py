@@ -273,7 +273,7 @@ class ModelSpec:
                 raise Invalid("source", f"{describe(self.source)} is neither an absolute path on the nodes nor "
                                         "http(s)://, hf:org/repo/file nor mirror:…")
             if not self.allow_pickle:
-                from llmgw.agent.weights.pickles import PICKLE_EXTENSIONS, is_pickle
+                from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
 
                 pickled = [self.source] if is_pickle(self.source) else [n for n in self.files if is_pickle(n)]
                 if pickled:

@@ -1,0 +1,213 @@
+"""The admin API's client, for `llmgw ctl` and `llmgw keys`.
+
+Plain urllib: a command makes one or two calls and exits, so an event loop
+and a connection pool would only add start-up time.
+
+It lives beside the admin API rather than in cli/ because the benchmark
+(llmgw/benchmark/overhead.py) and build.py's rigs call the admin API too, and
+nothing below the CLI may import the CLI. Not inside adminapi/: importing
+that package starts the server's imports, a second more for every `llmgw ctl`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from llmgw.checkout import ADMIN_TOKEN, checkout_file
+from llmgw.control.token import TokenError, read_token
+from llmgw.errors import ExpectedError
+
+DEFAULT_ADMIN = "127.0.0.1:9090"
+SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
+
+
+class AdminError(ExpectedError):
+    """A refusal or a failure to reach the admin API, as a sentence; `status` when it answered."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _read_config(path: str):
+    from llmgw.config import ConfigError, load_server_config
+
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_server_config(path)
+    except (OSError, ConfigError):
+        return None
+
+
+def env_config():
+    """The server.yaml $LLMGW_CONFIG names, or None.
+
+    Its data_dir and admin_token_file say where the admin token is, and
+    listen.admin where the admin API listens: a server set up with another
+    data_dir is found without --token-file (issue 10). One that cannot be
+    read leaves the defaults, and the token's own sentence says what is wrong.
+    """
+    path = os.environ.get("LLMGW_CONFIG")
+    return _read_config(path) if path else None
+
+
+def system_config():
+    """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
+    from llmgw.config.server import SYSTEM_CONFIG
+
+    return _read_config(SYSTEM_CONFIG)
+
+
+# Where the admin token and address come from, first found wins: the flags,
+# the environment ($LLMGW_TOKEN_FILE, $LLMGW_ADMIN, $LLMGW_CONFIG's
+# server.yaml), the checkout found walking up from the working directory
+# (`python3 build.py run`'s var/, whose server listens on the default
+# address), then /etc/llmgw/server.yaml and the system's defaults.
+
+
+def _located():
+    """(the server.yaml that counts, read or None; the checkout's token or None), by the order above.
+
+    $LLMGW_CONFIG set is that file alone, even when it cannot be read: a
+    person who named a file means it, not the next place along.
+    """
+    if os.environ.get("LLMGW_CONFIG"):
+        return env_config(), None
+    if (found := checkout_file(ADMIN_TOKEN)) is not None:
+        return None, found
+    return system_config(), None
+
+
+def token_file(given: str | None) -> str:
+    if given:
+        return given
+    if os.environ.get("LLMGW_TOKEN_FILE"):
+        return os.environ["LLMGW_TOKEN_FILE"]
+    cfg, found = _located()
+    if found is not None:
+        return found
+    return cfg.admin_token_path if cfg is not None else SYSTEM_TOKEN
+
+
+def admin_address() -> str:
+    cfg, _ = _located()
+    if cfg is None:
+        return DEFAULT_ADMIN
+    admin = cfg.listen.admin
+    host = "127.0.0.1" if admin.all_interfaces else admin.host
+    return f"[{host}]:{admin.port}" if ":" in host else f"{host}:{admin.port}"
+
+
+class AdminClient:
+    def __init__(self, address: str | None = None, token_path: str | None = None, timeout: float = 30.0):
+        self.address = address or os.environ.get("LLMGW_ADMIN") or admin_address()
+        self.token_path = token_file(token_path)
+        self.timeout = timeout
+        self._token: str | None = None
+
+    def _base(self) -> str:
+        address = self.address
+        if not address.startswith(("http://", "https://")):
+            if address.startswith(":"):
+                address = "127.0.0.1" + address
+            address = "http://" + address
+        return address.rstrip("/")
+
+    def token(self) -> str:
+        if self._token is None:
+            try:
+                self._token = read_token(self.token_path)
+            except FileNotFoundError:
+                raise AdminError(
+                    f"there is no admin token at {self.token_path}; is llmgw server set up on this "
+                    "machine? (in a checkout, `python3 build.py run` makes var/admin-token; elsewhere "
+                    "give the token with --token-file)") from None
+            except PermissionError:
+                raise AdminError(f"cannot read the admin token at {self.token_path}: permission denied; "
+                                 "run as root or as the llmgw user") from None
+            except TokenError as e:
+                raise AdminError(str(e)) from None
+        return self._token
+
+    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        url = self._base() + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token()}",
+            "Content-Type": "application/json",
+            "X-Llmgw-Actor": _who(),
+            "X-Llmgw-Via": "cli",
+        })
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                error = json.loads(raw)["error"]
+                raise AdminError(error["message"], e.code, error.get("code")) from None
+            except (ValueError, KeyError, TypeError):
+                raise AdminError(f"the admin API answered {e.code} {e.reason}", e.code) from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+                raise AdminError(
+                    f"no llmgw server answers at {self.address}; is it running? "
+                    "(systemctl status llmgw-server, or python3 build.py run in a checkout)") from None
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise AdminError(f"the llmgw server at {self.address} did not answer in "
+                                 f"{self.timeout:.0f} s") from None
+            raise AdminError(f"cannot reach the llmgw server at {self.address}: {reason}") from None
+        except (TimeoutError, socket.timeout):
+            raise AdminError(f"the llmgw server at {self.address} did not answer in {self.timeout:.0f} s") from None
+
+    def stream(self, path: str, query: dict[str, Any] | None = None):
+        """GET `path` and return the open response, to be read as it arrives
+        (an export too large to hold in memory). The caller closes it."""
+        url = self._base() + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        request = urllib.request.Request(url, method="GET", headers={
+            "Authorization": f"Bearer {self.token()}",
+            "X-Llmgw-Actor": _who(),
+            "X-Llmgw-Via": "cli",
+        })
+        try:
+            return urllib.request.urlopen(request, timeout=self.timeout)
+        except (urllib.error.URLError, TimeoutError, socket.timeout) as e:
+            raise _stream_refusal(self, e) from None
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry for this uid, as in some containers
+        return f"uid {os.getuid()}"
+
+
+def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
+    """The sentence for a failed streaming request, as `call` says it."""
+    if isinstance(e, urllib.error.HTTPError):
+        raw = e.read()
+        try:
+            error = json.loads(raw)["error"]
+            return AdminError(error["message"], e.code, error.get("code"))
+        except (ValueError, KeyError, TypeError):
+            return AdminError(f"the admin API answered {e.code} {e.reason}", e.code)
+    reason = getattr(e, "reason", e)
+    if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+        return AdminError(f"no llmgw server answers at {client.address}; is it running? "
+                          "(systemctl status llmgw-server, or python3 build.py run in a checkout)")
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return AdminError(f"the llmgw server at {client.address} did not answer in {client.timeout:.0f} s")
+    return AdminError(f"cannot reach the llmgw server at {client.address}: {reason}")

@@ -1,0 +1,40 @@
+"""The cluster's trust: its CA, join codes, and mutual TLS on the agent port (docs/cluster.md).
+
+What the rest of llmgw uses:
+
+- `ClusterTrust` — a control plane's side: `start()` opens or makes the CA
+  and certifies the agent port; `ssl_context` serves it; `new_join_code()`
+  for `llmgw node add`; `problem` says why agents are refused, if they are.
+- `make_agent_app(trust, mounts)` — the agent port's aiohttp app, with the
+  join routes and a middleware that refuses (403) any other request whose
+  connection has no verified cluster certificate. Mount agents' streams
+  with a function in `mounts`.
+- `peer_node_id(request)`, `peer_control_plane(request)` — who a request on
+  the agent port came from, read from the certificate TLS verified.
+- `client_ssl_context(agent_data_dir)`, `node_identity(agent_data_dir)` —
+  a node's side, once `llmgw join` has written its files.
+- `server_ssl_context(cert, key, ca_pem)` — the agent port's TLS context.
+- `join(code, data_dir, config)` — `llmgw join` itself.
+"""
+
+from llmgw.trust.agentport import OPEN_PATHS, PEER, make_agent_app
+from llmgw.trust.authority import ClusterTrust, JoinRefused, agent_address
+from llmgw.trust.code import JoinCode, decode_code
+from llmgw.trust.joining import JoinResult, join
+from llmgw.trust.masterkey import MasterKey, TrustError, ensure_master_key, read_master_key
+from llmgw.trust.tls import (
+    NodeIdentity,
+    client_ssl_context,
+    node_identity,
+    peer_control_plane,
+    peer_identity,
+    peer_node_id,
+    server_ssl_context,
+)
+
+__all__ = [
+    "ClusterTrust", "JoinCode", "JoinRefused", "JoinResult", "MasterKey", "NodeIdentity", "OPEN_PATHS", "PEER",
+    "TrustError", "agent_address", "client_ssl_context", "decode_code", "ensure_master_key", "join",
+    "make_agent_app", "node_identity", "peer_control_plane", "peer_identity", "peer_node_id",
+    "read_master_key", "server_ssl_context",
+]
