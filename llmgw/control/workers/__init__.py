@@ -29,11 +29,10 @@ the worker's channel closes the main process tells the serving workers to
 accept on it too (an "orphan") until the replacement serves. So the port
 is never unguarded and no connection still queued is lost. A worker's
 death does cost the connections it had already taken: they close as it
-dies, with any request in flight on them. With `workers: 1`, or every
-worker down at once, nobody is left to take the queue: its connections
-wait there for the replacement (after the restart's backoff, 0.5 s
-doubling to 30 s), and once it holds LISTEN_BACKLOG the kernel takes no
-more until it drains.
+dies, with any request in flight on them. With every worker down at
+once, nobody is left to take the queues: their connections wait there
+for the replacements (after the restart's backoff, 0.5 s doubling to
+30 s), and a queue holding LISTEN_BACKLOG takes no more until it drains.
 
 Counts. Every 100 ms (SHARE_INTERVAL) each worker sends the main process
 what it counted since its last report: its RateLimiter's and its Budgets'
