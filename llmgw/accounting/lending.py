@@ -120,12 +120,12 @@ class Lender:
 class Borrower:
     """A worker's side: spends its loans, asks for more, gives back the ones it does not use.
 
-    `send` puts a message on the channel to the main process; its answers
-    come back through `answered`.
+    `ask` puts a question for these levels, [[scope, scope_id, rpm], …], on
+    the channel to the main process; its answers come back through `answered`.
     """
 
-    def __init__(self, send: Callable[[dict], None]) -> None:
-        self._send = send
+    def __init__(self, ask: Callable[[list], None]) -> None:
+        self._ask_main = ask
         self._loans: dict[Level, list] = {}  # level -> [left, when last drawn on or lent]
         self._asking: dict[Level, asyncio.Future] = {}
         self._said_late = False
@@ -164,7 +164,7 @@ class Borrower:
                 self._asking[(scope, scope_id)] = loop.create_future()
                 ask.append([scope, scope_id, limit])
         if ask:
-            self._send({"t": "borrow", "levels": ask})
+            self._ask_main(ask)
         futures = [asyncio.shield(self._asking[(scope, scope_id)]) for scope, scope_id, _ in missing]
         try:
             answers = await asyncio.wait_for(asyncio.gather(*futures), ASK_TIMEOUT)

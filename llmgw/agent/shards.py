@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
+from llmgw.files import write_atomic
 from llmgw.protocol import (
     FetchProgress,
     LogLine,
@@ -196,13 +197,9 @@ class ShardRunner:
         directory = os.path.join(self.key_dir, "keys")
         os.makedirs(directory, mode=0o711, exist_ok=True)
         path = os.path.join(directory, f"{shard_id}.key")
-        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(key + "\n")
         run_as = users.resolve(self.engine_user, create=True)
-        if run_as.uid is not None:
-            os.chown(path + ".tmp", run_as.uid, run_as.gid if run_as.gid is not None else -1)
-        os.replace(path + ".tmp", path)
+        owner = None if run_as.uid is None else (run_as.uid, run_as.gid if run_as.gid is not None else -1)
+        write_atomic(path, (key + "\n").encode(), 0o600, owner)
         return path
 
     async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None,

@@ -64,7 +64,7 @@ TENTHS = round(1 / RESOLUTION)  # a waiting count's moment is kept to this fract
 
 
 class Counts(Protocol):
-    """This control plane's routers' counts: the in-process router's, or its workers' (control/workers.py)."""
+    """This control plane's routers' counts: the in-process router's, or its workers' (control/workers/)."""
 
     def take(self) -> list[list]:
         """What they counted since the last take."""

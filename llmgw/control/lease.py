@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from llmgw.store import Lease, Store, StoreError
+from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.lease")
 
@@ -73,12 +74,7 @@ class LeaseKeeper:
 
     async def stop(self, release: bool = True) -> None:
         self._stopped.set()
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         if release and self.state.leading:
             try:
                 await self.store.release_lease(LEADER, self.holder)

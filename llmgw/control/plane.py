@@ -6,7 +6,7 @@ lease and the listeners' handlers. Shutdown runs it backwards and gives the
 lease up, so a standby leads at once instead of after the TTL.
 
 With `workers` above 1 the client port is served by worker processes
-(control/workers.py) and this process keeps the rest; it still takes every
+(control/workers/) and this process keeps the rest; it still takes every
 port first, the client port included, so a twin is refused the same way.
 """
 
@@ -18,6 +18,7 @@ import secrets
 import signal
 import socket
 import time
+from typing import Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
@@ -152,8 +153,11 @@ class ControlPlane:
             # After the lease's first round and the catalog's seed, so the workers' /leader is
             # right from their start and they route to the catalog's replicas at once.
             await self.workers.start()
-        apps = {"client": make_client_app(self), "admin": make_admin_app(self),
-                "agent": make_agent_app(self.trust, self.agent_mounts), "metrics": _metrics_app(self)}
+        # Built only for a port this process serves: with workers the client app lives in each
+        # worker, and one built here too would register its connection metrics a second time.
+        apps: dict[str, Callable[[], web.Application]] = {
+            "client": lambda: make_client_app(self), "admin": lambda: make_admin_app(self),
+            "agent": lambda: make_agent_app(self.trust, self.agent_mounts), "metrics": lambda: _metrics_app(self)}
         for role, sock in self.sockets.items():
             if role == "client" and self.workers:
                 continue  # the workers serve it, on this socket and its siblings
@@ -167,7 +171,7 @@ class ControlPlane:
                     continue
             # handler_cancellation: a client that goes away cancels its
             # handler, which closes the request to the engine, which stops it.
-            runner = web.AppRunner(apps[role], access_log=None, handle_signals=False,
+            runner = web.AppRunner(apps[role](), access_log=None, handle_signals=False,
                                    handler_cancellation=(role == "client"))
             await runner.setup()
             await client_site(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
@@ -204,10 +208,6 @@ def _metrics_app(plane: ControlPlane) -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     return app
-
-
-class StartError(Exception):
-    """Why a server could not start, as one sentence."""
 
 
 def take_ports(cfg: ServerConfig) -> dict[str, socket.socket]:

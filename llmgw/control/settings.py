@@ -20,6 +20,7 @@ from typing import Any, Callable
 from llmgw.config import MACHINE_KEYS, ClusterSettings
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
 from llmgw.store import AuditEntry, Conflict, Store, StoreError
+from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.settings")
 
@@ -60,12 +61,7 @@ class ClusterSettingsWatcher:
         self._task = asyncio.create_task(self._watch(poll), name="settings")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     async def _watch(self, poll: Callable[[], float]) -> None:
         while True:

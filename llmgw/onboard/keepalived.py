@@ -17,11 +17,11 @@ import hashlib
 import ipaddress
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 
 from llmgw.config import Address
 from llmgw.errors import ExpectedError
+from llmgw.files import write_atomic
 
 DEFAULT_PATH = "/etc/keepalived/keepalived.conf"
 
@@ -203,14 +203,6 @@ def write(path: str, text: str, force: bool = False) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, mode=0o755, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".keepalived.", dir=folder)
+        write_atomic(path, text.encode("utf-8"), 0o644)
     except PermissionError:
         raise FloatingAddressError(f"cannot write {path}: permission denied; run it as root (sudo)") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise

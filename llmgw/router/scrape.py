@@ -26,6 +26,7 @@ import aiohttp
 
 from llmgw.connecterror import connect_failure
 from llmgw.router.endpoint import EngineLoad, Endpoint
+from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +161,7 @@ class EngineScraper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

@@ -48,7 +48,7 @@ class Router:
     def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
                  *, own_secrets: OwnSecrets, share: bool = False):
         # share: this router is one of several worker processes, which
-        # exchange their limits' and budgets' counts (llmgw/control/workers.py).
+        # exchange their limits' and budgets' counts (llmgw/control/workers/).
         # own_secrets: this machine's secret files, which no provider key file may be.
         self.store = store
         self.settings = settings

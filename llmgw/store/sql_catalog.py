@@ -1,20 +1,18 @@
 """The catalog's part of the Store, in SQL both dialects run: models, nodes, replicas.
 
-A mixin of SQLStore (sql.py), kept apart because it is one idea and sql.py
-is long enough. Specs, Register and Heartbeat documents are JSON text: the
-catalog validates them in llmgw (llmgw.control.catalog), and a new key in
+A mixin of SQLStore (sql.py), one domain per module. Specs, Register and
+Heartbeat documents are JSON text: the catalog validates them in llmgw (llmgw.control.catalog), and a new key in
 a model file or the agent protocol needs no migration.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-import orjson
+from typing import Sequence
 
 from llmgw.store.driver import Driver, Duplicate, Row
 from llmgw.store.errors import Conflict, StoreError
 from llmgw.store.records import DESIRED, CatalogModel, NodeRecord, Replica
+from llmgw.store.sql_json import dump_json, load_json
 
 _MODEL = "name, spec, version, stopped, restarts, created_at, updated_at, updated_by, removed_at, purge"
 _NODE = "id, name, labels, register, heartbeat, heartbeat_at, state, first_seen, updated_at"
@@ -24,37 +22,29 @@ _REPLICA = (
 )
 
 
-def _dump(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
-
-
 def _model(r: Row) -> CatalogModel:
-    return CatalogModel(r[0], _load(r[1]), int(r[2]), bool(r[3]), int(r[4]), float(r[5]), float(r[6]), r[7],
+    return CatalogModel(r[0], load_json(r[1]), int(r[2]), bool(r[3]), int(r[4]), float(r[5]), float(r[6]), r[7],
                         None if r[8] is None else float(r[8]), bool(r[9]))
 
 
 def _node(r: Row) -> NodeRecord:
-    return NodeRecord(r[0], r[1], _load(r[3]), _load(r[2]) or {}, _load(r[4]),
+    return NodeRecord(r[0], r[1], load_json(r[3]), load_json(r[2]) or {}, load_json(r[4]),
                       None if r[5] is None else float(r[5]), r[6], float(r[7]), float(r[8]))
 
 
 def _replica(r: Row) -> Replica:
     return Replica(id=r[0], model=r[1], node_id=r[2], profile=int(r[3]), state=r[4], desired=r[5], url=r[6],
                    since=float(r[7]), message=r[8], created_at=float(r[9]), profile_hash=r[10],
-                   cpu_cores=int(r[11]), memory_mb=int(r[12]), gpus=_load(r[13]) or [],
-                   gpu_memory_mb=int(r[14]), replaces=r[15], detail=_load(r[16]) or {})
+                   cpu_cores=int(r[11]), memory_mb=int(r[12]), gpus=load_json(r[13]) or [],
+                   gpu_memory_mb=int(r[14]), replaces=r[15], detail=load_json(r[16]) or {})
 
 
 def _replica_args(x: Replica) -> tuple:
     if x.desired not in DESIRED:
         raise StoreError(f'a replica\'s desired state is "run" or "stop", not "{x.desired}"')
     return (x.id, x.model, x.node_id, int(x.profile), x.state, x.desired, x.url, float(x.since), x.message,
-            float(x.created_at), x.profile_hash, int(x.cpu_cores), int(x.memory_mb), _dump(list(x.gpus)),
-            int(x.gpu_memory_mb), x.replaces, _dump(x.detail or {}))
+            float(x.created_at), x.profile_hash, int(x.cpu_cores), int(x.memory_mb), dump_json(list(x.gpus)),
+            int(x.gpu_memory_mb), x.replaces, dump_json(x.detail or {}))
 
 
 _PUT_REPLICA = (
@@ -80,7 +70,7 @@ class CatalogSQL:
         try:
             row = await self._db.fetchrow(
                 f"INSERT INTO models ({_MODEL}) VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9) RETURNING {_MODEL}",
-                model.name, _dump(model.spec), bool(model.stopped), int(model.restarts), float(model.created_at),
+                model.name, dump_json(model.spec), bool(model.stopped), int(model.restarts), float(model.created_at),
                 float(model.updated_at or model.created_at), model.updated_by,
                 None if model.removed_at is None else float(model.removed_at), bool(model.purge),
             )
@@ -103,7 +93,7 @@ class CatalogSQL:
         row = await self._db.fetchrow(
             "UPDATE models SET spec = $2, version = version + 1, stopped = $3, restarts = $4, updated_at = $5, "
             f"updated_by = $6, removed_at = $7, purge = $8 WHERE name = $1 AND version = $9 RETURNING {_MODEL}",
-            model.name, _dump(model.spec), bool(model.stopped), int(model.restarts), float(model.updated_at),
+            model.name, dump_json(model.spec), bool(model.stopped), int(model.restarts), float(model.updated_at),
             model.updated_by, None if model.removed_at is None else float(model.removed_at), bool(model.purge),
             int(expected_version),
         )
@@ -126,7 +116,7 @@ class CatalogSQL:
             "ON CONFLICT (id) DO UPDATE SET name = excluded.name, labels = excluded.labels, "
             "register = excluded.register, heartbeat = excluded.heartbeat, "
             "heartbeat_at = excluded.heartbeat_at, state = excluded.state, updated_at = excluded.updated_at",
-            node.id, node.name, _dump(node.labels or {}), _dump(node.register), _dump(node.heartbeat),
+            node.id, node.name, dump_json(node.labels or {}), dump_json(node.register), dump_json(node.heartbeat),
             None if node.heartbeat_at is None else float(node.heartbeat_at), node.state,
             float(node.first_seen), float(node.updated_at),
         )
@@ -136,7 +126,7 @@ class CatalogSQL:
         # few seconds, and a round trip each would keep the store busy.
         await self._db.executemany(
             "UPDATE nodes SET heartbeat = $2, heartbeat_at = $3 WHERE id = $1",
-            [(node_id, _dump(beat), float(at)) for node_id, beat, at in beats],
+            [(node_id, dump_json(beat), float(at)) for node_id, beat, at in beats],
         )
 
     async def get_node(self, node_id: str) -> NodeRecord | None:

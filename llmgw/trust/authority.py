@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from llmgw.files import write_atomic
 from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
@@ -154,8 +155,8 @@ class ClusterTrust:
         key = pki.new_key()
         cert = pki.sign_server(self._ca_cert, self._ca_key, key.public_key(), self.name, self.hosts)
         os.makedirs(os.path.dirname(self.cert_file), mode=0o700, exist_ok=True)
-        _write(self.key_file, pki.key_pem(key), 0o600)
-        _write(self.cert_file, pki.cert_pem(cert).encode(), 0o644)
+        write_atomic(self.key_file, pki.key_pem(key), 0o600)
+        write_atomic(self.cert_file, pki.cert_pem(cert).encode(), 0o644)
         self._server_not_after = cert.not_valid_after_utc
 
     async def _renew_loop(self) -> None:
@@ -245,15 +246,6 @@ class ClusterTrust:
             return (f"this join code was already used, at {_when(known.used_at)} (by node {known.node_id}); "
                     f"a code lets in one node; {again}")
         return f"this join code ran out at {_when(known.expires_at)}; {again}"
-
-
-def _write(path: str, data: bytes, mode: int) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def agent_address(sock: socket.socket, advertise: str = "") -> str:

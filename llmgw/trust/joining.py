@@ -27,6 +27,7 @@ from llmgw.trust import pki
 from llmgw.trust.code import JoinCode, decode_code
 from llmgw.trust.masterkey import TrustError
 from llmgw.trust.tls import node_files
+from llmgw.files import write_atomic
 
 TIMEOUT = 15.0
 
@@ -134,15 +135,6 @@ def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) ->
     return answer, pki.key_pem(key)
 
 
-def _write(path: str, data: bytes, mode: int) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
 def update_agent_config(path: str, control_planes: list[str], data_dir: str | None, name: str | None) -> None:
     """Write `control_planes` (and the data directory and name when given)
     into agent.yaml, keeping its other keys; checked as the agent will read it."""
@@ -170,7 +162,7 @@ def update_agent_config(path: str, control_planes: list[str], data_dir: str | No
         mode = os.stat(path).st_mode & 0o777
     text = ("# Written by llmgw join; other keys: docs/reference.md#agentyaml\n"
             + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
-    _write(path, text.encode(), mode)
+    write_atomic(path, text.encode(), mode)
 
 
 def join(code_text: str, data_dir: str, config_path: str, *, name: str | None = None,
@@ -186,9 +178,9 @@ def join(code_text: str, data_dir: str, config_path: str, *, name: str | None = 
     answer, key_pem = request_certificate(code, ca_pem, address, suggested)
     try:
         os.makedirs(data_dir, mode=0o700, exist_ok=True)
-        _write(key_file, key_pem, 0o600)
-        _write(cert_file, answer["certificate"].encode(), 0o644)
-        _write(ca_file, answer["ca"].encode(), 0o644)
+        write_atomic(key_file, key_pem, 0o600)
+        write_atomic(cert_file, answer["certificate"].encode(), 0o644)
+        write_atomic(ca_file, answer["ca"].encode(), 0o644)
     except OSError as e:
         raise TrustError(f"the cluster signed this node's certificate, but it cannot be written to {data_dir}: "
                          f"{e.strerror}; run as root (or give --data-dir), then join with a new code") from None

@@ -27,16 +27,15 @@ class Machine:
         self.asked = 0
         for i in range(n):
             limiter = RateLimiter(share=True)
-            limiter.borrower = Borrower(self._sender(i) if answers else (lambda message: None))
+            limiter.borrower = Borrower(self._sender(i) if answers else (lambda levels: None))
             self.workers.append(limiter)
 
     def _sender(self, i: int):
         loop = asyncio.get_running_loop()
 
-        def send(message: dict) -> None:
-            assert message["t"] == "borrow"
+        def send(levels: list) -> None:
             self.asked += 1
-            loop.call_soon(lambda: self.workers[i].borrower.answered(self.lender.lend(i, message["levels"])))
+            loop.call_soon(lambda: self.workers[i].borrower.answered(self.lender.lend(i, levels)))
 
         return send
 

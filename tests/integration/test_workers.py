@@ -88,7 +88,11 @@ def test_requests_over_many_connections_are_answered_and_spread_over_both_worker
     assert "llmgw_workers_running 2.0" in metrics(gw)
     from prometheus_client.parser import text_string_to_metric_families
 
-    families = {f.name: f for f in text_string_to_metric_families(metrics(gw))}
+    listed = list(text_string_to_metric_families(metrics(gw)))
+    # Each family once: Prometheus refuses a whole scrape that repeats one (the main process
+    # once built a client app of its own, and listed its connection counter beside the workers').
+    assert sorted(f.name for f in listed) == sorted({f.name for f in listed})
+    families = {f.name: f for f in listed}
     ttft = families["llmgw_time_to_first_token_seconds"]
     assert ttft.type == "histogram"
     count = next(s.value for s in ttft.samples if s.name.endswith("_count"))

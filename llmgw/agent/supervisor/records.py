@@ -10,10 +10,11 @@ engine nobody adopts and nobody stops, holding its GPU.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
+from llmgw.files import write_atomic
 
 RECORD = "record.json"
 OUTPUT = "output.log"
@@ -66,17 +67,7 @@ def shard_dir(data_dir: Path, shard_id: str) -> Path:
 def write(data_dir: Path, record: ShardRecord) -> None:
     directory = shard_dir(data_dir, record.shard_id)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / RECORD
-    tmp = directory / (RECORD + ".tmp")
-    body = json.dumps(asdict(record), indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, body)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
-    _sync_dir(directory)
+    write_atomic(directory / RECORD, json.dumps(asdict(record), indent=1).encode(), 0o600)
 
 
 def remove(data_dir: Path, shard_id: str) -> None:
@@ -113,16 +104,3 @@ def read_all(data_dir: Path) -> tuple[list[ShardRecord], list[tuple[Path, str]]]
             continue
         records.append(record)
     return records, problems
-
-
-def _sync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import threading
 from pathlib import Path
 from typing import Callable, Iterable
+
+from llmgw.files import write_atomic
 
 _CHUNK = 4 << 20
 
@@ -95,7 +96,4 @@ def read_kept(file: Path) -> str:
 
 def keep(file: Path, digest: str) -> None:
     """Keep `digest` as the checked sum of `file`, with its size, written whole or not at all."""
-    kept = kept_path(file)
-    tmp = kept.with_name(kept.name + ".tmp")
-    tmp.write_text(f"{digest.lower()} {file.stat().st_size}\n")
-    os.replace(tmp, kept)
+    write_atomic(kept_path(file), f"{digest.lower()} {file.stat().st_size}\n".encode(), 0o644)

@@ -1,0 +1,234 @@
+"""Accounting's part of the Store, in SQL both dialects run: limits, the answer cache's setting, usage rows.
+
+A mixin of SQLStore (sql.py), one domain per module as sql_catalog.py is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llmgw.store.driver import Driver, MissingParent, Row
+from llmgw.store.errors import StoreError
+from llmgw.store.records import SCOPES, Limits, ProjectCache, Usage
+from llmgw.store.sql_json import dump_json, load_json
+
+_LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at"
+_USAGE = (
+    "id, at, key_id, project_id, model, endpoint, status, prompt_tokens, cached_tokens, "
+    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id"
+)
+_CACHE = "project_id, ttl, similarity, enabled, updated_at"
+
+# Spend at each level of the tree. A team's and an org's are found through
+# the projects under them rather than kept on the usage row, so moving a
+# project is one update and every sum follows it.
+_SPEND = {
+    "key": "SELECT CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM usage "
+           "WHERE key_id = $1 AND at >= $2",
+    "project": "SELECT CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM usage "
+               "WHERE project_id = $1 AND at >= $2",
+    "team": "SELECT CAST(COALESCE(SUM(u.cost_micros), 0) AS BIGINT) FROM usage u "
+            "JOIN projects p ON p.id = u.project_id WHERE p.team_id = $1 AND u.at >= $2",
+    "org": "SELECT CAST(COALESCE(SUM(u.cost_micros), 0) AS BIGINT) FROM usage u "
+           "JOIN projects p ON p.id = u.project_id JOIN teams t ON t.id = p.team_id "
+           "WHERE t.org_id = $1 AND u.at >= $2",
+}
+
+# What usage_summary groups by: the column on the usage row.
+_SUMMARY_BY = {"key": "key_id", "project": "project_id", "model": "model"}
+
+
+def _limits(r: Row) -> Limits:
+    return Limits(r[0], r[1], r[2], r[3], r[4], r[5], load_json(r[6]), r[7])
+
+
+def _usage(r: Row) -> Usage:
+    return Usage(*r[:14], detail=load_json(r[14]) or {}, answer_id=r[15])
+
+
+def _cache(r: Row) -> ProjectCache:
+    return ProjectCache(r[0], float(r[1]), None if r[2] is None else float(r[2]), bool(r[3]), float(r[4]))
+
+
+class UsageSQL:
+    """Store methods for limits, the answer cache's setting per project and usage; see llmgw.store.Store for each."""
+
+    _db: Driver
+
+    # limits at each level
+
+    async def get_limits(self, scope: str, scope_id: str) -> Limits | None:
+        row = await self._db.fetchrow(
+            f"SELECT {_LIMITS} FROM limits WHERE scope = $1 AND scope_id = $2", scope, scope_id
+        )
+        return None if row is None else _limits(row)
+
+    async def put_limits(self, limits: Limits) -> None:
+        await self._db.execute(
+            f"INSERT INTO limits ({_LIMITS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "ON CONFLICT (scope, scope_id) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, "
+            "budget_micros = excluded.budget_micros, period = excluded.period, "
+            "models = excluded.models, expires_at = excluded.expires_at",
+            limits.scope, limits.scope_id, limits.rpm, limits.tpm, limits.budget_micros,
+            limits.period, dump_json(limits.models), limits.expires_at,
+        )
+
+    async def list_budgets(self) -> list[Limits]:
+        rows = await self._db.fetch(
+            f"SELECT {_LIMITS} FROM limits WHERE budget_micros IS NOT NULL ORDER BY scope, scope_id"
+        )
+        return [_limits(r) for r in rows]
+
+    # the answer cache's setting per project
+
+    async def get_project_cache(self, project_id: str) -> ProjectCache | None:
+        row = await self._db.fetchrow(f"SELECT {_CACHE} FROM project_cache WHERE project_id = $1", project_id)
+        return None if row is None else _cache(row)
+
+    async def put_project_cache(self, setting: ProjectCache) -> None:
+        try:
+            await self._db.execute(
+                f"INSERT INTO project_cache ({_CACHE}) VALUES ($1, $2, $3, $4, $5) "
+                "ON CONFLICT (project_id) DO UPDATE SET ttl = excluded.ttl, similarity = excluded.similarity, "
+                "enabled = excluded.enabled, updated_at = excluded.updated_at",
+                setting.project_id, float(setting.ttl),
+                None if setting.similar is None else float(setting.similar),
+                bool(setting.enabled), float(setting.updated_at),
+            )
+        except MissingParent:
+            raise StoreError(
+                f"there is no project with the id {setting.project_id} to set the answer cache of"
+            ) from None
+
+    async def list_project_caches(self) -> list[ProjectCache]:
+        rows = await self._db.fetch(f"SELECT {_CACHE} FROM project_cache ORDER BY project_id")
+        return [_cache(r) for r in rows]
+
+    # usage rows
+
+    async def add_usage(self, rows: Sequence[Usage]) -> None:
+        if not rows:
+            return
+        # DO NOTHING on a known id: the writer retries a batch whose commit it
+        # did not see, and a request must be counted once however often.
+        values = [
+            (u.id, u.at, u.key_id, u.project_id, u.model, u.endpoint, u.status, u.prompt_tokens,
+             u.cached_tokens, u.completion_tokens, u.cost_micros, u.ttft_ms, u.duration_ms,
+             u.cache, dump_json(u.detail or {}), u.answer_id)
+            for u in rows
+        ]
+        async with self._db.transaction() as tx:
+            await tx.executemany(
+                f"INSERT INTO usage ({_USAGE}) VALUES "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
+                "ON CONFLICT (id) DO NOTHING",
+                values,
+            )
+
+    async def usage_rows(self, since: float, until: float | None = None,
+                         key_id: str | None = None, project_id: str | None = None,
+                         limit: int = 1000) -> list[Usage]:
+        """Rows from `since` (inclusive) to `until` (exclusive), oldest first,
+        so a reader can page on by passing the last row's time."""
+        where, args = ["at >= $1"], [since]
+        for column, value in (("at <", until), ("key_id =", key_id), ("project_id =", project_id)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} ${len(args)}")
+        args.append(int(limit))
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage WHERE {' AND '.join(where)} ORDER BY at, id LIMIT ${len(args)}",
+            *args,
+        )
+        return [_usage(r) for r in rows]
+
+    async def spend_since(self, scope: str, scope_id: str, since: float) -> int:
+        sql = _SPEND.get(scope)
+        if sql is None:
+            raise StoreError(f'"{scope}" is not a level of spend; use one of {", ".join(SCOPES)}')
+        return int(await self._db.fetchval(sql, scope_id, since))
+
+    async def usage_by_id(self, request_id: str) -> Usage | None:
+        row = await self._db.fetchrow(f"SELECT {_USAGE} FROM usage WHERE id = $1", request_id)
+        if row is None:
+            # The answer's own id. A cached answer is replayed with the id it
+            # was first given, so several rows can share one: the latest is
+            # the one its holder most likely asks about.
+            row = await self._db.fetchrow(
+                f"SELECT {_USAGE} FROM usage WHERE answer_id = $1 ORDER BY at DESC, id DESC LIMIT 1",
+                request_id)
+        return None if row is None else _usage(row)
+
+    async def recent_usage(self, limit: int = 50, since: float | None = None,
+                           key_id: str | None = None, model: str | None = None,
+                           status: int | None = None, errors: bool = False) -> list[Usage]:
+        """The latest rows, newest first, that match every filter given.
+
+        `errors` keeps rows with status 400 and up. Served by usage_at_id
+        (and usage_key_at for a key): the newest rows are read first and the
+        scan stops at `limit`.
+        """
+        where, args = [], []
+        for column, value in (("at >=", since), ("key_id =", key_id), ("model =", model),
+                              ("status =", status)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} ${len(args)}")
+        if errors:
+            where.append("status >= 400")
+        args.append(int(limit))
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage {clause}ORDER BY at DESC, id DESC LIMIT ${len(args)}", *args)
+        return [_usage(r) for r in rows]
+
+    async def usage_summary(self, since: float, until: float | None = None,
+                            by: str = "key") -> list[dict[str, Any]]:
+        column = _SUMMARY_BY.get(by)
+        if column is None:
+            raise StoreError(f'usage cannot be summed by "{by}"; use one of {", ".join(_SUMMARY_BY)}')
+        where, args = "at >= $1", [since]
+        if until is not None:
+            where += " AND at < $2"
+            args.append(until)
+        rows = await self._db.fetch(
+            f"SELECT {column}, COUNT(*), "
+            "CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), "
+            "CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) "
+            f"FROM usage WHERE {where} GROUP BY {column}",
+            *args,
+        )
+        out = [
+            {"group": r[0], "requests": int(r[1]), "errors": int(r[2]), "prompt_tokens": int(r[3]),
+             "cached_tokens": int(r[4]), "completion_tokens": int(r[5]), "cost_micros": int(r[6])}
+            for r in rows
+        ]
+        # Sorted here rather than in SQL: the two dialects order NULL and
+        # text differently, and the same store must read the same either way.
+        out.sort(key=lambda g: (-g["cost_micros"], -g["requests"], g["group"] is None, g["group"] or ""))
+        return out
+
+    async def usage_page(self, since: float, until: float | None = None,
+                         after_at: float | None = None, after_id: str | None = None,
+                         limit: int = 1000) -> list[Usage]:
+        """Up to `limit` rows in [since, until), oldest first, after the row
+        (after_at, after_id): the last of the previous page. Keyed on the
+        row's place rather than an offset, so each page costs the same
+        however deep the export is, and rows landing meanwhile do not shift it."""
+        where, args = ["at >= $1"], [since]
+        if until is not None:
+            args.append(until)
+            where.append(f"at < ${len(args)}")
+        if after_at is not None:
+            args.extend([after_at, after_id or ""])
+            n = len(args)
+            where.append(f"(at > ${n - 1} OR (at = ${n - 1} AND id > ${n}))")
+        args.append(int(limit))
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage WHERE {' AND '.join(where)} ORDER BY at, id LIMIT ${len(args)}",
+            *args,
+        )
+        return [_usage(r) for r in rows]
