@@ -173,7 +173,7 @@ def load(groups: Sequence[str] = GROUPS, *, args: Mapping[str, tuple[Any, ...]] 
                             dist.version if dist else "", point.value)
             try:
                 made = _made(point.load(), call_with)
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure, whatever it is, is told, not raised
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure, whatever it is, is told
                 _refuse(plugins, plugin, shape, f"raised {_one_line(e)}", quiet)
                 continue
             problem, objects = _check(made, shape, taken)
@@ -182,8 +182,9 @@ def load(groups: Sequence[str] = GROUPS, *, args: Mapping[str, tuple[Any, ...]] 
                 continue
             _keep(plugins, Plugin(group, plugin.name, plugin.distribution, plugin.version, plugin.value,
                                   tuple(_key(o, shape) for o in objects)), objects, taken, shape)
-            (log.debug if quiet else log.info)("plugin %s (%s %s) added the %s %s", plugin.name, plugin.distribution, plugin.version,
-                     shape.what, ", ".join(_key(o, shape) for o in objects))
+            (log.debug if quiet else log.info)("plugin %s (%s %s) added the %s %s", plugin.name,
+                                               plugin.distribution, plugin.version, shape.what,
+                                               ", ".join(_key(o, shape) for o in objects))
     return plugins
 
 

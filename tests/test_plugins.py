@@ -1,4 +1,4 @@
-"""The plugin loader: built-ins always, a site's plugins from installed metadata, a broken one left out with a warning."""
+"""The plugin loader: built-ins always, a site's plugins from installed metadata, a broken one left out, said."""
 
 from __future__ import annotations
 

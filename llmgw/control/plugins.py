@@ -10,7 +10,7 @@ plane for `ctl status`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmgw import plugins
@@ -41,8 +41,14 @@ def _register_profiles(scorer: Any, warn: Callable[..., None]) -> None:
     """A scorer plugin's `profiles`, {name: ({scorer: weight}, description)}: a scorer no profile names
     would never be asked, and a module cannot register a profile of its scorer at import, before the
     scorer is registered here."""
-    for name, (weights, description) in dict(getattr(scorer, "profiles", None) or {}).items():
-        _register(lambda _: register_profile(name, weights, description), scorer,
+    profiles = getattr(scorer, "profiles", None) or {}
+    if not isinstance(profiles, Mapping):
+        warn("the profiles of the scorer %s were not added: expected {name: ({scorer: weight}, description)}, "
+             "got %r", scorer.name, profiles)
+        return
+    for name, value in profiles.items():
+        # Unpacked inside _register, so that a malformed entry is warned of like any other refusal.
+        _register(lambda entry: register_profile(entry[0], *entry[1]), (name, value),
                   f"the profile {name} of the scorer {scorer.name}", warn)
 
 

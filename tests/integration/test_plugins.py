@@ -15,6 +15,8 @@ import llmgw
 from fixtures.plugindist import WORDGUARD, install_plugin
 from servers import write_config
 
+ZORBLAX = {"llmgw.detectors": {"zorblax": "wordguard:Zorblax"}}
+
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
@@ -44,7 +46,7 @@ def _client(server) -> openai.OpenAI:
 # With workers, each worker process guards requests itself and must have loaded the plugin too.
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_plugins_detector_refuses_a_prompt_under_a_policy_that_names_it(site, servers, engines, tmp_path, workers):
-    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, {"llmgw.detectors": {"zorblax": "wordguard:Zorblax"}})
+    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, ZORBLAX)
     gw, client = _gateway(servers, engines, tmp_path, workers=workers, guard={
         "default": ["words"], "policies": {"words": {"input": {"detectors": {"zorblax": "block"}}}}})
 
@@ -66,7 +68,7 @@ def test_a_plugins_detector_refuses_a_prompt_under_a_policy_that_names_it(site, 
 
 def test_a_plugins_detector_redacts_what_a_policy_says_to_before_the_engine_reads_it(
         site, servers, engines, tmp_path):
-    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, {"llmgw.detectors": {"zorblax": "wordguard:Zorblax"}})
+    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, ZORBLAX)
     gw, client = _gateway(servers, engines, tmp_path, guard={
         "default": ["words"], "policies": {"words": {"input": {"detectors": {"zorblax": "redact"}}}}})
     echoed = client.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "say zorblax now"}])
@@ -89,6 +91,31 @@ def test_a_plugin_that_raises_on_import_leaves_the_server_up_with_a_warning_in_i
     assert "broken from broken-guard 0.1.0 (llmgw.detectors): NOT LOADED, it raised ImportError" in status.stdout
 
 
+FRAGILE = '''
+class Fragile:
+    kind = "fragile"
+
+    def find(self, text):
+        if "boom" in text:
+            raise ValueError("a bug in the plugin")
+        return []
+'''
+
+
+def test_a_plugin_detector_that_raises_refuses_the_text_it_could_not_read_and_the_server_goes_on(
+        site, servers, engines, tmp_path):
+    install_plugin(site, "fragile-guard", {"fragileguard.py": FRAGILE},
+                   {"llmgw.detectors": {"fragile": "fragileguard:Fragile"}})
+    gw, client = _gateway(servers, engines, tmp_path, guard={
+        "default": ["fragile"], "policies": {"fragile": {"input": {"detectors": {"fragile": "flag"}}}}})
+    with pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "boom"}])
+    assert failed.value.body["code"] == "internal_error" and "server's log" in failed.value.body["message"]
+    assert "ValueError: a bug in the plugin" in gw.output()
+    fine = client.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "say hello"}])
+    assert fine.choices[0].message.content.strip() == "say hello"
+
+
 def test_a_policy_naming_a_detector_no_plugin_gives_is_refused_by_ctl_config_set(servers, engines, tmp_path):
     gw, _ = _gateway(servers, engines, tmp_path, {})
     done = gw.ctl("ctl", "config", "set", "guard.policies.words.input.detectors.zorblax", "block")
@@ -98,7 +125,7 @@ def test_a_policy_naming_a_detector_no_plugin_gives_is_refused_by_ctl_config_set
 
 
 def test_doctor_lists_the_plugins_and_a_broken_one_is_a_problem(site, tmp_path):
-    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, {"llmgw.detectors": {"zorblax": "wordguard:Zorblax"}})
+    install_plugin(site, "wordguard", {"wordguard.py": WORDGUARD}, ZORBLAX)
     install_plugin(site, "broken-guard", {"brokenguard.py": "raise ImportError('needs libfoo.so.3')\n"},
                    {"llmgw.detectors": {"broken": "brokenguard:Detector"}})
     config = write_config(tmp_path / "agent.yaml", {"cache_dir": str(tmp_path / "weights"),
