@@ -26,7 +26,8 @@ def register(commands, common) -> None:
 
     bench.register(sub)
 
-    status = sub.add_parser("status", parents=[common], help="this control plane, the leader, the store and the plugins it loaded")
+    status = sub.add_parser("status", parents=[common],
+                            help="this control plane, the leader, the store and the plugins it loaded")
     status.set_defaults(run=run_status)
 
     config = sub.add_parser("config", help="the cluster's settings (in force everywhere within 5 s)")

@@ -11,8 +11,9 @@ def register(commands) -> None:
     doctor = commands.add_parser(
         "doctor", help="what this node has, and what to fix before it serves models",
         description="Run on a node: its CPUs, memory (and how fast it reads, measured now), disks, GPUs "
-                    "(or why there are none), the engines it would run, the plugins installed (docs/plugins.md), "
-                    "and problems a person can act on: agent.yaml unreadable, a plugin that fails to load, a directory the agent can't write, a control plane "
+                    "(or why there are none), the engines it would run, the plugins installed "
+                    "(docs/plugins.md), and problems a person can act on: agent.yaml unreadable, a plugin "
+                    "that fails to load, a directory the agent can't write, a control plane "
                     "that does not answer, a GPU in the wrong slot, an engine program that does not run. "
                     "Each check is printed as it is done. Exit 0 with no problems, 1 with any.")
     doctor.add_argument("--config", metavar="PATH",
@@ -103,7 +104,8 @@ def _show_plugins(report) -> None:
     print()
     table(["plugin group", "name", "from", "gives"],
           [(p["group"], p["name"], f"{p['distribution']} {p['version']}".rstrip(),
-            ", ".join(p["provides"]) if p["loaded"] else f"NOT LOADED: it {p['error']}") for p in report.plugins])
+            ", ".join(p["provides"]) if p["loaded"] else f"NOT LOADED: it {p['error']}")
+           for p in report.plugins])
 
 
 def _show_control_planes(report) -> None:
