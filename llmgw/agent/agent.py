@@ -23,7 +23,8 @@ from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.supervisor import Supervisor
-from llmgw.agent.weights import Weights
+from llmgw.agent.plugins import load_agent_plugins
+from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
 from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
 from llmgw.protocol import GPU, Heartbeat, Host, Storage
@@ -80,7 +81,8 @@ def installed_engines(cfg: AgentConfig) -> dict[str, str]:
 
 
 class Agent:
-    def __init__(self, cfg: AgentConfig, *, measure_bandwidth: bool = True) -> None:
+    def __init__(self, cfg: AgentConfig, *, measure_bandwidth: bool = True,
+                 fetchers: list[Fetcher] | None = None) -> None:
         self.cfg = cfg
         identity = node_identity(cfg.data_dir)  # TrustError with what to do when not joined
         self.node_id = identity.node_id
@@ -97,7 +99,8 @@ class Agent:
         self.supervisor = Supervisor(os.path.join(cfg.data_dir, "engines-run"), user=user,
                                      on_status=self._on_status)
         self.weights = Weights(cfg.cache_dir, hf_endpoint=cfg.weights.hf_endpoint,
-                               hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror)
+                               hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror,
+                               fetchers=fetchers)
         self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,
                                   binary=self._binary, engines=installed_engines(cfg), host=self.listen,
                                   advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
@@ -152,7 +155,8 @@ class Agent:
 
 
 async def serve(cfg: AgentConfig, *, stop_engines: bool = False) -> None:
-    agent = Agent(cfg)
+    _, fetchers = load_agent_plugins(cfg)  # before Agent: it lists the node's engines, plugins' included
+    agent = Agent(cfg, fetchers=fetchers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

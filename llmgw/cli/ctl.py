@@ -26,7 +26,8 @@ def register(commands, common) -> None:
 
     bench.register(sub)
 
-    status = sub.add_parser("status", parents=[common], help="this control plane, the leader and the store")
+    status = sub.add_parser("status", parents=[common],
+                            help="this control plane, the leader, the store and the plugins it loaded")
     status.set_defaults(run=run_status)
 
     config = sub.add_parser("config", help="the cluster's settings (in force everywhere within 5 s)")
@@ -81,8 +82,19 @@ def run_status(args) -> int:
         ("listening", ", ".join(f"{k} {v}" for k, v in status["listen"].items())),
         ("agents", _agents_line(status.get("agents"))),
         ("up for", f"{status['uptime_s']:.0f} s"),
+        *_plugin_fields(status.get("plugins", [])),
     ])
     return 0
+
+
+def _plugin_fields(plugins: list[dict]) -> list[tuple[str, str]]:
+    """A line per plugin of the site's (llmgw's own built-ins are in --json)."""
+    from llmgw.plugins import BUILTIN_DISTRIBUTION, describe
+
+    theirs = [p for p in plugins if p["distribution"] != BUILTIN_DISTRIBUTION]
+    if not theirs:
+        return [("plugins", "none besides llmgw's own")]
+    return [("plugin", describe(p)) for p in theirs]
 
 
 def _agents_line(agents: dict | None) -> str:

@@ -11,8 +11,9 @@ def register(commands) -> None:
     doctor = commands.add_parser(
         "doctor", help="what this node has, and what to fix before it serves models",
         description="Run on a node: its CPUs, memory (and how fast it reads, measured now), disks, GPUs "
-                    "(or why there are none), the engines it would run, and problems a person can act "
-                    "on: agent.yaml unreadable, a directory the agent can't write, a control plane "
+                    "(or why there are none), the engines it would run, the plugins installed "
+                    "(docs/plugins.md), and problems a person can act on: agent.yaml unreadable, a plugin "
+                    "that fails to load, a directory the agent can't write, a control plane "
                     "that does not answer, a GPU in the wrong slot, an engine program that does not run. "
                     "Each check is printed as it is done. Exit 0 with no problems, 1 with any.")
     doctor.add_argument("--config", metavar="PATH",
@@ -52,7 +53,7 @@ def _field(key: str, value: str) -> None:
 def show_step(name: str, report) -> None:
     """Print what the check `name` found, as soon as it is done; flushed, since a pipe or a
     file would otherwise hold it until the end."""
-    {"config": _show_config, "host": _show_host, "engines": _show_engines,
+    {"config": _show_config, "host": _show_host, "engines": _show_engines, "plugins": _show_plugins,
      "control planes": _show_control_planes, "measuring": _show_measuring,
      "memory reads": _show_end}[name](report)
     sys.stdout.flush()
@@ -97,6 +98,14 @@ def _show_engines(report) -> None:
         return "not on PATH" + (f"; {note}" if note else "")
 
     table(["engine", "program"], [(name, program(name, path)) for name, path in report.engines.items()])
+
+
+def _show_plugins(report) -> None:
+    print()
+    table(["plugin group", "name", "from", "gives"],
+          [(p["group"], p["name"], f"{p['distribution']} {p['version']}".rstrip(),
+            ", ".join(p["provides"]) if p["loaded"] else f"NOT LOADED: it {p['error']}")
+           for p in report.plugins])
 
 
 def _show_control_planes(report) -> None:

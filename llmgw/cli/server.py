@@ -128,16 +128,21 @@ def _load(args) -> tuple:
 def run_server(args) -> int:
     from llmgw import logsetup
     from llmgw.control.plane import serve
+    from llmgw.control.plugins import load_server_plugins
     from llmgw.control.workers import WorkerFailed, run_worker
 
     if args.worker_of is not None:
+        # Each worker routes and guards requests itself, so it needs the plugins
+        # too; the main process has already warned of any that failed.
+        load_server_plugins(quiet=True)
         _install_uvloop()
         return asyncio.run(run_worker(args.worker_of))
     cfg, seeded = load(args)
     logsetup.setup(cfg.log.level, cfg.log.format)
+    plugins = load_server_plugins()  # after the log is set up: a broken plugin's warning goes to the server's log
     _install_uvloop()
     try:
-        asyncio.run(serve(cfg, seeded))
+        asyncio.run(serve(cfg, seeded, plugins))
     except WorkerFailed as e:
         print(f"llmgw: {e}", file=sys.stderr)
         return 1

@@ -57,6 +57,9 @@ class Rules:
     deny: list[Pattern] = field(default_factory=list)
     """A site's own patterns."""
 
+    detectors: dict[str, Action] = field(default_factory=dict)
+    """Detectors that plugins add (docs/plugins.md), by kind, each with its action: {profanity: block}. A kind no installed plugin gives is refused when the settings are changed."""
+
     max_chars: int = 0
     """Refuses text longer than this; 0 is no limit."""
 
@@ -67,6 +70,11 @@ class Rules:
         for kind in self.pii:
             if kind not in PII_KINDS:
                 raise Invalid(f"pii.{kind}", f"is not a kind of personal data; the kinds are {', '.join(PII_KINDS)}")
+        for kind in self.detectors:
+            if kind in PII_KINDS:
+                raise Invalid(f"detectors.{kind}", f"is llmgw's own; set it as pii.{kind}")
+            if kind in ("secrets", "cards", "injection", "deny"):
+                raise Invalid(f"detectors.{kind}", f"is llmgw's own; set it as {kind}")
         if self.max_chars < 0:
             raise Invalid("max_chars", f"must be 0 or more, got {self.max_chars}")
 

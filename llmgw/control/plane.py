@@ -39,6 +39,8 @@ from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.workers import FannedKeys, WorkerPool
+from llmgw.guard.policy import missing_detectors
+from llmgw.plugins import Plugins
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, StoreError, open_store
@@ -50,8 +52,9 @@ log = logging.getLogger("llmgw.server")
 class ControlPlane:
     def __init__(self, cfg: ServerConfig, store: Store, admin_token: AdminToken,
                  sockets: dict[str, socket.socket], seeded_keys: list[str],
-                 worker_sockets: list[socket.socket] | None = None):
+                 worker_sockets: list[socket.socket] | None = None, *, plugins: Plugins | None = None):
         self.cfg = cfg
+        self.plugins = plugins or Plugins()
         self.name = cfg.machine_name
         # Unique per process: a restarted server is a new holder and waits
         # out its predecessor's lease rather than two processes sharing one.
@@ -138,6 +141,11 @@ class ControlPlane:
     async def start(self, seed) -> None:
         await self.settings.load(seed, self.seeded_keys)
         self._settings_gauge.set(self.settings.version)
+        for key, kind in missing_detectors(self.settings.current.guard):
+            # Settings written when the plugin was there, or another control plane has it: said, not refused,
+            # since refusing to start would take the gateway down over one rule.
+            log.warning("%s: no installed plugin gives a detector of kind %r, so that rule checks nothing; "
+                        "`llmgw doctor` lists the plugins", key, kind)
         self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
         if self.router:
             self.router.apply(self.settings.current)
@@ -241,8 +249,8 @@ def worker_sockets(cfg: ServerConfig, sockets: dict[str, socket.socket]) -> list
     return [first, *more]
 
 
-async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
-    """Run a control plane until SIGINT or SIGTERM."""
+async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | None = None) -> None:
+    """Run a control plane until SIGINT or SIGTERM; `plugins` is what was loaded at start, for `ctl status`."""
     sockets = take_ports(cfg)
     shared: list[socket.socket] = []
     try:
@@ -253,7 +261,7 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str]) -> None:
         for sock in [*sockets.values(), *shared]:
             sock.close()
         raise
-    plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared)
+    plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared, plugins=plugins)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

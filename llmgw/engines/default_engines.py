@@ -15,6 +15,11 @@ from llmgw.engines.trtllm import TRTLLM
 from llmgw.engines.vllm import VLLM
 
 
+def shipped() -> list[Engine]:
+    """llmgw's engines: what its `llmgw.engines` entry point names (llmgw/plugins.py)."""
+    return [LlamaCpp(), Sim(), VLLM(), SGLang(), TRTLLM(), ComfyUI(), Strata(), FreeToken()]
+
+
 def register_engines(register: Callable[[Engine], None]) -> None:
-    for engine in (LlamaCpp(), Sim(), VLLM(), SGLang(), TRTLLM(), ComfyUI(), Strata(), FreeToken()):
+    for engine in shipped():
         register(engine)

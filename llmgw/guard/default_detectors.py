@@ -359,6 +359,17 @@ class InjectionDetector:
                 for m in _INJECTION.finditer(lower)]
 
 
-for _detector in (SecretsDetector(), CardsDetector(), EmailDetector(), PhoneDetector(), IbanDetector(),
-                  NationalIdDetector(), PersonDetector(), InjectionDetector()):
+SHIPPED: tuple[detectors.Detector, ...] = (
+    SecretsDetector(), CardsDetector(), EmailDetector(), PhoneDetector(), IbanDetector(),
+    NationalIdDetector(), PersonDetector(), InjectionDetector())
+
+
+def shipped() -> list[detectors.Detector]:
+    """llmgw's detectors: what its `llmgw.detectors` entry point names (llmgw/plugins.py)."""
+    return list(SHIPPED)
+
+
+# Registered on import as well, so that every process that reads a policy
+# (tests and tools included, not only a server that loaded its plugins) has them.
+for _detector in SHIPPED:
     detectors.register(_detector)

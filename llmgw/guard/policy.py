@@ -15,6 +15,8 @@ from typing import Any, Generic, Sequence, TypeVar
 
 from llmgw.account import Principal
 from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service
+from llmgw.config.loader import Invalid
+from llmgw.guard import detectors
 from llmgw.guard.decisions import RANK
 from llmgw.guard.rules import CompiledRules, Slot, combine
 
@@ -78,9 +80,30 @@ def _rules_slots(rules: Sequence[tuple[Rules, bool]]) -> dict[str, Slot]:
         put("secrets", r.secrets, enforce)
         put("cards", r.cards, enforce)
         put("injection", r.injection, enforce)
-        for kind, action in r.pii.items():
+        for kind, action in (*r.pii.items(), *r.detectors.items()):
             put(kind, action, enforce)
     return {kind: combine(*acts) for kind, acts in kinds.items()}
+
+
+def missing_detectors(guard: GuardSettings) -> list[tuple[str, str]]:
+    """(the settings' key, the kind) for each detector a policy names that none is registered for.
+
+    A policy's rule whose detector is not there checks nothing, so a plugin
+    missing or failed to load would let through what the policy is meant to
+    stop: the admin API refuses such a change, and the server warns at start.
+    """
+    return [(f"guard.policies.{name}.{direction}.detectors.{kind}", kind)
+            for name, policy in guard.policies.items() for direction in ("input", "output")
+            for kind in getattr(policy, direction).detectors if detectors.get(kind) is None]
+
+
+def check_detectors(guard: GuardSettings) -> None:
+    """Refuse settings whose policies name a detector no plugin gives (Invalid, naming the key)."""
+    missing = missing_detectors(guard)
+    if missing:
+        key, kind = missing[0]
+        raise Invalid(key, f"no installed plugin gives a detector of kind {kind!r}; the kinds are "
+                           f"{', '.join(detectors.kinds())} (`llmgw doctor` lists the plugins and any that failed)")
 
 
 def _smallest(limits: Sequence[int]) -> int:
@@ -97,7 +120,8 @@ def _compile(rules: Sequence[tuple[Rules, bool]]) -> CompiledRules:
 
 
 def _redacts(rules: Rules) -> bool:
-    actions = [rules.secrets, rules.cards, *rules.pii.values(), *(p.action for p in rules.deny)]
+    actions = [rules.secrets, rules.cards, *rules.pii.values(), *rules.detectors.values(),
+               *(p.action for p in rules.deny)]
     return "redact" in actions
 
 

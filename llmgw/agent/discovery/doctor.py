@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from llmgw import plugins
 from llmgw.agent.discovery import bandwidth
 from llmgw.agent.discovery.node import Discovery
 from llmgw.agent.discovery.pcie import link_problem
@@ -53,6 +54,8 @@ class Report:
     engine_notes: dict[str, str] = field(default_factory=dict)
     """Engine name → what a person should know of it: its version, or that the agent installs it."""
     control_planes: list[dict[str, Any]] = field(default_factory=list)
+    plugins: list[dict[str, Any]] = field(default_factory=list)
+    """Every plugin found, llmgw's own first (llmgw/plugins.py Plugin.as_dict): loaded, or why not."""
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -61,7 +64,7 @@ class Report:
 
 
 Step = Callable[[str, "Report"], None]
-"""Told each check's name once it is done ("config", "host", "engines", "control planes",
+"""Told each check's name once it is done ("config", "host", "engines", "plugins", "control planes",
 "memory reads"), and "measuring" before the memory is read, with the report so far."""
 
 
@@ -98,6 +101,8 @@ def examine(config_path: str | None = None, measure: bool = True,
     step("host", report)
     _engines(report, cfg)
     step("engines", report)
+    _plugins(report, cfg)
+    step("plugins", report)
     if not report.config.get("unusable"):
         # An agent.yaml that can't be used says nothing of where the agent
         # writes or whom it dials: checking the defaults instead would name
@@ -111,6 +116,17 @@ def examine(config_path: str | None = None, measure: bool = True,
     report.host["mem_bandwidth_gbs"] = report.memory["bandwidth_gbs"]
     step("memory reads", report)
     return report
+
+
+def _plugins(report: Report, cfg: AgentConfig) -> None:
+    """Load every plugin group as the server and the agent would; one that fails is a problem to fix."""
+    # quiet: the doctor says it once, as a problem, rather than as a log line too.
+    found = plugins.load(plugins.GROUPS, args={plugins.WEIGHT_SOURCES: (cfg.weights,)}, quiet=True)
+    report.plugins = found.as_list(builtin=True)
+    for p in found.failed():
+        report.problems.append(f"the plugin {p.name} ({p.distribution} {p.version}, {p.group}) {p.error}; "
+                               f"the server and the agent leave it out: fix it, or uninstall "
+                               f"{p.distribution}")
 
 
 def _config(report: Report, path: str | None) -> AgentConfig:

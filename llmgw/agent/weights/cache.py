@@ -31,24 +31,11 @@ from typing import Iterable, Mapping
 
 import aiohttp
 
-from llmgw.agent.weights import checksum, download
-from llmgw.agent.weights.errors import (
-    ChecksumMismatch,
-    FetchFailed,
-    UnsafeName,
-    WeightsError,
-    redact,
-    refuse_pickle,
-)
+from llmgw.agent.weights import checksum, default_sources, download
+from llmgw.agent.weights.errors import ChecksumMismatch, FetchFailed, UnsafeName, WeightsError, redact, refuse_pickle
 from llmgw.agent.weights.progress import CHECKING, Broadcast, ProgressCallback
-from llmgw.agent.weights.sources import (
-    Fetcher,
-    HfFetcher,
-    HttpFetcher,
-    MirrorFetcher,
-    PathFetcher,
-    is_hub_id,
-)
+from llmgw.agent.weights.sources import Fetcher, PathFetcher, is_hub_id
+from llmgw.config.agent import WeightsSettings
 from llmgw.engines.pickles import is_pickle
 from llmgw.protocol import EngineProfile
 
@@ -99,9 +86,8 @@ class Weights:
         attempts: download.Attempts | None = None,
     ):
         self.cache_dir = Path(cache_dir)
-        self.fetchers: list[Fetcher] = list(fetchers) if fetchers is not None else [
-            PathFetcher(), HttpFetcher(), HfFetcher(hf_endpoint, hf_token_file), MirrorFetcher(mirror_url),
-        ]
+        self.fetchers: list[Fetcher] = list(fetchers) if fetchers is not None else default_sources.shipped(
+            WeightsSettings(hf_endpoint=hf_endpoint, hf_token_file=hf_token_file, mirror=mirror_url))
         self.progress_interval = progress_interval
         self.check_at_once = check_at_once
         self.attempts = attempts or download.Attempts()

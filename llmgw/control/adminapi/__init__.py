@@ -25,6 +25,7 @@ from llmgw.config import Duration
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.control.settings import SettingsError
 from llmgw.control.token import DEFAULT_HOLDER
+from llmgw.guard.policy import check_detectors
 from llmgw.store import StoreError, redact_url
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ async def status(request: web.Request) -> web.Response:
         "agents": {"address": plane.trust.agent_address, "ca_fingerprint": plane.trust.ca_fingerprint,
                    "taking": plane.trust.ssl_context is not None, "problem": plane.trust.problem},
         "uptime_s": round(time.monotonic() - plane.started, 1),
+        # llmgw's own included: they come through the same seam, and a script sees what a name is provided by.
+        "plugins": plane.plugins.as_list(builtin=True),
     })
 
 
@@ -179,7 +182,7 @@ async def config_change(request: web.Request) -> web.Response:
     version, doc = await plane.settings.change(
         who.name, who.via, set_=set_, unset=_field(data, "unset", list),
         whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int),
-        check=lambda settings: check_settings_key_files(settings, own))
+        check=lambda settings: (check_settings_key_files(settings, own), check_detectors(settings.guard)))
     return _json({"version": version, "value": doc})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from statistics import median
 from typing import TYPE_CHECKING
 
-from llmgw.router.scheduler.base import Context, register_scorer, weight_of
+from llmgw.router.scheduler.base import Context, Scorer, register_scorer, weight_of
 from llmgw.router.scheduler.ring import ring_for
 
 if TYPE_CHECKING:
@@ -119,5 +119,14 @@ class KvScorer:
         return min(1.0, max(0.0, load.kv_usage))
 
 
-for _scorer in (SessionScorer(), LatencyScorer(), QueueScorer(), KvScorer()):
+SHIPPED: tuple[Scorer, ...] = (SessionScorer(), LatencyScorer(), QueueScorer(), KvScorer())
+
+
+def shipped() -> list[Scorer]:
+    """llmgw's scorers: what its `llmgw.scorers` entry point names (llmgw/plugins.py)."""
+    return list(SHIPPED)
+
+
+# Registered on import as well, so the built-in profiles (default_profiles) can name them in any process.
+for _scorer in SHIPPED:
     register_scorer(_scorer)
