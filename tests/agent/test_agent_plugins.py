@@ -47,7 +47,7 @@ class Bucket:
 # Run in a process of its own: the engine registry is the process's, and a test's plugin must not stay in it.
 PROBE = '''
 import json
-from llmgw.agent import engines
+from llmgw import engines
 from llmgw.agent.agent import installed_engines
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.config.agent import AgentConfig, WeightsSettings
