@@ -22,8 +22,9 @@ services' objections are recorded as `would_block`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Literal
 
 import aiohttp
 
