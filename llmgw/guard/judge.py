@@ -191,13 +191,16 @@ class Judge:
     def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], Sequence[JudgeReplica]], *,
                  events: Events | None = None, clock: Callable[[], float] = time.monotonic,
                  cache_size: int = CACHE_SIZE, cache_ttl: float = CACHE_TTL,
-                 retry_every: float = RETRY_EVERY) -> None:
+                 retry_every: float = RETRY_EVERY, hedge_at: float = HEDGE_AT) -> None:
         self._session = session
         self._endpoints = endpoints
         self._events = events
-        self._clock = clock  # for the cache's five minutes; the budget runs on the event loop's clock
+        # For the cache's five minutes and a verdict's `took`; the budget runs
+        # on the event loop's clock. Tests of the speed check pass one of their own.
+        self._clock = clock
         self._cache_size, self._cache_ttl = cache_size, cache_ttl
         self.retry_every = retry_every
+        self.hedge_at = hedge_at  # of the budget; 1 or more never asks a second replica while one is pending
         self._cache: OrderedDict[bytes, tuple[float, Judgment]] = OrderedDict()
         self._asking: dict[bytes, asyncio.Task] = {}
         self._turn = 0
@@ -209,13 +212,13 @@ class Judge:
         """The policy's verdict on `text`. With `prompt`, `text` is the answer to it and is judged
         as one (Qwen3Guard's response moderation: the prompt as user, the answer as assistant).
         Raises JudgeUnavailable when no judgment came within the budget."""
-        started = time.perf_counter()
+        started = self._clock()
         if not text.strip():
             return Verdict(True, (), SAFE, 0.0)
         parts = pieces(text)
         if len(parts) == 1:
             judgment, cached, endpoint = await self._judgment(policy, text, prompt)
-            return read(policy, judgment, time.perf_counter() - started, cached=cached, endpoint=endpoint)
+            return read(policy, judgment, self._clock() - started, cached=cached, endpoint=endpoint)
         found = await asyncio.gather(*(self._judgment(policy, p, prompt) for p in parts), return_exceptions=True)
         verdicts = [read(policy, *f[:1], cached=f[1], endpoint=f[2]) for f in found if isinstance(f, tuple)]
         worst = next((v for v in verdicts if not v.safe), None)
@@ -226,7 +229,7 @@ class Judge:
                 raise error
             worst = max(verdicts, key=_severity)
         categories = tuple(dict.fromkeys(c for v in verdicts for c in v.categories))
-        return Verdict(worst.safe, categories, worst.raw_label, time.perf_counter() - started, worst.matched,
+        return Verdict(worst.safe, categories, worst.raw_label, self._clock() - started, worst.matched,
                        worst.refusal, all(v.cached for v in verdicts), worst.endpoint)
 
     def judge_stream(self, policy: JudgePolicy, *, prompt: str | None = None,
@@ -278,7 +281,7 @@ class Judge:
         loop = asyncio.get_running_loop()
         budget = float(policy.latency_budget)
         start = loop.time()
-        deadline, hedge_at = start + budget, start + budget * HEDGE_AT
+        deadline, hedge_at = start + budget, start + budget * self.hedge_at
         body = _body(text, prompt)
         pending: dict[asyncio.Task, JudgeReplica] = {}
         failed: set[str] = set()  # replicas that failed in this round

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -100,16 +100,17 @@ def assess(check: SpeedCheck) -> SpeedCheck:
 
 
 async def check_speed(session: aiohttp.ClientSession, endpoints: Sequence[JudgeReplica], policy: JudgePolicy, *,
-                      alone: int = 3, burst: int = 8) -> SpeedCheck:
+                      alone: int = 3, burst: int = 8, clock: Callable[[], float] = time.monotonic) -> SpeedCheck:
     """Time `alone` judgments one after another, then `burst` at once, and set them against the
-    policy's latency_budget. Each text differs, so none is answered from the cache or shared."""
+    policy's latency_budget. Each text differs, so none is answered from the cache or shared.
+    Times are read from `clock`: a test's judge advances its own rather than sleeping."""
     from llmgw.config.types import Duration
 
     budget = float(policy.latency_budget)
     # Measured with room to spare: a judgment past the budget is what this is here to show.
     roomy = JudgePolicy(policy.model, policy.categories, policy.on, policy.action, policy.controversial,
                         Duration(max(60.0, 4 * budget)))
-    judge = Judge(session, lambda _model: endpoints, cache_size=0)
+    judge = Judge(session, lambda _model: endpoints, clock=clock, cache_size=0)
     check = SpeedCheck(policy.model, len(endpoints), budget, [], burst, [], 0.0, [])
     for n in range(alone):
         try:
@@ -119,10 +120,10 @@ async def check_speed(session: aiohttp.ClientSession, endpoints: Sequence[JudgeR
             break
         check.alone.append(verdict.took)
     if check.alone:
-        started = time.perf_counter()
+        started = clock()
         found = await asyncio.gather(*(judge.judge(roomy, f"{CHECK_TEXT} (burst {n + 1})") for n in range(burst)),
                                      return_exceptions=True)
-        check.burst_wall = time.perf_counter() - started
+        check.burst_wall = clock() - started
         for outcome in found:
             if isinstance(outcome, Verdict):
                 check.burst_times.append(outcome.took)
