@@ -2,9 +2,10 @@
 
 The guard sits beside the router, not above it: the router (and the CLI's
 `ctl guard judge check`) hands the judge its own endpoints, and
-llmgw.router.endpoint.Endpoint fits these Protocols as it is. Read-only
-properties where the judge only reads, so a stricter type on the router's
-side (a Breaker rather than any object) still fits.
+llmgw.router.endpoint.Endpoint has what these Protocols name. Read-only
+properties where the judge only reads, so the router's stricter types fit;
+mypy will accept an Endpoint here once its `breaker` is typed a Breaker
+rather than any object.
 """
 
 from __future__ import annotations
