@@ -108,7 +108,7 @@ def run_judge_check(args) -> int:
 async def _check_all(plans, burst: int, quiet: bool):
     import aiohttp
 
-    from llmgw.guard.judge import check_speed
+    from llmgw.guard.judge_check import check_speed
 
     reports = []
     async with aiohttp.ClientSession() as session:

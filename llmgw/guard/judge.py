@@ -41,7 +41,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit
 
@@ -49,7 +49,7 @@ import aiohttp
 import orjson
 
 from llmgw.config.guard import JudgePolicy
-from llmgw.router.endpoint import Endpoint
+from llmgw.guard.replica import JudgeReplica
 
 if TYPE_CHECKING:
     from llmgw.guard.events import Events
@@ -175,7 +175,7 @@ def pieces(text: str, size: int = MAX_CHARS, overlap: int = OVERLAP) -> list[str
     return out
 
 
-def host_of(endpoint: Endpoint) -> str:
+def host_of(endpoint: JudgeReplica) -> str:
     """The machine a replica runs on, as far as its URL says."""
     try:
         return urlsplit(endpoint.url).hostname or endpoint.url
@@ -188,16 +188,19 @@ class _Failed(Exception):
 
 
 class Judge:
-    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], list[Endpoint]], *,
+    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], Sequence[JudgeReplica]], *,
                  events: Events | None = None, clock: Callable[[], float] = time.monotonic,
                  cache_size: int = CACHE_SIZE, cache_ttl: float = CACHE_TTL,
-                 retry_every: float = RETRY_EVERY) -> None:
+                 retry_every: float = RETRY_EVERY, hedge_at: float = HEDGE_AT) -> None:
         self._session = session
         self._endpoints = endpoints
         self._events = events
-        self._clock = clock  # for the cache's five minutes; the budget runs on the event loop's clock
+        # For the cache's five minutes and a verdict's `took`; the budget runs
+        # on the event loop's clock. Tests of the speed check pass one of their own.
+        self._clock = clock
         self._cache_size, self._cache_ttl = cache_size, cache_ttl
         self.retry_every = retry_every
+        self.hedge_at = hedge_at  # of the budget; 1 or more never asks a second replica while one is pending
         self._cache: OrderedDict[bytes, tuple[float, Judgment]] = OrderedDict()
         self._asking: dict[bytes, asyncio.Task] = {}
         self._turn = 0
@@ -209,13 +212,13 @@ class Judge:
         """The policy's verdict on `text`. With `prompt`, `text` is the answer to it and is judged
         as one (Qwen3Guard's response moderation: the prompt as user, the answer as assistant).
         Raises JudgeUnavailable when no judgment came within the budget."""
-        started = time.perf_counter()
+        started = self._clock()
         if not text.strip():
             return Verdict(True, (), SAFE, 0.0)
         parts = pieces(text)
         if len(parts) == 1:
             judgment, cached, endpoint = await self._judgment(policy, text, prompt)
-            return read(policy, judgment, time.perf_counter() - started, cached=cached, endpoint=endpoint)
+            return read(policy, judgment, self._clock() - started, cached=cached, endpoint=endpoint)
         found = await asyncio.gather(*(self._judgment(policy, p, prompt) for p in parts), return_exceptions=True)
         verdicts = [read(policy, *f[:1], cached=f[1], endpoint=f[2]) for f in found if isinstance(f, tuple)]
         worst = next((v for v in verdicts if not v.safe), None)
@@ -226,7 +229,7 @@ class Judge:
                 raise error
             worst = max(verdicts, key=_severity)
         categories = tuple(dict.fromkeys(c for v in verdicts for c in v.categories))
-        return Verdict(worst.safe, categories, worst.raw_label, time.perf_counter() - started, worst.matched,
+        return Verdict(worst.safe, categories, worst.raw_label, self._clock() - started, worst.matched,
                        worst.refusal, all(v.cached for v in verdicts), worst.endpoint)
 
     def judge_stream(self, policy: JudgePolicy, *, prompt: str | None = None,
@@ -278,9 +281,9 @@ class Judge:
         loop = asyncio.get_running_loop()
         budget = float(policy.latency_budget)
         start = loop.time()
-        deadline, hedge_at = start + budget, start + budget * HEDGE_AT
+        deadline, hedge_at = start + budget, start + budget * self.hedge_at
         body = _body(text, prompt)
-        pending: dict[asyncio.Task, Endpoint] = {}
+        pending: dict[asyncio.Task, JudgeReplica] = {}
         failed: set[str] = set()  # replicas that failed in this round
         errors: dict[str, str] = {}
         hedged, attempts, known = False, 0, False
@@ -322,7 +325,7 @@ class Judge:
             for task in pending:  # the answer is in; the others' work is wasted from here
                 task.cancel()
 
-    def _pick(self, model: str, exclude: set[str], avoid: set[str] | Sequence[str]) -> Endpoint | None:
+    def _pick(self, model: str, exclude: set[str], avoid: set[str] | Sequence[str]) -> JudgeReplica | None:
         """The replica to ask: one whose breaker is closed, on another machine than `avoid`,
         with the fewest requests in flight; ties taken in turn so judgments spread."""
         candidates = [e for e in self._endpoints(model) if e.id not in exclude]
@@ -331,18 +334,18 @@ class Judge:
         self._turn += 1
         n = len(candidates)
 
-        def rank(item: tuple[int, Endpoint]):
+        def rank(item: tuple[int, JudgeReplica]):
             i, e = item
             breaker = e.breaker
             shut = breaker is not None and not breaker.available()
             return (shut, host_of(e) in avoid, e.in_flight, (i - self._turn) % n)
         return min(enumerate(candidates), key=rank)[1]
 
-    def _start(self, endpoint: Endpoint, body: dict, deadline: float) -> asyncio.Task:
+    def _start(self, endpoint: JudgeReplica, body: dict, deadline: float) -> asyncio.Task:
         self.asked += 1
         return asyncio.ensure_future(self._call(endpoint, body, deadline))
 
-    async def _call(self, endpoint: Endpoint, body: dict, deadline: float) -> Judgment:
+    async def _call(self, endpoint: JudgeReplica, body: dict, deadline: float) -> Judgment:
         loop = asyncio.get_running_loop()
         headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
@@ -371,7 +374,7 @@ class Judge:
         return judgment
 
     def _unavailable(self, policy: JudgePolicy, budget: float, attempts: int, errors: dict[str, str],
-                     pending: dict[asyncio.Task, Endpoint], known: bool) -> JudgeUnavailable:
+                     pending: dict[asyncio.Task, JudgeReplica], known: bool) -> JudgeUnavailable:
         if not known and not errors:
             reason = "no replica of it is ready"
         else:
@@ -520,118 +523,3 @@ class StreamJudgment:
         self._closed = True
         for task in self._tasks:
             task.cancel()
-
-
-# --- how fast the judge is: `llmgw ctl guard judge check` ---------------------------
-
-# About 280 tokens of ordinary work: the size of prompt the original's
-# figures were measured with (2.3 s on four cores, 4.2 s on two).
-CHECK_TEXT = (
-    "Please help me write a short note to the warehouse team about next week's schedule. On Monday the "
-    "morning shift starts an hour early because the delivery from the port arrives at six, and we need "
-    "four people at the loading dock to check the pallets against the shipping list before they go onto "
-    "the shelves. On Tuesday and Wednesday the usual hours apply, but the inventory count for the second "
-    "quarter takes place in aisles twelve to twenty, so those aisles are closed to picking until noon. "
-    "Thursday is the quarterly safety walk: everyone should wear their high-visibility vests and the "
-    "forklift drivers should bring their certificates so that the supervisor can confirm they are up to "
-    "date. On Friday we finish at three so that the cleaning company can work on the floors over the "
-    "weekend. Remind everyone that the new time-tracking terminals by the entrance replace the paper "
-    "sheets from Monday onwards, and that questions about them go to the office, not to the shift lead. "
-    "Keep the tone friendly and clear, thank the team for the busy month behind us, and end with the "
-    "phone number of the office for anything urgent. The note should fit on one page and use short "
-    "paragraphs, one for each day, so that it can be printed and pinned to the board in the break room."
-)
-
-
-@dataclass
-class SpeedCheck:
-    model: str
-    replicas: int
-    budget: float
-    alone: list[float]  # seconds for each judgment asked on its own
-    burst: int  # judgments asked at once
-    burst_times: list[float]  # seconds each of those took
-    burst_wall: float  # seconds until the last of them was in
-    failures: list[str]  # why judgments did not come back
-    state: str = ""  # ok, tight, slow, or unavailable
-    advice: list[str] = field(default_factory=list)
-
-    @property
-    def per_second(self) -> float:
-        """Judgments a second the judge kept up in the burst."""
-        return len(self.burst_times) / self.burst_wall if self.burst_wall > 0 and self.burst_times else 0.0
-
-    def to_dict(self) -> dict:
-        return {"model": self.model, "replicas": self.replicas, "budget_s": self.budget,
-                "alone_s": [round(t, 3) for t in self.alone], "burst": self.burst,
-                "burst_s": [round(t, 3) for t in self.burst_times], "burst_wall_s": round(self.burst_wall, 3),
-                "per_second": round(self.per_second, 2), "failures": self.failures, "state": self.state,
-                "advice": self.advice}
-
-
-def p95(values: Sequence[float]) -> float:
-    """Nearest rank: of three values, the slowest."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
-
-
-def assess(check: SpeedCheck) -> SpeedCheck:
-    """ok, tight (a judgment alone past half the budget, or a busy moment past the budget) or slow
-    (one alone past the budget), with what to do."""
-    budget = check.budget
-    alone, busy = p95(check.alone), p95(check.burst_times)
-    if not check.alone:
-        check.state = "unavailable"
-    elif alone > budget or len(check.alone) < 3:
-        check.state = "slow"
-    elif alone > budget / 2 or busy > budget or len(check.burst_times) < check.burst:
-        check.state = "tight"
-    else:
-        check.state = "ok"
-    if check.state == "ok":
-        check.advice = []
-        return check
-    check.advice = [
-        f"more replicas of {check.model} on other machines (now {check.replicas}): a busy or hung one is "
-        "covered by another's answer",
-        "more cores for each replica, or the judge on a GPU",
-        f"a longer latency_budget (now {budget:g} s), where requests may wait that long",
-        "fail: open, which serves what the judge could not read in time, recorded as flagged",
-    ]
-    return check
-
-
-async def check_speed(session: aiohttp.ClientSession, endpoints: list[Endpoint], policy: JudgePolicy, *,
-                      alone: int = 3, burst: int = 8) -> SpeedCheck:
-    """Time `alone` judgments one after another, then `burst` at once, and set them against the
-    policy's latency_budget. Each text differs, so none is answered from the cache or shared."""
-    from llmgw.config.types import Duration
-
-    budget = float(policy.latency_budget)
-    # Measured with room to spare: a judgment past the budget is what this is here to show.
-    roomy = JudgePolicy(policy.model, policy.categories, policy.on, policy.action, policy.controversial,
-                        Duration(max(60.0, 4 * budget)))
-    judge = Judge(session, lambda _model: endpoints, cache_size=0)
-    check = SpeedCheck(policy.model, len(endpoints), budget, [], burst, [], 0.0, [])
-    for n in range(alone):
-        try:
-            verdict = await judge.judge(roomy, f"{CHECK_TEXT} (check {n + 1})")
-        except JudgeUnavailable as e:
-            check.failures.append(e.reason)
-            break
-        check.alone.append(verdict.took)
-    if check.alone:
-        started = time.perf_counter()
-        found = await asyncio.gather(*(judge.judge(roomy, f"{CHECK_TEXT} (burst {n + 1})") for n in range(burst)),
-                                     return_exceptions=True)
-        check.burst_wall = time.perf_counter() - started
-        for outcome in found:
-            if isinstance(outcome, Verdict):
-                check.burst_times.append(outcome.took)
-            elif isinstance(outcome, JudgeUnavailable):
-                check.failures.append(outcome.reason)
-            else:
-                raise outcome
-    return assess(check)

@@ -22,6 +22,7 @@ services' objections are recorded as `would_block`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal
 
@@ -34,7 +35,7 @@ from llmgw.guard.services import Reading, ServiceResults, Services, merge_servic
 
 if TYPE_CHECKING:
     from llmgw.guard.events import Events
-    from llmgw.router.endpoint import Endpoint
+    from llmgw.guard.replica import JudgeReplica
 
 Direction = Literal["input", "output"]
 
@@ -52,7 +53,7 @@ class Unavailable:
 class Reviewers:
     """The long-lived askers, one set per router: the judge (with its five-minute memory) and the services."""
 
-    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], list["Endpoint"]], *,
+    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], Sequence["JudgeReplica"]], *,
                  events: "Events | None" = None) -> None:
         self.judge = Judge(session, endpoints, events=events)
         self.services = Services(session, events=events)

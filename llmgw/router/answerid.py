@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from llmgw.router import sse
+
 
 def answer_id(answer: Any) -> str | None:
     """The top-level id of an answer or of a stream's first event.
@@ -35,11 +37,11 @@ def answer_id(answer: Any) -> str | None:
 
 def stream_answer_id(block: bytes) -> str | None:
     """The id in the first event of a stream's bytes that carries one; None when none does."""
-    for line in block.split(b"\n"):
-        if not line.startswith(b"data: {") and not line.startswith(b"data:{"):
+    for payload in sse.payloads(block):
+        if payload[:1] != b"{":
             continue
         try:
-            found = answer_id(orjson.loads(line[5:]))
+            found = answer_id(orjson.loads(payload))
         except orjson.JSONDecodeError:
             continue
         if found:

@@ -4,7 +4,9 @@ Per project and off by default (`llmgw keys cache`). An answer is kept in a
 neutral form — the engine's JSON (a chat.completion for chat, messages and
 responses; a text_completion; an embedding list) — and replayed in the
 client's API shape, streamed or not, whichever way it was first asked: a
-streamed and a non-streamed ask of one question share one answer.
+streamed and a non-streamed ask of one question share one answer. Kept
+here; replayed by llmgw.router.replay; a streamed answer is built whole for
+keeping by llmgw.router.assembly.
 
 Never written to the store or to disk, gone with a restart: the answers are
 the one copy of model output llmgw would otherwise keep, and docs/cache.md
@@ -26,10 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import orjson
-
-from llmgw.router.translate import anthropic as anth
-from llmgw.router.translate import responses as resp_api
-from llmgw.router.translate.common import encode_sse
 
 CACHE_HEADER = "x-llmgw-cache"
 SIMILARITY_HEADER = "x-llmgw-cache-similarity"
@@ -87,7 +85,7 @@ class Entry:
 
     `answer` is the engine's JSON answer, exactly the bytes a client of the
     chat or completions API got when it asked unstreamed (or the answer
-    assembled from a stream, see Assembler). `ttl` is the project's when it
+    assembled from a stream, see llmgw.router.assembly). `ttl` is the project's when it
     was put; `stored_at` is time.time() then, for `Age`.
     """
 
@@ -250,254 +248,3 @@ def hit_headers(entry: Entry, now: float, similarity: float | None = None) -> di
     if similarity is None:
         return {CACHE_HEADER: "hit", "Age": entry.age(now)}
     return {CACHE_HEADER: "similar", SIMILARITY_HEADER: f"{similarity:.4f}", "Age": entry.age(now)}
-
-
-# -- replaying ----------------------------------------------------------------
-
-
-def replay_json(entry: Entry, api: str, *, model: str = "", request: dict | None = None) -> bytes:
-    """The answer as an unstreamed response body in `api`'s shape.
-
-    `model` is the name the client asked for and `request` the client's own
-    body: the messages and responses shapes echo them (thinking shown or
-    not, the Responses settings) as a fresh answer would.
-    """
-    _same_api(entry, api)
-    if api in ("chat", "completions", "embeddings"):
-        return entry.answer  # the bytes the first client got: no second encoding
-    answer = orjson.loads(entry.answer)
-    if api == "messages":
-        return orjson.dumps(anth.chat_to_message(answer, model=model or answer.get("model") or "",
-                                                 include_thinking=anth.wants_thinking(request or {})))
-    return orjson.dumps(resp_api.chat_to_response(answer, model=model or answer.get("model") or "",
-                                                  request=request or {}))
-
-
-def replay_stream(entry: Entry, api: str, *, model: str = "", request: dict | None = None,
-                  include_usage: bool = False) -> bytes:
-    """The whole answer as one write of Server-Sent Events in `api`'s shape, ending as a stream ends.
-
-    Chat and completions get the engine's chunk events and `data: [DONE]`
-    (the usage event only with `include_usage`, as stream_options asked);
-    messages and responses get their own events, rendered by the same
-    translators a live stream goes through.
-    """
-    _same_api(entry, api)
-    if api == "embeddings":
-        raise ValueError("embeddings are never streamed")
-    answer = orjson.loads(entry.answer)
-    if api == "completions":
-        return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in completion_chunks(answer, include_usage)) \
-            + b"data: [DONE]\n\n"
-    chunks = chat_chunks(answer, include_usage or api != "chat")
-    if api == "chat":
-        return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
-    name = model or answer.get("model") or ""
-    if api == "messages":
-        translator: Any = anth.MessagesStream(model=name, include_thinking=anth.wants_thinking(request or {}))
-    else:
-        translator = resp_api.ResponsesStream(model=name, request=request or {})
-    events: list = []
-    for chunk in chunks:
-        events.extend(translator.feed(chunk))
-    events.extend(translator.finish())
-    return encode_sse(events)
-
-
-def _same_api(entry: Entry, api: str) -> None:
-    if entry.api != api:
-        # The API shape is part of the key, so only a caller's mistake gets here.
-        raise ValueError(f"this answer was kept for the {entry.api} API, not {api}")
-
-
-def chat_chunks(answer: dict, include_usage: bool) -> list[dict]:
-    """A chat.completion as the chat.completion.chunk events an engine would have streamed.
-
-    Each choice's thinking, text and tool calls in one delta each, then its
-    finish; the usage last, in a chunk with no choices, as vLLM sends it.
-    """
-    head = {"id": answer.get("id") or "", "object": "chat.completion.chunk",
-            "created": answer.get("created") or 0, "model": answer.get("model") or ""}
-    if answer.get("system_fingerprint") is not None:
-        head["system_fingerprint"] = answer["system_fingerprint"]
-    chunks: list[dict] = []
-
-    def add(index: int, delta: dict, finish: str | None = None) -> None:
-        chunks.append({**head, "choices": [{"index": index, "delta": delta, "logprobs": None,
-                                            "finish_reason": finish}]})
-
-    for choice in answer.get("choices") or []:
-        if not isinstance(choice, dict):
-            continue
-        index = choice.get("index", 0)
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        role: dict = {"role": message.get("role") or "assistant"}
-        for name in ("reasoning_content", "reasoning"):
-            if isinstance(message.get(name), str) and message[name]:
-                add(index, {**role, name: message[name]})
-                role = {}
-                break
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if isinstance(content, str) and content:
-            add(index, {**role, "content": content})
-            role = {}
-        for n, call in enumerate(message.get("tool_calls") or []):
-            if not isinstance(call, dict):
-                continue
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
-            piece = {"index": n, "id": call.get("id"), "type": call.get("type") or "function",
-                     "function": {"name": function.get("name") or "", "arguments": function.get("arguments") or ""}}
-            add(index, {**role, **({"content": None} if role else {}), "tool_calls": [piece]})
-            role = {}
-        if role:  # an empty answer still says who is speaking
-            add(index, {**role, "content": ""})
-        add(index, {}, choice.get("finish_reason") or "stop")
-    if include_usage and isinstance(answer.get("usage"), dict):
-        chunks.append({**head, "choices": [], "usage": answer["usage"]})
-    return chunks
-
-
-def completion_chunks(answer: dict, include_usage: bool) -> list[dict]:
-    """A text_completion as the events a streamed one is: each choice's text, then its finish."""
-    head = {"id": answer.get("id") or "", "object": "text_completion",
-            "created": answer.get("created") or 0, "model": answer.get("model") or ""}
-    choices = [c for c in answer.get("choices") or [] if isinstance(c, dict)]
-    chunks = [{**head, "choices": [{"index": c.get("index", 0), "text": c.get("text") or "", "logprobs": None,
-                                    "finish_reason": None}]} for c in choices if c.get("text")]
-    chunks += [{**head, "choices": [{"index": c.get("index", 0), "text": "", "logprobs": None,
-                                     "finish_reason": c.get("finish_reason") or "stop"}]} for c in choices]
-    if include_usage and isinstance(answer.get("usage"), dict):
-        chunks.append({**head, "choices": [], "usage": answer["usage"]})
-    return chunks
-
-
-# -- keeping a streamed answer --------------------------------------------------
-
-
-class Assembler:
-    """Builds the whole answer from a chat or completions stream, to keep it.
-
-    Feed it the engine's chunks (`feed`, parsed) or complete SSE blocks
-    (`feed_sse`, as relay() hands them to a transform). `answer()` is the
-    chat.completion (or text_completion) a non-streamed ask would have
-    given, or None when the stream did not end whole — an engine's error
-    event, a choice with no finish, no [DONE] — so a cut answer is never kept.
-    """
-
-    def __init__(self) -> None:
-        self._head: dict[str, Any] = {}
-        self._object = "chat.completion"
-        self._choices: dict[int, dict[str, Any]] = {}
-        self._usage: dict | None = None
-        self.failed = False
-        self.done = False
-        self.bytes = 0
-
-    def feed_sse(self, block: bytes) -> None:
-        for event in block.replace(b"\r\n", b"\n").split(b"\n\n"):
-            for line in event.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    self.done = True
-                    continue
-                try:
-                    chunk = orjson.loads(payload)
-                except orjson.JSONDecodeError:
-                    self.failed = True
-                    continue
-                self.feed(chunk)
-
-    def feed(self, chunk: dict) -> None:
-        if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("object") == "error":
-            self.failed = True
-            return
-        if not self._head:
-            self._head = {k: chunk.get(k) for k in ("id", "created", "model")}
-            if chunk.get("system_fingerprint") is not None:
-                self._head["system_fingerprint"] = chunk["system_fingerprint"]
-            if chunk.get("object") == "text_completion":
-                self._object = "text_completion"
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if isinstance(choice, dict):
-                self._choice(choice)
-
-    def _choice(self, choice: dict) -> None:
-        index = choice.get("index", 0)
-        state = self._choices.setdefault(index, {"text": [], "reasoning": [], "reasoning_key": None,
-                                                 "role": None, "tools": {}, "finish": None})
-        if self._object == "text_completion":
-            if isinstance(choice.get("text"), str):
-                state["text"].append(choice["text"])
-                self.bytes += len(choice["text"])
-        else:
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            if delta.get("role"):
-                state["role"] = delta["role"]
-            if isinstance(delta.get("content"), str):
-                state["text"].append(delta["content"])
-                self.bytes += len(delta["content"])
-            for name in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(name), str) and delta[name]:
-                    # vLLM sent both names for a while; keep the first one seen.
-                    if state["reasoning_key"] in (None, name):
-                        state["reasoning_key"] = name
-                        state["reasoning"].append(delta[name])
-                        self.bytes += len(delta[name])
-            for piece in delta.get("tool_calls") or []:
-                if not isinstance(piece, dict):
-                    continue
-                tool = state["tools"].setdefault(piece.get("index", 0),
-                                                 {"id": None, "type": "function", "name": "", "arguments": []})
-                if piece.get("id"):
-                    tool["id"] = piece["id"]
-                if piece.get("type"):
-                    tool["type"] = piece["type"]
-                function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
-                if function.get("name"):
-                    tool["name"] += function["name"]
-                if isinstance(function.get("arguments"), str):
-                    tool["arguments"].append(function["arguments"])
-                    self.bytes += len(function["arguments"])
-        if choice.get("finish_reason"):
-            state["finish"] = choice["finish_reason"]
-
-    @property
-    def complete(self) -> bool:
-        return (not self.failed and bool(self._choices)
-                and all(c["finish"] for c in self._choices.values()))
-
-    def answer(self, *, require_done: bool = True) -> dict | None:
-        """The whole answer, or None when the stream did not end whole.
-
-        `require_done` wants the `data: [DONE]` line; pass False when feeding
-        parsed chunks, which carry no such line.
-        """
-        if not self.complete or (require_done and not self.done):
-            return None
-        choices = []
-        for index in sorted(self._choices):
-            c = self._choices[index]
-            if self._object == "text_completion":
-                choices.append({"index": index, "text": "".join(c["text"]), "logprobs": None,
-                                "finish_reason": c["finish"]})
-                continue
-            message: dict[str, Any] = {"role": c["role"] or "assistant",
-                                       "content": "".join(c["text"]) if c["text"] else None}
-            if c["reasoning"]:
-                message[c["reasoning_key"]] = "".join(c["reasoning"])
-            if c["tools"]:
-                message["tool_calls"] = [
-                    {"id": t["id"], "type": t["type"], "function": {"name": t["name"],
-                                                                   "arguments": "".join(t["arguments"])}}
-                    for _, t in sorted(c["tools"].items())]
-            choices.append({"index": index, "message": message, "logprobs": None, "finish_reason": c["finish"]})
-        answer = {**self._head, "object": self._object, "choices": choices}
-        if self._usage is not None:
-            answer["usage"] = self._usage
-        return answer

@@ -36,7 +36,7 @@ from llmgw.guard.decisions import Decisions
 from llmgw.guard.gate import OutputChecker, check_input
 from llmgw.guard.review import OutputReview, Reviewers, review_input
 from llmgw.router import reuse, shapes
-from llmgw.router.cache import Assembler
+from llmgw.router.assembly import Assembler
 from llmgw.router.guarded import ChunkGuard, guard_whole
 
 if TYPE_CHECKING:

@@ -17,23 +17,13 @@ from typing import Awaitable, Callable
 
 import orjson
 
+from llmgw.router import sse
 from llmgw.router.call import Call
 from llmgw.router.tally import Tally
 
 DONE = b"data: [DONE]"
 CUT_EVENT = (b'data: {"error": {"message": "the engine stopped before the answer was complete", '
              b'"type": "server_error", "code": "upstream_cut"}}\n\n')
-
-
-def _last_boundary(data: bytes) -> int:
-    """Index just past the last complete SSE event in `data`, 0 when there is none."""
-    lf = data.rfind(b"\n\n")
-    crlf = data.rfind(b"\r\n\r\n")
-    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
-
-
-def _events(block: bytes) -> list[bytes]:
-    return [e for e in block.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
 
 
 class StreamScanner:
@@ -54,10 +44,11 @@ class StreamScanner:
             self.tally.raw(block)
             return block
         kept = []
-        for event in _events(block):
-            if b'"usage"' in event and event.startswith(b"data: {"):
+        for event in sse.events(block):
+            payload = sse.data(event) if b'"usage"' in event else None
+            if payload and payload[:1] == b"{":
                 try:
-                    chunk = orjson.loads(event[6:])
+                    chunk = orjson.loads(payload)
                 except orjson.JSONDecodeError:
                     kept.append(event)
                     continue
@@ -91,13 +82,14 @@ class StreamScanner:
         # After a stop by the policy nothing more is passed on (the engine's
         # [DONE] included: the stop sent its own), but the engine's usage
         # is still read, and its events counted: the tokens it made are billed.
-        for event in _events(block):
-            if not event.startswith(b"data: {"):
+        for event in sse.events(block):
+            payload = sse.data(event)
+            if not payload or payload[:1] != b"{":
                 if not self.guard.finished:
                     yield event + b"\n\n", None
                 continue
             try:
-                chunk = orjson.loads(event[6:])
+                chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 if not self.guard.finished:
                     yield event + b"\n\n", None
@@ -136,26 +128,23 @@ async def relay(first: bytes, read_more, write, *, idle: float,
     whose judge or services must answer before the answer's end is sent.
     Raises asyncio.TimeoutError after `idle` seconds of silence.
     """
-    tail = b""
+    splitter = sse.Splitter()
     chunk = first
     seen_first = False
     while chunk:
-        data = tail + chunk if tail else chunk
-        cut = _last_boundary(data)
-        if cut:
-            ready, tail = data[:cut], data[cut:]
+        ready = splitter.feed(chunk)
+        if ready:
             out = transform(ready) if atransform is None else await atransform(ready)
             if out:
                 if not seen_first:
                     seen_first = True
                     on_first()
                 await write(out)
-        else:
-            tail = data
         async with asyncio.timeout(idle):
             chunk = await read_more()
-    if tail.strip():
-        out = transform(tail + b"\n\n") if atransform is None else await atransform(tail + b"\n\n")
+    rest = splitter.rest()
+    if rest:
+        out = transform(rest) if atransform is None else await atransform(rest)
         if out:
             await write(out)
 
@@ -190,11 +179,8 @@ class TranslatedStream:
         return self.encode(produced) if produced else b""
 
     def _chunks(self, block: bytes):
-        for event in _events(block):
-            if not event.startswith(b"data:"):
-                continue
-            payload = event[5:].strip()
-            if payload == b"[DONE]":
+        for payload in sse.payloads(block):
+            if payload == sse.DONE:
                 self.done = True
                 continue
             try:

@@ -18,10 +18,11 @@ from aiohttp import web
 from llmgw.guard.gate import OutputChecker
 from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry
-from llmgw.router.cache import hit_headers, replay_json, replay_stream
+from llmgw.router.cache import hit_headers
 from llmgw.router.cache import key as answer_key
 from llmgw.router.call import Call
 from llmgw.router.guarded import guard_whole
+from llmgw.router.replay import replay_json, replay_stream
 from llmgw.router.similar import Question, embed_question, question
 
 

@@ -10,7 +10,9 @@ import orjson
 import pytest
 
 from llmgw.router import cache as cachemod
-from llmgw.router.cache import AnswerCache, Assembler, Entry, hit_headers, replay_json, replay_stream
+from llmgw.router.assembly import Assembler
+from llmgw.router.cache import AnswerCache, Entry, hit_headers
+from llmgw.router.replay import replay_json, replay_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 

@@ -16,6 +16,7 @@ import pytest
 
 from llmgw.router import cache as cachemod
 from llmgw.router.cache import AnswerCache, Entry
+from llmgw.router.replay import replay_json
 from llmgw.router.similar import MAX_QUESTION_CHARS, SimilarIndex, embed_question, question, unit
 
 from rewordings import OTHER_QUESTIONS, REWORDINGS
@@ -79,7 +80,7 @@ class Gateway:
         k = cachemod.key(PROJECT, "chat", body)
         if (e := self.cache.get(k, now)) is not None:
             self.cache.note("hit")
-            return "hit", cachemod.replay_json(e, "chat")
+            return "hit", replay_json(e, "chat")
         q = question(PROJECT, "chat", body)
         vector = await embed_question(self.embedder, q.text) if q else None
         if vector is not None:
@@ -87,7 +88,7 @@ class Gateway:
             if found and (e := self.cache.get(found[0], now)) is not None:
                 self.cache.note("similar")
                 self.similarities.append(found[1])
-                return "similar", cachemod.replay_json(e, "chat")
+                return "similar", replay_json(e, "chat")
         self.cache.note("miss")
         self.engine_calls += 1
         async with self.session.post(self.sim.base_url + "/chat/completions", json=body) as r:

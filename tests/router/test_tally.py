@@ -129,3 +129,18 @@ def test_an_answer_that_reached_its_end_was_all_delivered_though_a_redaction_mad
     scanner.finish()
     assert call.delivered_tokens == call.completion_tokens == 2
     assert "delivered_tokens" not in call.detail()
+
+
+def test_an_engine_that_writes_data_without_the_space_is_read_by_the_policy_and_billed_by_its_own_usage():
+    effective = combine_policies([("p", Policy(mode="enforce", output=Rules(cards="redact")))])
+    call = _call()
+    call.checker = OutputChecker(effective, None)
+    scanner = StreamScanner(call, guard=ChunkGuard(call.checker))
+    call.status = 200
+    usage = {"id": "c1", "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 2}}
+    tight = _events(_chunk("Pay with 4111 1111 1111 1111 today."), _chunk(finish="stop"), usage).replace(
+        b"data: ", b"data:")
+    sent = scanner.scan(tight + b"data:[DONE]\n\n")
+    assert b"4111" not in sent and b"today." in sent
+    scanner.finish()
+    assert (call.prompt_tokens, call.completion_tokens, call.estimated) == (40, 2, ())

@@ -16,6 +16,7 @@ import orjson
 from llmgw.router.translate.anthropic_answer import MessagesStream, anthropic_error, chat_to_message
 from llmgw.router.translate.common import (
     TranslateError,
+    checked_tools,
     encode_sse,
     image_part,
     is_number,
@@ -325,23 +326,10 @@ def _refuse_block(kind: str, at: str) -> None:
 
 
 def _tools(body: dict, chat: dict) -> None:
-    tools = body.get("tools")
-    if tools is None:
-        return
-    if not isinstance(tools, list):
-        raise TranslateError(f"tools must be an array, got {json_type(tools)}", "tools")
     out = []
-    for i, tool in enumerate(tools):
-        at = f"tools.{i}"
-        if not isinstance(tool, dict):
-            raise TranslateError(f"{at} must be an object, got {json_type(tool)}", at)
-        kind = tool.get("type")
-        if kind not in (None, "custom"):
-            raise TranslateError(f"{at}: the server tool {kind!r} runs at Anthropic and is not available here; "
-                                 "define it as a tool of your own with name, description and input_schema",
-                                 f"{at}.type")
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise TranslateError(f"{at} needs a name", f"{at}.name")
+    for at, tool in checked_tools(body, types=(None, "custom"), other_type=(
+            "the server tool {kind} runs at Anthropic and is not available here; "
+            "define it as a tool of your own with name, description and input_schema")):
         schema = tool.get("input_schema")
         if not isinstance(schema, dict):
             raise TranslateError(f"{at}.input_schema must be a JSON schema object", f"{at}.input_schema")

@@ -1,4 +1,4 @@
-"""What the Anthropic and Responses translations share: the refusal, SSE, ids, usage.
+"""What the Anthropic and Responses translations share: the refusal, SSE, ids, usage, the tools list.
 
 Nothing here does I/O. The engines behind the gateway (vLLM, llama.cpp,
 SGLang) speak only OpenAI's Chat Completions, so every other client API is a
@@ -153,6 +153,33 @@ def is_positive_int(value: Any) -> bool:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def checked_tools(body: dict, *, types: tuple[str | None, ...], other_type: str) -> list[tuple[str, dict]]:
+    """A request's `tools`, each with its place ("tools.2"), once the list is sound for this translation.
+
+    Sound: an array of objects, each of one of `types` and with a name.
+    `other_type` is the sentence for a tool of any other type, with `{kind}`
+    where that type goes. What a tool's schema is called, and what else it
+    may carry, differs between the APIs and is read by each translation.
+    """
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise TranslateError(f"tools must be an array, got {json_type(tools)}", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        at = f"tools.{i}"
+        if not isinstance(tool, dict):
+            raise TranslateError(f"{at} must be an object, got {json_type(tool)}", at)
+        kind = tool.get("type")
+        if kind not in types:
+            raise TranslateError(f"{at}: " + other_type.format(kind=repr(kind)), f"{at}.type")
+        if not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise TranslateError(f"{at} needs a name", f"{at}.name")
+        out.append((at, tool))
+    return out
 
 
 class ToolCallAccumulator:

@@ -13,6 +13,7 @@ from typing import Any
 
 from llmgw.router.translate.common import (
     TranslateError,
+    checked_tools,
     encode_sse,
     image_part,
     is_number,
@@ -253,22 +254,10 @@ def _function_output(item: dict, at: str) -> tuple[dict, list[dict]]:
 
 
 def _tools(body: dict, chat: dict) -> None:
-    tools = body.get("tools")
-    if tools is None:
-        return
-    if not isinstance(tools, list):
-        raise TranslateError(f"tools must be an array, got {json_type(tools)}", "tools")
     out = []
-    for i, tool in enumerate(tools):
-        at = f"tools.{i}"
-        if not isinstance(tool, dict):
-            raise TranslateError(f"{at} must be an object, got {json_type(tool)}", at)
-        kind = tool.get("type")
-        if kind != "function":
-            raise TranslateError(f"{at}: the built-in tool {kind!r} runs at OpenAI and is not available here; "
-                                 "only tools of type \"function\" are", f"{at}.type")
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise TranslateError(f"{at} needs a name", f"{at}.name")
+    for at, tool in checked_tools(body, types=("function",), other_type=(
+            "the built-in tool {kind} runs at OpenAI and is not available here; "
+            "only tools of type \"function\" are")):
         parameters = tool.get("parameters")
         if parameters is None:
             parameters = {"type": "object", "properties": {}}

@@ -167,3 +167,22 @@ def test_a_request_the_engines_cannot_take_is_refused_with_a_sentence_naming_the
     error = refusal(body)
     assert words in error.message
     assert error.param == param
+
+
+
+@pytest.mark.parametrize("responses_tools, messages_tools, words, param", [
+    ({"name": "shell"}, {"name": "shell"}, "tools must be an array, got an object", "tools"),
+    (["shell"], ["shell"], "tools.0 must be an object, got a string", "tools.0"),
+    # Each API's own kind of tool, without a name.
+    ([{"type": "function", "name": ""}], [{"name": "", "input_schema": {}}], "tools.0 needs a name", "tools.0.name"),
+])
+def test_a_malformed_tools_list_is_refused_in_the_same_words_by_the_responses_and_the_messages_api(
+        responses_tools, messages_tools, words, param):
+    from llmgw.router.translate.anthropic import messages_to_chat
+
+    responses = refusal({"input": "x", "tools": responses_tools})
+    with pytest.raises(TranslateError) as messages:
+        messages_to_chat({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+                          "tools": messages_tools}, upstream_model="m", thinking_mode="chat_template_kwargs")
+    for error in (responses, messages.value):
+        assert (error.message, error.param) == (words, param)
