@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pgcluster import PgCluster
+from tests.support.pgcluster import PgCluster
 
 from llmgw.accounting import UsageWriter
 from llmgw.store import StoreUnavailable, Usage, open_store

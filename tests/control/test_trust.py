@@ -32,7 +32,7 @@ from llmgw.control.trust import pki
 from llmgw.control.trust.code import JoinCode
 from llmgw.store import open_store
 
-from store.rawsql import raw_fetch
+from tests.store.rawsql import raw_fetch
 
 
 def listening() -> socket.socket:

@@ -13,7 +13,8 @@ import anthropic
 import openai
 import pytest
 
-from servers import serving_with_first_key, wait_for, write_config
+from tests.support.servers import serving_with_first_key, write_config
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -208,7 +209,7 @@ def test_a_provider_key_at_its_limit_is_passed_over_and_its_breaker_shows_open(g
 
 
 def test_a_dead_replica_is_retried_on_another_before_the_first_byte(gateway, engines):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     live = engines("qwen")
     gw = gateway([{"name": "qwen", "endpoints": [f"http://127.0.0.1:{free_port()}/v1", live.url]}])
@@ -260,7 +261,7 @@ def test_a_full_model_queues_by_band_and_past_the_queue_ttl_answers_504_with_ret
 
 
 def test_a_fallback_answers_when_the_model_has_no_room(gateway, engines):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     spare = engines("small")
     gw = gateway([{"name": "big", "endpoints": [f"http://127.0.0.1:{free_port()}/v1"], "fallbacks": ["small"]},

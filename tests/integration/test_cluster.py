@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -18,11 +17,9 @@ import psutil
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixtures.tinygguf import write_tiny_gguf  # noqa: E402
+from tests.fixtures.tinygguf import write_tiny_gguf
+from tests.support.agents import AgentProcess
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture

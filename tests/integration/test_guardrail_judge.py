@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from tests.support.servers import write_config
+from tests.support.waiting import wait_for
 
 SAFE_ASK = "Please summarise the quarterly report in two sentences"
 

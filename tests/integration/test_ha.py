@@ -16,8 +16,9 @@ import openai
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import Server, wait_for
+from tests.support.agents import AgentProcess
+from tests.support.servers import Server
+from tests.support.waiting import wait_for
 
 MODEL = "simmy"
 CHAT = [{"role": "user", "content": "Hello there"}]
@@ -246,7 +247,7 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
 
 
 def test_an_active_active_standby_with_workers_routes_the_catalog_on_every_worker(leader, servers, tmp_path):
-    from servers import write_config
+    from tests.support.servers import write_config
 
     config = write_config(tmp_path / "cp-b.yaml", {"workers": 2})
     b = servers("cp-b", store=leader.url, config=config)

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import yaml
 
-from servers import llmgw
+from tests.support.servers import llmgw
 
 from llmgw.control.trust import client_ssl_context
 from llmgw.control.trust import pki

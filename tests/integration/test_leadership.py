@@ -7,7 +7,7 @@ import signal
 import openai
 import pytest
 
-from servers import wait_for
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture

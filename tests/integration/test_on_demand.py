@@ -8,7 +8,7 @@ import time
 import openai
 import psutil
 
-from servers import wait_for
+from tests.support.waiting import wait_for
 from test_cluster import _model, _replicas, cluster  # noqa: F401 - the fixture, shared
 
 MB = 1024 * 1024

@@ -10,7 +10,8 @@ import time
 import openai
 import pytest
 
-from servers import Server, llmgw, wait_for
+from tests.support.servers import Server, llmgw
+from tests.support.waiting import wait_for
 
 
 def test_init_prints_an_administrator_and_a_key_once_and_never_again(servers):
@@ -113,7 +114,7 @@ def test_a_bad_size_is_refused_with_what_was_expected(servers, tmp_path):
 
 
 def test_an_unreachable_store_is_one_sentence_and_no_password(servers):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     s = servers("cp1", store=f"postgresql://llmgw:hunter2@127.0.0.1:{free_port()}/llmgw")
     done = llmgw("server", *s.args(), timeout=30)

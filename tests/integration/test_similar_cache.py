@@ -10,19 +10,16 @@ with `llmgw keys cache --similar 0.78`, the threshold measured for MiniLM
 from __future__ import annotations
 
 import json
-import sys
 import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 import openai
 import pytest
 
-from servers import Server, SimEngine, wait_for, write_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "router"))
-from rewordings import REWORDINGS  # noqa: E402  tests/router/rewordings.py
+from tests.support.rewordings import REWORDINGS
+from tests.support.servers import Server, SimEngine, write_config
+from tests.support.waiting import wait_for
 
 PROJECT = "Default/default/default"
 THRESHOLD = "0.78"

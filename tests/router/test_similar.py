@@ -7,9 +7,7 @@ similar answer is not given for are checked on the request alone.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -18,10 +16,8 @@ from llmgw.router import cache as cachemod
 from llmgw.router.cache import AnswerCache, Entry
 from llmgw.router.similar import MAX_QUESTION_CHARS, SimilarIndex, embed_question, question, unit
 
-from rewordings import OTHER_QUESTIONS, REWORDINGS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sim"))
-from simengines import Sim  # noqa: E402  tests/sim/simengines.py: a real `llmgw sim-engine`
+from tests.support.rewordings import OTHER_QUESTIONS, REWORDINGS
+from tests.support.simengines import Sim  # a real `llmgw sim-engine`
 
 # Chosen for all-MiniLM-L6-v2 from the measurement in rewordings.py: below
 # the lowest rewording (0.802) and above the closest other question (0.745).

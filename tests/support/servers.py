@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from pgcluster import free_port
+from tests.support.pgcluster import free_port
 
 ROLES = ("client", "agent", "admin", "metrics")
 
@@ -121,18 +121,6 @@ class Server:
                 self.proc.wait(timeout=10)
         self.log.close()
         return self.proc.returncode
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.1):
-    """Poll until `predicate()` is truthy; returns (value, seconds it took)."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if value:
-            return value, time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            return value, time.monotonic() - start
-        time.sleep(interval)
 
 
 class SimEngine:
