@@ -144,12 +144,21 @@ class SimEngine:
                                       "--model", self.model, *self.flags], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # A child that died (a bad flag, a model that would not load) fails the start at once, with what it
+            # said: polling /health alone once waited out a 180 s timeout on an engine long gone.
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sim-engine --model {self.model} exited with {self.proc.returncode} before "
+                                     f"answering /health; it said:\n{self.output()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):
                     return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.05)
-        raise AssertionError(f"sim-engine did not come up:\n{self.log_path.read_text()}")
+        raise AssertionError(f"sim-engine --model {self.model} did not answer /health in {timeout:g} s; "
+                             f"it said:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
