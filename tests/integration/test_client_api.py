@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -14,7 +13,7 @@ import openai
 import pytest
 
 from tests.support.servers import serving_with_first_key, write_config
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_until
 
 
 @pytest.fixture
@@ -252,7 +251,8 @@ def test_a_full_model_queues_by_band_and_past_the_queue_ttl_answers_504_with_ret
     slow = threading.Thread(target=lambda: gw.openai.chat.completions.create(
         model="qwen", messages=CHAT, max_tokens=15))
     slow.start()
-    time.sleep(0.5)
+    wait_until(lambda: 'vllm:num_requests_running{model_name="qwen"} 1.0' in engine.metrics(), timeout=15,
+               what="the slow request reached the engine, filling the model")
     with pytest.raises(openai.APIStatusError) as refused:
         gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=1)
     slow.join()
@@ -374,9 +374,10 @@ def test_a_rotated_key_file_is_read_again_and_a_missing_one_leaves_its_endpoint_
 
 def test_a_project_with_the_cache_on_gets_the_same_answer_again_without_the_engine(gateway, engines):
     engine = engines("qwen")
-    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}])
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}], router={"cache": {"read_every": "100ms"}})
     assert gw.ctl("keys", "cache", "--project", "Default/default/default", "--ttl", "1h").returncode == 0
-    time.sleep(2.5)  # the setting reaches the router within its next read
+    wait_until(lambda: gw.metric("llmgw_cache_projects") == 1, timeout=15,
+               what="the gateway read the project's cache setting (llmgw_cache_projects 1)")
     first = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
     again = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
     assert "x-llmgw-cache" not in first.headers

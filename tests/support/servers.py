@@ -93,6 +93,15 @@ class Server:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return 0, None
 
+    def metric(self, name: str) -> float | None:
+        """One unlabelled metric as the metrics port shows it now; None while the server does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+        return next((float(line.split()[1]) for line in text.splitlines() if line.split(" ", 1)[0] == name), None)
+
     def leads(self) -> bool:
         return self.get("/leader")[0] == 200
 
