@@ -211,9 +211,20 @@ def test_a_dead_replica_is_retried_on_another_before_the_first_byte(gateway, eng
     from tests.support.pgcluster import free_port
 
     live = engines("qwen")
-    gw = gateway([{"name": "qwen", "endpoints": [f"http://127.0.0.1:{free_port()}/v1", live.url]}])
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    gw = gateway([{"name": "qwen", "endpoints": [dead, live.url]}])
+    asked = []
     for _ in range(10):
-        assert gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=1).choices
+        raw = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, max_tokens=1)
+        assert raw.parse().choices
+        asked.append(raw.headers["x-request-id"])
+    rows = [wait_until(lambda: _request(gw, request_id), timeout=10, what=f"the usage row of {request_id}")
+            for request_id in asked]
+    assert all(row["status"] == 200 for row in rows)
+    # The requests that were sent to the dead replica first say so in their usage row, and were answered anyway.
+    retried = [row["detail"]["retries"] for row in rows if row["detail"].get("retries")]
+    assert retried, [row["detail"] for row in rows]
+    assert all([tried["endpoint"] for tried in tries] == [dead] for tries in retried)
 
 
 def test_a_stream_cut_by_the_engine_ends_with_an_error_and_the_usage_row_says_so(gateway, engines):
