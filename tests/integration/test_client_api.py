@@ -222,8 +222,12 @@ def test_a_dead_replica_is_retried_on_another_before_the_first_byte(gateway, eng
                                                                   extra_headers={"x-llmgw-profile": "batch"})
         assert raw.parse().choices
         asked.append(raw.headers["x-request-id"])
-    rows = [wait_until(lambda: _request(gw, request_id), timeout=10, what=f"the usage row of {request_id}")
-            for request_id in asked]
+
+    def written():
+        rows = gw.ctl_json("ctl", "requests", "--model", "qwen")["rows"]
+        return rows if {row["id"] for row in rows} >= set(asked) else None
+
+    rows = wait_until(written, timeout=15, what="the usage rows of the ten requests were written", interval=0.3)
     assert all(row["status"] == 200 for row in rows)
     # The requests that were sent to the dead replica first say so in their usage row, and were answered anyway.
     retried = [row["detail"]["retries"] for row in rows if row["detail"].get("retries")]
