@@ -1075,7 +1075,10 @@ def cmd_check(args: list[str]) -> int:
 def cmd_test(args: list[str]) -> int:
     ensure_venv(TEST_EXTRAS)
     say("python -m pytest " + " ".join(args) if args else "python -m pytest (all tests)")
-    rc = wait_through_interrupts(subprocess.Popen([str(VENV_PYTHON), "-m", "pytest", *args], cwd=ROOT))
+    # The 25 slowest tests, setups and teardowns close each run, so a test that grew slow is seen where it
+    # grew rather than only in the suite's total (--durations given here wins: pytest keeps the last).
+    rc = wait_through_interrupts(subprocess.Popen([str(VENV_PYTHON), "-m", "pytest", "--durations=25", *args],
+                                                  cwd=ROOT))
     if rc == 5:
         # pytest's "no tests collected": a mistyped path or a -k that matches
         # nothing would otherwise look like a green run.

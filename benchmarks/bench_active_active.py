@@ -1,6 +1,6 @@
 """Two routers' throughput against one: two control planes with `router.active_active`, each on its own core.
 
-Two `llmgw server` processes on one throwaway PostgreSQL (tests/pgcluster.py),
+Two `llmgw server` processes on one throwaway PostgreSQL (tests/support/pgcluster.py),
 `router.active_active` on, the first pinned to core 0 and the second to
 core 1, in front of one instant sim-engine. The same c32 load (not streamed,
 authentication and accounting on) goes first to the leader alone, then half
@@ -31,7 +31,8 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+# The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from llmgw.benchmark.overhead import _closed_loop, _free_port, _pinned, _wait_port  # noqa: E402
 from llmgw.config.router import RouterSettings  # noqa: E402
@@ -44,7 +45,7 @@ PY = [sys.executable, "-m", "llmgw"]
 def skip_reason() -> str | None:
     if "active_active" not in {f.name for f in dataclasses.fields(RouterSettings)}:
         return "router.active_active is not a setting of this build yet (llmgw/config/router.py)"
-    from pgcluster import find_bin
+    from tests.support.pgcluster import find_bin
 
     try:
         find_bin()
@@ -125,7 +126,7 @@ async def _load(targets: list[str], key: str, seconds: float) -> tuple[int, int,
 
 
 def bench() -> int:
-    from pgcluster import PgCluster
+    from tests.support.pgcluster import PgCluster
 
     pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
     root = tempfile.mkdtemp(prefix="llmgw-bench-aa-")

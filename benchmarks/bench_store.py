@@ -15,9 +15,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+# The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from pgcluster import PgCluster  # noqa: E402
+from tests.support.pgcluster import PgCluster  # noqa: E402
 
 from llmgw.account.keys import digest, new_secret  # noqa: E402
 from llmgw.account.service import Accounts, Actor  # noqa: E402

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgcluster import PgCluster
+from tests.support.pgcluster import PgCluster
 
 from llmgw.store import open_store
 

@@ -34,7 +34,12 @@ class CacheSettings:
     Asked at its local endpoints only, never an outside provider's, within 2 s, and only for a key that may use it.
     Empty: those projects reuse only the answer to the very same request."""
 
+    read_every: Duration = Duration("2s")
+    """How often each control plane reads the projects' answer cache settings: a change made with `llmgw keys cache` is in force everywhere within this."""
+
     def validate(self) -> None:
+        if not self.read_every:
+            raise Invalid("read_every", "0s would read the projects' cache settings without pause; give a span like 2s")
         if self.max_bytes and self.max_entry_bytes > self.max_bytes:
             raise Invalid(
                 "max_entry_bytes",

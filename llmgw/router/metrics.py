@@ -91,7 +91,9 @@ class _StateCollector:
                                   ("misses", cache.misses, "Cache look-ups that found nothing"),
                                   ("bypasses", cache.bypasses, "Requests a policy kept out of the cache"),
                                   ("bytes", cache.bytes, "Bytes the answer cache holds"),
-                                  ("entries", cache.entries, "Answers the cache holds")):
+                                  ("entries", cache.entries, "Answers the cache holds"),
+                                  ("projects", len(self.router.project_caches),
+                                   "Projects with answer cache settings, as this control plane last read them")):
             family = GaugeMetricFamily(f"llmgw_cache_{name}", what)
             family.add_metric([], value)
             families.append(family)

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("llmgw.router")
 
 KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
-CACHE_CHECK = 2.0  # seconds between reads of the projects' answer cache settings
 
 
 class Router:
@@ -172,7 +171,7 @@ class Router:
         return entry.usable() if entry is not None else []
 
     async def load_caches(self) -> None:
-        """The projects' answer cache settings; a change is in force here within CACHE_CHECK."""
+        """The projects' answer cache settings; a change is in force here within router.cache.read_every."""
         try:
             self.project_caches = {c.project_id: c for c in await self.store.list_project_caches()}
         except StoreError as e:
@@ -180,7 +179,7 @@ class Router:
 
     async def _watch_caches(self) -> None:
         while True:
-            await asyncio.sleep(CACHE_CHECK)
+            await asyncio.sleep(float(self.settings().router.cache.read_every))
             await self.load_caches()
             self.cache.sweep(time.time())
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from integration.servers import Server
+from tests.support.servers import Server
 
 from llmgw.store import Usage, open_store
 
@@ -171,7 +171,7 @@ def test_times_that_cannot_be_read_are_refused_naming_the_option(server):
 @pytest.fixture
 def cluster_of_its_own():
     """PostgreSQL for one test that stops it part-way."""
-    from pgcluster import PgCluster
+    from tests.support.pgcluster import PgCluster
 
     try:
         cluster = PgCluster()

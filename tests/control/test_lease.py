@@ -56,7 +56,7 @@ async def test_a_leader_cut_off_from_the_store_stops_leading_before_its_lease_la
     await a.round()
     assert a.leading
     postgres_cluster.stop()
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # the behaviour under test: the lease's 1 s running out while the store is away
     await a.round()
     assert not a.state.store_ok
     assert not a.leading

@@ -19,8 +19,8 @@ import urllib.request
 
 import pytest
 
-from fixtures.tinygguf import write_tiny_gguf
-from pgcluster import free_port
+from tests.fixtures.tinygguf import write_tiny_gguf
+from tests.support.pgcluster import free_port
 
 from llmgw import engines
 from llmgw.engines.llamacpp_install import installed_llama_server

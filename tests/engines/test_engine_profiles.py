@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from fixtures.tinygguf import CONTEXT, write_tiny_gguf
+from tests.fixtures.tinygguf import CONTEXT, write_tiny_gguf
 
 from llmgw import engines
 from llmgw.engines import modelinfo

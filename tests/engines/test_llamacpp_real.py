@@ -21,8 +21,8 @@ import urllib.request
 import openai
 import pytest
 
-from fixtures.tinygguf import NAME, write_tiny_gguf
-from pgcluster import free_port
+from tests.fixtures.tinygguf import NAME, write_tiny_gguf
+from tests.support.pgcluster import free_port
 
 from llmgw.engines.llamacpp_install import (
     RUNNER,

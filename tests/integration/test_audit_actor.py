@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from servers import write_config
+from tests.support.servers import write_config
 
 
 def this_machines_address() -> str | None:

@@ -9,7 +9,8 @@ import urllib.request
 import openai
 import pytest
 
-from servers import breaker_state, serving_with_first_key, wait_for, write_config
+from tests.support.servers import breaker_state, serving_with_first_key, write_config
+from tests.support.waiting import wait_for
 
 CHAT = [{"role": "user", "content": "Say something."}]
 POISON = [{"role": "user", "content": "Please crash the engine."}]

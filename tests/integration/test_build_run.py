@@ -18,11 +18,9 @@ import openai
 import psutil
 import pytest
 
-from pgcluster import free_port
-from servers import wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixtures.tinygguf import write_tiny_gguf  # noqa: E402
+from tests.fixtures.tinygguf import write_tiny_gguf
+from tests.support.pgcluster import free_port
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -180,7 +178,6 @@ def test_an_hf_gguf_is_sized_by_a_head_whose_redirect_is_not_followed(monkeypatc
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    sys.path.insert(0, str(ROOT))
     import build
 
     asked: list[str] = []

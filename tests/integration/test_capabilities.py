@@ -9,8 +9,9 @@ import openai
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import breaker_state, serving_with_first_key, wait_for, write_config
+from tests.support.agents import AgentProcess
+from tests.support.servers import breaker_state, serving_with_first_key, write_config
+from tests.support.waiting import wait_for
 
 CHAT = [{"role": "user", "content": "Say something."}]
 PICTURE = [{"role": "user", "content": [

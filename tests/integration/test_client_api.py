@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -13,7 +12,8 @@ import anthropic
 import openai
 import pytest
 
-from servers import serving_with_first_key, wait_for, write_config
+from tests.support.servers import serving_with_first_key, write_config
+from tests.support.waiting import wait_for, wait_until
 
 
 @pytest.fixture
@@ -208,12 +208,31 @@ def test_a_provider_key_at_its_limit_is_passed_over_and_its_breaker_shows_open(g
 
 
 def test_a_dead_replica_is_retried_on_another_before_the_first_byte(gateway, engines):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     live = engines("qwen")
-    gw = gateway([{"name": "qwen", "endpoints": [f"http://127.0.0.1:{free_port()}/v1", live.url]}])
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    gw = gateway([{"name": "qwen", "endpoints": [dead, live.url]}])
+    asked = []
     for _ in range(10):
-        assert gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=1).choices
+        # The batch profile weighs only the queue, which is empty at both, so the replicas take turns at being
+        # first. Under chat the live one's known-empty KV cache beats the dead one's unknown one once the
+        # gateway has read the live one's metrics, and the dead one was then never tried at all.
+        raw = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, max_tokens=1,
+                                                                  extra_headers={"x-llmgw-profile": "batch"})
+        assert raw.parse().choices
+        asked.append(raw.headers["x-request-id"])
+
+    def written():
+        rows = gw.ctl_json("ctl", "requests", "--model", "qwen")["rows"]
+        return rows if {row["id"] for row in rows} >= set(asked) else None
+
+    rows = wait_until(written, timeout=15, what="the usage rows of the ten requests were written", interval=0.3)
+    assert all(row["status"] == 200 for row in rows)
+    # The requests that were sent to the dead replica first say so in their usage row, and were answered anyway.
+    retried = [row["detail"]["retries"] for row in rows if row["detail"].get("retries")]
+    assert retried, [row["detail"] for row in rows]
+    assert all([tried["endpoint"] for tried in tries] == [dead] for tries in retried)
 
 
 def test_a_stream_cut_by_the_engine_ends_with_an_error_and_the_usage_row_says_so(gateway, engines):
@@ -251,7 +270,8 @@ def test_a_full_model_queues_by_band_and_past_the_queue_ttl_answers_504_with_ret
     slow = threading.Thread(target=lambda: gw.openai.chat.completions.create(
         model="qwen", messages=CHAT, max_tokens=15))
     slow.start()
-    time.sleep(0.5)
+    wait_until(lambda: 'vllm:num_requests_running{model_name="qwen"} 1.0' in engine.metrics(), timeout=15,
+               what="the slow request reached the engine, filling the model")
     with pytest.raises(openai.APIStatusError) as refused:
         gw.openai.chat.completions.create(model="qwen", messages=CHAT, max_tokens=1)
     slow.join()
@@ -260,7 +280,7 @@ def test_a_full_model_queues_by_band_and_past_the_queue_ttl_answers_504_with_ret
 
 
 def test_a_fallback_answers_when_the_model_has_no_room(gateway, engines):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     spare = engines("small")
     gw = gateway([{"name": "big", "endpoints": [f"http://127.0.0.1:{free_port()}/v1"], "fallbacks": ["small"]},
@@ -373,9 +393,10 @@ def test_a_rotated_key_file_is_read_again_and_a_missing_one_leaves_its_endpoint_
 
 def test_a_project_with_the_cache_on_gets_the_same_answer_again_without_the_engine(gateway, engines):
     engine = engines("qwen")
-    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}])
+    gw = gateway([{"name": "qwen", "endpoints": [engine.url]}], router={"cache": {"read_every": "100ms"}})
     assert gw.ctl("keys", "cache", "--project", "Default/default/default", "--ttl", "1h").returncode == 0
-    time.sleep(2.5)  # the setting reaches the router within its next read
+    wait_until(lambda: gw.metric("llmgw_cache_projects") == 1, timeout=15,
+               what="the gateway read the project's cache setting (llmgw_cache_projects 1)")
     first = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
     again = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=CHAT, temperature=0)
     assert "x-llmgw-cache" not in first.headers

@@ -15,8 +15,8 @@ import openai
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import wait_for
+from tests.support.agents import AgentProcess
+from tests.support.waiting import wait_for, wait_until
 
 
 @pytest.fixture
@@ -140,7 +140,10 @@ def test_ctl_restart_replaces_the_replica_while_the_model_keeps_answering(cluste
         after, _ = wait_for(replaced, timeout=60, interval=0.5)
         assert after, cluster.output() + cluster.node.output()
         assert after["node"] == "node-a" and after["url"] != before["url"]
-        time.sleep(2)  # requests keep going to the new replica once the old one has stopped
+        # Requests keep being answered, by the new replica, once the old one has stopped.
+        since = answered
+        wait_until(lambda: answered >= since + 10 or failures, timeout=60,
+                   what="ten more answers after the old replica stopped")
     finally:
         stop.set()
         poller.join(timeout=30)

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from pgcluster import free_port
-from servers import llmgw
+from tests.support.pgcluster import free_port
+from tests.support.servers import llmgw
 
 # Nothing from the machine or the developer's shell may point ctl elsewhere:
 # the checkout must be what finds the token.

@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 
-from servers import wait_for, write_config
+from tests.support.servers import write_config
+from tests.support.waiting import wait_for
 
 PROMPT = "Say something about foxes and dogs, at some length please."
 # The sim says " the quick brown fox …": no sentence ever ends, so a policy

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 
-from pgcluster import free_port
-from servers import llmgw, wait_for
+from tests.support.pgcluster import free_port
+from tests.support.servers import llmgw
+from tests.support.waiting import wait_for
 
 SYSTEM_STORE = "/var/lib/llmgw/llmgw.db"
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from servers import llmgw
+from tests.support.servers import llmgw
 
 
 def this_machines_network() -> tuple[str, ipaddress.IPv4Interface]:

@@ -20,7 +20,8 @@ import urllib.request
 
 import pytest
 
-from servers import Server, free_port, wait_for
+from tests.support.servers import Server, free_port
+from tests.support.waiting import wait_for
 
 NETWORK = "198.18.77"  # 198.18.0.0/15 is set aside for tests of networks
 VIP = f"{NETWORK}.160/24"

@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from tests.support.servers import write_config
+from tests.support.waiting import wait_for, wait_until
 
 SAFE_ASK = "Please summarise the quarterly report in two sentences"
 
@@ -35,7 +36,8 @@ def gateway(servers, engines, tmp_path):
             replicas = [engines("guard", *flags) for flags in judges]
             models.append({"name": "guard", "endpoints": [r.url for r in replicas]})
         config = write_config(tmp_path / "server.yaml", {
-            "models": models, "guard": {"default": ["test"], "policies": {"test": policy}}})
+            "models": models, "guard": {"default": ["test"], "policies": {"test": policy}},
+            "router": {"cache": {"read_every": "100ms"}}})
         server = servers("gw", config=config)
         done = server.init("--json")
         assert done.returncode == 0, done.stderr
@@ -258,7 +260,8 @@ def test_judge_check_says_slow_and_what_to_do_when_the_judge_passes_the_budget(g
 def test_a_reused_answer_is_read_by_the_output_policy_before_it_is_sent(gateway):
     gw = gateway(_policy(output={"cards": "redact"}, judge=_judge(on="output")), judges=[GOOD])
     assert gw.ctl("keys", "cache", "--project", "Default/default/default", "--ttl", "1h").returncode == 0
-    time.sleep(2.5)  # the gateway reads the projects' cache settings every 2 s
+    wait_until(lambda: gw.metric("llmgw_cache_projects") == 1, timeout=15,
+               what="the gateway read the project's cache setting (llmgw_cache_projects 1)")
     ask = [{"role": "user", "content": "Pay with 4111 1111 1111 1111 today."}]
     for expected in ("miss", "hit"):
         raw = gw.openai.chat.completions.with_raw_response.create(model="qwen", messages=ask)

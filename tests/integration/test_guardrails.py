@@ -7,7 +7,7 @@ import json
 import openai
 import pytest
 
-from servers import wait_for
+from tests.support.waiting import wait_for
 
 ASK = [{"role": "user", "content": "write to Ayşe Yılmaz at ayse@example.com"}]
 
@@ -20,7 +20,7 @@ def _policies(restore: bool) -> dict:
 
 @pytest.fixture
 def guarded(servers, engines, tmp_path):
-    from servers import write_config
+    from tests.support.servers import write_config
 
     def make(restore: bool):
         engine = engines("qwen", "--echo")

@@ -16,8 +16,9 @@ import openai
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import Server, wait_for
+from tests.support.agents import AgentProcess
+from tests.support.servers import Server
+from tests.support.waiting import wait_for, wait_until
 
 MODEL = "simmy"
 CHAT = [{"role": "user", "content": "Hello there"}]
@@ -228,11 +229,13 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
     clients = [threading.Thread(target=client, args=order) for order in ((a, b), (b, a))]
     for t in clients:
         t.start()
-    time.sleep(3)
+    wait_until(lambda: len(answered) >= 10 or lost, timeout=60, what="ten answers before the leader was killed")
     a.signal(signal.SIGKILL)
     killed = time.monotonic()
     led, took = wait_for(b.leads, timeout=30, interval=0.2)
-    time.sleep(3)
+    since = len(answered)
+    wait_until(lambda: len(answered) >= since + 10 or lost, timeout=60,
+               what="ten more answers once the standby led")
     stop.set()
     for t in clients:
         t.join(timeout=60)
@@ -246,7 +249,7 @@ def test_when_the_leader_is_killed_under_load_a_client_that_retries_on_the_stand
 
 
 def test_an_active_active_standby_with_workers_routes_the_catalog_on_every_worker(leader, servers, tmp_path):
-    from servers import write_config
+    from tests.support.servers import write_config
 
     config = write_config(tmp_path / "cp-b.yaml", {"workers": 2})
     b = servers("cp-b", store=leader.url, config=config)

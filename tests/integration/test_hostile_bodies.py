@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from servers import Server, SimEngine, write_config
+from tests.support.servers import Server, SimEngine, write_config
 
 MAX_BODY = 64 * 1024
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 3}

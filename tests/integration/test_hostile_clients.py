@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from servers import wait_for, write_config
+from tests.support.servers import write_config
+from tests.support.waiting import wait_for
 
 PROXY, OUTSIDER = "127.0.0.1", "127.0.0.2"
 ATTACKER, NEIGHBOUR = "203.0.113.66", "198.51.100.9"  # as the proxy names them in X-Forwarded-For

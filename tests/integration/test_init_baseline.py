@@ -7,7 +7,7 @@ import json
 import openai
 import pytest
 
-from servers import write_config
+from tests.support.servers import write_config
 
 
 @pytest.fixture

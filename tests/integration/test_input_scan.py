@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from recorder import Recorder
-from servers import write_config
+from tests.support.servers import write_config
 from test_client_api import post
 
 TOKEN = "ghp_" + "x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s"

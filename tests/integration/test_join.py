@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import yaml
 
-from servers import llmgw
+from tests.support.servers import llmgw
 
 from llmgw.trust import client_ssl_context
 from llmgw.trust import pki
@@ -71,7 +71,7 @@ def test_the_same_code_joins_one_node_and_is_refused_to_the_next(server, tmp_pat
 
 def test_an_expired_code_is_refused(server, tmp_path):
     code = node_add(server, "--ttl", "1s")["code"]
-    time.sleep(1.5)
+    time.sleep(1.5)  # the behaviour under test: the code's second running out
     done = join(code, tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("llmgw: this join code ran out at ")

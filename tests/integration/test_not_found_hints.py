@@ -8,7 +8,8 @@ import anthropic
 import openai
 import pytest
 
-from servers import wait_for, write_config
+from tests.support.servers import write_config
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture

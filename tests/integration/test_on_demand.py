@@ -8,7 +8,7 @@ import time
 import openai
 import psutil
 
-from servers import wait_for
+from tests.support.waiting import wait_for, wait_until
 from test_cluster import _model, _replicas, cluster  # noqa: F401 - the fixture, shared
 
 MB = 1024 * 1024
@@ -23,6 +23,11 @@ def _live(cp, model: str) -> list[dict]:
     return [r for r in _replicas(cp, model) if r["state"] in ("pending", "starting", "ready")]
 
 
+def _listed(cp) -> set[str]:
+    """The models the router lists: a reconcile pass hands it the catalog's, on-demand ones included."""
+    return {m.id for m in cp.openai.models.list()}
+
+
 def _ask(cp, model: str, **extra):
     return cp.openai.chat.completions.with_raw_response.create(
         model=model, messages=[{"role": "user", "content": "Hello there"}], max_tokens=16, **extra)
@@ -32,8 +37,8 @@ def test_an_on_demand_model_loads_when_first_asked_and_a_streamed_request_waits_
     cluster.agent("node-a")
     wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
     _on_demand(cluster, tmp_path, "sketch")
-    time.sleep(5)  # passes of the reconciler: nothing asked, nothing placed
-    assert _live(cluster, "sketch") == []
+    wait_until(lambda: "sketch" in _listed(cluster), timeout=15, what="a reconcile pass handed sketch to the router")
+    assert _live(cluster, "sketch") == []  # that pass placed nothing: nothing has asked
 
     raw = _ask(cluster, "sketch", stream=True)
     assert raw.headers["x-llmgw-loading"] == "sketch"
@@ -52,11 +57,14 @@ def test_an_idle_on_demand_model_gives_its_room_to_another_asked_for(cluster, tm
     wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
     _on_demand(cluster, tmp_path, "picture", share)
     _on_demand(cluster, tmp_path, "mesh", share)
-    time.sleep(3)  # a reconcile pass (at least every 2 s) hands the new models to the router
+    wait_until(lambda: {"picture", "mesh"} <= _listed(cluster), timeout=15,
+               what="a reconcile pass handed picture and mesh to the router")
 
     first = _ask(cluster, "picture")
     assert first.headers["x-llmgw-loading"] == "picture" and first.parse().choices[0].message.content
-    time.sleep(3)  # past its min_lifetime (1s) and evict_after_idle (1s)
+    # Time passing is the behaviour here: picture must be past its min_lifetime (1s) and evict_after_idle (1s)
+    # before mesh asks, and no event says so.
+    time.sleep(3)
 
     second = _ask(cluster, "mesh")
     assert second.headers["x-llmgw-loading"] == "mesh" and second.parse().choices[0].message.content

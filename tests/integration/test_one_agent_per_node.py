@@ -12,8 +12,8 @@ import psutil
 import pytest
 import yaml
 
-from nodes import AgentProcess
-from servers import wait_for
+from tests.support.agents import AgentProcess
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import importlib.util
 import socket
 from pathlib import Path
 
-from servers import wait_for
+from tests.support.waiting import wait_for
 from test_cluster import WeightsServer, _answer, _model, _ready_on, _replicas, cluster  # noqa: F401 - the fixture
 from test_cluster import write_tiny_gguf
 

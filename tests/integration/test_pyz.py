@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pgcluster import free_port
+from tests.support.pgcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

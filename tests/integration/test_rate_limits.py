@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from servers import Server, write_config
+from tests.support.servers import Server, write_config
 
 BODY = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 1}).encode()
 RPM = 60

@@ -18,7 +18,8 @@ import threading
 import openai
 import pytest
 
-from servers import serving_with_first_key, wait_for, write_config
+from tests.support.servers import serving_with_first_key, write_config
+from tests.support.waiting import wait_for
 
 CHAT = [{"role": "user", "content": "Say something."}]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 
 import openai
 import pytest
 
-from servers import Server, llmgw, wait_for
+from tests.support.servers import Server, llmgw
+from tests.support.waiting import wait_for
 
 
 def test_init_prints_an_administrator_and_a_key_once_and_never_again(servers):
@@ -49,24 +49,15 @@ def test_a_created_key_works_with_the_openai_sdk_and_is_shown_once(server):
     assert made["key"] not in json.dumps(listed)
 
 
-def test_a_revoked_key_is_refused_within_a_second(server):
+def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(server):
     made = server.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app")
     sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
     sdk.models.list()  # now cached on the server
-    revoked_at = time.monotonic()
     assert server.ctl("keys", "revoke", made["id"]).returncode == 0
-
-    def refused():
-        try:
-            sdk.models.list()
-            return False
-        except openai.AuthenticationError as e:
-            return e.body["message"] == "this API key was revoked"
-
-    ok, took = wait_for(refused, timeout=5, interval=0.05)
-    assert ok
-    assert time.monotonic() - revoked_at < 1.0 + took  # refused by the first try after revoking
-    assert took < 1.0
+    # The admin API drops the key from this server's cache before it answers: no wait, no second try.
+    with pytest.raises(openai.AuthenticationError) as refused:
+        sdk.models.list()
+    assert refused.value.body["message"] == "this API key was revoked"
 
 
 def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(server):
@@ -113,7 +104,7 @@ def test_a_bad_size_is_refused_with_what_was_expected(servers, tmp_path):
 
 
 def test_an_unreachable_store_is_one_sentence_and_no_password(servers):
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     s = servers("cp1", store=f"postgresql://llmgw:hunter2@127.0.0.1:{free_port()}/llmgw")
     done = llmgw("server", *s.args(), timeout=30)

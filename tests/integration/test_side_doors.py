@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from llmgw.store import open_store
-from servers import wait_for
+from tests.support.waiting import wait_for
 from test_client_api import CHAT, gateway, post, provider_key  # noqa: F401  gateway: the fixture
 
 TRACE = "Traceback (most recent call last): File /srv/engine/secret_internal.py line 7"

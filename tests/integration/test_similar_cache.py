@@ -10,19 +10,15 @@ with `llmgw keys cache --similar 0.78`, the threshold measured for MiniLM
 from __future__ import annotations
 
 import json
-import sys
-import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 import openai
 import pytest
 
-from servers import Server, SimEngine, wait_for, write_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "router"))
-from rewordings import REWORDINGS  # noqa: E402  tests/router/rewordings.py
+from tests.support.rewordings import REWORDINGS
+from tests.support.servers import Server, SimEngine, write_config
+from tests.support.waiting import wait_for, wait_until
 
 PROJECT = "Default/default/default"
 THRESHOLD = "0.78"
@@ -52,7 +48,7 @@ def gateway(tmp_path, sims):
     chat, embedder = sims
     config = write_config(tmp_path / "gw.yaml", {
         "models": [{"name": "desk", "endpoints": [chat.url]}, {"name": "minilm", "endpoints": [embedder.url]}],
-        "router": {"cache": {"embedding_model": "minilm"}}})
+        "router": {"cache": {"embedding_model": "minilm", "read_every": "100ms"}}})
     server = Server(tmp_path, "gw", config=config)
     done = server.init("--json")
     assert done.returncode == 0, done.stderr
@@ -61,7 +57,8 @@ def gateway(tmp_path, sims):
     try:
         cache = server.ctl_json("keys", "cache", "--project", PROJECT, "--ttl", "1h", "--similar", THRESHOLD)
         assert cache["cache"]["similar"] == float(THRESHOLD)
-        time.sleep(2.5)  # the setting reaches the router within its next read (CACHE_CHECK)
+        wait_until(lambda: server.metric("llmgw_cache_projects") == 1, timeout=15,
+                   what="the gateway read the project's cache setting (llmgw_cache_projects 1)")
         yield server
     finally:
         server.stop()

@@ -1,7 +1,7 @@
 """A gateway on a Patroni store whose primary's PostgreSQL is SIGKILLed: no request fails, no usage row is lost.
 
 Real parts throughout: one etcd and two PostgreSQL members under Debian's
-Patroni (tests/patronicluster.py), a real `llmgw server` on the address
+Patroni (tests/support/patronicluster.py), a real `llmgw server` on the address
 listing both members with target_session_attrs=read-write, a sim-engine
 behind a static model, and clients on loopback. The figures are printed
 (run with -s to see them); what is asserted is what a user would see: every
@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from patronicluster import LOOP_WAIT, RETRY_TIMEOUT, TTL, PatroniCluster
-from servers import Server, write_config
+from tests.support.patronicluster import LOOP_WAIT, RETRY_TIMEOUT, TTL, PatroniCluster
+from tests.support.servers import Server, write_config
 
 CLIENTS = 2
 PACE = 0.02  # seconds between one client's requests: about 100 a second in all
@@ -199,9 +199,9 @@ def test_killing_the_primarys_postgresql_fails_no_request_and_loses_no_usage_row
 
 
 def test_a_leader_whose_store_stops_steps_down_and_keeps_answering_v1(servers, engines, tmp_path):
-    from pgcluster import PgCluster
+    from tests.support.pgcluster import PgCluster
 
-    from servers import wait_for
+    from tests.support.waiting import wait_for
 
     cluster = PgCluster()
     try:

@@ -14,7 +14,8 @@ import openai
 import psutil
 import pytest
 
-from servers import Server, llmgw, wait_for, write_config
+from tests.support.servers import Server, llmgw, write_config
+from tests.support.waiting import wait_for
 
 CHAT = [{"role": "user", "content": "Say something."}]
 BODY = json.dumps({"model": "qwen", "messages": CHAT, "max_tokens": 1}).encode()

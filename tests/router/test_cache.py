@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import orjson
 import pytest
@@ -13,8 +11,6 @@ from llmgw.router import cache as cachemod
 from llmgw.router.assembly import Assembler
 from llmgw.router.cache import AnswerCache, Entry, hit_headers
 from llmgw.router.replay import replay_json, replay_stream
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 QUESTION = {
     "model": "qwen", "messages": [{"role": "system", "content": "You answer in one line."},
@@ -275,7 +271,7 @@ def test_an_answer_is_replayed_only_in_the_shape_it_was_kept_for():
 
 @pytest.fixture
 def control_plane(tmp_path):
-    from servers import Server  # tests/integration/servers.py: a real `llmgw server`
+    from tests.support.servers import Server  # a real `llmgw server`
 
     server = Server(tmp_path, "cp1")
     done = server.init()

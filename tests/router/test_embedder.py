@@ -5,9 +5,6 @@ Against a real `llmgw sim-engine` (its own hash embeddings: no model to load).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import aiohttp
 import pytest
 
@@ -18,9 +15,8 @@ from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
 from llmgw.router.similar import embed_question
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sim"))
-from simengines import Sim  # noqa: E402  tests/sim/simengines.py: a real `llmgw sim-engine`
-from pgcluster import free_port  # noqa: E402
+from tests.support.pgcluster import free_port
+from tests.support.simengines import Sim  # a real `llmgw sim-engine`
 
 
 @pytest.fixture(scope="module")

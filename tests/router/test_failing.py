@@ -98,7 +98,7 @@ async def test_a_replica_whose_health_check_fails_too_is_passed_over(engine):
 
 
 async def test_a_replica_that_no_longer_listens_is_passed_over_after_one_key_s_failures():
-    from pgcluster import free_port
+    from tests.support.pgcluster import free_port
 
     assert await _probed(f"http://127.0.0.1:{free_port()}/v1") == "open"
 

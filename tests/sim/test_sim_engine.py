@@ -12,7 +12,7 @@ import aiohttp
 import openai
 import pytest
 
-from simengines import Sim
+from tests.support.simengines import Sim
 
 WORDS = " the quick brown fox jumps over a lazy dog while seven wizards quietly hum old songs".split(" ")[1:]
 

@@ -26,7 +26,7 @@ async def test_a_lease_held_by_another_is_left_alone_until_it_expires(store):
     refused = await store.try_lease("leader", "cp-2", "10.0.0.2:7443", ttl=10)
     assert refused == held
 
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(0.7)  # the behaviour under test: the lease's 0.5 s running out
     taken = await store.try_lease("leader", "cp-2", "10.0.0.2:7443", ttl=10)
     assert (taken.holder, taken.address, taken.epoch) == ("cp-2", "10.0.0.2:7443", 2)
 

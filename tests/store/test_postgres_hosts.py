@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from pgcluster import free_port
+from tests.support.pgcluster import free_port
 
 from llmgw.store import StoreUnavailable, Usage, open_store
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from pgcluster import PgCluster, free_port
+from tests.support.pgcluster import PgCluster, free_port
 
 from llmgw.store import StoreError, StoreUnavailable, open_store
 

@@ -32,7 +32,7 @@ from llmgw.trust import (
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
 
-from store.rawsql import raw_fetch
+from tests.store.rawsql import raw_fetch
 
 
 def listening() -> socket.socket:
@@ -162,7 +162,7 @@ async def test_a_second_join_with_the_same_code_is_refused_with_a_sentence(port,
 
 async def test_an_expired_code_is_refused_with_when_it_ran_out(port, tmp_path):
     code = (await port.trust.new_join_code("admin", "cli", ttl=0.5))["code"]
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(0.7)  # the behaviour under test: the code's 0.5 s running out
     with pytest.raises(TrustError, match=r"^this join code ran out at .* UTC; make a new one with llmgw node add"):
         await join_node(port, tmp_path, code)
 

@@ -33,7 +33,7 @@ import urllib.request
 
 import yaml
 
-from pgcluster import find_bin, free_port
+from tests.support.pgcluster import find_bin, free_port
 
 USER = "llmgw"
 TTL, LOOP_WAIT, RETRY_TIMEOUT = 20, 5, 5

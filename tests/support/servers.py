@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from pgcluster import free_port
+from tests.support.pgcluster import free_port
 
 ROLES = ("client", "agent", "admin", "metrics")
 
@@ -93,6 +93,15 @@ class Server:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return 0, None
 
+    def metric(self, name: str) -> float | None:
+        """One unlabelled metric as the metrics port shows it now; None while the server does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+        return next((float(line.split()[1]) for line in text.splitlines() if line.split(" ", 1)[0] == name), None)
+
     def leads(self) -> bool:
         return self.get("/leader")[0] == 200
 
@@ -123,18 +132,6 @@ class Server:
         return self.proc.returncode
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.1):
-    """Poll until `predicate()` is truthy; returns (value, seconds it took)."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if value:
-            return value, time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            return value, time.monotonic() - start
-        time.sleep(interval)
-
-
 class SimEngine:
     """A real `llmgw sim-engine` process on a free loopback port."""
 
@@ -156,12 +153,21 @@ class SimEngine:
                                       "--model", self.model, *self.flags], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # A child that died (a bad flag, a model that would not load) fails the start at once, with what it
+            # said: polling /health alone once waited out a 180 s timeout on an engine long gone.
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sim-engine --model {self.model} exited with {self.proc.returncode} before "
+                                     f"answering /health; it said:\n{self.output()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):
                     return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.05)
-        raise AssertionError(f"sim-engine did not come up:\n{self.log_path.read_text()}")
+        raise AssertionError(f"sim-engine --model {self.model} did not answer /health in {timeout:g} s; "
+                             f"it said:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from servers import llmgw
+from tests.support.servers import llmgw
 
 
 class AgentProcess:

@@ -1,0 +1,37 @@
+"""The test kit's own promises: a child that died fails its start at once, and a wait names what never came."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.servers import SimEngine
+from tests.support.waiting import wait_until
+
+
+def test_a_sim_engine_that_dies_fails_its_start_with_what_it_said_rather_than_waiting_out_its_timeout(tmp_path):
+    engine = SimEngine(tmp_path, "sim", "--no-such-flag")
+    # A long timeout: were the death not noticed, the failure would say "did not answer /health" instead.
+    with pytest.raises(AssertionError) as failed:
+        engine.start(timeout=300)
+    said = str(failed.value)
+    assert "exited with 2 before answering /health" in said
+    assert "--no-such-flag" in said
+
+
+def test_a_wait_that_runs_out_fails_with_a_sentence_naming_what_never_happened():
+    seen = []
+
+    def never():
+        seen.append(len(seen))
+        return None
+
+    with pytest.raises(AssertionError) as failed:
+        wait_until(never, timeout=0.2, what="the usage row was written", interval=0.01)
+    assert "the usage row was written" in str(failed.value)
+    assert "never happened" in str(failed.value)
+    assert len(seen) > 1
+
+
+def test_a_wait_returns_the_value_it_waited_for():
+    values = iter([0, None, "", "here"])
+    assert wait_until(lambda: next(values), timeout=30, what="a value", interval=0.001) == "here"
