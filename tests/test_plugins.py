@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from fixtures.plugindist import WORDGUARD, install_plugin
+from tests.fixtures.plugindist import WORDGUARD, install_plugin
 
 from llmgw import plugins
 from llmgw.config.agent import WeightsSettings

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from fixtures.plugindist import install_plugin
+from tests.fixtures.plugindist import install_plugin
 
 ENGINE = '''
 from llmgw.engines import Launch

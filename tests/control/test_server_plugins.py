@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from fixtures.plugindist import install_plugin
+from tests.fixtures.plugindist import install_plugin
 
 from llmgw.control.plugins import load_server_plugins
 from llmgw.router.scheduler import profiles, scorers, unregister_profile, unregister_scorer

@@ -12,8 +12,8 @@ import pytest
 
 import llmgw
 
-from fixtures.plugindist import WORDGUARD, install_plugin
-from servers import write_config
+from tests.fixtures.plugindist import WORDGUARD, install_plugin
+from tests.support.servers import write_config
 
 ZORBLAX = {"llmgw.detectors": {"zorblax": "wordguard:Zorblax"}}
 
