@@ -42,7 +42,8 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -260,7 +261,7 @@ class Judge:
         budget = float(policy.latency_budget)
         try:
             judgment, endpoint = await asyncio.wait_for(asyncio.shield(task), budget)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise JudgeUnavailable(policy.model, budget, 0, "the same text was being judged and took longer") from None
         return judgment, False, endpoint
 
@@ -362,7 +363,7 @@ class Judge:
                     raise _Failed(f"answered {response.status}")
             content = orjson.loads(raw)["choices"][0]["message"]["content"]
             judgment = parse_judgment(content)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise _Failed("did not answer within the budget") from None
         except aiohttp.ClientError as e:
             raise _Failed(f"connection failed: {type(e).__name__}") from None

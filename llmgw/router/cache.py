@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import orjson
 
@@ -100,7 +101,7 @@ class Entry:
     size: int = field(default=0, init=False)
 
     @classmethod
-    def make(cls, api: str, answer: bytes | dict, *, stored_at: float, ttl: float, model: str = "") -> "Entry":
+    def make(cls, api: str, answer: bytes | dict, *, stored_at: float, ttl: float, model: str = "") -> Entry:
         if api not in APIS:
             raise ValueError(f"no API shape {api!r}; the shapes are {', '.join(APIS)}")
         raw = answer if isinstance(answer, bytes) else orjson.dumps(answer)

@@ -13,7 +13,7 @@ same way for every API.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 

@@ -13,7 +13,7 @@ from .principals import principal, set_limits
 
 
 def utc(*args) -> float:
-    return dt.datetime(*args, tzinfo=dt.timezone.utc).timestamp()
+    return dt.datetime(*args, tzinfo=dt.UTC).timestamp()
 
 
 NOW = utc(2026, 3, 15, 12, 0, 0)

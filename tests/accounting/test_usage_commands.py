@@ -19,7 +19,7 @@ from llmgw.store import Usage, open_store
 
 
 def utc(*args) -> float:
-    return dt.datetime(*args, tzinfo=dt.timezone.utc).timestamp()
+    return dt.datetime(*args, tzinfo=dt.UTC).timestamp()
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,7 @@ class Plane:
         self.runner: web.AppRunner | None = None
         self.address = ""
 
-    async def start(self, peers: list[str]) -> "Plane":
+    async def start(self, peers: list[str]) -> Plane:
         app = web.Application()
         async def agent(request):
             return await self.service.handle(request)

@@ -35,7 +35,7 @@ class BuildRun:
         self.log_path = tmp_path / f"build-run-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "BuildRun":
+    def start(self) -> BuildRun:
         listen = [a for role, port in self.ports.items() for a in (f"--listen-{role}", f"127.0.0.1:{port}")]
         self.log = open(self.log_path, "wb")
         # From tmp_path, as a person would run it from anywhere: a relative --model is taken from there.

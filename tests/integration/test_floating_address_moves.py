@@ -86,7 +86,7 @@ class Namespaced(Server):
     def client_url(self) -> str:
         return f"http://{self.address}:{self.ports['client']}"
 
-    def start(self, wait: bool = True) -> "Namespaced":
+    def start(self, wait: bool = True) -> Namespaced:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, sys.executable, "-m", "llmgw", "server",
                                       *self.args()], stdout=self.log, stderr=subprocess.STDOUT)

@@ -123,7 +123,7 @@ def _read_to_the_end(sock: socket.socket, trickle: bool = False) -> bytes:
                 pass  # closed under us: the read below says so
         try:
             chunk = sock.recv(4096)
-        except socket.timeout:
+        except TimeoutError:
             waited += 0.2
             continue
         except ConnectionResetError:

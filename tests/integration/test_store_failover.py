@@ -56,7 +56,7 @@ class Clients:
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(CLIENTS)]
 
-    def start(self) -> "Clients":
+    def start(self) -> Clients:
         for t in self._threads:
             t.start()
         return self

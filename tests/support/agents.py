@@ -24,7 +24,7 @@ class AgentProcess:
         self.proc: subprocess.Popen | None = None
         self.node_id = ""
 
-    def join(self, server, engines_dir: Path | None = None, **settings) -> "AgentProcess":
+    def join(self, server, engines_dir: Path | None = None, **settings) -> AgentProcess:
         made = server.ctl_json("node", "add", "--name", self.name)
         done = llmgw("join", made["code"], "--data-dir", str(self.dir / "data"), "--config", str(self.config),
                      "--json")
@@ -44,7 +44,7 @@ class AgentProcess:
                 os.symlink(engines_dir, link)
         return self
 
-    def start(self) -> "AgentProcess":
+    def start(self) -> AgentProcess:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "agent", "--config", str(self.config)],
                                      stdout=self.log, stderr=subprocess.STDOUT)

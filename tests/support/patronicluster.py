@@ -115,7 +115,7 @@ class PatroniCluster:
 
     # the parts
 
-    def start(self, timeout: float = 120) -> "PatroniCluster":
+    def start(self, timeout: float = 120) -> PatroniCluster:
         self._start_etcd()
         for member in self.members:
             self._start_member(member)

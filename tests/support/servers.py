@@ -62,7 +62,7 @@ class Server:
     def init(self, *extra: str) -> subprocess.CompletedProcess:
         return llmgw("server", "init", *self.args(), *extra)
 
-    def start(self, wait: bool = True) -> "Server":
+    def start(self, wait: bool = True) -> Server:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "server", *self.args()],
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -146,7 +146,7 @@ class SimEngine:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, timeout: float = 20) -> "SimEngine":
+    def start(self, timeout: float = 20) -> SimEngine:
         """Started and answering /health; give a longer `timeout` to one loading a real model (--embedding-model)."""
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),

@@ -53,7 +53,7 @@ class AgentPort:
         self.trust: ClusterTrust | None = None
         self.runner: web.AppRunner | None = None
 
-    async def start(self) -> "AgentPort":
+    async def start(self) -> AgentPort:
         self.sock = listening()
         self.trust = ClusterTrust(self.store, self.data_dir, self.name)
         await self.trust.start(self.sock)

@@ -50,7 +50,7 @@ async def next_state(sup: Supervisor, shard_id: str, state: str, timeout: float 
                                  f"{[s for s in sup.statuses()]}")
         try:
             status = await asyncio.wait_for(sup.changes.get(), timeout=left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
         if status.shard_id == shard_id and status.state == state:
             return status
