@@ -36,10 +36,34 @@ def find_bin() -> str:
     return max(found, key=lambda d: int(d.split("/")[-2]) if d.split("/")[-2].isdigit() else 0)
 
 
+class _Ports:
+    """Loopback ports no listener holds, never the same one twice in this test process.
+
+    The kernel may hand a port just released by bind-and-close straight back
+    on the next call: CI saw a server's client and metrics listeners given
+    one port, and the server refused to start (test_ha, "takes the same port
+    as listen.client"). A port stays handed out until the process ends; the
+    ephemeral range holds thousands more than a run uses.
+    """
+
+    def __init__(self) -> None:
+        self.given: set[int] = set()
+
+    def take(self) -> int:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in self.given:
+                self.given.add(port)
+                return port
+
+
+_ports = _Ports()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _ports.take()
 
 
 class PgCluster:

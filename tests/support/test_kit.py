@@ -35,3 +35,10 @@ def test_a_wait_that_runs_out_fails_with_a_sentence_naming_what_never_happened()
 def test_a_wait_returns_the_value_it_waited_for():
     values = iter([0, None, "", "here"])
     assert wait_until(lambda: next(values), timeout=30, what="a value", interval=0.001) == "here"
+
+
+def test_free_port_never_hands_out_the_same_port_twice():
+    from tests.support.pgcluster import free_port
+
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == 200
