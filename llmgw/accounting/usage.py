@@ -61,7 +61,7 @@ class UsageWriter:
         self._rows: deque[tuple[int, float, Usage]] = deque()
         self._next_seq = 0
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._away_since: float | None = None
         self._tries = 0  # failed writes in this outage
@@ -113,9 +113,11 @@ class UsageWriter:
 
     # the background task
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task[None]:
+        """Start the writer, once; the task that writes."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="usage-writer")
+        return self._task
 
     async def stop(self, deadline: float = 10.0) -> int:
         """Write what is waiting, for at most `deadline` seconds; return how
@@ -124,9 +126,7 @@ class UsageWriter:
         before = self.written
         self._stopping = True
         self._wake.set()
-        if self._task is None:
-            self.start()
-        task = self._task
+        task = self.start()
         try:
             await asyncio.wait_for(asyncio.shield(task), deadline)
         except asyncio.TimeoutError:
@@ -213,4 +213,4 @@ class UsageWriter:
 
     def _backoff(self) -> float:
         # Doubling from the first failure of this outage, capped.
-        return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, min(self._tries, 16) - 1))
+        return min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** max(0, min(self._tries, 16) - 1))

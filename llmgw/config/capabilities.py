@@ -37,7 +37,7 @@ def ordered(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in CAPABILITIES if c in have)
 
 
-def duplicate(names: list[str]) -> str | None:
+def duplicate(names: Iterable[str]) -> str | None:
     """A capability named twice, for the refusal of a model's settings."""
     seen: set[str] = set()
     for name in names:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal
 
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
@@ -79,7 +79,8 @@ class ControlSettings:
     """How long a replica's start may make no progress before it is given up and placed again. Counted from the download's last progress, so a large download is not a failed start."""
 
     def __post_init__(self) -> None:
-        if self.lease_ttl == 0:
+        # float(): a Duration is a float, but the checker reads Duration == 0 as never true.
+        if float(self.lease_ttl) == 0:
             # "0 takes the default" is kept as the value itself, so everything
             # that reads the lease sees one number.
             object.__setattr__(self, "lease_ttl", DEFAULT_LEASE_TTL)
@@ -268,7 +269,7 @@ def cluster_part(cfg: ServerConfig) -> ClusterSettings:
     return ClusterSettings(**{k: getattr(cfg, k) for k in CLUSTER_KEYS})
 
 
-def cluster_keys_in(raw: dict | None) -> list[str]:
+def cluster_keys_in(raw: dict[str, Any] | None) -> list[str]:
     """The cluster's top-level keys that a parsed server.yaml sets itself, in the order they are documented.
 
     Once the store exists these are not read from the file; the caller can

@@ -86,7 +86,7 @@ class Duration(float):
     def __repr__(self) -> str:
         return f"Duration({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Duration], tuple[float]]:
         return (Duration, (float(self),))
 
 
@@ -147,7 +147,7 @@ class Size(int):
     def __repr__(self) -> str:
         return f"Size({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Size], tuple[int]]:
         return (Size, (int(self),))
 
 
@@ -236,7 +236,7 @@ class Address(str):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Address], tuple[str]]:
         return (type(self), (str(self),))
 
 
