@@ -74,11 +74,11 @@ def _sql(sql: str) -> str:
 class _Tx(Statements):
     """Statements on the one connection that holds a transaction."""
 
-    def __init__(self, conn: asyncpg.Connection, driver: PostgresDriver) -> None:
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], driver: PostgresDriver) -> None:
         self._conn = conn
         self._driver = driver
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         async with self._driver.answers():
             return await self._conn.fetch(_sql(sql), *args)
 
@@ -123,7 +123,7 @@ class PostgresDriver(Statements):
             await self._pool.expire_connections()
             raise StoreUnavailable(unavailable_sentence(self.url, unavailable)) from e
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         async with self.answers():
             return await self._pool.fetch(_sql(sql), *args)
 

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from llmgw.store import StoreError
 from llmgw.trust.authority import ClusterTrust, JoinRefused
@@ -37,7 +38,7 @@ def _error(status: int, message: str, code: str) -> web.Response:
 
 
 @web.middleware
-async def cluster_only(request: web.Request, handler):
+async def cluster_only(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path in OPEN_PATHS:
         return await handler(request)
     who = peer_identity(request)
