@@ -40,7 +40,8 @@ import datetime as dt
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
 
 from llmgw.account import format_money
 from llmgw.accounting.refusal import Refusal, level_name
@@ -53,7 +54,7 @@ log = logging.getLogger("llmgw.accounting")
 
 CATCH_UP_INTERVAL = 30.0
 
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
 
 
 def period_start(period: str, now: float) -> float:

@@ -36,7 +36,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from llmgw.accounting.refusal import Refusal
 from llmgw.accounting.ratelimit import REQUESTS, RateLimiter, refusal
@@ -149,7 +150,8 @@ class Borrower:
             if answers is None:
                 return None  # the main process did not answer: this worker's own check stands
             worst = None
-            for (scope, scope_id, limit), (lent, wait) in zip(missing, answers):
+            # One answer a level asked: _ask answers all of them or None.
+            for (scope, scope_id, limit), (lent, wait) in zip(missing, answers, strict=True):
                 if not lent and (worst is None or wait > worst.retry_after):
                     worst = refusal(principal, scope, scope_id, limit, "requests", max(1, wait))
             if worst is not None:
@@ -169,7 +171,7 @@ class Borrower:
         futures = [asyncio.shield(self._asking[(scope, scope_id)]) for scope, scope_id, _ in missing]
         try:
             answers = await asyncio.wait_for(asyncio.gather(*futures), ASK_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if not self._said_late:
                 log.warning("the main process did not lend within %.0f s; this worker decides rate limits "
                             "alone until it does", ASK_TIMEOUT)

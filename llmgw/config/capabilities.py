@@ -10,7 +10,8 @@ anything else with 400 before any replica is asked.
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, Mapping
+from typing import Literal
+from collections.abc import Iterable, Mapping
 
 Capability = Literal["chat", "completions", "embeddings", "vision", "tools", "thinking"]
 CAPABILITIES: tuple[str, ...] = ("chat", "completions", "embeddings", "vision", "tools", "thinking")

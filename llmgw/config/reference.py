@@ -38,7 +38,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == klass.__name__)
-        for stmt, nxt in zip(node.body, node.body[1:]):
+        for stmt, nxt in zip(node.body, node.body[1:], strict=False):  # each statement and the next
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)

@@ -208,7 +208,8 @@ class Address(str):
             if not sep:
                 raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; the port is missing")
             if ":" in host:
-                raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; write an IPv6 host in brackets, as in [::1]:8080")
+                raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; "
+                                 "write an IPv6 host in brackets, as in [::1]:8080")
             if host and not re.fullmatch(r"[A-Za-z0-9.\-_]+", host):
                 raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}")
         if not port_text.isdigit() or int(port_text) > 65535:

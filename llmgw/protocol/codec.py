@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class ProtocolError(ValueError):
     """A message that cannot be read: says which field and why."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

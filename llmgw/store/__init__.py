@@ -10,7 +10,8 @@ Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Sequence
 
 from llmgw.config.storeaddress import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
@@ -160,7 +161,8 @@ class Store(Protocol):
     async def put_model(self, model: CatalogModel, expected_version: int) -> CatalogModel: ...
     async def delete_model(self, name: str) -> None: ...
     async def put_node(self, node: NodeRecord) -> None: ...  # by id, replaced whole
-    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict[str, Any], float]]) -> None: ...  # (id, heartbeat, at)
+    # (id, heartbeat, at) for each node heard from
+    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict[str, Any], float]]) -> None: ...
     async def get_node(self, node_id: str) -> NodeRecord | None: ...
     async def list_nodes(self) -> list[NodeRecord]: ...  # by name, then id
     async def delete_node(self, node_id: str) -> None: ...

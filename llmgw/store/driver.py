@@ -12,7 +12,8 @@ from __future__ import annotations
 import abc
 
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Iterator, Protocol, Sequence, overload
+from typing import Any, Protocol, overload
+from collections.abc import Iterator, Sequence
 
 from llmgw.store.errors import StoreError
 

@@ -25,7 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import lru_cache
-from typing import Any, AsyncIterator, Callable, Sequence, TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import apsw
 

@@ -11,7 +11,7 @@ without one.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import orjson
 from aiohttp import web

@@ -71,7 +71,7 @@ class Joined:
 
 
 def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def token_digest(secret: str) -> bytes:
@@ -176,7 +176,7 @@ class ClusterTrust:
     async def _renew_loop(self, context: ssl.SSLContext) -> None:
         while True:
             await asyncio.sleep(86400)
-            if self._server_not_after - dt.datetime.now(dt.timezone.utc) < RENEW_BEFORE:
+            if self._server_not_after - dt.datetime.now(dt.UTC) < RENEW_BEFORE:
                 try:
                     await asyncio.to_thread(self._certify)
                     # New handshakes take the new certificate; open connections keep theirs.

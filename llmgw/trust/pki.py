@@ -18,7 +18,8 @@ import datetime as dt
 import hashlib
 import ipaddress
 import re
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -85,7 +86,7 @@ def fingerprint(cert: x509.Certificate) -> str:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _name(common: str) -> x509.Name:
