@@ -74,7 +74,8 @@ commands:
                      Says when each model is ready and how to try it.
                      Ctrl-C stops both and the node's engines. One run a
                      directory: a second on the same ./var is refused.
-  check              run the checks CI runs before the tests: the layers
+  check              run the checks CI runs before the tests: ruff's lint
+                     (ruff.toml), mypy's types (setup.cfg's [mypy]), the layers
                      (import-linter's contracts in .importlinter; a package
                      importing a floor above its own fails it), and a count
                      of imports that reach past a package's face (a figure,
@@ -1037,6 +1038,12 @@ class Step:
 def check_steps() -> list[Step]:
     """What `build.py check` runs, in order; a new checker is one more Step here."""
     return [
+        # ruff reads ruff.toml, mypy the [mypy] sections of setup.cfg: the
+        # configuration lives with the code, so an editor's run agrees with CI's.
+        Step("lint", "ruff's findings over the checkout (ruff.toml)",
+             [str(VENV / "bin" / "ruff"), "check", "."]),
+        Step("types", "mypy over llmgw/, strict on the bottom floors ([mypy] in setup.cfg)",
+             [str(VENV / "bin" / "mypy")]),
         Step("layers", "no package imports a floor above its own (.importlinter, docs/internals.md)",
              [str(VENV / "bin" / "lint-imports"), "--no-logo", "--no-cache", str(ROOT / ".importlinter")]),
         Step("faces", "imports that reach past a package's face (informational)",

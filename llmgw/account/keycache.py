@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from llmgw.account.keys import digest
 from llmgw.account.limits import Effective, effective

@@ -18,9 +18,7 @@ _N, _R, _P = 2**14, 8, 1
 def hash_password(password: str) -> str:
     salt = secrets.token_bytes(16)
     derived = hashlib.scrypt(password.encode(), salt=salt, n=_N, r=_R, p=_P, dklen=32)
-    return "scrypt${}${}${}${}${}".format(
-        _N, _R, _P, base64.b64encode(salt).decode(), base64.b64encode(derived).decode()
-    )
+    return f"scrypt${_N}${_R}${_P}${base64.b64encode(salt).decode()}${base64.b64encode(derived).decode()}"
 
 
 def check_password(password: str, stored: str) -> bool:

@@ -176,6 +176,7 @@ class Accounts:
             if key is None:
                 raise AccountError(f"no key {ident}", 404, "not_found")
             path = await store.project_path(key.project_id)
+            assert path is not None, "a key's project_id is a foreign key, and projects are never deleted"
             return key.id, [("org", path.org.id), ("team", path.team.id), ("project", path.project.id)]
         if scope == "project":
             path = await store.project_path(ident) if ident.startswith("prj_") else None

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 WINDOW = 60.0  # seconds an address's count of unknown keys runs over
 

@@ -40,7 +40,8 @@ import datetime as dt
 import logging
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
 
 from llmgw.account import format_money
 from llmgw.accounting.refusal import Refusal, level_name
@@ -53,7 +54,7 @@ log = logging.getLogger("llmgw.accounting")
 
 CATCH_UP_INTERVAL = 30.0
 
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
 
 
 def period_start(period: str, now: float) -> float:
@@ -97,9 +98,9 @@ class Budgets:
         # What this process charged since the last snapshot(), by counter and period start.
         self._delta: dict[tuple[str, str, str, float], int] = {}
         self._spend: dict[Counter, _Spend] = {}
-        self._reads: dict[Counter, asyncio.Task] = {}
+        self._reads: dict[Counter, asyncio.Task[None]] = {}
         self._unread: set[Counter] = set()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._store_away = False
 
     # the hot path
@@ -150,7 +151,7 @@ class Budgets:
 
     # sharing spend between workers
 
-    def snapshot(self) -> list[list]:
+    def snapshot(self) -> list[list[Any]]:
         """What this process charged since the last call: [scope, scope_id, period, period_start, micros].
 
         Deltas, like RateLimiter.snapshot(): a worker's merged spend is never
@@ -161,7 +162,7 @@ class Budgets:
         self._delta = {}
         return out
 
-    def merge(self, spends, now: float | None = None) -> None:
+    def merge(self, spends: Iterable[Sequence[Any]], now: float | None = None) -> None:
         """Add other workers' charges (their `snapshot()`s) to this one's counters.
 
         A charge of a period that is over here (sent at 23:59:59.95, arriving
@@ -254,7 +255,7 @@ class Budgets:
             return
         task = loop.create_task(self._read_first(counter, now), name="budget-read")
         self._reads[counter] = task
-        task.add_done_callback(lambda _t, c=counter: self._reads.pop(c, None))
+        task.add_done_callback(lambda _t: self._reads.pop(counter, None))
 
     async def _read_first(self, counter: Counter, now: float) -> None:
         try:

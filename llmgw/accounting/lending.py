@@ -36,7 +36,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from llmgw.accounting.refusal import Refusal
 from llmgw.accounting.ratelimit import REQUESTS, RateLimiter, refusal
@@ -62,7 +63,7 @@ class Lender:
         self._lent: dict[int, dict[Level, int]] = {}  # per worker, per level: lent and not yet reported spent
         self._total: dict[Level, int] = {}
 
-    def lend(self, worker: int, wanted: list, now: float | None = None) -> list[list]:
+    def lend(self, worker: int, wanted: list[list[Any]], now: float | None = None) -> list[list[Any]]:
         """[[scope, scope_id, lent, wait], …] for a worker's [[scope, scope_id, rpm], …].
 
         `wait` is the whole seconds until the level has room, when nothing is lent.
@@ -80,13 +81,13 @@ class Lender:
             out.append([level[0], level[1], lent, wait])
         return out
 
-    def spent(self, worker: int, counts: list) -> None:
+    def spent(self, worker: int, counts: list[list[Any]]) -> None:
         """A worker's reported counts (snapshot() deltas): its requests are counted now, no longer lent."""
         for kind, scope, scope_id, _when, n in counts:
             if kind == REQUESTS:
                 self._settle(worker, (str(scope), str(scope_id)), int(n))
 
-    def returned(self, worker: int, loans: list) -> None:
+    def returned(self, worker: int, loans: list[list[Any]]) -> None:
         """[[scope, scope_id, n], …] a worker did not spend."""
         for scope, scope_id, n in loans:
             self._settle(worker, (str(scope), str(scope_id)), int(n))
@@ -124,10 +125,11 @@ class Borrower:
     the channel to the main process; its answers come back through `answered`.
     """
 
-    def __init__(self, ask: Callable[[list], None]) -> None:
+    def __init__(self, ask: Callable[[list[list[Any]]], None]) -> None:
         self._ask_main = ask
-        self._loans: dict[Level, list] = {}  # level -> [left, when last drawn on or lent]
-        self._asking: dict[Level, asyncio.Future] = {}
+        self._loans: dict[Level, list[float]] = {}  # level -> [left, when last drawn on or lent]
+        # level -> (lent, wait) from the main process, or None when it did not answer
+        self._asking: dict[Level, asyncio.Future[tuple[int, int] | None]] = {}
         self._said_late = False
 
     async def take(self, principal: Principal) -> Refusal | None:
@@ -148,17 +150,18 @@ class Borrower:
             if answers is None:
                 return None  # the main process did not answer: this worker's own check stands
             worst = None
-            for (scope, scope_id, limit), (lent, wait) in zip(missing, answers):
+            # One answer a level asked: _ask answers all of them or None.
+            for (scope, scope_id, limit), (lent, wait) in zip(missing, answers, strict=True):
                 if not lent and (worst is None or wait > worst.retry_after):
                     worst = refusal(principal, scope, scope_id, limit, "requests", max(1, wait))
             if worst is not None:
                 return worst
             # Lent, but other requests of this worker may have drawn it first: look again.
 
-    async def _ask(self, missing: list) -> list | None:
+    async def _ask(self, missing: list[tuple[str, str, int]]) -> list[tuple[int, int]] | None:
         """(lent, wait) per missing level; one question in flight per level, however many requests wait."""
         loop = asyncio.get_running_loop()
-        ask = []
+        ask: list[list[Any]] = []
         for scope, scope_id, limit in missing:
             if (scope, scope_id) not in self._asking:
                 self._asking[(scope, scope_id)] = loop.create_future()
@@ -168,7 +171,7 @@ class Borrower:
         futures = [asyncio.shield(self._asking[(scope, scope_id)]) for scope, scope_id, _ in missing]
         try:
             answers = await asyncio.wait_for(asyncio.gather(*futures), ASK_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if not self._said_late:
                 log.warning("the main process did not lend within %.0f s; this worker decides rate limits "
                             "alone until it does", ASK_TIMEOUT)
@@ -176,9 +179,10 @@ class Borrower:
             for scope, scope_id, _ in missing:
                 self._unanswered((scope, scope_id))
             return None
-        return None if any(a is None for a in answers) else list(answers)
+        got = [a for a in answers if a is not None]
+        return got if len(got) == len(answers) else None
 
-    def answered(self, levels: list) -> None:
+    def answered(self, levels: list[list[Any]]) -> None:
         """The main process's answer to a "borrow": [[scope, scope_id, lent, wait], …]."""
         self._said_late = False
         for scope, scope_id, lent, wait in levels:
@@ -193,7 +197,7 @@ class Borrower:
         if future is not None and not future.done():
             future.set_result((lent, wait))
 
-    def idle(self, now: float | None = None) -> list[list]:
+    def idle(self, now: float | None = None) -> list[list[Any]]:
         """Loans not drawn on for RETURN_AFTER, taken back from this worker: [[scope, scope_id, n], …]."""
         now = time.monotonic() if now is None else now
         out = []

@@ -46,7 +46,8 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.accounting.refusal import Refusal, level_name
 
@@ -68,7 +69,9 @@ class _Window:
     __slots__ = ("entries", "total")
 
     def __init__(self) -> None:
-        self.entries: deque[list] = deque()
+        # [first, last, count]: lists, not objects, as they change in place
+        # on every request; first and last are times, count a whole number.
+        self.entries: deque[list[Any]] = deque()
         self.total = 0
 
     def expire(self, now: float) -> None:
@@ -108,7 +111,7 @@ class _Window:
         for _first, last, n in self.entries:
             freed += n
             if freed >= excess:
-                return max(1, math.ceil(last + WINDOW - now))
+                return max(1, math.ceil(float(last) + WINDOW - now))
         # A limit of 0 never has room; say a minute rather than forever.
         return int(WINDOW)
 
@@ -140,7 +143,8 @@ class _Counter:
 # One shared count: (kind, scope, scope_id, when, count), plain values so it
 # crosses a process or a machine as JSON. `when` is a Unix time in seconds,
 # the latest use the count holds (a whole second from an older llmgw).
-Count = Sequence[object]
+# Any: as JSON brought them; merge() converts each value where it reads it.
+Count = Sequence[Any]
 
 
 class RateLimiter:
@@ -265,7 +269,7 @@ class RateLimiter:
 
     # sharing counts between workers
 
-    def snapshot(self) -> list[list]:
+    def snapshot(self) -> list[list[Any]]:
         """What this process counted since the last call, per level and moment.
 
         Deltas, not totals, so that counts merged from others are never sent
@@ -290,7 +294,7 @@ class RateLimiter:
         for kind, scope, scope_id, at, n in counts:
             if kind not in (REQUESTS, TOKENS):
                 continue
-            at = float(at) - unix  # type: ignore[arg-type]
+            at = float(at) - unix
             if at <= now - WINDOW:
                 continue
             key = (str(scope), str(scope_id))
@@ -299,12 +303,12 @@ class RateLimiter:
                 counter = self._counters[key] = _Counter(now)
             w = counter.window(str(kind))
             w.expire(now)
-            w.add(min(at, now), int(n))  # type: ignore[call-overload]
+            w.add(min(at, now), int(n))
             counter.touched = now
             self._counters.move_to_end(key)
         self._prune(now)
 
-    def counts(self, now: float | None = None) -> list[list]:
+    def counts(self, now: float | None = None) -> list[list[Any]]:
         """Everything counted in the minute up to `now`, own and merged, in `snapshot()`'s form.
 
         For a worker that starts while the others have been counting: merged
@@ -313,7 +317,7 @@ class RateLimiter:
         """
         now = self.clock() if now is None else now
         unix = self.to_unix()
-        out: list[list] = []
+        out: list[list[Any]] = []
         for (scope, scope_id), counter in self._counters.items():
             for kind, w in ((REQUESTS, counter.requests), (TOKENS, counter.tokens)):
                 if w is None:

@@ -27,7 +27,7 @@ class Refusal:
     status: int
 
 
-def level_name(principal: "Principal", scope: str) -> str:
+def level_name(principal: Principal, scope: str) -> str:
     """ "the team Acme/ml": a level as the person who set its limit knows it."""
     path = principal.path
     if scope == "org":

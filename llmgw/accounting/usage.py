@@ -21,9 +21,10 @@ whose commit was not seen can safely be sent again.
 Memory is bounded by `max_pending` rows (about 1 KB each: a million is a
 gigabyte). When the rows waiting reach 80% of it, one warning says so, while
 there is still time to bring the store back; /metrics shows the rows waiting
-(`llmgw_usage_writer_pending`) beside the bound (`_max_pending`). Past it, the oldest waiting rows are dropped and counted
-(`dropped`), with an error in the log: a gateway that keeps answering with
-a gap in its records beats one that runs out of memory and stops answering.
+(`llmgw_usage_writer_pending`) beside the bound (`_max_pending`). Past it,
+the oldest waiting rows are dropped and counted (`dropped`), with an error
+in the log: a gateway that keeps answering with a gap in its records beats
+one that runs out of memory and stops answering.
 
 `stop()` (on SIGTERM) writes everything it can before its deadline.
 """
@@ -61,7 +62,7 @@ class UsageWriter:
         self._rows: deque[tuple[int, float, Usage]] = deque()
         self._next_seq = 0
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._away_since: float | None = None
         self._tries = 0  # failed writes in this outage
@@ -113,9 +114,11 @@ class UsageWriter:
 
     # the background task
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task[None]:
+        """Start the writer, once; the task that writes."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="usage-writer")
+        return self._task
 
     async def stop(self, deadline: float = 10.0) -> int:
         """Write what is waiting, for at most `deadline` seconds; return how
@@ -124,12 +127,10 @@ class UsageWriter:
         before = self.written
         self._stopping = True
         self._wake.set()
-        if self._task is None:
-            self.start()
-        task = self._task
+        task = self.start()
         try:
             await asyncio.wait_for(asyncio.shield(task), deadline)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         left = len(self._rows)
@@ -155,7 +156,7 @@ class UsageWriter:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.interval)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             if len(self._rows) < self.batch and not self._stopping:
@@ -165,7 +166,7 @@ class UsageWriter:
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), wait)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
             if not await self._write_one():
@@ -182,11 +183,10 @@ class UsageWriter:
         try:
             await self.store.add_usage([row for _, _, row in taken])
         except Exception as e:  # noqa: BLE001 - the writer must outlive any one failure
-            if not isinstance(e, StoreError):
-                # Not the store being away: a bug. Said once with where it
-                # happened; the rows are kept and tried again like any other.
-                if self._away_since is None:
-                    log.exception("writing usage rows failed unexpectedly")
+            # Not the store being away: a bug. Said once with where it
+            # happened; the rows are kept and tried again like any other.
+            if not isinstance(e, StoreError) and self._away_since is None:
+                log.exception("writing usage rows failed unexpectedly")
             self.failures += 1
             self._tries += 1
             if self._away_since is None:
@@ -213,4 +213,4 @@ class UsageWriter:
 
     def _backoff(self) -> float:
         # Doubling from the first failure of this outage, capped.
-        return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, min(self._tries, 16) - 1))
+        return min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** max(0, min(self._tries, 16) - 1))

@@ -36,7 +36,8 @@ KNOWN_ENGINES = ("llamacpp", "vllm", "sglang", "trtllm", "comfyui", "strata", "f
 @dataclass(frozen=True)
 class DiscoverySettings:
     skip_gpus: bool = False
-    """Report no GPUs at all. A node without an NVIDIA driver is already found to have none; this is for one whose driver is broken."""
+    """Report no GPUs at all. A node without an NVIDIA driver is already found to have none; this is for one whose
+    driver is broken."""
 
     nvidia_smi: str = "nvidia-smi"
     """The nvidia-smi command asked about the GPUs when NVML can't be used, by name on PATH or as a full path."""
@@ -53,7 +54,8 @@ class DiscoverySettings:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise Invalid(
                 "dcgm_exporter",
-                f"expected an http:// URL like http://127.0.0.1:9400/metrics, or off, got {describe(self.dcgm_exporter)}",
+                "expected an http:// URL like http://127.0.0.1:9400/metrics, or off, "
+                f"got {describe(self.dcgm_exporter)}",
             )
 
 
@@ -66,13 +68,16 @@ class LlamaCppSettings:
 @dataclass(frozen=True)
 class EngineSettings:
     user: str = "llmgw-engine"
-    """The unprivileged user engines run as when the agent runs as root (made when missing). Empty runs them as the agent's own user."""
+    """The unprivileged user engines run as when the agent runs as root (made when missing). Empty runs them as the
+    agent's own user."""
 
     listen: str = ""
-    """The address engines listen on. Empty is the node's `advertise` address, so an engine is reachable by the control planes and nothing else the node has."""
+    """The address engines listen on. Empty is the node's `advertise` address, so an engine is reachable by the control
+    planes and nothing else the node has."""
 
     disabled: list[str] = field(default_factory=list)
-    """Engines this node must not run, by name (llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken, sim); the control plane places their models elsewhere."""
+    """Engines this node must not run, by name (llamacpp, vllm, sglang, trtllm, comfyui, strata, freetoken, sim); the
+    control plane places their models elsewhere."""
 
     llamacpp: LlamaCppSettings = field(default_factory=LlamaCppSettings)
     """llama.cpp, the engine for GGUF models on CPUs and GPUs."""
@@ -118,10 +123,12 @@ class AgentConfig:
     """Where the agent keeps its own state: its certificate, and its records of the engines it started."""
 
     cache_dir: str = "/var/cache/llmgw/weights"
-    """Where model weights are kept once fetched, shared by every replica on the node. Put it on the largest fast disk."""
+    """Where model weights are kept once fetched, shared by every replica on the node. Put it on the largest fast
+    disk."""
 
     advertise: str = ""
-    """The address the control planes reach this node's engines at. Empty is the address this node reaches its control plane from."""
+    """The address the control planes reach this node's engines at. Empty is the address this node reaches its control
+    plane from."""
 
     labels: dict[str, str] = field(default_factory=dict)
     """This node's labels, for models' node selectors (`llmgw.role: judge`)."""

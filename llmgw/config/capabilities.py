@@ -10,7 +10,8 @@ anything else with 400 before any replica is asked.
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, Mapping
+from typing import Literal
+from collections.abc import Iterable, Mapping
 
 Capability = Literal["chat", "completions", "embeddings", "vision", "tools", "thinking"]
 CAPABILITIES: tuple[str, ...] = ("chat", "completions", "embeddings", "vision", "tools", "thinking")
@@ -37,7 +38,7 @@ def ordered(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in CAPABILITIES if c in have)
 
 
-def duplicate(names: list[str]) -> str | None:
+def duplicate(names: Iterable[str]) -> str | None:
     """A capability named twice, for the refusal of a model's settings."""
     seen: set[str] = set()
     for name in names:

@@ -43,13 +43,15 @@ class Rules:
     """What one direction of a policy (the prompt on `input`, the answer on `output`) checks."""
 
     secrets: Literal["", "flag", "redact", "block"] = ""
-    """API keys of the common providers, private keys, bearer tokens and passwords in URLs: what to do with them. Empty checks none."""
+    """API keys of the common providers, private keys, bearer tokens and passwords in URLs: what to do with them. Empty
+    checks none."""
 
     cards: Literal["", "flag", "redact", "block"] = ""
     """Payment card numbers (Luhn-checked, so order numbers are left alone). Empty checks none."""
 
     pii: dict[str, Action] = field(default_factory=dict)
-    """Personal data by kind — email, phone, iban, national_id (TR and the EU's common formats), person (names) — each with its action."""
+    """Personal data by kind — email, phone, iban, national_id (TR and the EU's common formats), person (names) — each
+    with its action."""
 
     injection: Literal["", "flag", "block"] = ""
     """Phrases that try to override the system prompt ("ignore all previous instructions"). Empty checks none."""
@@ -58,13 +60,15 @@ class Rules:
     """A site's own patterns."""
 
     detectors: dict[str, Action] = field(default_factory=dict)
-    """Detectors that plugins add (docs/plugins.md), by kind, each with its action: {profanity: block}. A kind no installed plugin gives is refused when the settings are changed."""
+    """Detectors that plugins add (docs/plugins.md), by kind, each with its action: {profanity: block}. A kind no
+    installed plugin gives is refused when the settings are changed."""
 
     max_chars: int = 0
     """Refuses text longer than this; 0 is no limit."""
 
     restore: bool = False
-    """On input: the values `redact` took out are put back into the answer (the model reads "[EMAIL_1]", the client its own address). Only that request's values, only in memory."""
+    """On input: the values `redact` took out are put back into the answer (the model reads "[EMAIL_1]", the client its
+    own address). Only that request's values, only in memory."""
 
     def validate(self) -> None:
         for kind in self.pii:
@@ -111,13 +115,16 @@ class Service:
     """Where the body is POSTed."""
 
     header_files: dict[str, str] = field(default_factory=dict)
-    """Headers whose values are read from files at each call, so a rotated key needs no restart: {Authorization: /etc/llmgw/secrets/lakera}."""
+    """Headers whose values are read from files at each call, so a rotated key needs no restart: {Authorization:
+    /etc/llmgw/secrets/lakera}."""
 
     body: str = ""
-    """The request, a template given the text: `{{json .Text}}` writes it as a JSON string. Empty sends {"input": TEXT}."""
+    """The request, a template given the text: `{{json .Text}}` writes it as a JSON string. Empty sends {"input":
+    TEXT}."""
 
     blocked: str = ""
-    """Where in the answer the service says the text is unsafe: a dotted path, numbers for list items (results.0.flagged). True, a number above 0, a non-empty list or a string other than "false" is unsafe."""
+    """Where in the answer the service says the text is unsafe: a dotted path, numbers for list items
+    (results.0.flagged). True, a number above 0, a non-empty list or a string other than "false" is unsafe."""
 
     reason: str = ""
     """Where it says why, for the decision's rule; optional."""
@@ -146,7 +153,8 @@ class Policy:
     """`enforce` acts on what the rules find; `observe` only records what they would have done."""
 
     fail: Literal["open", "closed"] = "open"
-    """When the judge or a service cannot answer: `open` lets the text through (flagged), `closed` refuses it with 503."""
+    """When the judge or a service cannot answer: `open` lets the text through (flagged), `closed` refuses it with
+    503."""
 
     no_store: bool = False
     """Nothing of what this policy covers is kept: no answer cache, no stored conversation."""
@@ -161,7 +169,8 @@ class Policy:
     """A system prompt put first in every request this policy covers."""
 
     require_capabilities: bool = False
-    """Refuse a request that asks for what the model does not do (pictures to a text model, tools to one without tool calls)."""
+    """Refuse a request that asks for what the model does not do (pictures to a text model, tools to one without tool
+    calls)."""
 
     validate_structured: bool = False
     """Check an answer asked for with a `response_format` JSON schema against that schema."""
@@ -173,7 +182,8 @@ class Policy:
     """Outside guardrails asked over HTTP, before the judge."""
 
     stream: Literal["sentence", "buffer_all"] = "sentence"
-    """How a streamed answer under output checks is released: a sentence at a time (stopped with content_filter when a check objects), or held whole until judged."""
+    """How a streamed answer under output checks is released: a sentence at a time (stopped with content_filter when a
+    check objects), or held whole until judged."""
 
 
 @dataclass(frozen=True)

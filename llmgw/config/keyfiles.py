@@ -25,6 +25,12 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # server.py imports this module to check its settings; at run time the
+    # objects arrive as arguments and only the checker needs their class.
+    from llmgw.config.server import ClusterSettings, ServerConfig
 
 # A provider key is a token of a few hundred characters at most; a file
 # longer than this is not one, and is not read further.
@@ -48,7 +54,7 @@ class OwnSecrets:
     dirs: tuple[str, ...] = (AGENT_DATA_DIR,)
 
 
-def own_secrets(cfg) -> OwnSecrets:
+def own_secrets(cfg: ServerConfig) -> OwnSecrets:
     """A control plane's own secrets, from its server.yaml (a ServerConfig)."""
     files = [os.path.join(cfg.data_dir, MASTER_KEY_FILE), cfg.admin_token_path]
     store = cfg.store.strip()
@@ -143,7 +149,7 @@ def read_key_file(path: str, own: OwnSecrets) -> str:
     return text
 
 
-def check_settings_key_files(settings, own: OwnSecrets) -> None:
+def check_settings_key_files(settings: ClusterSettings, own: OwnSecrets) -> None:
     """Refuse cluster settings (a ClusterSettings) naming a key file that may not be one, naming the key."""
     from llmgw.config.loader import Invalid
 

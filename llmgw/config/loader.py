@@ -88,7 +88,7 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
@@ -172,14 +172,17 @@ def _fail(path: str, message: str) -> ConfigError:
 
 # --- from_dict -----------------------------------------------------------
 
-def from_dict(cls: type[T], data: dict | None, *, path: str = "") -> T:
+def from_dict(cls: type[T], data: dict[str, Any] | None, *, path: str = "") -> T:
     """Build `cls` from a parsed document, refusing what it does not know.
 
     `data` None (an empty file) gives every default. `path` is put in front
     of every key named in an error, for a document that is part of a larger
     one.
     """
-    return _convert(cls, data, path)
+    # _convert walks any hint, so it answers Any; given a dataclass it
+    # builds that dataclass or raises.
+    built: T = _convert(cls, data, path)
+    return built
 
 
 def _convert(hint: Any, value: Any, path: str) -> Any:
@@ -443,7 +446,7 @@ def _parse_raw(hint: Any, raw: str) -> Any:
     return value
 
 
-def _walk_doc(doc: dict, steps: list[str | int], create: bool) -> tuple[Any, str | int] | None:
+def _walk_doc(doc: dict[str, Any], steps: list[str | int], create: bool) -> tuple[Any, str | int] | None:
     """The container holding the last step, and that step; None when absent and not created."""
     node: Any = doc
     for i, step in enumerate(steps[:-1]):
@@ -467,7 +470,7 @@ def _walk_doc(doc: dict, steps: list[str | int], create: bool) -> tuple[Any, str
     return node, steps[-1]
 
 
-def set_path(cls: type, doc: dict | None, dotted: str, raw: str) -> dict:
+def set_path(cls: type, doc: dict[str, Any] | None, dotted: str, raw: str) -> dict[str, Any]:
     """A new document with the key at `dotted` set from `raw`, checked as `cls` would load it.
 
     `raw` is read as a YAML value, then the whole result is loaded, so an
@@ -495,7 +498,7 @@ def set_path(cls: type, doc: dict | None, dotted: str, raw: str) -> dict:
     return new
 
 
-def unset_path(cls: type, doc: dict | None, dotted: str) -> dict:
+def unset_path(cls: type, doc: dict[str, Any] | None, dotted: str) -> dict[str, Any]:
     """A new document without the key at `dotted`, so it is back to its default.
 
     A list item named by its number is taken out of the list. Mappings left

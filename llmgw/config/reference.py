@@ -38,7 +38,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == klass.__name__)
-        for stmt, nxt in zip(node.body, node.body[1:]):
+        for stmt, nxt in zip(node.body, node.body[1:], strict=False):  # each statement and the next
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)
@@ -131,7 +131,7 @@ def _yaml_value(value: Any) -> str:
     return yaml.safe_dump(plain, default_flow_style=True).strip().removesuffix("\n...")
 
 
-def _default(f: dataclasses.Field) -> Any:
+def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -161,14 +161,16 @@ def _keys(cls: type, prefix: str = "", only: tuple[str, ...] | None = None) -> l
         hint = hints[f.name]
         default = _default(f)
         optional = _inner(hint)
-        nested = hint if dataclasses.is_dataclass(hint) else None
-        if optional is not None and dataclasses.is_dataclass(optional):
+        # A hint is a class, never an instance; saying so lets the checker
+        # see a dataclass type rather than "a dataclass or an instance".
+        nested = hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
+        if optional is not None and isinstance(optional, type) and dataclasses.is_dataclass(optional):
             nested = optional  # a block that may be left out: its keys are still documented
         item = get_args(hint)[0] if get_origin(hint) is list else None
         if nested is not None:
             out.append(_Key(path, type_words(hint), "", docs.get(f.name, ""), True))
             out += _keys(nested, path)
-        elif item is not None and dataclasses.is_dataclass(item):
+        elif isinstance(item, type) and dataclasses.is_dataclass(item):
             out.append(_Key(path, f"list of mappings ({path}[] below)", _yaml_value(default),
                             docs.get(f.name, ""), True))
             out += _keys(item, f"{path}[]")

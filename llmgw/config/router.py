@@ -27,10 +27,12 @@ class CacheSettings:
     The cache is never written to disk and is empty after a restart; 0 keeps no answers."""
 
     max_entry_bytes: Size = Size("1MB")
-    """The largest single answer the cache keeps; a longer one is served but not kept, so one long answer cannot push out many short ones."""
+    """The largest single answer the cache keeps; a longer one is served but not kept, so one long answer cannot push
+    out many short ones."""
 
     embedding_model: str = ""
-    """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions (`llmgw keys cache --similar`).
+    """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions
+    (`llmgw keys cache --similar`).
     Asked at its local endpoints only, never an outside provider's, within 2 s, and only for a key that may use it.
     Empty: those projects reuse only the answer to the very same request."""
 
@@ -53,16 +55,19 @@ class Band:
     """The band's name, as keys name it (`llmgw keys create --band`)."""
 
     priority: int = 0
-    """Higher goes first: when every replica is busy, a waiting request of a higher band is let in before any of a lower one."""
+    """Higher goes first: when every replica is busy, a waiting request of a higher band is let in before any of a lower
+    one."""
 
     queue_ttl: Duration = Duration(0)
-    """How long a request of this band may wait for room before it is refused with 504 and Retry-After. 0 takes `router.admission.queue_ttl`."""
+    """How long a request of this band may wait for room before it is refused with 504 and Retry-After. 0 takes
+    `router.admission.queue_ttl`."""
 
 
 @dataclass(frozen=True)
 class AdmissionSettings:
     saturation: int = 64
-    """Requests in flight on one replica at which it counts as full. When every replica of a model is full, new requests wait in their band's queue. 0 turns admission off.
+    """Requests in flight on one replica at which it counts as full. When every replica of a model is full, new requests
+    wait in their band's queue. 0 turns admission off.
     Outside providers never count as full: their own 429 is the signal."""
 
     queue_ttl: Duration = Duration("30s")
@@ -73,7 +78,8 @@ class AdmissionSettings:
 
     bands: list[Band] = field(default_factory=lambda: [
         Band("interactive", 100), Band("standard", 50), Band("batch", 0, Duration("10m"))])
-    """Priority bands. People at a chat window are let in before a batch job that would rather wait than be turned away."""
+    """Priority bands. People at a chat window are let in before a batch job that would rather wait than be turned
+    away."""
 
     def validate(self) -> None:
         if self.saturation < 0:
@@ -92,45 +98,58 @@ class Timeouts:
     """How long to wait for an engine to accept the connection before trying another replica."""
 
     first_byte: Duration = Duration("5m")
-    """How long to wait for an engine's first byte (a long prompt is read before anything comes back) before trying another replica or refusing with 504."""
+    """How long to wait for an engine's first byte (a long prompt is read before anything comes back) before trying
+    another replica or refusing with 504."""
 
     idle: Duration = Duration("2m")
-    """The longest silence between two parts of a streamed answer before it is cut and the stream ended with an error."""
+    """The longest silence between two parts of a streamed answer before it is cut and the stream ended with an
+    error."""
 
     total: Duration = Duration("30m")
     """The longest a whole request may take, answer included."""
 
     load: Duration = Duration("5m")
-    """How long a request for a catalog model with no replica ready waits for one to load (an on-demand model asked for, a replica starting) before it is refused with 503, the reason placement gives and Retry-After.
+    """How long a request for a catalog model with no replica ready waits for one to load (an on-demand model asked for,
+    a replica starting) before it is refused with 503, the reason placement gives and Retry-After.
     A streamed request is sent `: waiting for MODEL to load` comments meanwhile. Not counted in `total`."""
 
     client_headers: Duration = Duration("20s")
-    """How long a client has to send a request's headers, from its connection or from the first byte of its next request; past it the connection is closed.
+    """How long a client has to send a request's headers, from its connection or from the first byte of its next
+    request; past it the connection is closed.
     A client that opens connections and never finishes a request would otherwise hold them for good."""
 
     client_idle: Duration = Duration("75s")
-    """How long a kept-alive client connection may sit between requests before it is closed. Clients open a new one as they need it."""
+    """How long a kept-alive client connection may sit between requests before it is closed. Clients open a new one as
+    they need it."""
 
     client_body_rate: Size = Size("1KB")
-    """The slowest a request body may arrive, in bytes a second averaged since its headers, once `client_body_grace` has passed; a slower one's connection is closed. 0 checks no rate."""
+    """The slowest a request body may arrive, in bytes a second averaged since its headers, once `client_body_grace` has
+    passed; a slower one's connection is closed. 0 checks no rate."""
 
     client_body_grace: Duration = Duration("10s")
-    """How long a request body may take before `client_body_rate` is checked, so a short body on a slow start is never cut."""
+    """How long a request body may take before `client_body_rate` is checked, so a short body on a slow start is never
+    cut."""
 
     def validate(self) -> None:
         for key in ("client_headers", "client_idle"):
             if getattr(self, key) <= 0:
-                raise Invalid(key, f"must be more than 0, got {getattr(self, key)}; a client could hold a connection for good")
+                raise Invalid(key, f"must be more than 0, got {getattr(self, key)}; "
+                                   "a client could hold a connection for good")
 
 
 @dataclass(frozen=True)
 class BreakerSettings:
     failures: int = 5
-    """Failures in a row after which a replica or provider key is passed over. An engine that cannot be reached (connection refused, no connection in time) always counts; a provider's 429 or 401 opens it at once.
-    An answer that failed (a 5xx other than 501, a timeout, a connection dropped mid-request) counts only when the failures came from `distinct_keys` API keys, or when the replica's own health check (`GET /v1/models`, 2 s) fails too: one client's prompts cannot take a model away from everyone. An engine's 4xx and 501 are the request's own refusal and never count."""
+    """Failures in a row after which a replica or provider key is passed over. An engine that cannot be reached
+    (connection refused, no connection in time) always counts; a provider's 429 or 401 opens it at once.
+    An answer that failed (a 5xx other than 501, a timeout, a connection dropped mid-request) counts only when the
+    failures came from `distinct_keys` API keys, or when the replica's own health check (`GET /v1/models`, 2 s) fails
+    too: one client's prompts cannot take a model away from everyone. An engine's 4xx and 501 are the request's own
+    refusal and never count."""
 
     distinct_keys: int = 2
-    """How many different API keys the failed answers in a row must come from to open the breaker without a failed health check. Raise it where people can make many keys of their own; 1 counts every failed answer, whoever asked."""
+    """How many different API keys the failed answers in a row must come from to open the breaker without a failed
+    health check. Raise it where people can make many keys of their own; 1 counts every failed answer, whoever asked."""
 
     open_for: Duration = Duration("30s")
     """How long a tripped replica is passed over before one request is let through to see whether it has recovered."""
@@ -144,27 +163,35 @@ class BreakerSettings:
 @dataclass(frozen=True)
 class RouterSettings:
     cache: CacheSettings = field(default_factory=CacheSettings)
-    """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same request."""
+    """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same
+    request."""
 
     trusted_proxies: list[str] = field(default_factory=list)
     """Load balancers and proxies in front of the control planes, as addresses or CIDR prefixes (10.0.0.0/8).
-    Only their X-Forwarded-For is believed, read from the right: the first address in it that is not a trusted proxy is the client that the unknown-key throttle and the connection cap count. Anyone else's is ignored, as anyone could forge it.
+    Only their X-Forwarded-For is believed, read from the right: the first address in it that is not a trusted proxy is
+    the client that the unknown-key throttle and the connection cap count. Anyone else's is ignored, as anyone could
+    forge it.
     With standbys that pass `/v1` on to the leader, list the control planes too."""
 
     active_active: bool = False
-    """Standbys answer `/v1` themselves, routing to the leader's replicas, instead of passing it on to the leader; rate limits stay the cluster's (every 2 s). Point clients at every control plane. See docs/ha.md.
-    A standby that has not heard from the leader for a minute passes `/v1` on again, or answers 503 while nobody leads."""
+    """Standbys answer `/v1` themselves, routing to the leader's replicas, instead of passing it on to the leader; rate
+    limits stay the cluster's (every 2 s). Point clients at every control plane. See docs/ha.md.
+    A standby that has not heard from the leader for a minute passes `/v1` on again, or answers 503 while nobody
+    leads."""
 
     max_body: Size = Size("32MB")
     """The largest request body the client API reads; a larger one is refused with 413 before it is read whole.
-    A body sent with `Content-Encoding: gzip` or `deflate` is measured as it is inflated, so a small compressed body that inflates past this is refused the same way."""
+    A body sent with `Content-Encoding: gzip` or `deflate` is measured as it is inflated, so a small compressed body
+    that inflates past this is refused the same way."""
 
     max_n: int = 8
     """The most answers one request may ask for with `n` (or `best_of`, on `/v1/completions`); more is refused with 400.
-    Each answer costs the engine as much as a request of its own, so without a cap one request could take a replica's whole batch."""
+    Each answer costs the engine as much as a request of its own, so without a cap one request could take a replica's
+    whole batch."""
 
     default_profile: Literal["chat", "batch", "long-context"] = "chat"
-    """How replicas are chosen for a model that names no profile: `chat` keeps a conversation on one replica and favours the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache."""
+    """How replicas are chosen for a model that names no profile: `chat` keeps a conversation on one replica and favours
+    the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache."""
 
     retries: int = 2
     """How many other replicas a request is tried on when one fails before sending anything back."""
@@ -176,7 +203,8 @@ class RouterSettings:
     """How long the router waits on engines, and on clients."""
 
     max_connections_per_address: int = 1024
-    """The most client connections one address may hold open on a control plane (on each worker process, with `workers`); one more is answered 429 and closed. 0 is no cap.
+    """The most client connections one address may hold open on a control plane (on each worker process, with
+    `workers`); one more is answered 429 and closed. 0 is no cap.
     Addresses in `trusted_proxies` are not capped: their connections carry many clients."""
 
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
@@ -209,7 +237,8 @@ class Price:
     """What a thousand prompt tokens cost, in micro-units (1000 is 0.001 a thousand)."""
 
     cached_per_1k: int = 0
-    """What a thousand prompt tokens cost that the engine or provider read from its cache (the answer's `cached_tokens`). 0 charges them at `prompt_per_1k`."""
+    """What a thousand prompt tokens cost that the engine or provider read from its cache (the answer's
+    `cached_tokens`). 0 charges them at `prompt_per_1k`."""
 
     completion_per_1k: int = 0
     """What a thousand answer tokens cost, in micro-units."""
@@ -229,7 +258,8 @@ class Price:
 @dataclass(frozen=True)
 class ExternalKey:
     file: str
-    """A file holding one of the provider's keys, on the control plane; re-read when it changes. The rules of `api_key_file` apply."""
+    """A file holding one of the provider's keys, on the control plane; re-read when it changes. The rules of
+    `api_key_file` apply."""
 
     weight: float = 1.0
     """Its share of the requests against the other keys'. 0 is 1."""
@@ -244,15 +274,21 @@ class ExternalSettings:
     """The provider's name for the model; empty is the model's own name here."""
 
     api_key_file: str = ""
-    """A file holding the provider's key, on the control plane: a file rather than the key itself, so the key is in neither the settings, the store nor the audit log. Empty for a provider that asks for none.
-    An absolute path to a file of llmgw's user, readable by it alone (chmod 600), holding the key on one line; never one of llmgw's own secrets (the master key, the admin token, TLS keys, the store). Checked when set and at every read."""
+    """A file holding the provider's key, on the control plane: a file rather than the key itself, so the key is in
+    neither the settings, the store nor the audit log. Empty for a provider that asks for none.
+    An absolute path to a file of llmgw's user, readable by it alone (chmod 600), holding the key on one line; never
+    one of llmgw's own secrets (the master key, the admin token, TLS keys, the store). Checked when set and at every
+    read."""
 
     api_key_files: list[ExternalKey] = field(default_factory=list)
-    """Several keys for the provider, in place of `api_key_file`: each an endpoint of its own (external:MODEL#1, #2…), so a key answering 429 or 401 is passed over while its breaker is open and the request goes to another."""
+    """Several keys for the provider, in place of `api_key_file`: each an endpoint of its own (external:MODEL#1, #2…),
+    so a key answering 429 or 401 is passed over while its breaker is open and the request goes to another."""
 
     allow_private_targets: bool = False
-    """Let `url` be on this machine (loopback) or at a link-local or cloud metadata address, which are refused otherwise — in the settings and at every connection, whatever the host name resolves to.
-    Private network addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7) are allowed without it. A model served on this machine belongs in `endpoints`, which is sent no key. See docs/security.md."""
+    """Let `url` be on this machine (loopback) or at a link-local or cloud metadata address, which are refused otherwise
+    — in the settings and at every connection, whatever the host name resolves to.
+    Private network addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7) are allowed without it. A model
+    served on this machine belongs in `endpoints`, which is sent no key. See docs/security.md."""
 
     def validate(self) -> None:
         parts = urlsplit(self.url)
@@ -272,10 +308,12 @@ class ModelSettings:
     """The name clients ask for in `model`. Required, and unique among the models."""
 
     context_length: int = 0
-    """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine reports."""
+    """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine
+    reports."""
 
     max_output_tokens: int = 0
-    """The longest answer, in tokens, a request may ask for (larger `max_tokens` is refused with a sentence); clients see it in /v1/models. 0 is no limit beyond the context."""
+    """The longest answer, in tokens, a request may ask for (larger `max_tokens` is refused with a sentence); clients
+    see it in /v1/models. 0 is no limit beyond the context."""
 
     owner: str = "llmgw"
     """Shown to clients as the model's `owned_by` in /v1/models."""
@@ -291,7 +329,8 @@ class ModelSettings:
     """The outside provider of a `source: external` model."""
 
     profile: Literal["", "chat", "batch", "long-context"] = ""
-    """How its replicas are chosen (see `router.default_profile`); empty takes the default. A request may ask for another with the `x-llmgw-profile` header."""
+    """How its replicas are chosen (see `router.default_profile`); empty takes the default. A request may ask for
+    another with the `x-llmgw-profile` header."""
 
     fallbacks: list[str] = field(default_factory=list)
     """Models to answer instead, in order, when this one has no replica with room (every one full, failing or gone)."""
@@ -300,10 +339,14 @@ class ModelSettings:
     """What its use costs, counted against budgets and in usage."""
 
     thinking: Literal["", "chat_template_kwargs", "reasoning_effort"] = "chat_template_kwargs"
-    """How a request's thinking (Anthropic's `thinking: {type: enabled}`) reaches the engine: `chat_template_kwargs` sends `enable_thinking` (Qwen3 and others, on vLLM, SGLang and llama.cpp), `reasoning_effort` sends OpenAI's field; empty sends nothing."""
+    """How a request's thinking (Anthropic's `thinking: {type: enabled}`) reaches the engine: `chat_template_kwargs`
+    sends `enable_thinking` (Qwen3 and others, on vLLM, SGLang and llama.cpp), `reasoning_effort` sends OpenAI's
+    field; empty sends nothing."""
 
     capabilities: list[Capability] = field(default_factory=list)
-    """What it does, of chat, completions, embeddings, vision, tools and thinking; clients see it in /v1/models, and a request for anything else is refused with 400 before an engine is asked. Empty: all of them (an engine llmgw did not start answers for itself)."""
+    """What it does, of chat, completions, embeddings, vision, tools and thinking; clients see it in /v1/models, and a
+    request for anything else is refused with 400 before an engine is asked. Empty: all of them (an engine llmgw did
+    not start answers for itself)."""
 
     def validate(self) -> None:
         if not self.name.strip():
@@ -317,12 +360,14 @@ class ModelSettings:
         if self.context_length and self.max_output_tokens > self.context_length:
             raise Invalid(
                 "max_output_tokens",
-                f"{self.max_output_tokens} is more than context_length ({self.context_length}); an answer must fit in the context",
+                f"{self.max_output_tokens} is more than context_length ({self.context_length}); "
+                "an answer must fit in the context",
             )
         for i, url in enumerate(self.endpoints):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise Invalid(f"endpoints[{i}]", f"expected an http:// or https:// URL like http://10.0.0.7:8000/v1, got {describe(url)}")
+                raise Invalid(f"endpoints[{i}]", "expected an http:// or https:// URL like http://10.0.0.7:8000/v1, "
+                                                 f"got {describe(url)}")
         if self.source == "external" and self.external is None:
             raise Invalid("external", "a source: external model needs external: {url: …}")
         if self.source != "external" and self.external is not None:

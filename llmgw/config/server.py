@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal
 
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
@@ -55,7 +55,8 @@ MAX_SETTINGS_POLL = Duration("5s")
 @dataclass(frozen=True)
 class LogSettings:
     level: Literal["debug", "info", "warning", "error"] = "info"
-    """The least severe messages written to the log. `debug` is for chasing a problem; it writes a line for every request."""
+    """The least severe messages written to the log. `debug` is for chasing a problem; it writes a line for every
+    request."""
 
     format: Literal["text", "json"] = "text"
     """How each log line is written: `text` for people reading the journal, `json` for a log collector."""
@@ -65,10 +66,12 @@ class LogSettings:
 class ControlSettings:
     lease_ttl: Duration = DEFAULT_LEASE_TTL
     """How long the leader's lease lasts without being renewed; a standby takes over once it lapses.
-    Long enough to ride out a slow query, short enough that a failover is over before anyone reads the alert. 0 takes the default, 10s."""
+    Long enough to ride out a slow query, short enough that a failover is over before anyone reads the alert. 0 takes
+    the default, 10s."""
 
     settings_poll: Duration = Duration("2s")
-    """How often each control plane looks in the store for changed cluster settings, so a change is in force everywhere within this and a moment more.
+    """How often each control plane looks in the store for changed cluster settings, so a change is in force everywhere
+    within this and a moment more.
     More than 0 and at most 5s."""
 
     node_lost_after: Duration = Duration("30s")
@@ -76,10 +79,12 @@ class ControlSettings:
     A node that comes back within it keeps them. At least 5s."""
 
     startup_timeout: Duration = Duration("10m")
-    """How long a replica's start may make no progress before it is given up and placed again. Counted from the download's last progress, so a large download is not a failed start."""
+    """How long a replica's start may make no progress before it is given up and placed again. Counted from the
+    download's last progress, so a large download is not a failed start."""
 
     def __post_init__(self) -> None:
-        if self.lease_ttl == 0:
+        # float(): a Duration is a float, but the checker reads Duration == 0 as never true.
+        if float(self.lease_ttl) == 0:
             # "0 takes the default" is kept as the value itself, so everything
             # that reads the lease sees one number.
             object.__setattr__(self, "lease_ttl", DEFAULT_LEASE_TTL)
@@ -175,7 +180,8 @@ class Listen:
                 if other.off or other.port != addr.port:
                     continue
                 if addr.host == other.host or addr.all_interfaces or other.all_interfaces:
-                    raise Invalid(key, f"{addr} takes the same port as listen.{other_key} ({other}); each listener needs its own")
+                    raise Invalid(key, f"{addr} takes the same port as listen.{other_key} ({other}); "
+                                       "each listener needs its own")
 
 
 # Each worker is a whole router (its own engine connections, usage writer and
@@ -193,8 +199,10 @@ class ServerConfig(ClusterSettings):
     """This control plane's name, as the console and the other control planes show it. Empty is the host name."""
 
     store: str = ""
-    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several sharing one store. Empty is `sqlite:` with llmgw.db in `data_dir` (/var/lib/llmgw/llmgw.db by default).
-    Under Patroni, list every member and ask for the primary: `postgresql://llmgw:PASSWORD@10.0.0.6:5432,10.0.0.7:5432/llmgw?target_session_attrs=read-write` (docs/store.md)."""
+    """Where the cluster's state is kept: `sqlite:PATH` for a single control plane, or `postgresql://…` for several
+    sharing one store. Empty is `sqlite:` with llmgw.db in `data_dir` (/var/lib/llmgw/llmgw.db by default).
+    Under Patroni, list every member and ask for the primary:
+    `postgresql://llmgw:PASSWORD@10.0.0.6:5432,10.0.0.7:5432/llmgw?target_session_attrs=read-write` (docs/store.md)."""
 
     data_dir: str = "/var/lib/llmgw"
     """Where this machine keeps its own files: the admin token, certificates and the SQLite store by default."""
@@ -203,21 +211,28 @@ class ServerConfig(ClusterSettings):
     """The file holding the token `llmgw ctl` presents to the admin API. Empty is admin-token in `data_dir`."""
 
     advertise: str = ""
-    """The address other control planes and clients reach this one's client API at, when it is not what this machine can see for itself (behind NAT or a load balancer).
+    """The address other control planes and clients reach this one's client API at, when it is not what this machine can
+    see for itself (behind NAT or a load balancer).
     Empty is worked out from `listen.client` and the host's address."""
 
     listen: Listen = field(default_factory=Listen)
     """The addresses this control plane listens on."""
 
     admin_allow_remote: bool = False
-    """Allow `listen.admin` on an address other machines can reach. The admin API is guarded by its token, but it is meant for this machine's own `llmgw ctl`."""
+    """Allow `listen.admin` on an address other machines can reach. The admin API is guarded by its token, but it is
+    meant for this machine's own `llmgw ctl`."""
 
     log: LogSettings = field(default_factory=LogSettings)
     """What this control plane writes to its log."""
 
     workers: int = 1
-    """How many processes serve the client API on this machine, each with its own event loop and all on `listen.client` (SO_REUSEPORT: the kernel spreads the connections). One process answers from one core; set about one worker per core the gateway may use.
-    With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker that dies. Rate limits and budgets hold across the workers: requests a minute exactly (each worker admits only what the main process lends it of a key's minute), tokens a minute and budgets by counts exchanged every 100 ms, so a key spread over them may pass those by what they answer in those 100 ms. From 1 to 64."""
+    """How many processes serve the client API on this machine, each with its own event loop and all on `listen.client`
+    (SO_REUSEPORT: the kernel spreads the connections). One process answers from one core; set about one worker per core
+    the gateway may use.
+    With more than 1, this process keeps the lease, the admin API, the agent and metrics ports and restarts a worker
+    that dies. Rate limits and budgets hold across the workers: requests a minute exactly (each worker admits only
+    what the main process lends it of a key's minute), tokens a minute and budgets by counts exchanged every 100 ms,
+    so a key spread over them may pass those by what they answer in those 100 ms. From 1 to 64."""
 
     def __post_init__(self) -> None:
         if not self.store.strip():
@@ -254,7 +269,8 @@ class ServerConfig(ClusterSettings):
             raise Invalid(
                 "listen.admin",
                 f"{self.listen.admin} can be reached from other machines; the admin API is for this machine's own "
-                "llmgw ctl, so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached from elsewhere",
+                "llmgw ctl, so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached "
+                "from elsewhere",
             )
 
 
@@ -268,7 +284,7 @@ def cluster_part(cfg: ServerConfig) -> ClusterSettings:
     return ClusterSettings(**{k: getattr(cfg, k) for k in CLUSTER_KEYS})
 
 
-def cluster_keys_in(raw: dict | None) -> list[str]:
+def cluster_keys_in(raw: dict[str, Any] | None) -> list[str]:
     """The cluster's top-level keys that a parsed server.yaml sets itself, in the order they are documented.
 
     Once the store exists these are not read from the file; the caller can

@@ -86,7 +86,7 @@ class Duration(float):
     def __repr__(self) -> str:
         return f"Duration({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Duration], tuple[float]]:
         return (Duration, (float(self),))
 
 
@@ -147,7 +147,7 @@ class Size(int):
     def __repr__(self) -> str:
         return f"Size({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Size], tuple[int]]:
         return (Size, (int(self),))
 
 
@@ -208,7 +208,8 @@ class Address(str):
             if not sep:
                 raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; the port is missing")
             if ":" in host:
-                raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; write an IPv6 host in brackets, as in [::1]:8080")
+                raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}; "
+                                 "write an IPv6 host in brackets, as in [::1]:8080")
             if host and not re.fullmatch(r"[A-Za-z0-9.\-_]+", host):
                 raise ValueError(f"{cls._EXAMPLE}, got {describe(original)}")
         if not port_text.isdigit() or int(port_text) > 65535:
@@ -236,7 +237,7 @@ class Address(str):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Address], tuple[str]]:
         return (type(self), (str(self),))
 
 

@@ -12,17 +12,21 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from functools import lru_cache
-from typing import Any, TypeVar, Union, get_args, get_origin
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# Only dataclasses are read: their fields are the message's schema.
+T = TypeVar("T", bound="DataclassInstance")
 
 
 class ProtocolError(ValueError):
     """A message that cannot be read: says which field and why."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -35,7 +39,7 @@ def to_dict(obj: Any) -> Any:
             value = getattr(obj, f.name)
             if f.default is not dataclasses.MISSING and value == f.default:
                 continue
-            if f.default_factory is not dataclasses.MISSING and value == f.default_factory():  # type: ignore[misc]
+            if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
                 continue
             out[f.name] = to_dict(value)
         return out
@@ -51,10 +55,10 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     if not isinstance(data, dict):
         raise ProtocolError(f"{where or cls.__name__}: expected an object, got {type(data).__name__}")
     hints = _hints(cls)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ProtocolError(f"{_join(where, f.name)}: missing")
             continue
         kwargs[f.name] = _value(hints[f.name], data[f.name], _join(where, f.name))
@@ -75,7 +79,8 @@ def _value(tp: Any, value: Any, where: str) -> Any:
         if len(inner) == 1:
             return _value(inner[0], value, where)
         raise ProtocolError(f"{where}: unions of several types are not supported")
-    if dataclasses.is_dataclass(tp):
+    # A hint is a class, never an instance: isinstance says so to the checker.
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where)
     if origin in (list, tuple):
         if not isinstance(value, list):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from typing import Any
+from collections.abc import AsyncIterator
 
 import aiohttp
 
@@ -66,7 +67,7 @@ class Link:
         while True:
             try:
                 frame = await self.ws.receive(timeout=self.answer if pinged else self.quiet)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if pinged:
                     why = f"{self.peer or 'the other end'} did not answer a ping within {self.answer:g} s"
                     await self.close(why)

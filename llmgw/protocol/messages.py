@@ -39,7 +39,8 @@ class Host:
     nvidia_driver: str = ""
     cuda_version: str = ""
     mem_bandwidth_gbs: float = 0.0
-    """How fast memory reads, GB/s, measured in the background after start: what decides a model's speed on CPUs. 0: not yet."""
+    """How fast memory reads, GB/s, measured in the background after start: what decides a model's speed on CPUs. 0:
+    not yet."""
     gpu_note: str = ""
     """Why a node with an NVIDIA driver shows no GPUs (the driver did not answer, NVML is missing); "" otherwise."""
 
@@ -96,8 +97,9 @@ class Register:
     engines: dict[str, str] = field(default_factory=dict)
     """Engines installed and their versions: {"llamacpp": "b6000", "sim": "0.3.0"}."""
     labels: dict[str, str] = field(default_factory=dict)
-    shards: list["ShardStatus"] = field(default_factory=list)
-    """What it runs now (an agent that restarted and adopted its engines): the control plane keeps these rather than starting them again."""
+    shards: list[ShardStatus] = field(default_factory=list)
+    """What it runs now (an agent that restarted and adopted its engines): the control plane keeps these rather than
+    starting them again."""
 
 
 # --- how a node is doing ---------------------------------------------------------------------
@@ -167,7 +169,8 @@ class EngineProfile:
     model: str
     """The name the engine serves the model under (the catalog's name)."""
     source: str = ""
-    """Where the weights come from: a path, http(s)://, hf:org/repo/file[@rev], a mirror URL; "" for an engine that needs none (sim)."""
+    """Where the weights come from: a path, http(s)://, hf:org/repo/file[@rev], a mirror URL; "" for an engine that
+    needs none (sim)."""
     sha256: str = ""
     files: dict[str, str] = field(default_factory=dict)
     """A multi-file set: relative name → sha256; `source` is then the set's base URL."""

@@ -10,7 +10,8 @@ Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Sequence
 
 from llmgw.config.storeaddress import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
@@ -113,7 +114,7 @@ class Store(Protocol):
     # completion_tokens, cost_micros; most costly first. StoreError for
     # another `by`.
     async def usage_summary(self, since: float, until: float | None = None,
-                            by: str = "key") -> list[dict]: ...
+                            by: str = "key") -> list[dict[str, Any]]: ...
     # A page of an export: rows in [since, until) after (after_at, after_id),
     # the previous page's last row; oldest first.
     async def usage_page(self, since: float, until: float | None = None,
@@ -133,7 +134,7 @@ class Store(Protocol):
     # the cluster's settings
     async def get_settings(self) -> Settings | None: ...
     async def settings_version(self) -> int: ...  # 0 when none written yet
-    async def put_settings(self, doc: dict, expected_version: int, by: str) -> Settings: ...
+    async def put_settings(self, doc: dict[str, Any], expected_version: int, by: str) -> Settings: ...
 
     # the cluster's trust (docs/cluster.md)
     async def get_cluster_ca(self) -> ClusterCA | None: ...
@@ -160,7 +161,8 @@ class Store(Protocol):
     async def put_model(self, model: CatalogModel, expected_version: int) -> CatalogModel: ...
     async def delete_model(self, name: str) -> None: ...
     async def put_node(self, node: NodeRecord) -> None: ...  # by id, replaced whole
-    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict, float]]) -> None: ...  # (id, heartbeat, at)
+    # (id, heartbeat, at) for each node heard from
+    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict[str, Any], float]]) -> None: ...
     async def get_node(self, node_id: str) -> NodeRecord | None: ...
     async def list_nodes(self) -> list[NodeRecord]: ...  # by name, then id
     async def delete_node(self, node_id: str) -> None: ...

@@ -12,11 +12,25 @@ from __future__ import annotations
 import abc
 
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, overload
+from collections.abc import Iterator, Sequence
 
 from llmgw.store.errors import StoreError
 
-Row = Sequence[Any]
+
+class Row(Protocol):
+    """A row as a driver gives it: columns by position, or all in order.
+
+    Not Sequence: asyncpg's Record offers these but is no Sequence (it maps
+    names too); apsw's rows are tuples.
+    """
+
+    @overload
+    def __getitem__(self, index: int, /) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> Sequence[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def __len__(self) -> int: ...
 
 
 class Duplicate(StoreError):
@@ -37,7 +51,7 @@ class Statements(abc.ABC):
     """
 
     @abc.abstractmethod
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         """Run one statement; its rows, or [] for one that returns none."""
 
     @abc.abstractmethod
@@ -48,7 +62,7 @@ class Statements(abc.ABC):
     async def script(self, sql: str) -> None:
         """Several statements without parameters (a migration file)."""
 
-    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
         return await self._fetch(sql, args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
@@ -73,7 +87,7 @@ class Driver(Protocol):
     url: str
     dialect: str  # the folder of its migrations: "sqlite" or "postgres"
 
-    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Row]: ...
     async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
     async def fetchval(self, sql: str, *args: Any) -> Any: ...
     async def execute(self, sql: str, *args: Any) -> None: ...

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from llmgw.store import redact_url
@@ -39,7 +39,7 @@ class Migration:
     sql: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def known_migrations(dialect: str) -> tuple[Migration, ...]:
     """This program's migrations for `dialect`, in order."""
     folder = resources.files("llmgw.store").joinpath("migrations").joinpath(dialect)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
+from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 
@@ -74,11 +75,11 @@ def _sql(sql: str) -> str:
 class _Tx(Statements):
     """Statements on the one connection that holds a transaction."""
 
-    def __init__(self, conn: asyncpg.Connection, driver: PostgresDriver) -> None:
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], driver: PostgresDriver) -> None:
         self._conn = conn
         self._driver = driver
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         async with self._driver.answers():
             return await self._conn.fetch(_sql(sql), *args)
 
@@ -123,7 +124,7 @@ class PostgresDriver(Statements):
             await self._pool.expire_connections()
             raise StoreUnavailable(unavailable_sentence(self.url, unavailable)) from e
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         async with self.answers():
             return await self._pool.fetch(_sql(sql), *args)
 
@@ -151,7 +152,7 @@ class PostgresDriver(Statements):
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self._pool.close(), self._timeout)
-        except (asyncio.TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
             # A server that went away cannot be told goodbye; drop the sockets.
             self._pool.terminate()
 
@@ -215,7 +216,7 @@ async def open_postgres(url: str, migrate: bool = True, timeout: float = 3.0) ->
             # the whole, for an address that resolves slowly or not at all.
             timeout * 2,
         )
-    except asyncio.TimeoutError as e:
+    except TimeoutError as e:
         raise StoreUnavailable(unavailable_sentence(url, f"did not answer in {timeout:g} s")) from e
     except asyncpg.InvalidAuthorizationSpecificationError as e:
         raise StoreError(

@@ -37,6 +37,12 @@ def _path(r: Row) -> ProjectPath:
     return ProjectPath(Org(*r[0:3]), Team(*r[3:7]), Project(*r[7:11]))
 
 
+def _ensured(row: Row | None) -> Row:
+    """A row read back after its insert-if-missing, in the same transaction: always there."""
+    assert row is not None, "a row inserted or found in this transaction is there to read"
+    return row
+
+
 def _new_id(kind: str) -> str:
     return f"{kind}_{secrets.token_hex(8)}"
 
@@ -119,25 +125,25 @@ class AccountSQL:
                 "INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
                 _new_id("org"), org, now,
             )
-            o = Org(*await tx.fetchrow("SELECT id, name, created_at FROM orgs WHERE name = $1", org))
+            o = Org(*_ensured(await tx.fetchrow("SELECT id, name, created_at FROM orgs WHERE name = $1", org)))
             await tx.execute(
                 "INSERT INTO teams (id, org_id, name, created_at) VALUES ($1, $2, $3, $4) "
                 "ON CONFLICT (org_id, name) DO NOTHING",
                 _new_id("team"), o.id, team, now,
             )
-            t = Team(*await tx.fetchrow(
+            t = Team(*_ensured(await tx.fetchrow(
                 "SELECT id, org_id, name, created_at FROM teams WHERE org_id = $1 AND name = $2",
                 o.id, team,
-            ))
+            )))
             await tx.execute(
                 "INSERT INTO projects (id, team_id, name, created_at) VALUES ($1, $2, $3, $4) "
                 "ON CONFLICT (team_id, name) DO NOTHING",
                 _new_id("prj"), t.id, project, now,
             )
-            p = Project(*await tx.fetchrow(
+            p = Project(*_ensured(await tx.fetchrow(
                 "SELECT id, team_id, name, created_at FROM projects WHERE team_id = $1 AND name = $2",
                 t.id, project,
-            ))
+            )))
         return ProjectPath(o, t, p)
 
     async def project_by_path(self, org: str, team: str, project: str) -> ProjectPath | None:

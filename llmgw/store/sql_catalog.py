@@ -7,7 +7,8 @@ a model file or the agent protocol needs no migration.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, Duplicate, Row
 from llmgw.store.errors import Conflict, StoreError
@@ -39,7 +40,7 @@ def _replica(r: Row) -> Replica:
                    gpu_memory_mb=int(r[14]), replaces=r[15], detail=load_json(r[16]) or {})
 
 
-def _replica_args(x: Replica) -> tuple:
+def _replica_args(x: Replica) -> tuple[Any, ...]:
     if x.desired not in DESIRED:
         raise StoreError(f'a replica\'s desired state is "run" or "stop", not "{x.desired}"')
     return (x.id, x.model, x.node_id, int(x.profile), x.state, x.desired, x.url, float(x.since), x.message,
@@ -76,6 +77,7 @@ class CatalogSQL:
             )
         except Duplicate:
             raise Conflict(f"the catalog already has a model named {model.name}") from None
+        assert row is not None, "an INSERT ... RETURNING that did not raise returns its row"
         return _model(row)
 
     async def get_model(self, name: str) -> CatalogModel | None:
@@ -121,7 +123,7 @@ class CatalogSQL:
             float(node.first_seen), float(node.updated_at),
         )
 
-    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict, float]]) -> None:
+    async def put_node_heartbeats(self, beats: Sequence[tuple[str, dict[str, Any], float]]) -> None:
         # One statement run for each, in one go: a thousand nodes beat every
         # few seconds, and a round trip each would keep the store busy.
         await self._db.executemany(

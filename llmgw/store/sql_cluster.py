@@ -5,6 +5,8 @@ A mixin of SQLStore (sql.py), one domain per module as sql_catalog.py is.
 
 from __future__ import annotations
 
+from typing import Any
+
 from llmgw.store.driver import Driver, Duplicate, Row
 from llmgw.store.errors import Conflict, StoreError
 from llmgw.store.records import (
@@ -124,7 +126,7 @@ class ClusterSQL:
         version = await self._db.fetchval("SELECT version FROM settings WHERE id = 1")
         return 0 if version is None else int(version)
 
-    async def put_settings(self, doc: dict, expected_version: int, by: str) -> Settings:
+    async def put_settings(self, doc: dict[str, Any], expected_version: int, by: str) -> Settings:
         # Compare-and-set in one statement: the write lands only on the
         # version the caller read, so of two administrators saving at once
         # the second is told to look again rather than silently overwriting.

@@ -5,7 +5,8 @@ A mixin of SQLStore (sql.py), one domain per module as sql_catalog.py is.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, MissingParent, Row
 from llmgw.store.errors import StoreError
@@ -43,7 +44,8 @@ def _limits(r: Row) -> Limits:
 
 
 def _usage(r: Row) -> Usage:
-    return Usage(*r[:14], detail=load_json(r[14]) or {}, answer_id=r[15])
+    return Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
+                 detail=load_json(r[14]) or {}, answer_id=r[15])
 
 
 def _cache(r: Row) -> ProjectCache:
@@ -130,7 +132,8 @@ class UsageSQL:
                          limit: int = 1000) -> list[Usage]:
         """Rows from `since` (inclusive) to `until` (exclusive), oldest first,
         so a reader can page on by passing the last row's time."""
-        where, args = ["at >= $1"], [since]
+        where = ["at >= $1"]
+        args: list[object] = [since]  # the values of $1, $2, ...: times, then ids
         for column, value in (("at <", until), ("key_id =", key_id), ("project_id =", project_id)):
             if value is not None:
                 args.append(value)
@@ -218,7 +221,8 @@ class UsageSQL:
         (after_at, after_id): the last of the previous page. Keyed on the
         row's place rather than an offset, so each page costs the same
         however deep the export is, and rows landing meanwhile do not shift it."""
-        where, args = ["at >= $1"], [since]
+        where = ["at >= $1"]
+        args: list[object] = [since]  # the values of $1, $2, ...: times, then ids
         if until is not None:
             args.append(until)
             where.append(f"at < ${len(args)}")

@@ -25,7 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import lru_cache
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar, TypeVarTuple
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import apsw
 
@@ -40,6 +41,10 @@ from llmgw.store.sql import SQLStore
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 _PARAM = re.compile(r"\$(\d+)")
+
+# What one piece of work on the store's thread takes and gives back.
+_Args = TypeVarTuple("_Args")
+_Result = TypeVar("_Result")
 
 
 # The rewrite does not look inside string literals; the store's SQL passes
@@ -65,7 +70,7 @@ class _Tx(Statements):
     def __init__(self, driver: SQLiteDriver) -> None:
         self._driver = driver
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         return await self._driver._run(self._driver._rows, sql, args)
 
     async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -114,14 +119,22 @@ class SQLiteDriver(Statements):
         conn.execute("PRAGMA foreign_keys = ON")
         self._conn = conn
 
-    def _rows(self, sql: str, args: Sequence[Any]) -> list[Row]:
-        return self._conn.execute(_dialect(sql), tuple(args) or None).fetchall()
+    def _open(self) -> apsw.Connection:
+        # _run refuses work once the store is closed, and closing is itself
+        # the last work this thread is given; so the work it does finds the
+        # connection open.
+        if self._conn is None:
+            raise StoreError(f"the store at {self.url} is closed")
+        return self._conn
+
+    def _rows(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
+        return self._open().execute(_dialect(sql), tuple(args) or None).fetchall()
 
     def _rows_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(_dialect(sql), [tuple(r) for r in rows]).fetchall()
+        self._open().executemany(_dialect(sql), [tuple(r) for r in rows]).fetchall()
 
     def _script(self, sql: str) -> None:
-        self._conn.execute(sql).fetchall()
+        self._open().execute(sql).fetchall()
 
     def _disconnect(self) -> None:
         if self._conn is not None:
@@ -130,7 +143,7 @@ class SQLiteDriver(Statements):
 
     # on the event loop
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _run(self, fn: Callable[[*_Args], _Result], *args: *_Args) -> _Result:
         if self._conn is None and fn != self._connect:
             raise StoreError(f"the store at {self.url} is closed")
         loop = asyncio.get_running_loop()
@@ -172,7 +185,7 @@ class SQLiteDriver(Statements):
     async def open(self) -> None:
         await self._run(self._connect)
 
-    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
         async with self._lock:
             return await self._run(self._rows, sql, args)
 

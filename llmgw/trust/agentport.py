@@ -11,10 +11,11 @@ without one.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from llmgw.store import StoreError
 from llmgw.trust.authority import ClusterTrust, JoinRefused
@@ -37,7 +38,7 @@ def _error(status: int, message: str, code: str) -> web.Response:
 
 
 @web.middleware
-async def cluster_only(request: web.Request, handler):
+async def cluster_only(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path in OPEN_PATHS:
         return await handler(request)
     who = peer_identity(request)

@@ -26,7 +26,11 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from llmgw.files import write_atomic
 from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
@@ -67,7 +71,7 @@ class Joined:
 
 
 def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def token_digest(secret: str) -> bytes:
@@ -95,10 +99,12 @@ class ClusterTrust:
         # None until start(), and stays None when the CA cannot be opened here.
         self.ssl_context: ssl.SSLContext | None = None
         self.problem: str | None = None
-        self._ca_cert = None
-        self._ca_key = None
+        # The CA's certificate once read from the store; its key once the
+        # master key here has opened it (never without the certificate).
+        self._ca_cert: x509.Certificate | None = None
+        self._ca_key: ec.EllipticCurvePrivateKey | None = None
         self.engine_key = ""  # never logged
-        self._renewer: asyncio.Task | None = None
+        self._renewer: asyncio.Task[None] | None = None
 
     # start
 
@@ -141,8 +147,8 @@ class ClusterTrust:
             return
         self.hosts = await asyncio.to_thread(_own_hosts, agent_sock, advertise, self.agent_address)
         await asyncio.to_thread(self._certify)
-        self.ssl_context = server_ssl_context(self.cert_file, self.key_file, self.ca_pem)
-        self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
+        self.ssl_context = context = server_ssl_context(self.cert_file, self.key_file, self.ca_pem)
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(context))
 
     def _refuse_agents(self, why: str) -> None:
         self.problem = (f"{why}, so this control plane cannot prove itself to agents and takes none; "
@@ -150,23 +156,31 @@ class ClusterTrust:
                         f"{self.master_key_path} (chmod 600) and restart")
         log.error("agent port shut: %s", self.problem)
 
+    def _signer(self) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+        """The CA's certificate and key, once both are open here; None before."""
+        if self._ca_cert is None or self._ca_key is None:
+            return None
+        return self._ca_cert, self._ca_key
+
     def _certify(self) -> None:
         """A new key and certificate for the agent port, written 0600/0644 under data_dir/tls."""
+        signer = self._signer()
+        assert signer is not None, "start() opens the CA before it certifies this control plane"
         key = pki.new_key()
-        cert = pki.sign_server(self._ca_cert, self._ca_key, key.public_key(), self.name, self.hosts)
+        cert = pki.sign_server(*signer, key.public_key(), self.name, self.hosts)
         os.makedirs(os.path.dirname(self.cert_file), mode=0o700, exist_ok=True)
         write_atomic(self.key_file, pki.key_pem(key), 0o600)
         write_atomic(self.cert_file, pki.cert_pem(cert).encode(), 0o644)
         self._server_not_after = cert.not_valid_after_utc
 
-    async def _renew_loop(self) -> None:
+    async def _renew_loop(self, context: ssl.SSLContext) -> None:
         while True:
             await asyncio.sleep(86400)
-            if self._server_not_after - dt.datetime.now(dt.timezone.utc) < RENEW_BEFORE:
+            if self._server_not_after - dt.datetime.now(dt.UTC) < RENEW_BEFORE:
                 try:
                     await asyncio.to_thread(self._certify)
                     # New handshakes take the new certificate; open connections keep theirs.
-                    self.ssl_context.load_cert_chain(self.cert_file, self.key_file)
+                    context.load_cert_chain(self.cert_file, self.key_file)
                     log.info("renewed the agent port's certificate")
                 except (OSError, ssl.SSLError) as e:
                     log.error("could not renew the agent port's certificate: %s", e)
@@ -182,7 +196,7 @@ class ClusterTrust:
     # join codes
 
     async def new_join_code(self, actor: str, via: str, name: str | None = None, ttl: float = DEFAULT_JOIN_TTL,
-                            control_planes: list[str] | None = None) -> dict:
+                            control_planes: list[str] | None = None) -> dict[str, Any]:
         """A one-time join code, recorded by the sha256 of its secret only."""
         if not 0 < ttl <= MAX_JOIN_TTL:
             raise JoinRefused(f"a join code lives from 1s to {int(MAX_JOIN_TTL // 86400)} days; "
@@ -211,7 +225,8 @@ class ClusterTrust:
 
     async def join(self, secret: str, csr_pem: str, suggested_name: str | None = None) -> Joined:
         """Sign a node's certificate request in exchange for an unused, unexpired join token."""
-        if self._ca_key is None:
+        signer = self._signer()
+        if signer is None:
             raise JoinRefused(self.problem or "this control plane cannot sign certificates", 503, "not_ready")
         # The request is checked before the token is spent, so a broken
         # request does not cost the node its code.
@@ -226,7 +241,7 @@ class ClusterTrust:
         if used is None:
             raise JoinRefused(await self._why_refused(digest))
         name = used.name or node_name(suggested_name, node_id)
-        cert = await asyncio.to_thread(pki.sign_node, self._ca_cert, self._ca_key, csr, node_id)
+        cert = await asyncio.to_thread(pki.sign_node, *signer, csr, node_id)
         record = NodeCertificate(format(cert.serial_number, "x"), node_id, name, pki.fingerprint(cert),
                                  cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp())
         await self.store.add_node_certificate(record)

@@ -19,8 +19,10 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
+from cryptography.hazmat.primitives import serialization
 
 from llmgw.config import Address
 from llmgw.trust import pki
@@ -41,7 +43,7 @@ class JoinResult:
     config: str
     ca_fingerprint: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -50,7 +52,8 @@ def _host_port(address: str) -> tuple[str, int]:
     return addr.host, addr.port
 
 
-def _request(address: str, ctx: ssl.SSLContext, method: str, path: str, body: bytes | None = None):
+def _request(address: str, ctx: ssl.SSLContext, method: str, path: str,
+             body: bytes | None = None) -> tuple[int, bytes]:
     host, port = _host_port(address)
     conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=TIMEOUT)
     try:
@@ -107,7 +110,7 @@ def _reason(e: BaseException) -> str:
     return str(getattr(e, "strerror", None) or e)
 
 
-def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) -> tuple[dict, bytes]:
+def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) -> tuple[dict[str, Any], bytes]:
     """Present the token and a CSR to `address`: (the control plane's answer, the new private key as PEM)."""
     key = pki.new_key()
     csr = pki.make_csr(key, name)
@@ -126,10 +129,10 @@ def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) ->
         message = answer.get("error", {}).get("message") if isinstance(answer, dict) else None
         raise TrustError(message or f"the control plane at {address} refused the join ({status})")
     cert = pki.load_cert(answer["certificate"])
-    mine = key.public_key().public_bytes(pki.serialization.Encoding.DER,
-                                         pki.serialization.PublicFormat.SubjectPublicKeyInfo)
-    theirs = cert.public_key().public_bytes(pki.serialization.Encoding.DER,
-                                            pki.serialization.PublicFormat.SubjectPublicKeyInfo)
+    mine = key.public_key().public_bytes(serialization.Encoding.DER,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo)
+    theirs = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                            serialization.PublicFormat.SubjectPublicKeyInfo)
     if mine != theirs or pki.fingerprint(pki.load_cert(answer["ca"])) != code.ca_fingerprint:
         raise TrustError(f"the control plane at {address} sent a certificate that is not for this node's key")
     return answer, pki.key_pem(key)
@@ -141,7 +144,7 @@ def update_agent_config(path: str, control_planes: list[str], data_dir: str | No
     from llmgw.config import AgentConfig
     from llmgw.config.loader import ConfigError, from_dict, parse_yaml
 
-    doc: dict = {}
+    doc: dict[str, Any] = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             doc = parse_yaml(f.read()) or {}

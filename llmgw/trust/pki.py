@@ -18,12 +18,18 @@ import datetime as dt
 import hashlib
 import ipaddress
 import re
-from typing import Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificateIssuerPrivateKeyTypes,
+    CertificatePublicKeyTypes,
+    PrivateKeyTypes,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from llmgw.trust.masterkey import TrustError
@@ -49,13 +55,18 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def key_pem(key) -> bytes:
+def key_pem(key: PrivateKeyTypes) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def load_key(pem: bytes):
-    return serialization.load_pem_private_key(pem, password=None)
+def load_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
+    """A key as key_pem wrote one of new_key's: the cluster CA's."""
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        # llmgw makes every key it keeps with new_key; another kind is one it did not write.
+        raise TrustError(f"the key is {type(key).__name__}, not the EC P-256 key llmgw makes")
+    return key
 
 
 def cert_pem(cert: x509.Certificate) -> str:
@@ -75,7 +86,7 @@ def fingerprint(cert: x509.Certificate) -> str:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _name(common: str) -> x509.Name:
@@ -104,8 +115,9 @@ def make_ca(cluster: str = "llmgw") -> tuple[x509.Certificate, ec.EllipticCurveP
     return cert, key
 
 
-def _leaf(ca_cert: x509.Certificate, ca_key, public_key, common: str, sans: list[x509.GeneralName],
-          usages: list, lifetime: dt.timedelta) -> x509.Certificate:
+def _leaf(ca_cert: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes,
+          public_key: CertificatePublicKeyTypes, common: str, sans: list[x509.GeneralName],
+          usages: list[x509.ObjectIdentifier], lifetime: dt.timedelta) -> x509.Certificate:
     now = _now()
     not_after = min(now + lifetime, ca_cert.not_valid_after_utc)
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
@@ -147,7 +159,8 @@ def host_names(hosts: Iterable[str]) -> list[x509.GeneralName]:
     return out
 
 
-def sign_server(ca_cert: x509.Certificate, ca_key, public_key, name: str, hosts: Iterable[str]) -> x509.Certificate:
+def sign_server(ca_cert: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes,
+                public_key: CertificatePublicKeyTypes, name: str, hosts: Iterable[str]) -> x509.Certificate:
     """A control plane's certificate for its agent port. Client use too: a
     standby dials the leader's agent port with it."""
     sans = [x509.UniformResourceIdentifier(CONTROL_PLANE_URI + name), *host_names(hosts)]
@@ -155,7 +168,7 @@ def sign_server(ca_cert: x509.Certificate, ca_key, public_key, name: str, hosts:
                  [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], SERVER_LIFETIME)
 
 
-def make_csr(key, name: str) -> x509.CertificateSigningRequest:
+def make_csr(key: CertificateIssuerPrivateKeyTypes, name: str) -> x509.CertificateSigningRequest:
     """What a node sends to join: its public key, signed by its private key,
     which stays on the node. The name is only a suggestion."""
     return (x509.CertificateSigningRequestBuilder()
@@ -192,7 +205,7 @@ def check_csr(pem: str) -> x509.CertificateSigningRequest:
     return csr
 
 
-def sign_node(ca_cert: x509.Certificate, ca_key, csr: x509.CertificateSigningRequest,
+def sign_node(ca_cert: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes, csr: x509.CertificateSigningRequest,
               node_id: str) -> x509.Certificate:
     """A node's client certificate. Only the CSR's public key is taken: who
     the node is (its id) is the control plane's to say, not the request's."""
@@ -200,7 +213,7 @@ def sign_node(ca_cert: x509.Certificate, ca_key, csr: x509.CertificateSigningReq
                  [ExtendedKeyUsageOID.CLIENT_AUTH], NODE_LIFETIME)
 
 
-def identity(peercert: dict | None) -> tuple[str, str] | None:
+def identity(peercert: dict[str, Any] | None) -> tuple[str, str] | None:
     """("node", id) or ("control-plane", name) from a verified peer
     certificate as ssl's getpeercert() gives it; None for none."""
     if not peercert:

@@ -20,6 +20,7 @@ import ssl
 from dataclasses import dataclass
 
 from aiohttp import web
+from cryptography import x509
 
 from llmgw.trust import pki
 from llmgw.trust.masterkey import TrustError
@@ -75,8 +76,8 @@ def node_identity(agent_data_dir: str) -> NodeIdentity:
         raise _not_joined(agent_data_dir) from None
     except OSError as e:
         raise TrustError(f"cannot read this node's certificate in {agent_data_dir}: {e.strerror}") from None
-    for value in cert.extensions.get_extension_for_class(pki.x509.SubjectAlternativeName).value:
-        if isinstance(value, pki.x509.UniformResourceIdentifier) and value.value.startswith(pki.NODE_URI):
+    for value in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value:
+        if isinstance(value, x509.UniformResourceIdentifier) and value.value.startswith(pki.NODE_URI):
             return NodeIdentity(value.value[len(pki.NODE_URI):], pki.fingerprint(ca),
                                 cert.not_valid_after_utc.timestamp())
     raise TrustError(f"{cert_file} is not a node's certificate; join again with llmgw join CODE")
