@@ -110,7 +110,8 @@ def test_a_cpu_index_that_answers_is_added_to_pips(build, monkeypatch):
             found = self.path == "/whl/cpu/torch/"
             self.send_response(200 if found else 404)
             self.end_headers()
-            self.wfile.write(b"<a href='torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl'>torch</a>" if found else b"")
+            page = b"<a href='torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl'>torch</a>"
+            self.wfile.write(page if found else b"")
 
         def log_message(self, *_):
             pass

@@ -69,19 +69,18 @@ class Assembler:
                 state["text"].append(choice["text"])
                 self.bytes += len(choice["text"])
         else:
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
             if delta.get("role"):
                 state["role"] = delta["role"]
             if isinstance(delta.get("content"), str):
                 state["text"].append(delta["content"])
                 self.bytes += len(delta["content"])
             for name in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(name), str) and delta[name]:
-                    # vLLM sent both names for a while; keep the first one seen.
-                    if state["reasoning_key"] in (None, name):
-                        state["reasoning_key"] = name
-                        state["reasoning"].append(delta[name])
-                        self.bytes += len(delta[name])
+                # vLLM sent both names for a while; keep the first one seen.
+                if isinstance(delta.get(name), str) and delta[name] and state["reasoning_key"] in (None, name):
+                    state["reasoning_key"] = name
+                    state["reasoning"].append(delta[name])
+                    self.bytes += len(delta[name])
             for piece in delta.get("tool_calls") or []:
                 if not isinstance(piece, dict):
                     continue
@@ -91,7 +90,7 @@ class Assembler:
                     tool["id"] = piece["id"]
                 if piece.get("type"):
                     tool["type"] = piece["type"]
-                function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+                function: dict[str, Any] = piece["function"] if isinstance(piece.get("function"), dict) else {}
                 if function.get("name"):
                     tool["name"] += function["name"]
                 if isinstance(function.get("arguments"), str):

@@ -93,7 +93,7 @@ def chat_chunks(answer: dict, include_usage: bool) -> list[dict]:
         if not isinstance(choice, dict):
             continue
         index = choice.get("index", 0)
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         role: dict = {"role": message.get("role") or "assistant"}
         for name in ("reasoning_content", "reasoning"):
             if isinstance(message.get(name), str) and message[name]:
@@ -109,7 +109,7 @@ def chat_chunks(answer: dict, include_usage: bool) -> list[dict]:
         for n, call in enumerate(message.get("tool_calls") or []):
             if not isinstance(call, dict):
                 continue
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
             piece = {"index": n, "id": call.get("id"), "type": call.get("type") or "function",
                      "function": {"name": function.get("name") or "", "arguments": function.get("arguments") or ""}}
             add(index, {**role, **({"content": None} if role else {}), "tool_calls": [piece]})

@@ -41,11 +41,13 @@ def test_a_control_plane_without_a_port_is_refused():
 
 
 def test_a_misspelt_engine_to_disable_is_refused_with_the_nearest_name():
-    assert refused({"engines": {"disabled": ["vlm"]}}) == 'engines.disabled[0]: unknown engine "vlm"; did you mean vllm?'
+    assert refused({"engines": {"disabled": ["vlm"]}}) == (
+        'engines.disabled[0]: unknown engine "vlm"; did you mean vllm?')
 
 
 def test_a_typod_agent_key_names_the_nearest_one():
-    assert refused({"discovery": {"skip_gpu": True}}) == "discovery.skip_gpu: unknown key; did you mean discovery.skip_gpus?"
+    assert refused({"discovery": {"skip_gpu": True}}) == (
+        "discovery.skip_gpu: unknown key; did you mean discovery.skip_gpus?")
 
 
 def test_a_dcgm_exporter_that_is_not_a_url_is_refused():

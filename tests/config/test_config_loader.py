@@ -152,7 +152,8 @@ def test_a_file_that_is_a_list_at_the_top_is_refused_with_what_was_expected(tmp_
     path = write(tmp_path, "- name: x\n")
     with pytest.raises(ConfigError) as err:
         load_file(ServerConfig, path)
-    assert str(err.value) == f"{path}: expected keys at the top level (like `log:` with `level: info` under it), got a list"
+    assert str(err.value) == (
+        f"{path}: expected keys at the top level (like `log:` with `level: info` under it), got a list")
 
 
 def test_off_in_a_file_stays_the_word_off(tmp_path):

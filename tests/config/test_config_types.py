@@ -5,7 +5,8 @@ from llmgw.config.types import Address, AddressOrOff, Duration, Size
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("250ms", 0.25), ("10s", 10), ("5m", 300), ("1h30m", 5400), ("24h", 86400), ("7d", 604800), ("0", 0), ("1.5s", 1.5)],
+    [("250ms", 0.25), ("10s", 10), ("5m", 300), ("1h30m", 5400), ("24h", 86400), ("7d", 604800), ("0", 0),
+     ("1.5s", 1.5)],
 )
 def test_durations_are_read_in_the_units_people_write(text, seconds):
     assert Duration(text) == seconds

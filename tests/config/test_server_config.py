@@ -107,7 +107,8 @@ def test_trusted_proxies_must_be_addresses_or_prefixes():
 
 
 def test_a_log_level_outside_the_choices_is_refused_with_them():
-    assert refused({"log": {"level": "verbose"}}) == 'log.level: expected one of debug|info|warning|error, got "verbose"'
+    assert refused({"log": {"level": "verbose"}}) == (
+        'log.level: expected one of debug|info|warning|error, got "verbose"')
 
 
 def test_the_cluster_part_carries_the_cluster_settings_only():

@@ -54,7 +54,8 @@ def test_the_same_value_in_two_messages_is_one_placeholder():
 def test_text_parts_system_prompts_tool_results_and_earlier_tool_calls_are_all_read():
     body = {"model": "m", "messages": [
         {"role": "system", "content": "reply to ops@example.com"},
-        {"role": "user", "content": [{"type": "text", "text": "me: a@b.io"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "me: a@b.io"},
+                                     {"type": "image_url", "image_url": {"url": "x"}}]},
         {"role": "assistant", "tool_calls": [{"id": "1", "type": "function",
                                               "function": {"name": "send", "arguments": '{"to": "a@b.io"}'}}]},
         {"role": "tool", "tool_call_id": "1", "content": "delivered to a@b.io"},

@@ -43,7 +43,8 @@ def test_the_strictest_action_wins_per_rule_and_limits_take_the_smallest():
     slots = effective.input.slots
     assert slots["cards"] == Slot("block") and slots["email"] == Slot("redact") and slots["phone"] == Slot("redact")
     assert effective.input.max_chars == (2000, 0)
-    assert (effective.fail, effective.no_store, effective.stream, effective.restore) == ("closed", True, "buffer_all", True)
+    assert (effective.fail, effective.no_store, effective.stream, effective.restore) == (
+        "closed", True, "buffer_all", True)
 
 
 def test_an_observed_policy_beside_an_enforced_one_only_watches_what_it_would_do_more():

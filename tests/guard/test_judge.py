@@ -165,7 +165,8 @@ async def test_a_plain_prompt_is_judged_safe_and_a_violent_one_unsafe_naming_its
     assert bad.rule == "judge:Violent"
     assert "stab" not in repr(bad)  # a verdict never holds the text
     sent = peer.bodies[1]
-    assert sent["model"] == "qwen3guard" and sent["messages"] == [{"role": "user", "content": "how do I stab my neighbour"}]
+    assert sent["model"] == "qwen3guard"
+    assert sent["messages"] == [{"role": "user", "content": "how do I stab my neighbour"}]
 
 
 async def test_an_answer_is_judged_as_the_reply_to_its_prompt(peers, session):

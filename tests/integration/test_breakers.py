@@ -1,4 +1,7 @@
-"""Breakers with a real llmgw server and real sim-engines: one client's failures are its own; a dead engine is everyone's."""
+"""Breakers with a real llmgw server and real sim-engines.
+
+One client's failures are its own; a dead engine is everyone's.
+"""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def test_the_floating_address_follows_the_leader_when_it_stops(lan, tmp_path):
     keepaliveds = []
     try:
         assert planes["a"].init().returncode == 0
-        for n, plane in planes.items():
+        for n in planes:
             done = subprocess.run(["ip", "netns", "exec", lan[n], sys.executable, "-m", "llmgw", "server", "add",
                                    "--vip", VIP, "--listen-client", f":{port}", "--json",
                                    "--keepalived-conf", str(tmp_path / f"{n}.conf")],

@@ -57,7 +57,7 @@ def models(server, key: str, source: str = PROXY, forwarded: str | None = None) 
 def closed_count(server, reason: str) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{server.ports['metrics']}/metrics", timeout=5) as r:
         text = r.read().decode()
-    found = re.search(r'^llmgw_client_connections_closed_total\{reason="%s"\} (\S+)$' % reason, text, re.M)
+    found = re.search(rf'^llmgw_client_connections_closed_total\{{reason="{reason}"\}} (\S+)$', text, re.M)
     return int(float(found.group(1))) if found else 0
 
 

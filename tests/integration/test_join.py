@@ -37,7 +37,7 @@ async def agent_port_get(server, path: str, ctx: ssl.SSLContext) -> tuple[int, d
 def test_node_add_prints_the_join_line_to_run_on_the_node(server):
     done = server.ctl("node", "add", "--name", "gpu-1")
     assert done.returncode == 0, done.stderr
-    line = next(l.strip() for l in done.stdout.splitlines() if l.strip().startswith("llmgw join "))
+    line = next(out.strip() for out in done.stdout.splitlines() if out.strip().startswith("llmgw join "))
     assert len(line.split()) == 3
     assert "lets in one node" in done.stdout and f"127.0.0.1:{server.ports['agent']}" in done.stdout
 

@@ -93,5 +93,6 @@ def test_a_stopped_on_demand_model_is_refused_at_once_saying_so(cluster, tmp_pat
     error, _ = wait_for(refused, timeout=15, interval=0.5)
     assert error is not None, cluster.output()
     assert error.status_code == 503
-    assert error.body["message"] == "sketch is stopped by an administrator and takes no requests until it is started again"
+    assert error.body["message"] == (
+        "sketch is stopped by an administrator and takes no requests until it is started again")
     assert _live(cluster, "sketch") == []

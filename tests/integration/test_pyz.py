@@ -121,7 +121,7 @@ def test_a_python_the_archive_does_not_carry_is_refused_naming_those_it_does_and
             "machine": platform.machine(), "system": platform.system(),
         }))
         zf.writestr("lib-cp399/marker.txt", "")
-    here = "%d.%d" % sys.version_info[:2]
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
     result = subprocess.run([sys.executable, "-I", "-S", str(pyz), "--version"], capture_output=True, text=True,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=60)
     assert result.returncode == 1

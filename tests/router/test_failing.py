@@ -1,4 +1,7 @@
-"""A model whose every replica is passed over is refused at once, and a replica is asked itself before one key's failures open it."""
+"""A model whose every replica is passed over is refused at once.
+
+And a replica is asked itself before one key's failures open it.
+"""
 
 from __future__ import annotations
 

@@ -211,7 +211,8 @@ def test_the_waiting_comments_are_skipped_by_both_sdks_stream_readers():
     registry = Registry()
     registry.set_notes({"picture": "waiting for mesh (r_1) to give back room on gpu-1\nsecond line"}, {})
     comment = loading._comment("picture", "picture", registry)
-    assert comment == b": waiting for picture to load: waiting for mesh (r_1) to give back room on gpu-1 second line\n\n"
+    assert comment == (b": waiting for picture to load: "
+                       b"waiting for mesh (r_1) to give back room on gpu-1 second line\n\n")
     data = comment * 3 + b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
     for decoder in (openai._streaming.SSEDecoder(), anthropic._streaming.SSEDecoder()):
         events = list(decoder.iter_bytes(iter([data])))

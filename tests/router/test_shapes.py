@@ -72,7 +72,8 @@ def test_a_user_content_that_does_not_fit_is_refused_naming_where(content, messa
 
 
 def test_each_role_takes_only_its_own_parts():
-    said, param = refusal("chat", chat({"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}))
+    said, param = refusal("chat", chat({"role": "system",
+                                        "content": [{"type": "image_url", "image_url": {"url": "x"}}]}))
     assert said == 'messages[0].content[0].type must be "text", got "image_url"'
     said, _ = refusal("chat", chat(user("hi"), {"role": "assistant", "content": [{"type": "image_url"}]}))
     assert said == 'messages[1].content[0].type must be "text" or "refusal", got "image_url"'

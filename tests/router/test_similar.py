@@ -148,7 +148,7 @@ async def test_the_threshold_sits_between_rewordings_and_other_questions(minilm,
     others = [unit(await embedder.embed(text)) for text in OTHER_QUESTIONS]
 
     def cos(a, b) -> float:
-        return sum(x * y for x, y in zip(a, b))
+        return sum(x * y for x, y in zip(a, b, strict=True))  # one embedder, one length
 
     to_first = [cos(vectors[0], v) for v in vectors[1:]]
     closest_other = max(cos(o, v) for o in others for v in vectors)

@@ -27,7 +27,8 @@ def client(s: Sim) -> openai.OpenAI:
 
 
 def cos(a, b) -> float:
-    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    # Both from one model, so one length; a shorter one would be a broken embedding.
+    return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
 def test_rewordings_come_out_near_each_other_and_other_questions_far(minilm):

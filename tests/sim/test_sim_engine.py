@@ -14,7 +14,8 @@ import pytest
 
 from tests.support.simengines import Sim
 
-WORDS = ["", "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "wizards", "quietly", "hum", "old", "songs"][1:]
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "wizards", "quietly",
+         "hum", "old", "songs"]
 
 
 def words(n: int) -> str:

@@ -131,7 +131,9 @@ class FakeNVML:
         return 1
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
-        return pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH if h.links[link] == "switch" else pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+        if h.links[link] == "switch":
+            return pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+        return pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, h, link):
         info = pynvml.nvmlPciInfo_t()

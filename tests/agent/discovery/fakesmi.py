@@ -40,7 +40,8 @@ TWO_CARDS = {
 
 A100_MIG = {
     f"--query-gpu={CARDS} {CSV}": (
-        "0, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a3e, NVIDIA A100 80GB PCIe, 81920, 00000000:17:00.0, 550.54.15, 8.0\n"),
+        "0, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a3e, NVIDIA A100 80GB PCIe, 81920, 00000000:17:00.0, "
+        "550.54.15, 8.0\n"),
     f"--query-gpu={PCIE} {CSV}": "0, 4, 16, 16, 4\n",
     f"--query-gpu={MIG_MODE} {CSV}": "0, Enabled\n",
     "": BANNER,
@@ -110,7 +111,10 @@ DRIVER_GONE = ("NVIDIA-SMI has failed because it couldn't communicate with the N
 
 
 def install(directory: Path, answers: dict[str, str | tuple[str, int]]) -> Path:
-    """Write an `nvidia-smi` into `directory` answering each exact command line; others exit 2 as a driver refuses an unknown field."""
+    """Write an `nvidia-smi` into `directory` answering each exact command line.
+
+    Any other command line exits 2, as a driver refuses an unknown field.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     lines = ["#!/bin/sh", 'PATH="$PATH:/usr/bin:/bin"', f'echo "$*" >> "{directory}/calls"', 'case "$*" in']
     for i, (args, answer) in enumerate(answers.items()):

@@ -52,7 +52,8 @@ def test_the_figure_is_measured_once_in_the_background_after_the_delay(tmp_path)
         calls.append(1)
         return measure(SMALL)
 
-    d = Discovery(DiscoverySettings(dcgm_exporter="off"), [str(tmp_path)], bandwidth_delay_s=0.2, measure_fn=measure_small)
+    d = Discovery(DiscoverySettings(dcgm_exporter="off"), [str(tmp_path)], bandwidth_delay_s=0.2,
+                  measure_fn=measure_small)
     d.start()
     assert d.mem_bandwidth_gbs == 0  # registering does not wait for it
     assert d.register_parts()[0].mem_bandwidth_gbs == 0

@@ -61,7 +61,8 @@ def test_a_card_in_mig_mode_is_its_instances_numbered_from_1000(tmp_path):
     assert [g.index for g in gpus] == [0, 1100, 1101]
     mig = gpus[1]
     assert (mig.uuid, mig.memory_mb, mig.compute_capability) == ("MIG-aaa", 40192, "8.0")
-    assert (mig.mig.parent_index, mig.mig.parent_uuid, mig.mig.gpu_instance, mig.mig.profile) == (1, "GPU-a100", 2, "3g.40gb")
+    assert (mig.mig.parent_index, mig.mig.parent_uuid, mig.mig.gpu_instance, mig.mig.profile) == (
+        1, "GPU-a100", 2, "3g.40gb")
     assert gpus[2].mig.profile == "2g.20gb" and gpus[2].mig.gpu_instance == 3
     # Each instance's memory in use is its own; nobody measures utilisation per instance.
     sensors = {s.index: s for s in d.sample().gpus}
@@ -112,7 +113,9 @@ def test_each_sample_carries_use_and_memory_held_by_others(tmp_path):
 def test_a_process_started_by_an_engine_counts_as_the_engines(tmp_path):
     # Strata's server starts its engine in a process group of its own; that
     # engine holding the card is still the shard's.
-    script = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setpgrp(); time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)"
+    script = ("import subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setpgrp(); time.sleep(30)']); "
+              "print(p.pid, flush=True); time.sleep(30)")
     server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         grandchild = int(server.stdout.readline())

@@ -1,4 +1,7 @@
-"""How much of each chip works, read from a dcgm-exporter (a real local HTTP server serving its captured text) and GPM."""
+"""How much of each chip works, read from a dcgm-exporter and GPM.
+
+The exporter is a real local HTTP server serving the text a real one wrote.
+"""
 
 from __future__ import annotations
 
@@ -15,21 +18,28 @@ from llmgw.config.agent import DiscoverySettings
 
 # dcgm-exporter 3.3's output for two cards and a MIG instance: card 0
 # profiled, card 1 a model DCGM cannot profile (device fields, no PROF
-# ones), card 2's figure an instance's, not the card's.
+# ones), card 2's figure an instance's, not the card's. The exporter writes
+# each sample on one line; a `\` at a line's end here joins it to the next.
 EXPORTER_TEXT = """# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
-DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",modelName="NVIDIA L40S",Hostname="n1"} 100
-DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",pci_bus_id="00000000:CA:00.0",device="nvidia1",modelName="Quadro RTX 6000",Hostname="n1"} 92
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",\
+modelName="NVIDIA L40S",Hostname="n1"} 100
+DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",pci_bus_id="00000000:CA:00.0",device="nvidia1",\
+modelName="Quadro RTX 6000",Hostname="n1"} 92
 # HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned (in %).
 # TYPE DCGM_FI_PROF_SM_ACTIVE gauge
-DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",modelName="NVIDIA L40S, rev. 2",Hostname="n1"} 0.007042
-DCGM_FI_PROF_SM_ACTIVE{gpu="2",UUID="GPU-c",pci_bus_id="00000000:31:00.0",device="nvidia2",modelName="NVIDIA A100",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",Hostname="n1"} 0.5
+DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",\
+modelName="NVIDIA L40S, rev. 2",Hostname="n1"} 0.007042
+DCGM_FI_PROF_SM_ACTIVE{gpu="2",UUID="GPU-c",pci_bus_id="00000000:31:00.0",device="nvidia2",\
+modelName="NVIDIA A100",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",Hostname="n1"} 0.5
 # HELP DCGM_FI_PROF_SM_OCCUPANCY The ratio of number of warps resident on an SM.
 # TYPE DCGM_FI_PROF_SM_OCCUPANCY gauge
-DCGM_FI_PROF_SM_OCCUPANCY{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",modelName="NVIDIA L40S",Hostname="n1"} 0.25
+DCGM_FI_PROF_SM_OCCUPANCY{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",\
+modelName="NVIDIA L40S",Hostname="n1"} 0.25
 # HELP DCGM_FI_PROF_PIPE_TENSOR_ACTIVE Ratio of cycles the tensor (HMMA) pipe is active.
 # TYPE DCGM_FI_PROF_PIPE_TENSOR_ACTIVE gauge
-DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",modelName="NVIDIA L40S",Hostname="n1"} 0.000000
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:17:00.0",device="nvidia0",\
+modelName="NVIDIA L40S",Hostname="n1"} 0.000000
 """
 
 

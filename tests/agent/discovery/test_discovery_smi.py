@@ -35,7 +35,8 @@ def test_nvidia_smi_lists_the_cards_when_nvml_cannot_be_loaded(tmp_path, monkeyp
         (0, "NVIDIA L40S", 46068, "8.9", "nvidia-smi"), (1, "NVIDIA L40S", 46068, "8.9", "nvidia-smi")]
     assert gpus[0].uuid == "GPU-8a1c1d3e-6f2b-4c55-9b0e-1f0e2d3c4b5a"
     # Card 1 is an x16 card in a slot wired x8.
-    assert [(g.pcie_gen, g.pcie_gpu_gen, g.pcie_width, g.pcie_width_max) for g in gpus] == [(4, 4, 16, 16), (4, 4, 8, 16)]
+    assert [(g.pcie_gen, g.pcie_gpu_gen, g.pcie_width, g.pcie_width_max) for g in gpus] == [
+        (4, 4, 16, 16), (4, 4, 8, 16)]
 
 
 def test_each_sample_reads_use_and_memory_held_by_others_from_nvidia_smi(tmp_path, monkeypatch):
@@ -90,7 +91,8 @@ def test_a_driver_that_does_not_answer_is_said_in_the_hosts_gpu_note(tmp_path, m
     fakesmi.on_path(monkeypatch, tmp_path / "bin")
     host, gpus, _ = discovery(tmp_path).register_parts()
     assert gpus == []
-    assert "nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver" in host.gpu_note
+    assert ("nvidia-smi failed (exit 9): "
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver") in host.gpu_note
     assert "libnvidia-ml.so.1" in host.gpu_note
 
 

@@ -123,7 +123,7 @@ def test_a_broken_driver_is_why_there_are_no_gpus(tmp_path):
 def test_memory_bandwidth_is_measured_on_the_spot(tmp_path):
     r = doctor("--config", agent_yaml(tmp_path), path=clean_path(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    line = next(l for l in r.stdout.splitlines() if l.startswith("memory reads:"))
+    line = next(out for out in r.stdout.splitlines() if out.startswith("memory reads:"))
     assert line.endswith(" GB/s") and float(line.split()[2]) > 0.5
 
 

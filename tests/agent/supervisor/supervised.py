@@ -32,7 +32,10 @@ def sim_spec(shard_id: str = "s1", model: str = "tiny") -> EngineSpec:
 
 
 def script_spec(tmp_path: Path, shard_id: str, source: str, model: str = "none") -> EngineSpec:
-    """An engine that is a Python script (written now; rewrite tmp_path/<shard_id>.py before starting it to change it)."""
+    """An engine that is a Python script, written now.
+
+    Rewrite tmp_path/<shard_id>.py before starting it to change it.
+    """
     path = tmp_path / f"{shard_id}.py"
     path.write_text(textwrap.dedent(source))
     port = free_port()

@@ -137,7 +137,8 @@ async def test_stop_ends_the_group_and_a_worker_that_left_it_and_ignores_sigterm
         # The worker calls setsid: a session and group of its own, as Strata's does.
         subprocess.Popen([sys.executable, "-c", {worker!r}], start_new_session=True)
         # And one that stays in the group, ignoring SIGTERM too.
-        subprocess.Popen([sys.executable, "-c", "import signal, time\\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(300)"])
+        subprocess.Popen([sys.executable, "-c",
+                          "import signal, time\\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(300)"])
         time.sleep(300)
     """)
     shard = await supervisor.start(spec)

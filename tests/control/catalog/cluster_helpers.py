@@ -19,7 +19,8 @@ def node(name: str, cores: int = 8, memory_gb: float = 32, gpus=(), engines=("ll
     register = Register(
         node_id=f"id-{name}", name=name, version="test",
         host=Host(hostname=name, cpu_cores=cores, cpu_threads=cores, memory_mb=int(memory_gb * 1024)),
-        gpus=[GPU(index=i, name=n, memory_mb=int(m * 1024), compute_capability=cc) for i, (n, m, cc) in enumerate(gpus)],
+        gpus=[GPU(index=i, name=n, memory_mb=int(m * 1024), compute_capability=cc)
+              for i, (n, m, cc) in enumerate(gpus)],
         engines={e: "1" for e in engines}, labels=labels or {},
     )
     return NodeView.of(register, Heartbeat(at=seen or 0, gpu_foreign_memory_mb=list(foreign)), seen_at=seen)
@@ -44,11 +45,11 @@ def model(name: str = "qwen", engine: str = "llamacpp", cores: int = 2, memory: 
 class Cluster:
     """Models, nodes and replicas; `step()` runs a pass and does what its plan says, as the reconciler would."""
 
-    def __init__(self, nodes, models, policy: Policy = Policy()):
+    def __init__(self, nodes, models, policy: Policy | None = None):
         self.nodes = {n.id: n for n in nodes}
         self.models = {m.name: m for m in models}
         self.replicas: dict[str, Replica] = {}
-        self.policy = policy
+        self.policy = policy if policy is not None else Policy()
         self.now = NOW
         self.demand = Demand()
         self._ids = itertools.count(1)
