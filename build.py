@@ -921,7 +921,7 @@ class Cluster:
                   else '"Authorization: Bearer $OPENAI_API_KEY"')
         say("try it:")
         show(f"  curl -s {base}/chat/completions -H {bearer} \\")
-        show(f"    -H 'Content-Type: application/json' \\")
+        show("    -H 'Content-Type: application/json' \\")
         show(f"    -d '{{\"model\": \"{name}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
         given_key = f", api_key='{self.api_key}'" if self.api_key else ""
         show(f"  .venv/bin/python -c \"import openai; print(openai.OpenAI(base_url='{base}'{given_key})"

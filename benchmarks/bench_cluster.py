@@ -293,7 +293,7 @@ class Snapshot:
     heartbeats: int
 
     @classmethod
-    async def take(cls, server: "Server", leader: psutil.Process, counts: Counts) -> "Snapshot":
+    async def take(cls, server: Server, leader: psutil.Process, counts: Counts) -> Snapshot:
         passes = await asyncio.to_thread(server.pass_seconds)
         return cls(time.monotonic(), passes, _cpu(leader), _cpu(psutil.Process()), counts.heartbeats)
 

@@ -42,7 +42,7 @@ class OwnLog(logging.Handler):
         with self.lock:
             return [LogLine(line.at, line.text, "agent") for line in self.ring.lines(n)]
 
-    def attach(self, logger: logging.Logger | None = None) -> "OwnLog":
+    def attach(self, logger: logging.Logger | None = None) -> OwnLog:
         (logger or logging.getLogger()).addHandler(self)
         return self
 

@@ -118,7 +118,7 @@ class Rig:
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
 
     @classmethod
-    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> "Rig":
+    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> Rig:
         """engine "sim": an instant sim-engine answering `answer_tokens`; "nginx": nginx's fixed
         answers (llmgw/benchmark/nginx.py), the model `sim` its JSON answer, `sim-stream` its stream."""
         pin = pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2

@@ -24,7 +24,8 @@ import asyncio
 import logging
 import time
 from dataclasses import replace as dc_replace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from prometheus_client import Histogram
 
@@ -191,7 +192,7 @@ class Reconciler:
         while not self._stopping:
             try:
                 await asyncio.wait_for(self.agents.changed.wait(), PASS_EVERY)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.agents.changed.clear()
             if not self._leading():

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Protocol
+from collections.abc import Iterable
 
 import aiohttp
 
@@ -99,7 +100,7 @@ async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> d
                 await r.read()
                 if r.status < 500:
                     alive.add(url)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             pass
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from llmgw.config import MACHINE_KEYS, ClusterSettings
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path

@@ -124,7 +124,7 @@ async def _binary_version(path: str) -> str:
         proc = await asyncio.create_subprocess_exec(
             path, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return "unknown"
     m = re.search(r"version:\s*(\S+(?:\s+\([0-9a-f]+\))?)", out.decode("utf-8", "replace"))
     return f"b{m.group(1)}" if m and m.group(1)[:1].isdigit() else (m.group(1) if m else "unknown")

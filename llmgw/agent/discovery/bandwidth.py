@@ -23,7 +23,7 @@ import glob
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # The most read: enough to be past any cache and to time well, little
 # enough to take a fraction of a second.

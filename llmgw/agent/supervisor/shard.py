@@ -15,7 +15,7 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import psutil
@@ -152,7 +152,7 @@ class Shard:
             self._stop_done.set()
         try:
             await asyncio.wait_for(self.ended.wait(), timeout=10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shard %s: pid %d still not seen to end after SIGKILL", self.shard_id, self.pid)
 
     # --- tasks ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import aiohttp
 
@@ -389,7 +389,7 @@ class Weights:
                     linked = resp.headers.get("X-Linked-Size", "")
                     return int(linked) if linked.isdigit() else -1
                 return -1 if resp.content_length is None else resp.content_length
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             # Asked again by the download itself, which tries again and says so.
             return -1
 

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from llmgw.files import write_atomic
 

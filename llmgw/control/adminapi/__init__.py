@@ -279,7 +279,7 @@ async def limits_put(request: web.Request) -> web.Response:
     return _json(result)
 
 
-def make_admin_app(plane: "ControlPlane") -> web.Application:
+def make_admin_app(plane: ControlPlane) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
     app[PLANE] = plane
     r = app.router

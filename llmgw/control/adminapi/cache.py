@@ -42,7 +42,7 @@ def view(setting: ProjectCache | None) -> dict[str, Any]:
             "similar": setting.similar, "updated_at": setting.updated_at}
 
 
-async def _project(plane: "ControlPlane", ident: str | None) -> tuple[str, str]:
+async def _project(plane: ControlPlane, ident: str | None) -> tuple[str, str]:
     if not ident:
         raise Refused(400, '"project" is required: ORG/TEAM/PROJECT or a project id', "invalid_request")
     project_id, _ = await plane.accounts.resolve_scope("project", ident)

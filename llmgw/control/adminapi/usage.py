@@ -63,7 +63,7 @@ def _span(request: web.Request) -> tuple[float, float]:
 
 
 def _iso(at: float) -> str:
-    return dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(at, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def summary(request: web.Request) -> web.Response:

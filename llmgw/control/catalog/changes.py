@@ -15,7 +15,7 @@ import dataclasses
 import math
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import gb

@@ -35,7 +35,7 @@ import heapq
 import secrets
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, Static
@@ -81,7 +81,7 @@ class Entry:
         return self.spec.scaling.on_demand is not None
 
     @classmethod
-    def from_record(cls, record: CatalogModel) -> "Entry":
+    def from_record(cls, record: CatalogModel) -> Entry:
         spec = load_spec(record.spec, f"the catalog's model {record.name}")
         return cls(spec, stopped=record.stopped or spec.stopped, removed=record.removed_at is not None,
                    purge=record.purge, restarts=record.restarts)

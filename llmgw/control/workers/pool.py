@@ -120,7 +120,7 @@ class WorkerPool:
         self._lease_task = asyncio.create_task(self._tell_lease(), name="workers-lease")
         try:
             await asyncio.wait_for(asyncio.gather(*(s.started for s in self.slots)), READY_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.stop()
             raise WorkerFailed(f"the worker processes did not start serving within {READY_TIMEOUT:.0f} s; "
                                "the log above says what they were waiting for") from None
@@ -182,7 +182,7 @@ class WorkerPool:
             log.warning("worker %d %s; starting another in %.1f s", slot.index + 1, failure, backoff)
             try:
                 await asyncio.wait_for(self._stopping.wait(), backoff)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             backoff = min(backoff * 2, BACKOFF_MAX)
 
