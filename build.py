@@ -11,11 +11,11 @@ import sys
 
 # Checked before anything else is imported or defined, so that an old Python
 # gets a sentence rather than a SyntaxError or an ImportError from below.
-if sys.version_info < (3, 11):
+if sys.version_info < (3, 11):  # noqa: UP036 - the check is for the interpreters ruff's target leaves out
     sys.stderr.write(
-        "build: llmgw needs Python 3.11 or newer; this is Python %d.%d (%s).\n"
+        f"build: llmgw needs Python 3.11 or newer; this is Python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"({sys.executable}).\n"
         "build: run it with a newer interpreter, e.g. `python3.11 build.py`.\n"
-        % (sys.version_info[0], sys.version_info[1], sys.executable)
     )
     sys.exit(1)
 

@@ -61,8 +61,8 @@ def main() -> None:
     print(f"guard_baseline_hi_us: {_median_us(lambda: check_input(baseline, hi, 'chat'), 0.5):.1f} us")
     for size, label in ((1024, "1k"), (8192, "8k")):
         body = _prompt(size)
-        print(f"guard_baseline_{label}_us: {_median_us(lambda: check_input(baseline, body, 'chat')):.1f} us")
-        print(f"guard_all_{label}_us: {_median_us(lambda: check_input(everything, body, 'chat')):.1f} us")
+        print(f"guard_baseline_{label}_us: {_median_us(lambda body=body: check_input(baseline, body, 'chat')):.1f} us")
+        print(f"guard_all_{label}_us: {_median_us(lambda body=body: check_input(everything, body, 'chat')):.1f} us")
 
     from llmgw.router import shapes
     tools = [{"type": "function", "function": {

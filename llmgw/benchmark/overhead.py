@@ -261,7 +261,7 @@ def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float,
     before = [p.cpu_times() for p in tree]
     latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream, model))
     after = [p.cpu_times() for p in tree]
-    cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before))
+    cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before, strict=True))
     return Step(name, target, len(latencies), failed, took, latencies, cpu)
 
 
@@ -300,7 +300,8 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
         through = run_step(stream_rig, "s64", "gateway", 64, seconds, stream=True)
         figures = {"direct_streams_per_s": round(direct.rate), "gateway_streams_per_s": round(through.rate),
                    "gateway_tokens_per_s": round(through.rate * 64),
-                   "gateway_cpu_s_per_1k": round(through.gateway_cpu / through.done * 1000, 3) if through.done else None,
+                   "gateway_cpu_s_per_1k": (round(through.gateway_cpu / through.done * 1000, 3)
+                                            if through.done else None),
                    "failed": direct.failed + through.failed}
         results["steps"]["s64"] = figures
         for key, value in figures.items():

@@ -101,7 +101,8 @@ def run_judge_check(args) -> int:
              for names, judge in judges_in(settings, args.policy)]
     reports = asyncio.run(_check_all(plans, args.burst, quiet=args.json))
     if args.json:
-        emit_json({"checks": [{"policies": names, **r.to_dict()} for (names, _, _), r in zip(plans, reports)]})
+        checks = [{"policies": names, **r.to_dict()} for (names, _, _), r in zip(plans, reports, strict=True)]
+        emit_json({"checks": checks})
     return 0 if all(r.state in ("ok", "tight") for r in reports) else 1
 
 

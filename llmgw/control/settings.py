@@ -186,10 +186,9 @@ async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        # Duration and Size print as "10s" and "256MB"; keep them readable.
-        if type(value) not in (int, float, str, bool):
-            return str(value)
+    # Duration and Size print as "10s" and "256MB"; keep them readable.
+    if (isinstance(value, (int, float, str, bool)) or value is None) and type(value) not in (int, float, str, bool):
+        return str(value)
     return value
 
 

@@ -222,7 +222,8 @@ def _prompt_list(value: object, name: str) -> list[str | list[int]]:
         return [value]
     items: list[str | list[int]] = []
     for v in value:
-        if isinstance(v, str) or isinstance(v, list) and v and all(isinstance(t, int) and not isinstance(t, bool) for t in v):
+        token_ids = isinstance(v, list) and v and all(isinstance(t, int) and not isinstance(t, bool) for t in v)
+        if isinstance(v, str) or token_ids:
             items.append(v)
         else:
             raise bad

@@ -18,7 +18,7 @@ import psutil
 
 from llmgw.agent.supervisor import output, procs, readiness, records, users
 from llmgw.agent.supervisor.records import RecordError, ShardRecord
-from llmgw.agent.supervisor.ring import OutputLimits
+from llmgw.agent.supervisor.ring import DEFAULT_LIMITS, OutputLimits
 from llmgw.agent.supervisor.shard import LEFTOVER_GRACE_S, Shard, read_key, terminate_engine
 from llmgw.protocol import LogLine, ShardLoad, ShardStatus
 
@@ -62,7 +62,7 @@ class Supervisor:
     """
 
     def __init__(self, data_dir: str | Path, *, user: str | None = users.DEFAULT_USER,
-                 create_user: bool = True, limits: OutputLimits = OutputLimits(),
+                 create_user: bool = True, limits: OutputLimits = DEFAULT_LIMITS,
                  on_status: OnStatus | None = None):
         self.data_dir = Path(data_dir)
         self.limits = limits

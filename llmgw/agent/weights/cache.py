@@ -345,7 +345,7 @@ class Weights:
             # is the whole set's (the original showed "59% of 46.1 GB", one
             # part, for a 188 GB model).
             sizes = await asyncio.gather(*(self._size(source, fetcher, i, headers) for i in to_fetch))
-            for item, size in zip(to_fetch, sizes):
+            for item, size in zip(to_fetch, sizes, strict=True):
                 item.size = max(size, 0)
             # -1: a server that did not say; a count that rises beats a made-up percentage.
             total = 0 if -1 in sizes else present + sum(sizes)

@@ -60,6 +60,9 @@ class Policy:
     """What StopShard gives an engine to finish its requests before it is killed."""
 
 
+DEFAULT_POLICY = Policy()  # frozen, so one instance serves every default
+
+
 @dataclass
 class Entry:
     """A catalog model as a pass reads it."""
@@ -110,7 +113,7 @@ def node_lost(node: NodeView, now: float, policy: Policy) -> str | None:
 
 
 def place(models: Iterable[Entry], nodes: Iterable[NodeView], replicas: Iterable[Replica], now: float, *,
-          demand: Demand | None = None, policy: Policy = Policy(),
+          demand: Demand | None = None, policy: Policy = DEFAULT_POLICY,
           new_id: Callable[[str], str] | None = None) -> Plan:
     """Decide what to start and stop now. See the module's docstring for the rules."""
     p = Pass(models, nodes, replicas, now, demand or Demand(), policy, new_id)
@@ -432,7 +435,7 @@ class Pass:
             self._stop(old, "replaced in place: its replacement needs its room, and starts once it is gone")
             return
         giving_back = list(self.draining)
-        for name, m in self.state.items():
+        for m in self.state.values():
             giving_back += [r for r in m.old if r.id in m.pairs]
         if giving_back and self._fits_without(entry, giving_back):
             self.plan.add(Wait(entry.name, f"the replacement of {old.id} waits for room other restarts are "

@@ -21,7 +21,7 @@ from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.explain import explain, view as explain_view
 from llmgw.control.catalog.fit import Room
-from llmgw.control.catalog.placement import GONE, Demand, Entry, Policy, node_lost
+from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, Conflict, NodeRecord, Replica, Store
@@ -43,7 +43,7 @@ def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class Catalog:
-    def __init__(self, store: Store, audit: Audit, *, policy: Policy = Policy(),
+    def __init__(self, store: Store, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.audit = audit
