@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -220,8 +220,11 @@ def pip_install(args: list[str]) -> int:
     )
     lines: queue.Queue[str | None] = queue.Queue()
 
+    out = proc.stdout
+    assert out is not None  # stdout=PIPE: typeshed types every Popen stream Optional
+
     def read() -> None:
-        for line in proc.stdout:
+        for line in out:
             lines.put(line.rstrip())
         lines.put(None)
 
@@ -470,7 +473,7 @@ def replica_state(replicas: list[dict]) -> tuple[str, str]:
         return "ready", f"ready on node {ready[0].get('node')} ({len(ready)} replica{'s' * (len(ready) > 1)})"
     if not replicas:
         return "waiting", "waiting for a replica"
-    r = min(replicas, key=lambda r: (STATE_ORDER.get(r.get("state"), 9), -(r.get("since") or 0)))
+    r = min(replicas, key=lambda r: (STATE_ORDER.get(str(r.get("state")), 9), -(r.get("since") or 0)))
     state = str(r.get("state"))
     fetch = r.get("fetch") or {}
     if fetch and state in ("pending", "starting"):
@@ -681,8 +684,11 @@ class Cluster:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
         self.check()
 
-    def llmgw_json(self, *args: str) -> tuple[object, str]:
-        """One `llmgw … --json` against our server: (its document, "") or (None, the sentence it said)."""
+    def llmgw_json(self, *args: str) -> tuple[Any, str]:
+        """One `llmgw … --json` against our server: (its document, "") or (None, the sentence it said).
+
+        The document is whatever JSON that command prints (Any): the step that asked knows its shape.
+        """
         env = {**os.environ, "LLMGW_ADMIN": self.admin, "LLMGW_TOKEN_FILE": str(self.token_file)}
         try:
             # In a group of its own, like the servers: Ctrl-C is ours to pass on.
@@ -740,6 +746,7 @@ class Cluster:
         # this once, goes into the lines to try at the end.
         init = subprocess.Popen([self.llmgw, "server", "init", *self.where, *self.init_args()], cwd=ROOT,
                                 stdout=subprocess.PIPE, text=True, process_group=0)
+        assert init.stdout is not None  # stdout=PIPE: typeshed types every Popen stream Optional
         for line in init.stdout:
             show(line.rstrip("\n"))
             if line.strip().startswith("API key"):

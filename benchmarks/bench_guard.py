@@ -89,10 +89,11 @@ def main() -> None:
     from llmgw.guard.policy import Resolver
     from llmgw.store.records import ApiKey, Org, Project, ProjectPath, Team
     from llmgw.account.keycache import Principal
+    from llmgw.account import Effective
     settings = GuardSettings(default=["baseline"], policies={"baseline": from_dict(Policy, baseline_policy())})
     principal = Principal(ApiKey("k1", "ci", "p1", b"", "sk-llmgw-ab"),
                           ProjectPath(Org("o1", "Acme"), Team("t1", "o1", "ml"), Project("p1", "t1", "chat")),
-                          None)
+                          Effective())
     resolver = Resolver()
     resolver.effective(settings, 1, principal)
     print(f"guard_resolve_ns: {_median_us(lambda: resolver.effective(settings, 1, principal)) * 1000:.0f} ns")

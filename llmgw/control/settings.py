@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from llmgw.config import MACHINE_KEYS, ClusterSettings
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
-from llmgw.store import AuditEntry, Conflict, Store, StoreError
+from llmgw.store import AuditEntry, Conflict, Settings, Store, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.settings")
@@ -49,7 +49,7 @@ class ClusterSettingsWatcher:
         stored = await self.store.get_settings()
         if stored is None:
             await seed_settings(self.store, seed, "server.yaml", "system")
-            stored = await self.store.get_settings()
+            stored = await seeded_settings(self.store)
         self._apply(stored.doc, stored.version)
         # Just seeded, they agree; later, the store's win and the file is out of date.
         for key in seeded_keys:
@@ -183,6 +183,16 @@ async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via
     await store.add_audit(AuditEntry(at=time.time(), actor=actor, via=via, action="config.seed",
                                      target="cluster-settings", before=None, after=doc))
     return True
+
+
+async def seeded_settings(store: Store) -> Settings:
+    """The settings seed_settings wrote, or found written by whoever seeded first."""
+    stored = await store.get_settings()
+    if stored is None:
+        # Only a store that lost a row it had committed, or a person deleting it in between, gets here.
+        raise SettingsError("the cluster's settings were written to the store but are not there now; "
+                            "is something else changing this store?", 500, "settings_missing")
+    return stored
 
 
 def _plain(value: Any) -> Any:

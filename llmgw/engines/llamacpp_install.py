@@ -309,7 +309,7 @@ async def _pip_with_python_option(python: str) -> bool:
     except LlamaServerUnavailable:
         return False
     m = re.match(r"pip (\d+)\.(\d+)", out)
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (22, 3)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (22, 3)
 
 
 async def _run(argv: list[str], failure: str, say: Progress | None) -> str:

@@ -25,6 +25,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Literal, NoReturn
 
 PROG = "llama-server (xllamacpp)"
 STOP_WAIT = 5.0  # seconds a stop waits for open connections before it ends the process
@@ -62,7 +64,7 @@ def _on_off_auto(text: str) -> str:
 # (flags, dest, what it takes: "flag" | a converter, help). One table makes
 # the parser and the argv that `llmgw llama-server` hands on to the engine's
 # environment, so the two cannot disagree.
-FLAGS: list[tuple[tuple[str, ...], str, object, str]] = [
+FLAGS: list[tuple[tuple[str, ...], str, Literal["flag"] | Callable[[str], object], str]] = [
     (("-m", "--model"), "model", str, "the GGUF file to serve"),
     (("-a", "--alias"), "alias", str, "the model's name in /v1/models and answers; several separated by commas"),
     (("--host",), "host", str, "the address to listen on (default 127.0.0.1)"),
@@ -143,7 +145,7 @@ def to_argv(args: argparse.Namespace) -> list[str]:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         # No usage block: this lands in the agent's log ring for the shard,
         # where the one sentence is what a person needs.
         self.exit(2, f"{self.prog}: {message}; this runner serves the llama-server flags --help lists, "
