@@ -82,7 +82,7 @@ async def cache_put(request: web.Request) -> web.Response:
     if similar == 0:
         raise Refused(400, "--similar 0 would give every question of a conversation the first answer given "
                            "there; a threshold like 0.8 reuses answers to rewordings only", "invalid_request")
-    ttl = None
+    ttl = 0.0  # read only without --off, which needs --ttl (above), so it is always parsed then
     if ttl_text is not None:
         try:
             ttl = float(Duration.parse(ttl_text))

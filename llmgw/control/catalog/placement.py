@@ -200,8 +200,8 @@ class Pass:
                 self.live.setdefault(r.model, []).append(r)
             else:
                 self.draining.append(r)
-        for name, entry in self.entries.items():
-            self.state[name] = self._sort(entry, self.live.get(name, []))
+        for name, listed in self.entries.items():
+            self.state[name] = self._sort(listed, self.live.get(name, []))
         for r in self.failed:
             m = self.state.get(r.model)
             entry = self.entries.get(r.model)
@@ -209,7 +209,7 @@ class Pass:
             if entry is not None and (entry.stopped or entry.removed):
                 self.plan.add(Stop(r.id, r.model, r.node_id, f"{r.state}, and its model is not to run",
                                    self.policy.stop_grace))
-            elif m is not None and r.state == "parked" and self._current(entry, r):
+            elif m is not None and entry is not None and r.state == "parked" and self._current(entry, r):
                 # Counted as a replica, so none is started in its place; said as why the model waits.
                 m.failed_recently += 1
                 self.plan.add(Wait(r.model, r.message or "parked"))
@@ -468,16 +468,18 @@ class Pass:
             return
         self.plan.add(Wait(entry.name, f"fits on no node: {self._summary(entry)}"))
 
-    def _victims(self, room: Room, entry: Entry) -> tuple[list[Replica], list[str]]:
+    def _victims(self, room: Room, entry: Entry) -> tuple[list[Replica], list[tuple[Replica, str]]]:
         """On-demand replicas of other models on `room` that may give way now (longest idle first), and
         the ones that will later, said with how long they still have."""
         ready, later = [], []
         for r in room.replicas:
             other = self.entries.get(r.model)
-            if (other is None or other.name == entry.name or not other.on_demand or r.desired != "run"
+            if (other is None or other.name == entry.name or r.desired != "run"
                     or r.id in self._evicted or r.state != "ready"):
                 continue
             od = other.spec.scaling.on_demand
+            if od is None:  # not on demand: kept however idle
+                continue
             kept = sum(1 for x in self.live.get(other.name, []) if x.id not in self._evicted)
             if kept <= other.spec.scaling.min:
                 continue

@@ -111,9 +111,11 @@ class Catalog:
         else:
             state = "waiting"
         engines = [p.get("engine") for p in spec.get("profiles") or [] if isinstance(p, dict)]
+        # A profile naming no engine limits nothing, as an engine for_catalog does not know does not.
         return {
             "name": record.name, "aliases": spec.get("aliases") or [], "state": state, "engines": engines,
-            "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [], engines,
+            "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [],
+                                                          [e for e in engines if isinstance(e, str)],
                                                           spec.get("role") or "")),
             "source": spec.get("source", ""), "context_length": spec.get("context_length", 0),
             "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),
