@@ -278,7 +278,8 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
             through = run_step(rig, name, "gateway", concurrency, seconds, stream)
             added50, added99 = through.pct(0.5) - direct.pct(0.5), through.pct(0.99) - direct.pct(0.99)
             cpu_k = through.gateway_cpu / through.done * 1000 if through.done else float("nan")
-            figures = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
+            # float | None: the stream step's CPU per 1k is None when nothing was done.
+            figures: dict[str, float | None] = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
                        "added_p50_ms": round(added50, 3), "added_p99_ms": round(added99, 3),
                        "gateway_cpu_s_per_1k": round(cpu_k, 3), "failed": direct.failed + through.failed}
             results["steps"][name] = figures
@@ -387,10 +388,10 @@ def _guard_step(rig: Rig, direct: Step, seconds: float) -> dict:
             raise RuntimeError("the baseline policy did not refuse a planted OpenAI key, so the guard step "
                                "would measure a gateway that reads nothing")
         for i in range(GUARD_SLICES):
-            guarded = i % 2 == 0
+            guard_on = i % 2 == 0
             if i:
-                rig.guard_default(["baseline"] if guarded else [])
-            (on if guarded else off).append(run_step(rig, "guard", "gateway", 1, seconds / GUARD_SLICES))
+                rig.guard_default(["baseline"] if guard_on else [])
+            (on if guard_on else off).append(run_step(rig, "guard", "gateway", 1, seconds / GUARD_SLICES))
     finally:
         rig.guard_default([])
     guarded, plain = _merged("guard", on), _merged("plain", off)

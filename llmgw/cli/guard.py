@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from llmgw.cli.output import emit_json
 from llmgw.control.adminclient import AdminError
+
+if TYPE_CHECKING:
+    from llmgw.config.guard import JudgePolicy
 
 
 def register(ctl_commands, common) -> None:
@@ -37,7 +41,7 @@ def register(ctl_commands, common) -> None:
     check.set_defaults(run=run_judge_check)
 
 
-def judges_in(settings: dict, policy: str | None) -> list[tuple[str, object]]:
+def judges_in(settings: dict, policy: str | None) -> list[tuple[str, JudgePolicy]]:
     """(policy names, JudgePolicy) for each judge model to check, with the shortest budget any
     policy naming it gives: that is the wait a request under it has."""
     from llmgw.config import Duration

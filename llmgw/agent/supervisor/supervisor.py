@@ -217,7 +217,7 @@ class Supervisor:
         if cwd is None:
             work = directory / "work"
             work.mkdir(exist_ok=True)
-            if run_as.switches:
+            if run_as.uid is not None and run_as.gid is not None:  # run_as.switches: resolve sets both or neither
                 os.chown(work, run_as.uid, run_as.gid)
             cwd = str(work)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
@@ -289,7 +289,7 @@ class Supervisor:
             return None
         shard = Shard(rec, self.data_dir, self.limits, proc=None, adopted=True, emit=self._emit,
                       session=self._session)
-        shard.follower.seed()
+        shard.output().seed()
         waiting = await readiness.check(self._session(), rec.url, rec.model, read_key(rec.api_key_file))
         if not waiting:
             shard.state = "ready"

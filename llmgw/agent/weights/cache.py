@@ -163,12 +163,10 @@ class Weights:
             while True:
                 if self._ready(source, items):
                     return str(target)
-                flight = self._flights.get(target)
-                mine = flight is None
-                if mine:
-                    flight = self._start(target, source, fetcher, items)
+                joined = self._flights.get(target)
+                flight = self._start(target, source, fetcher, items) if joined is None else joined
                 await self._wait(flight, on_progress)
-                if mine:
+                if joined is None:  # this caller's own fetch, checked against its own sums
                     return str(target)
         except OSError as e:
             raise WeightsError(
