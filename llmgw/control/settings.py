@@ -196,8 +196,9 @@ async def seeded_settings(store: Store) -> Settings:
 
 
 def _plain(value: Any) -> Any:
-    # Duration and Size print as "10s" and "256MB"; keep them readable.
-    if (isinstance(value, (int, float, str, bool)) or value is None) and type(value) not in (int, float, str, bool):
+    # Duration and Size print as "10s" and "256MB"; keep them readable. A key not set stays None (null):
+    # None once fell in here too and answered the string "None".
+    if isinstance(value, (int, float, str, bool)) and type(value) not in (int, float, str, bool):
         return str(value)
     return value
 

@@ -331,7 +331,8 @@ class ModelSpec:
 
     def can(self) -> tuple[str, ...]:
         """Its capabilities in force: as declared, else its engines' (config/capabilities.py)."""
-        return capabilities.for_catalog(self.capabilities, (p.engine for p in self.profiles), self.role)
+        # A list[str] of them: for_catalog's parameter is a list, invariant, and theirs are Capability literals.
+        return capabilities.for_catalog(list(self.capabilities), (p.engine for p in self.profiles), self.role)
 
     def weights(self) -> list[str]:
         """The sources a node keeps for it (RemoveWeights names them)."""
