@@ -35,7 +35,7 @@ from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
-from llmgw.control.routes import RouteBoard, Routes, RouteSink, from_store, probed
+from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.workers import FannedKeys, WorkerPool
@@ -80,17 +80,14 @@ class ControlPlane:
         # With workers the routers are theirs; this process has none.
         self.workers: WorkerPool | None = None
         self.router: Router | None = None
-        sink: RouteSink
         if worker_sockets:
             self.workers = WorkerPool(self, worker_sockets)
             self.keys = FannedKeys(self.keys, self.workers)
-            sink = self.workers.routes
         else:
             self.router = Router(store, lambda: self.settings.current, self.registry,
                                  own_secrets=own_secrets(cfg))
-            sink = self.router.registry
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
-        self.routes = RouteBoard(sink)
+        self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
         # Functions that add routes to the agent port's app (agents' streams,
         # the standbys' exchange); each sits behind its certificate rule.

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import time
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -38,10 +37,6 @@ from llmgw.control.workers.messages import (
     Trip,
 )
 from llmgw.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from llmgw.config import ServerConfig
-    from llmgw.store import Store
 
 log = logging.getLogger("llmgw.workers")
 
@@ -92,13 +87,10 @@ class SharedLease:
 class Worker:
     """One worker process: what the client app calls its plane."""
 
-    def __init__(self, cfg: ServerConfig, index: int, channel: Channel, sockets: list[socket.socket], store: Store,
-                 stopping: asyncio.Event):
+    def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket]):
         from llmgw.account.keycache import KeyCache
         from llmgw.account.throttle import UnknownKeyThrottle
         from llmgw.router.service import Router
-        from llmgw.config.keyfiles import own_secrets
-        from llmgw.control.settings import ClusterSettingsWatcher
 
         self.cfg = cfg
         self.name = cfg.machine_name
@@ -107,26 +99,31 @@ class Worker:
         self.sockets = sockets  # every worker's, on the client port; sockets[index] is this one's
         self._adopted: dict[int, web.SockSite] = {}  # orphans' sockets accepted on for now
         self._adopting = asyncio.Lock()
-        # Everything that needs only the store is made here, so that the plane the client app reads
-        # has each part from the start; start() brings them up. The store, opened by run_worker, is
-        # closed by stop().
-        self.store = store
-        self.settings = ClusterSettingsWatcher(store)
+        self.store = None
+        self.settings = None
         self.lease = SharedLease()
         self.registry = CollectorRegistry()
-        current = lambda: self.settings.current  # noqa: E731
-        self.keys = KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
-        self.throttle = UnknownKeyThrottle(lambda: current().auth.unknown_key_rate)
-        self.router = Router(store, current, self.registry, own_secrets=own_secrets(cfg), share=True)
+        self.keys = self.throttle = self.router = None
+        self._KeyCache, self._Throttle, self._Router = KeyCache, UnknownKeyThrottle, Router
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.closed = asyncio.Event()  # the main process went away
         self._serve = asyncio.Event()  # the main process says: accept connections
-        self.stopping = stopping  # SIGTERM
+        self.stopping = asyncio.Event()  # SIGTERM
 
     async def start(self, hello: Hello) -> None:
+        from llmgw.config.keyfiles import own_secrets
+        from llmgw.control.settings import ClusterSettingsWatcher
         from llmgw.router.app import make_client_app
+        from llmgw.store import open_store
 
+        self.store = await open_store(self.cfg.store)
+        self.settings = ClusterSettingsWatcher(self.store)
+        current = lambda: self.settings.current  # noqa: E731
+        self.keys = self._KeyCache(self.store, ttl=lambda: float(current().auth.cache_ttl))
+        self.throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
+        self.router = self._Router(self.store, current, self.registry, own_secrets=own_secrets(self.cfg),
+                                   share=True)
         self.settings.subscribe(self.router.apply)
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
             Trip(ident, reason))
@@ -134,7 +131,7 @@ class Worker:
         await self.settings.refresh()
         if self.settings.version == 0:
             raise WorkerFailed("the cluster's settings could not be read from the store")
-        self.settings.start(lambda: float(self.settings.current.control.settings_poll))
+        self.settings.start(lambda: float(current().control.settings_poll))
         self.router.limits.merge(hello.rate)
         if hello.workers > 1:
             self.router.limits.borrower = Borrower(lambda levels: self.channel.send(Borrow(levels)))
@@ -166,11 +163,14 @@ class Worker:
         if self._runner:
             await self._runner.cleanup()
         await cancel_and_wait(*self._tasks)
-        # For the main's limiter, which a replacement starts from; its unspent loans go back too.
-        self._send_counts(with_metrics=True, stopping=True)
-        await self.router.stop()
-        await self.settings.stop()
-        await self.store.close()
+        if self.router:
+            # For the main's limiter, which a replacement starts from; its unspent loans go back too.
+            self._send_counts(with_metrics=True, stopping=True)
+            await self.router.stop()
+        if self.settings:
+            await self.settings.stop()
+        if self.store:
+            await self.store.close()
         await self.channel.close()
 
     def _send_counts(self, with_metrics: bool, stopping: bool = False) -> None:
@@ -260,7 +260,6 @@ async def run_worker(channel_fd: int) -> int:
     from llmgw.errors import explain
     from llmgw.config.loader import from_dict
     from llmgw.config.server import ServerConfig
-    from llmgw.store import open_store
 
     loop = asyncio.get_running_loop()
     # A terminal's Ctrl-C reaches the whole process group; the main process
@@ -277,14 +276,11 @@ async def run_worker(channel_fd: int) -> int:
     sockets = [socket.socket(fileno=int(fd)) for fd in hello.listen_fds]
     for sock in sockets:
         sock.setblocking(False)
-    stop = asyncio.Event()
+    worker = Worker(cfg, index, channel, sockets)
+    stop = worker.stopping
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    store: Store | None = None
-    worker: Worker | None = None
     try:
         try:
-            store = await open_store(cfg.store)
-            worker = Worker(cfg, index, channel, sockets, store, stop)
             await worker.start(hello)
         except Exception as e:  # noqa: BLE001 - told to the main process, which says it once
             sentence = str(e) if isinstance(e, WorkerFailed) else explain(e)
@@ -302,12 +298,7 @@ async def run_worker(channel_fd: int) -> int:
         closed.cancel()
         stopped.cancel()
     finally:
-        if worker is not None:
-            await worker.stop()
-        else:  # it failed before it had a worker to stop: what it opened is closed here
-            if store is not None:
-                await store.close()
-            await channel.close()
+        await worker.stop()
     return 0
 
 
