@@ -18,7 +18,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable
+from typing import Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
