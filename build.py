@@ -11,11 +11,11 @@ import sys
 
 # Checked before anything else is imported or defined, so that an old Python
 # gets a sentence rather than a SyntaxError or an ImportError from below.
-if sys.version_info < (3, 11):
+if sys.version_info < (3, 11):  # noqa: UP036 - the check is for the interpreters ruff's target leaves out
     sys.stderr.write(
-        "build: llmgw needs Python 3.11 or newer; this is Python %d.%d (%s).\n"
+        f"build: llmgw needs Python 3.11 or newer; this is Python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"({sys.executable}).\n"
         "build: run it with a newer interpreter, e.g. `python3.11 build.py`.\n"
-        % (sys.version_info[0], sys.version_info[1], sys.executable)
     )
     sys.exit(1)
 
@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -221,8 +221,11 @@ def pip_install(args: list[str]) -> int:
     )
     lines: queue.Queue[str | None] = queue.Queue()
 
+    out = proc.stdout
+    assert out is not None  # stdout=PIPE: typeshed types every Popen stream Optional
+
     def read() -> None:
-        for line in proc.stdout:
+        for line in out:
             lines.put(line.rstrip())
         lines.put(None)
 
@@ -471,7 +474,7 @@ def replica_state(replicas: list[dict]) -> tuple[str, str]:
         return "ready", f"ready on node {ready[0].get('node')} ({len(ready)} replica{'s' * (len(ready) > 1)})"
     if not replicas:
         return "waiting", "waiting for a replica"
-    r = min(replicas, key=lambda r: (STATE_ORDER.get(r.get("state"), 9), -(r.get("since") or 0)))
+    r = min(replicas, key=lambda r: (STATE_ORDER.get(str(r.get("state")), 9), -(r.get("since") or 0)))
     state = str(r.get("state"))
     fetch = r.get("fetch") or {}
     if fetch and state in ("pending", "starting"):
@@ -682,8 +685,11 @@ class Cluster:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
         self.check()
 
-    def llmgw_json(self, *args: str) -> tuple[object, str]:
-        """One `llmgw … --json` against our server: (its document, "") or (None, the sentence it said)."""
+    def llmgw_json(self, *args: str) -> tuple[Any, str]:
+        """One `llmgw … --json` against our server: (its document, "") or (None, the sentence it said).
+
+        The document is whatever JSON that command prints (Any): the step that asked knows its shape.
+        """
         env = {**os.environ, "LLMGW_ADMIN": self.admin, "LLMGW_TOKEN_FILE": str(self.token_file)}
         try:
             # In a group of its own, like the servers: Ctrl-C is ours to pass on.
@@ -741,6 +747,7 @@ class Cluster:
         # this once, goes into the lines to try at the end.
         init = subprocess.Popen([self.llmgw, "server", "init", *self.where, *self.init_args()], cwd=ROOT,
                                 stdout=subprocess.PIPE, text=True, process_group=0)
+        assert init.stdout is not None  # stdout=PIPE: typeshed types every Popen stream Optional
         for line in init.stdout:
             show(line.rstrip("\n"))
             if line.strip().startswith("API key"):
@@ -922,7 +929,7 @@ class Cluster:
                   else '"Authorization: Bearer $OPENAI_API_KEY"')
         say("try it:")
         show(f"  curl -s {base}/chat/completions -H {bearer} \\")
-        show(f"    -H 'Content-Type: application/json' \\")
+        show("    -H 'Content-Type: application/json' \\")
         show(f"    -d '{{\"model\": \"{name}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
         given_key = f", api_key='{self.api_key}'" if self.api_key else ""
         show(f"  .venv/bin/python -c \"import openai; print(openai.OpenAI(base_url='{base}'{given_key})"

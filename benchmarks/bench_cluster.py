@@ -166,6 +166,12 @@ class Server:
         return args
 
     @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("the server has not been started")
+        return self.proc.pid
+
+    @property
     def agent_address(self) -> str:
         return f"127.0.0.1:{self.ports['agent']}"
 
@@ -244,6 +250,9 @@ async def issue_here(server: Server, nodes_dir: str, first: int, count: int) -> 
         ca = await store.get_cluster_ca()
     finally:
         await store.close()
+    if ca is None:
+        raise RuntimeError("the server's store has no cluster CA to sign node certificates with; did `llmgw server "
+                           "init` run?")
     ca_cert, ca_key = pki.load_cert(ca.cert_pem), pki.load_key(key.unseal(ca.key_sealed, CA_KEY_PURPOSE))
     dirs = []
     for i in range(first, first + count):
@@ -293,7 +302,7 @@ class Snapshot:
     heartbeats: int
 
     @classmethod
-    async def take(cls, server: "Server", leader: psutil.Process, counts: Counts) -> "Snapshot":
+    async def take(cls, server: Server, leader: psutil.Process, counts: Counts) -> Snapshot:
         passes = await asyncio.to_thread(server.pass_seconds)
         return cls(time.monotonic(), passes, _cpu(leader), _cpu(psutil.Process()), counts.heartbeats)
 
@@ -356,7 +365,7 @@ async def run(args: argparse.Namespace, server: Server, root: str) -> None:
 
         # Every report written and a pass or two over the settled cluster before the window opens.
         await asyncio.sleep(min(3.0, args.steady))
-        leader = psutil.Process(server.proc.pid)
+        leader = psutil.Process(server.pid)
         first = await Snapshot.take(server, leader, counts)
         await asyncio.sleep(args.steady)
         last = await Snapshot.take(server, leader, counts)

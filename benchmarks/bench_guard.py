@@ -61,8 +61,8 @@ def main() -> None:
     print(f"guard_baseline_hi_us: {_median_us(lambda: check_input(baseline, hi, 'chat'), 0.5):.1f} us")
     for size, label in ((1024, "1k"), (8192, "8k")):
         body = _prompt(size)
-        print(f"guard_baseline_{label}_us: {_median_us(lambda: check_input(baseline, body, 'chat')):.1f} us")
-        print(f"guard_all_{label}_us: {_median_us(lambda: check_input(everything, body, 'chat')):.1f} us")
+        print(f"guard_baseline_{label}_us: {_median_us(lambda body=body: check_input(baseline, body, 'chat')):.1f} us")
+        print(f"guard_all_{label}_us: {_median_us(lambda body=body: check_input(everything, body, 'chat')):.1f} us")
 
     from llmgw.router import shapes
     tools = [{"type": "function", "function": {
@@ -89,10 +89,11 @@ def main() -> None:
     from llmgw.guard.policy import Resolver
     from llmgw.store.records import ApiKey, Org, Project, ProjectPath, Team
     from llmgw.account.keycache import Principal
+    from llmgw.account import Effective
     settings = GuardSettings(default=["baseline"], policies={"baseline": from_dict(Policy, baseline_policy())})
     principal = Principal(ApiKey("k1", "ci", "p1", b"", "sk-llmgw-ab"),
                           ProjectPath(Org("o1", "Acme"), Team("t1", "o1", "ml"), Project("p1", "t1", "chat")),
-                          None)
+                          Effective())
     resolver = Resolver()
     resolver.effective(settings, 1, principal)
     print(f"guard_resolve_ns: {_median_us(lambda: resolver.effective(settings, 1, principal)) * 1000:.0f} ns")

@@ -19,6 +19,8 @@ import dataclasses
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from llmgw.control.catalog import Entry, NodeView, explain, load_spec, place
 from llmgw.control.catalog.plan import Lost, Start
@@ -60,7 +62,10 @@ def models() -> list[Entry]:
     return out
 
 
-def timed(call) -> tuple[float, object]:
+T = TypeVar("T")
+
+
+def timed(call: Callable[[], T]) -> tuple[float, T]:
     start = time.perf_counter()
     result = call()
     return (time.perf_counter() - start) * 1000, result

@@ -25,8 +25,15 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any, TypedDict
 
-STEPS = {
+
+class Step(TypedDict):
+    concurrency: int
+    body: dict[str, Any]
+
+
+STEPS: dict[str, Step] = {
     "chat": {"concurrency": 32, "body": {"model": "sim", "max_tokens": 16,
                                          "messages": [{"role": "user", "content": "Say something short."}]}},
     "stream64": {"concurrency": 64, "body": {"model": "sim", "max_tokens": 64, "stream": True,
@@ -101,6 +108,7 @@ def pinned(core: int) -> list[str]:
 def start_engine() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([*pinned(1), sys.executable, "-m", "llmgw", "sim-engine", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None  # stdout=PIPE: typeshed types every Popen stream Optional
     deadline = time.monotonic() + 20
     line = b""
     while time.monotonic() < deadline and not line.endswith(b"\n"):
@@ -117,6 +125,7 @@ def start_engine() -> tuple[subprocess.Popen, str]:
 def run_step(engine: subprocess.Popen, url: str, step: str) -> dict:
     load = subprocess.Popen([*pinned(0), sys.executable, __file__, "--load", url, step],
                             stdout=subprocess.PIPE, text=True)
+    assert load.stdout is not None  # stdout=PIPE: typeshed types every Popen stream Optional
     try:
         assert load.stdout.readline().strip() == "measuring", "the load generator did not start"
         cpu_before, wall_before = cpu_seconds(engine.pid), time.perf_counter()

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from tests.support.pgcluster import PgCluster  # noqa: E402
 
-from llmgw.account.keys import digest, new_secret  # noqa: E402
+from llmgw.account.keys import digest  # noqa: E402
 from llmgw.account.service import Accounts, Actor  # noqa: E402
 from llmgw.store import Usage, open_store  # noqa: E402
 

@@ -15,7 +15,8 @@ import asyncio
 import logging
 import ssl as ssl_module
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 import aiohttp
 
@@ -96,7 +97,7 @@ class ClusterLink:
                 for address in order:
                     try:
                         answered = await self._session(session, address) or answered
-                    except (LinkLost, OSError, aiohttp.ClientError, asyncio.TimeoutError) as e:
+                    except (TimeoutError, LinkLost, OSError, aiohttp.ClientError) as e:
                         log.info("control plane %s: %s", address, _why(e))
                     if self._next:
                         break  # a standby named the leader: dial it now

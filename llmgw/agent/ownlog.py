@@ -39,10 +39,13 @@ class OwnLog(logging.Handler):
         self.ring.feed(text.encode("utf-8", errors="replace") + b"\n", at=record.created)
 
     def lines(self, n: int) -> list[LogLine]:
-        with self.lock:
+        self.acquire()  # the handler's own lock, which handle() holds around emit
+        try:
             return [LogLine(line.at, line.text, "agent") for line in self.ring.lines(n)]
+        finally:
+            self.release()
 
-    def attach(self, logger: logging.Logger | None = None) -> "OwnLog":
+    def attach(self, logger: logging.Logger | None = None) -> OwnLog:
         (logger or logging.getLogger()).addHandler(self)
         return self
 

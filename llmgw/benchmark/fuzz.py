@@ -62,7 +62,7 @@ class Rig:
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @classmethod
-    def start(cls) -> "Rig":
+    def start(cls) -> Rig:
         tmp = tempfile.mkdtemp(prefix="llmgw-fuzz-")
         py = [sys.executable, "-m", "llmgw"]
         procs: list[subprocess.Popen] = []

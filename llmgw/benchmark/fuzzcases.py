@@ -118,7 +118,7 @@ ADMIN_ROUTES = [
 # anywhere. Strings starting with RAW are written into the body as they are,
 # for what a JSON encoder would never produce.
 RAW = "\x00raw:"
-HOSTILE = [
+HOSTILE: list[object] = [
     None, True, False, 0, -1, 1, 2 ** 63 - 1, -2 ** 63, 0.5, -0.0, 1e308, "", " ", "none", "null", "0",
     "x" * 5000, "\u202e\u0000\ufeff", "😀" * 50, "İı\u0301ß", "\\", "{{template}}", "<script>", "../../etc/passwd",
     [], {}, [None], [[]], [{}], {"type": None}, {"type": []}, {"type": {}}, {"type": "text"}, {"text": 5},
@@ -359,7 +359,7 @@ def admin_case(rng: random.Random, token: str) -> Case:
     body = dumps(seed) if seed is not None else None
     roll = rng.random()
     if seed is not None and roll < 0.6:
-        doc = seed
+        doc: object = seed
         for _ in range(rng.choice([1, 1, 2])):
             doc, did = mutate(doc, rng)
             kind = did if kind == "valid" else f"{kind}; {did}"

@@ -118,7 +118,7 @@ class Rig:
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
 
     @classmethod
-    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> "Rig":
+    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> Rig:
         """engine "sim": an instant sim-engine answering `answer_tokens`; "nginx": nginx's fixed
         answers (llmgw/benchmark/nginx.py), the model `sim` its JSON answer, `sim-stream` its stream."""
         pin = pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
@@ -261,7 +261,7 @@ def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float,
     before = [p.cpu_times() for p in tree]
     latencies, failed, took = asyncio.run(_closed_loop(url, key, concurrency, seconds, stream, model))
     after = [p.cpu_times() for p in tree]
-    cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before))
+    cpu = sum((a.user - b.user) + (a.system - b.system) for a, b in zip(after, before, strict=True))
     return Step(name, target, len(latencies), failed, took, latencies, cpu)
 
 
@@ -278,7 +278,8 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
             through = run_step(rig, name, "gateway", concurrency, seconds, stream)
             added50, added99 = through.pct(0.5) - direct.pct(0.5), through.pct(0.99) - direct.pct(0.99)
             cpu_k = through.gateway_cpu / through.done * 1000 if through.done else float("nan")
-            figures = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
+            # float | None: the stream step's CPU per 1k is None when nothing was done.
+            figures: dict[str, float | None] = {"direct_rps": round(direct.rate), "gateway_rps": round(through.rate),
                        "added_p50_ms": round(added50, 3), "added_p99_ms": round(added99, 3),
                        "gateway_cpu_s_per_1k": round(cpu_k, 3), "failed": direct.failed + through.failed}
             results["steps"][name] = figures
@@ -300,7 +301,8 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
         through = run_step(stream_rig, "s64", "gateway", 64, seconds, stream=True)
         figures = {"direct_streams_per_s": round(direct.rate), "gateway_streams_per_s": round(through.rate),
                    "gateway_tokens_per_s": round(through.rate * 64),
-                   "gateway_cpu_s_per_1k": round(through.gateway_cpu / through.done * 1000, 3) if through.done else None,
+                   "gateway_cpu_s_per_1k": (round(through.gateway_cpu / through.done * 1000, 3)
+                                            if through.done else None),
                    "failed": direct.failed + through.failed}
         results["steps"]["s64"] = figures
         for key, value in figures.items():
@@ -386,10 +388,10 @@ def _guard_step(rig: Rig, direct: Step, seconds: float) -> dict:
             raise RuntimeError("the baseline policy did not refuse a planted OpenAI key, so the guard step "
                                "would measure a gateway that reads nothing")
         for i in range(GUARD_SLICES):
-            guarded = i % 2 == 0
+            guard_on = i % 2 == 0
             if i:
-                rig.guard_default(["baseline"] if guarded else [])
-            (on if guarded else off).append(run_step(rig, "guard", "gateway", 1, seconds / GUARD_SLICES))
+                rig.guard_default(["baseline"] if guard_on else [])
+            (on if guard_on else off).append(run_step(rig, "guard", "gateway", 1, seconds / GUARD_SLICES))
     finally:
         rig.guard_default([])
     guarded, plain = _merged("guard", on), _merged("plain", off)

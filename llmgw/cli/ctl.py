@@ -129,7 +129,7 @@ def _done(args, answer) -> int:
 def run_config_set(args) -> int:
     if len(args.pairs) % 2:
         raise AdminError("config set takes pairs: PATH VALUE [PATH VALUE …]")
-    pairs = dict(zip(args.pairs[::2], args.pairs[1::2]))
+    pairs = dict(zip(args.pairs[::2], args.pairs[1::2], strict=True))
     return _done(args, client(args).call("POST", "/api/v1/config", {"set": pairs}))
 
 

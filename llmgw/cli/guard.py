@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from llmgw.cli.output import emit_json
 from llmgw.control.adminclient import AdminError
+
+if TYPE_CHECKING:
+    from llmgw.config.guard import JudgePolicy
 
 
 def register(ctl_commands, common) -> None:
@@ -37,7 +41,7 @@ def register(ctl_commands, common) -> None:
     check.set_defaults(run=run_judge_check)
 
 
-def judges_in(settings: dict, policy: str | None) -> list[tuple[str, object]]:
+def judges_in(settings: dict, policy: str | None) -> list[tuple[str, JudgePolicy]]:
     """(policy names, JudgePolicy) for each judge model to check, with the shortest budget any
     policy naming it gives: that is the wait a request under it has."""
     from llmgw.config import Duration
@@ -101,7 +105,8 @@ def run_judge_check(args) -> int:
              for names, judge in judges_in(settings, args.policy)]
     reports = asyncio.run(_check_all(plans, args.burst, quiet=args.json))
     if args.json:
-        emit_json({"checks": [{"policies": names, **r.to_dict()} for (names, _, _), r in zip(plans, reports)]})
+        checks = [{"policies": names, **r.to_dict()} for (names, _, _), r in zip(plans, reports, strict=True)]
+        emit_json({"checks": checks})
     return 0 if all(r.state in ("ok", "tight") for r in reports) else 1
 
 

@@ -9,12 +9,13 @@ import argparse
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from llmgw import __version__
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own, with our prefix and exit code 2
+    def error(self, message: str) -> NoReturn:  # argparse's own, with our prefix and exit code 2
         self.print_usage(sys.stderr)
         self.exit(2, f"llmgw: {message}\n")
 

@@ -119,7 +119,8 @@ def register(sub, common) -> None:
     replicas.add_argument("--model")
     replicas.add_argument("--node")
     replicas.add_argument("--all", action="store_true",
-                          help="also the stopped replicas (left out by default; the leader keeps their rows 10 minutes)")
+                          help="also the stopped replicas (left out by default; the leader keeps their rows "
+                               "10 minutes)")
     replicas.set_defaults(run=run_replicas)
 
     explain = sub.add_parser("explain-placement", parents=[common], help="every node considered for a model, and why "

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import Any
 
 from llmgw.cli.output import emit_json
 from llmgw.config.server import SYSTEM_CONFIG
@@ -96,7 +97,7 @@ def _load(args) -> tuple:
 
     path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     cfg = load_server_config(path)
-    raw = {}
+    raw: dict[str, Any] = {}
     if path:
         with open(path, encoding="utf-8") as f:
             raw = parse_yaml(f.read()) or {}

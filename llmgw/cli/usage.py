@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import http.client
 import os
-import socket
 import sys
 import time
 
@@ -67,7 +66,7 @@ def parse_when(text: str, flag: str, now: float | None = None) -> float:
             raise AdminError(f"--{flag}: expected a date like 2026-03-01 or 2026-03-01T09:00, "
                              f"got {text!r}") from None
         if at.tzinfo is None:
-            at = at.replace(tzinfo=dt.timezone.utc)
+            at = at.replace(tzinfo=dt.UTC)
         return at.timestamp()
     try:
         return now - float(Duration.parse(text))
@@ -151,7 +150,7 @@ def _copy(response, out, fmt: str, partial: str | None) -> int:
             where = f"; {partial} holds the rows before it" if partial else ""
             raise AdminError(f"the export was cut off after {rows} rows (the server or its store "
                              f"stopped answering){where}") from None
-        except (ConnectionError, socket.timeout, TimeoutError):
+        except (ConnectionError, TimeoutError):
             raise AdminError(f"the export was cut off after {max(0, lines - header)} rows "
                              "(the connection to the server was lost)") from None
         if not block:

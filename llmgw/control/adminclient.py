@@ -168,7 +168,7 @@ class AdminClient:
                 raise AdminError(f"the llmgw server at {self.address} did not answer in "
                                  f"{self.timeout:.0f} s") from None
             raise AdminError(f"cannot reach the llmgw server at {self.address}: {reason}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise AdminError(f"the llmgw server at {self.address} did not answer in {self.timeout:.0f} s") from None
 
     def stream(self, path: str, query: dict[str, Any] | None = None):
@@ -184,7 +184,7 @@ class AdminClient:
         })
         try:
             return urllib.request.urlopen(request, timeout=self.timeout)
-        except (urllib.error.URLError, TimeoutError, socket.timeout) as e:
+        except (urllib.error.URLError, TimeoutError) as e:
             raise _stream_refusal(self, e) from None
 
 

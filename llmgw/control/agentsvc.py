@@ -17,7 +17,8 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -121,7 +122,7 @@ class AgentService:
             if not await self.send(node_id, LogsRequest(request_id, source, lines)):
                 return NodeLogs(request_id, source, error="the node is not connected")
             return await asyncio.wait_for(future, LOGS_WITHIN)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return NodeLogs(request_id, source, error=f"the node did not send its logs within {LOGS_WITHIN:g} s")
         finally:
             self._logs.pop(request_id, None)
@@ -155,7 +156,7 @@ class AgentService:
         messages = link.messages()
         try:
             first = await asyncio.wait_for(anext(messages), REGISTER_WITHIN)
-        except (asyncio.TimeoutError, StopAsyncIteration):
+        except (TimeoutError, StopAsyncIteration):
             await link.close(f"no Register within {REGISTER_WITHIN:g} s")
             return
         if not isinstance(first, Register):

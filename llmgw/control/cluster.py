@@ -32,7 +32,7 @@ ADDRESSES_EVERY = 10.0  # seconds between reads of the control planes' addresses
 
 
 class Cluster:
-    def __init__(self, plane: "ControlPlane") -> None:
+    def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
         self._addresses: dict[str, str] = {}  # control plane name -> agent address
         self._read_at = 0.0

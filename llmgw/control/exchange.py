@@ -37,7 +37,8 @@ import math
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable
 
 import aiohttp
 import orjson
@@ -88,7 +89,7 @@ class _Peer:
 
 
 class Exchange:
-    def __init__(self, plane: "ControlPlane", counts: Counts) -> None:
+    def __init__(self, plane: ControlPlane, counts: Counts) -> None:
         self.plane = plane
         self.counts = counts
         self.peers: dict[str, _Peer] = {}  # on the leader: standbys by name
@@ -221,7 +222,7 @@ class Exchange:
         except aiohttp.ClientConnectorError as e:
             self._failed(f"the leader at {address} did not answer: {connect_failure(e)}")
             return False
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as e:
             self._failed(f"the leader at {address} did not answer ({type(e).__name__}: {e})")
             return False
         self._unsent = []

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from llmgw.store import Lease, Store, StoreError
 from llmgw.tasks import cancel_and_wait
@@ -112,7 +112,7 @@ class LeaseKeeper:
             ttl = self._ttl()
             try:
                 await asyncio.wait_for(self._stopped.wait(), timeout=ttl / 3)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def round(self) -> None:

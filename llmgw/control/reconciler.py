@@ -24,7 +24,8 @@ import asyncio
 import logging
 import time
 from dataclasses import replace as dc_replace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from prometheus_client import Histogram
 
@@ -151,7 +152,7 @@ class Reconciler:
         # A replica stopped on purpose keeps the reason it was stopped ("evicted after 3s idle, for
         # mesh"): the engine's own last word then is only "exited with code 0".
         message = r.message if r.desired == "stop" and status.state == "stopped" and r.message else status.message
-        state = status.state
+        state: str = status.state  # a replica has states a shard does not: "parked"
         if state == "failed" and status.cause == "weights" and r.desired == "run":
             # The download already tried again with its backoff; another start fails the same way. Parked,
             # it holds nothing and placement leaves it until someone retries or removes the model (issue 11:
@@ -191,7 +192,7 @@ class Reconciler:
         while not self._stopping:
             try:
                 await asyncio.wait_for(self.agents.changed.wait(), PASS_EVERY)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.agents.changed.clear()
             if not self._leading():

@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Protocol, TypeGuard
+from collections.abc import Iterable
 
 import aiohttp
 
+from llmgw.config.capabilities import CAPABILITIES, Capability
 from llmgw.config.router import ModelSettings
 from llmgw.control.catalog import Entry
 from llmgw.router.registry import Placed
@@ -48,6 +50,12 @@ class RouteSink(Protocol):
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None: ...
 
 
+def _is_capability(name: str) -> TypeGuard[Capability]:
+    # The catalog's and the main process's lists hold only these (config/capabilities.py orders and
+    # filters them); the check is what lets a str stand where a model's settings want a Capability.
+    return name in CAPABILITIES
+
+
 def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: str | None) -> dict[str, Placed]:
     """Every catalog model (aliases too) with the replicas among `replicas` that can take requests."""
     ready: dict[str, list[tuple[str, str]]] = {}
@@ -60,11 +68,11 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
             continue
         spec = entry.spec
         found = tuple(sorted(ready.get(spec.name, [])))
-        marks = {"upstream": spec.name, "on_demand": entry.on_demand, "stopped": entry.stopped}
         for name in (spec.name, *spec.aliases):
-            settings = ModelSettings(name=name, context_length=spec.context_length,
-                                     max_output_tokens=spec.max_output, capabilities=list(spec.can()))
-            placed[name] = Placed(settings, found, key, **marks)
+            settings = ModelSettings(name=name, context_length=spec.context_length, max_output_tokens=spec.max_output,
+                                     capabilities=[c for c in spec.can() if _is_capability(c)])
+            placed[name] = Placed(settings, found, key, upstream=spec.name, on_demand=entry.on_demand,
+                                  stopped=entry.stopped)
     return placed
 
 
@@ -99,7 +107,7 @@ async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> d
                 await r.read()
                 if r.status < 500:
                     alive.add(url)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             pass
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
@@ -133,7 +141,7 @@ def from_doc(doc: dict, key: str | None) -> Routes:
     for name, p in (doc.get("placed") or {}).items():
         settings = ModelSettings(name=name, context_length=int(p.get("context_length") or 0),
                                  max_output_tokens=int(p.get("max_output_tokens") or 0),
-                                 capabilities=[str(c) for c in p.get("capabilities") or []])
+                                 capabilities=[c for c in map(str, p.get("capabilities") or []) if _is_capability(c)])
         replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
         placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),
                               bool(p.get("stopped")))

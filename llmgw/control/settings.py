@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from llmgw.config import MACHINE_KEYS, ClusterSettings
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
-from llmgw.store import AuditEntry, Conflict, Store, StoreError
+from llmgw.store import AuditEntry, Conflict, Settings, Store, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.settings")
@@ -48,7 +49,7 @@ class ClusterSettingsWatcher:
         stored = await self.store.get_settings()
         if stored is None:
             await seed_settings(self.store, seed, "server.yaml", "system")
-            stored = await self.store.get_settings()
+            stored = await seeded_settings(self.store)
         self._apply(stored.doc, stored.version)
         # Just seeded, they agree; later, the store's win and the file is out of date.
         for key in seeded_keys:
@@ -184,11 +185,21 @@ async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via
     return True
 
 
+async def seeded_settings(store: Store) -> Settings:
+    """The settings seed_settings wrote, or found written by whoever seeded first."""
+    stored = await store.get_settings()
+    if stored is None:
+        # Only a store that lost a row it had committed, or a person deleting it in between, gets here.
+        raise SettingsError("the cluster's settings were written to the store but are not there now; "
+                            "is something else changing this store?", 500, "settings_missing")
+    return stored
+
+
 def _plain(value: Any) -> Any:
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        # Duration and Size print as "10s" and "256MB"; keep them readable.
-        if type(value) not in (int, float, str, bool):
-            return str(value)
+    # Duration and Size print as "10s" and "256MB"; keep them readable. A key not set stays None (null):
+    # None once fell in here too and answered the string "None".
+    if isinstance(value, (int, float, str, bool)) and type(value) not in (int, float, str, bool):
+        return str(value)
     return value
 
 

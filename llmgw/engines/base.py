@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Union, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from llmgw.protocol import EngineProfile
 
 ROLES = ("", "judge", "embedding")
 
-Binary = Union[str, Sequence[str], None]
+Binary = str | Sequence[str] | None
 """The engine's program: a path or a name on PATH, or a program and its first arguments
 (`["/usr/bin/python3", "-m", "llmgw", "llama-server"]`); None is the engine's default."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from llmgw.engines.base import Binary, EngineError, Launch, ProfileError, check_common, cuda_env
@@ -55,10 +56,15 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def _main_py(binary: Binary) -> Path:
-    if binary is None or binary == "" or (not isinstance(binary, str) and not binary):
+def _program(binary: Binary) -> str | Sequence[str]:
+    """The ComfyUI named: refused when none is (None, "" or an empty list)."""
+    if not binary:
         raise EngineError("comfyui: no ComfyUI is installed or named on this node (its main.py)")
-    path = Path(binary if isinstance(binary, str) else binary[-1])
+    return binary
+
+
+def _main_py(program: str | Sequence[str]) -> Path:
+    path = Path(program if isinstance(program, str) else program[-1])
     return path / "main.py" if path.is_dir() else path
 
 
@@ -88,8 +94,9 @@ class ComfyUI:
         """`PYTHON main.py --listen HOST --port PORT` with `binary` as ComfyUI's main.py (or its directory), or
         a program and its arguments ending in main.py. No key: api_key_file is not used."""
         self.validate(profile)
-        main_py = _main_py(binary)
-        start = [interpreter(main_py), str(main_py)] if isinstance(binary, str) else [str(b) for b in binary]
+        program = _program(binary)
+        main_py = _main_py(program)
+        start = [interpreter(main_py), str(main_py)] if isinstance(program, str) else [str(b) for b in program]
         argv = start + ["--listen", host, "--port", str(port)]
         if not profile.gpus:
             argv += ["--cpu"]
@@ -101,7 +108,7 @@ class ComfyUI:
 
     def installed(self, binary: Binary = None) -> str | None:
         try:
-            main_py = _main_py(binary)
+            main_py = _main_py(_program(binary))
         except EngineError:
             return None
         if not main_py.is_file():

@@ -124,7 +124,7 @@ async def _binary_version(path: str) -> str:
         proc = await asyncio.create_subprocess_exec(
             path, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return "unknown"
     m = re.search(r"version:\s*(\S+(?:\s+\([0-9a-f]+\))?)", out.decode("utf-8", "replace"))
     return f"b{m.group(1)}" if m and m.group(1)[:1].isdigit() else (m.group(1) if m else "unknown")
@@ -309,7 +309,7 @@ async def _pip_with_python_option(python: str) -> bool:
     except LlamaServerUnavailable:
         return False
     m = re.match(r"pip (\d+)\.(\d+)", out)
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (22, 3)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (22, 3)
 
 
 async def _run(argv: list[str], failure: str, say: Progress | None) -> str:

@@ -25,6 +25,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Literal, NoReturn
 
 PROG = "llama-server (xllamacpp)"
 STOP_WAIT = 5.0  # seconds a stop waits for open connections before it ends the process
@@ -62,11 +64,12 @@ def _on_off_auto(text: str) -> str:
 # (flags, dest, what it takes: "flag" | a converter, help). One table makes
 # the parser and the argv that `llmgw llama-server` hands on to the engine's
 # environment, so the two cannot disagree.
-FLAGS: list[tuple[tuple[str, ...], str, object, str]] = [
+FLAGS: list[tuple[tuple[str, ...], str, Literal["flag"] | Callable[[str], object], str]] = [
     (("-m", "--model"), "model", str, "the GGUF file to serve"),
     (("-a", "--alias"), "alias", str, "the model's name in /v1/models and answers; several separated by commas"),
     (("--host",), "host", str, "the address to listen on (default 127.0.0.1)"),
-    (("--port",), "port", _int, "the port to listen on (default 8080; 0 picks a free one, shown in the line it prints)"),
+    (("--port",), "port", _int,
+     "the port to listen on (default 8080; 0 picks a free one, shown in the line it prints)"),
     (("-c", "--ctx-size"), "ctx_size", _int, "the context, shared by the slots (default 0: the model's own)"),
     (("-np", "--parallel"), "parallel", _int, "requests served at once, each a slot of the context (default 1)"),
     (("-t", "--threads"), "threads", _int, "threads for generation (default: llama.cpp's choice)"),
@@ -87,14 +90,16 @@ FLAGS: list[tuple[tuple[str, ...], str, object, str]] = [
     (("-ctk", "--cache-type-k"), "cache_type_k", str, "the K cache's type: f16, q8_0, ..."),
     (("-ctv", "--cache-type-v"), "cache_type_v", str, "the V cache's type: f16, q8_0, ..."),
     (("-fa", "--flash-attn"), "flash_attn", _on_off_auto, "flash attention: on, off or auto"),
-    (("--embedding", "--embeddings"), "embeddings", "flag", "serve /v1/embeddings (an embedding model) instead of chat"),
+    (("--embedding", "--embeddings"), "embeddings", "flag",
+     "serve /v1/embeddings (an embedding model) instead of chat"),
     (("--pooling",), "pooling", str, "pooling for embeddings: none, mean, cls, last, rank"),
     (("--reranking", "--rerank"), "rerank", "flag", "serve /v1/rerank"),
     (("--metrics",), "metrics", "flag", "serve Prometheus metrics at /metrics"),
     (("--slots",), "slots", "flag", "serve /slots"),
     (("--no-slots",), "no_slots", "flag", "do not serve /slots"),
     (("--props",), "props", "flag", "let POST /props change settings"),
-    (("--api-key",), "api_key", str, "the key requests must bring; several separated by commas (prefer --api-key-file)"),
+    (("--api-key",), "api_key", str,
+     "the key requests must bring; several separated by commas (prefer --api-key-file)"),
     (("--api-key-file",), "api_key_file", str, "a file of keys, one a line, that requests must bring"),
     (("--jinja",), "jinja", "flag", "use the model's Jinja chat template (the default)"),
     (("--no-jinja",), "no_jinja", "flag", "use llama.cpp's built-in chat templates"),
@@ -140,7 +145,7 @@ def to_argv(args: argparse.Namespace) -> list[str]:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         # No usage block: this lands in the agent's log ring for the shard,
         # where the one sentence is what a person needs.
         self.exit(2, f"{self.prog}: {message}; this runner serves the llama-server flags --help lists, "

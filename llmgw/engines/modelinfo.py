@@ -164,7 +164,8 @@ def hf_context_length(model_path: str) -> int:
             value = part.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 scaling = part.get("rope_scaling")
-                factor = scaling.get("factor") if isinstance(scaling, dict) else None
+                scaling = scaling if isinstance(scaling, dict) else {}
+                factor = scaling.get("factor")
                 if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
                     original = scaling.get("original_max_position_embeddings")
                     base = original if isinstance(original, int) and original > 0 else value

@@ -126,10 +126,7 @@ class SGLang:
         if profile.role == "embedding":
             flags += ["--is-embedding"]
         flags += list(profile.args)
-        if api_key_file:
-            argv = python + ["-c", KEYED, api_key_file, MODULE] + flags
-        else:
-            argv = python + ["-m", MODULE] + flags
+        argv = python + (["-c", KEYED, api_key_file, MODULE] if api_key_file else ["-m", MODULE]) + flags
         return Launch(argv=argv, env={**profile.env, **cuda_env(profile)}, health_path="/health",
                       model=profile.model, metrics_path="/metrics")
 

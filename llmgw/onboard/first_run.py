@@ -16,7 +16,7 @@ from typing import Any
 
 from llmgw.account import Accounts, Actor, new_password
 from llmgw.config import ClusterSettings, ServerConfig, cluster_part, from_dict, to_dict
-from llmgw.control.settings import seed_settings
+from llmgw.control.settings import seed_settings, seeded_settings
 from llmgw.control.token import DEFAULT_HOLDER, ensure_token
 from llmgw.guard.policy import baseline_policy
 from llmgw.store import open_store
@@ -71,8 +71,7 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
         settings, baseline = first_settings(cfg, file_guard)
         if not await seed_settings(store, settings, SYSTEM.name, SYSTEM.via):
             baseline = "store"
-            stored = await store.get_settings()
-            settings = from_dict(ClusterSettings, stored.doc)
+            settings = from_dict(ClusterSettings, (await seeded_settings(store)).doc)
         password = new_password()
         person = await accounts.add_person(SYSTEM, email=admin_email, name="Administrator",
                                            role="admin", password=password)

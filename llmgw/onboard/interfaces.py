@@ -12,7 +12,7 @@ import ipaddress
 import json
 import socket
 import subprocess
-from typing import Callable
+from collections.abc import Callable
 
 from llmgw.onboard.keepalived import FloatingAddressError
 

@@ -168,7 +168,7 @@ class Engine:
         """A non-streamed answer, sent when its last token would have been."""
         cfg = self.cfg
         cut = cfg.cut_after is not None and cfg.cut_after < count
-        if cut:
+        if cfg.cut_after is not None and cut:
             count = cfg.cut_after
         self.metrics.running += 1
         try:

@@ -167,17 +167,18 @@ def _chosen_tool(body: dict, messages: list) -> tuple[str, str] | None:
     # After a tool's result the sim answers in words, so an agent loop ends.
     if not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
         return None
-    functions = [t.get("function") for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    functions = [f for t in tools if isinstance(t, dict) and isinstance(f := t.get("function"), dict)]
     if not functions:
         raise Refused(400, "tools must be a list of {\"type\": \"function\", \"function\": {\"name\": …}}.", "tools")
     chosen = functions[0]
     if isinstance(choice, dict):
         function = choice.get("function")
         wanted = function.get("name") if isinstance(function, dict) else None
-        chosen = next((f for f in functions if f.get("name") == wanted), None)
-        if chosen is None:
+        named = next((f for f in functions if f.get("name") == wanted), None)
+        if named is None:
             raise Refused(400, f"tool_choice names the tool {wanted!r}, which is not among the tools given.",
                           "tool_choice")
+        chosen = named
     name = chosen.get("name")
     if not isinstance(name, str) or not name:
         raise Refused(400, "Every tool needs a function name.", "tools")
@@ -222,9 +223,8 @@ def _prompt_list(value: object, name: str) -> list[str | list[int]]:
         return [value]
     items: list[str | list[int]] = []
     for v in value:
-        if isinstance(v, str):
-            items.append(v)
-        elif isinstance(v, list) and v and all(isinstance(t, int) and not isinstance(t, bool) for t in v):
+        token_ids = isinstance(v, list) and v and all(isinstance(t, int) and not isinstance(t, bool) for t in v)
+        if isinstance(v, str) or token_ids:
             items.append(v)
         else:
             raise bad
@@ -280,7 +280,8 @@ def semantic_plan(body: dict, cfg: SimConfig, model_dimensions: int) -> Semantic
     if "input" not in body:
         raise Refused(400, "input is required: a string or a list of strings.", "input")
     items = _prompt_list(body["input"], "input")
-    if not all(isinstance(i, str) for i in items):
+    texts = [i for i in items if isinstance(i, str)]
+    if len(texts) < len(items):
         raise Refused(400, "This sim-engine's embedding model (--embedding-model) reads text; send input as "
                            "strings, not token ids.", "input")
     fmt = body.get("encoding_format") or "float"
@@ -291,4 +292,4 @@ def semantic_plan(body: dict, cfg: SimConfig, model_dimensions: int) -> Semantic
         dims = model_dimensions
     elif isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= model_dimensions:
         raise Refused(400, f"dimensions must be between 1 and {model_dimensions}, got {dims!r}.", "dimensions")
-    return SemanticPlan(items, sum(_item_tokens(i) for i in items), fmt == "base64", dims)
+    return SemanticPlan(texts, sum(_item_tokens(t) for t in texts), fmt == "base64", dims)

@@ -86,8 +86,10 @@ def tool_arguments(parameters: object) -> str:
     """
     if not isinstance(parameters, dict):
         return "{}"
-    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
-    required = parameters.get("required") if isinstance(parameters.get("required"), list) else []
+    properties = parameters.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    required = parameters.get("required")
+    required = required if isinstance(required, list) else []
     args = {key: _example(properties.get(key)) for key in required if isinstance(key, str)}
     return orjson.dumps(args).decode()
 

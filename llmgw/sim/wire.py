@@ -47,10 +47,11 @@ def chat_events(rid: str, created: int, model_json: bytes, plan: ChatPlan) -> tu
     if plan.tool_name is not None:
         call = {"index": 0, "id": "call_" + rid[-16:], "type": "function",
                 "function": {"name": plan.tool_name, "arguments": ""}}
-        opening = {"role": "assistant", "content": None, "tool_calls": [call]} if first else {"tool_calls": [call]}
+        opening: dict[str, object] = (
+            {"role": "assistant", "content": None, "tool_calls": [call]} if first else {"tool_calls": [call]})
         events.append(head + orjson.dumps(opening) + _OPEN)
         for piece in plan.tool_pieces:
-            delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+            delta: dict[str, object] = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
             events.append(head + orjson.dumps(delta) + _OPEN)
     elif plan.echo is not None:
         for i, word in enumerate(plan.echo):
@@ -127,9 +128,9 @@ def semantic_embedding_body(model: str, plan: SemanticPlan, vectors: list[list[f
             norm = math.sqrt(sum(x * x for x in cut)) or 1.0
             values = [x / norm for x in cut]
         # float32, so the JSON floats and the base64 bytes carry the same values.
-        values = struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values))
+        packed = struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values))
         data.append({"object": "embedding", "index": i,
-                     "embedding": as_base64(values) if plan.base64 else values})
+                     "embedding": as_base64(packed) if plan.base64 else packed})
     return orjson.dumps({"object": "list", "data": data, "model": model,
                          "usage": {"prompt_tokens": plan.prompt_tokens, "total_tokens": plan.prompt_tokens}})
 

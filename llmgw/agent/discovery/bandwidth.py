@@ -23,7 +23,7 @@ import glob
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # The most read: enough to be past any cache and to time well, little
 # enough to take a fraction of a second.
@@ -136,7 +136,7 @@ def _numpy_reader(size: int, workers: int) -> list[Callable[[], object]]:
     # Written, not just allocated: untouched pages all map the one zero
     # page, which sits in the cache and reads impossibly fast.
     buf = np.ones(size // 8, dtype=np.uint64)
-    return [(lambda c=chunk: c.sum()) for chunk in np.array_split(buf, workers)]
+    return [chunk.sum for chunk in np.array_split(buf, workers)]
 
 
 def _memchr_reader(size: int, workers: int) -> list[Callable[[], object]]:
@@ -150,11 +150,15 @@ def _memchr_reader(size: int, workers: int) -> list[Callable[[], object]]:
     ctypes.memset(buf, 0x5A, size)
     base = ctypes.addressof(buf)
     step = size // workers
-    parts = []
+    parts: list[Callable[[], object]] = []
     for w in range(workers):
         lo = base + w * step
         n = step if w < workers - 1 else size - w * step
-        parts.append(lambda lo=lo, n=n, keep=buf: memchr(lo, 0, n))
+
+        def read(lo: int = lo, n: int = n, keep: object = buf) -> object:  # keep: the buffer lives while it is read
+            return memchr(lo, 0, n)
+
+        parts.append(read)
     return parts
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 from llmgw.agent.discovery.profile import Profile
 

@@ -23,7 +23,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from llmgw import plugins
 from llmgw.agent.discovery import bandwidth

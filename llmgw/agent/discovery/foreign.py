@@ -10,7 +10,7 @@ until descendants counted.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from llmgw.agent.discovery.reader import GPUProcess
 from llmgw.protocol import GPUSensor

@@ -46,7 +46,10 @@ def sysfs_bus_id(bus_id: str) -> str:
 
 
 def bus_key(bus_id: str) -> str:
-    """A bus id in one form whoever wrote it: NVML and nvidia-smi pad the domain to 8 digits, NVLink's far end and sysfs to 4."""
+    """A bus id in one form whoever wrote it.
+
+    NVML and nvidia-smi pad the domain to 8 digits, NVLink's far end and sysfs to 4.
+    """
     bus_id = bus_id.strip().lower()
     domain, _, rest = bus_id.partition(":")
     try:
@@ -56,7 +59,8 @@ def bus_key(bus_id: str) -> str:
 
 
 def with_sysfs(gpu: GPU, bus_id: str, root: str = "/sys/bus/pci/devices") -> None:
-    """Take the card's own lanes, the lanes in use, and (when the driver did not say) its own fastest generation from the kernel."""
+    """Take the card's own lanes, the lanes in use, and (when the driver did not say) its own fastest
+    generation from the kernel."""
     dev = sysfs_bus_id(bus_id)
     if not dev:
         return

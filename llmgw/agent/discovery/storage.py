@@ -8,7 +8,7 @@ would count the same free gigabytes twice.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 import psutil
 

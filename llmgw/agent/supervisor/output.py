@@ -59,7 +59,8 @@ class OutputFollower:
     def poll(self) -> int:
         """Feed new bytes to the ring; empty the file once it passed its bound. Returns the bytes read."""
         try:
-            f = open(self.path, "rb")
+            # Opened apart from the `with` so that only a missing or unreadable file is taken as nothing new.
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the `with` below
         except OSError:
             return 0
         with f:

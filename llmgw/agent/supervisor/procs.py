@@ -146,9 +146,9 @@ def engine_processes(leader: Ident, pgid: int, known: list[Ident], mark: str = "
                     pass
     for i in known:
         if i.pid not in found:
-            p = find(i)
-            if p is not None:
-                add(p)
+            again = find(i)
+            if again is not None:
+                add(again)
     if mark:
         for p in marked(mark, leader.start, skip=found):
             add(p)

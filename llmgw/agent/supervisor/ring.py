@@ -30,6 +30,9 @@ class OutputLimits:
     """The output file is emptied once read past this: a chatty engine must not fill the data disk."""
 
 
+DEFAULT_LIMITS = OutputLimits()  # frozen, so one instance serves every default
+
+
 class LogRing:
     """The last lines of one engine's output."""
 

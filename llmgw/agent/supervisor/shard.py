@@ -15,7 +15,7 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import psutil
@@ -24,7 +24,7 @@ from llmgw.agent.supervisor import procs, readiness, records
 from llmgw.agent.supervisor.output import OutputFollower
 from llmgw.agent.supervisor.records import ShardRecord
 from llmgw.agent.supervisor.ring import LogRing, OutputLimits
-from llmgw.protocol import LogLine, ShardLoad, ShardStatus
+from llmgw.protocol import LogLine, ShardLoad, ShardState, ShardStatus
 
 log = logging.getLogger("llmgw.agent.supervisor")
 
@@ -57,7 +57,7 @@ class Shard:
         except records.RecordError:
             out = None  # a start refused for its shard id: no directory, and no output
         self.follower = OutputFollower(out, self.ring, limits) if out is not None else None
-        self.state = "starting"
+        self.state: ShardState = "starting"
         self.message = ""
         self.exit_code: int | None = None
         self.since = time.time()
@@ -122,7 +122,7 @@ class Shard:
 
     # --- state changes ----------------------------------------------------------------------
 
-    async def set_state(self, state: str, message: str = "", exit_code: int | None = None) -> None:
+    async def set_state(self, state: ShardState, message: str = "", exit_code: int | None = None) -> None:
         if state == self.state and message == self.message:
             return
         self.state, self.message, self.exit_code, self.since = state, message, exit_code, time.time()
@@ -152,14 +152,21 @@ class Shard:
             self._stop_done.set()
         try:
             await asyncio.wait_for(self.ended.wait(), timeout=10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shard %s: pid %d still not seen to end after SIGKILL", self.shard_id, self.pid)
 
     # --- tasks ------------------------------------------------------------------------------
 
+    def output(self) -> OutputFollower:
+        """The engine's output file, which every shard that runs has: only a start refused for its shard id has
+        none, and such a shard is never begun nor adopted."""
+        if self.follower is None:
+            raise RuntimeError(f"shard {self.shard_id} has no output file: its start was refused")
+        return self.follower
+
     async def _follow(self) -> None:
         while not self.ended.is_set():
-            self.follower.poll()
+            self.output().poll()
             await asyncio.sleep(FOLLOW_S)
 
     async def _readiness(self) -> None:
@@ -181,7 +188,7 @@ class Shard:
             # Ended on its own: what it started must not stay holding the card.
             await terminate_engine(self._leader, self.record.pgid, self._known, self.record.mark,
                                    LEFTOVER_GRACE_S)
-        self.follower.poll()
+        self.output().poll()
         self.ring.flush()
         records.remove(self._data_dir, self.shard_id)
         for t in self._tasks:

@@ -11,14 +11,14 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import psutil
 
 from llmgw.agent.supervisor import output, procs, readiness, records, users
 from llmgw.agent.supervisor.records import RecordError, ShardRecord
-from llmgw.agent.supervisor.ring import OutputLimits
+from llmgw.agent.supervisor.ring import DEFAULT_LIMITS, OutputLimits
 from llmgw.agent.supervisor.shard import LEFTOVER_GRACE_S, Shard, read_key, terminate_engine
 from llmgw.protocol import LogLine, ShardLoad, ShardStatus
 
@@ -62,7 +62,7 @@ class Supervisor:
     """
 
     def __init__(self, data_dir: str | Path, *, user: str | None = users.DEFAULT_USER,
-                 create_user: bool = True, limits: OutputLimits = OutputLimits(),
+                 create_user: bool = True, limits: OutputLimits = DEFAULT_LIMITS,
                  on_status: OnStatus | None = None):
         self.data_dir = Path(data_dir)
         self.limits = limits
@@ -217,7 +217,7 @@ class Supervisor:
         if cwd is None:
             work = directory / "work"
             work.mkdir(exist_ok=True)
-            if run_as.switches:
+            if run_as.uid is not None and run_as.gid is not None:  # run_as.switches: resolve sets both or neither
                 os.chown(work, run_as.uid, run_as.gid)
             cwd = str(work)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
@@ -289,7 +289,7 @@ class Supervisor:
             return None
         shard = Shard(rec, self.data_dir, self.limits, proc=None, adopted=True, emit=self._emit,
                       session=self._session)
-        shard.follower.seed()
+        shard.output().seed()
         waiting = await readiness.check(self._session(), rec.url, rec.model, read_key(rec.api_key_file))
         if not waiting:
             shard.state = "ready"

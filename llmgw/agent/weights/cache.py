@@ -27,7 +27,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import aiohttp
 
@@ -163,12 +163,10 @@ class Weights:
             while True:
                 if self._ready(source, items):
                     return str(target)
-                flight = self._flights.get(target)
-                mine = flight is None
-                if mine:
-                    flight = self._start(target, source, fetcher, items)
+                joined = self._flights.get(target)
+                flight = self._start(target, source, fetcher, items) if joined is None else joined
                 await self._wait(flight, on_progress)
-                if mine:
+                if joined is None:  # this caller's own fetch, checked against its own sums
                     return str(target)
         except OSError as e:
             raise WeightsError(
@@ -345,7 +343,7 @@ class Weights:
             # is the whole set's (the original showed "59% of 46.1 GB", one
             # part, for a 188 GB model).
             sizes = await asyncio.gather(*(self._size(source, fetcher, i, headers) for i in to_fetch))
-            for item, size in zip(to_fetch, sizes):
+            for item, size in zip(to_fetch, sizes, strict=True):
                 item.size = max(size, 0)
             # -1: a server that did not say; a count that rises beats a made-up percentage.
             total = 0 if -1 in sizes else present + sum(sizes)
@@ -389,7 +387,7 @@ class Weights:
                     linked = resp.headers.get("X-Linked-Size", "")
                     return int(linked) if linked.isdigit() else -1
                 return -1 if resp.content_length is None else resp.content_length
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             # Asked again by the download itself, which tries again and says so.
             return -1
 

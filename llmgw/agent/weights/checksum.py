@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from llmgw.files import write_atomic
 
@@ -78,7 +78,8 @@ async def sha256_many(
 
 
 def kept_path(file: Path) -> Path:
-    """Where a checked file's sum is kept: beside it, hidden, so no engine reading its directory takes it for weights."""
+    """Where a checked file's sum is kept: beside it, hidden, so no engine reading its directory takes it
+    for weights."""
     return file.with_name(f".{file.name}.sha256")
 
 

@@ -20,7 +20,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 
@@ -124,7 +124,7 @@ async def download(
             if done is not None:
                 return done
             last_error = "the connection ended before the whole file arrived"
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as e:
             last_error = str(e) or type(e).__name__
         except FetchFailed as e:
             if e.status not in _TRANSIENT:

@@ -21,7 +21,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
 from llmgw.account import AccountError, Actor, LimitError, parse_money
-from llmgw.config import Duration
+from llmgw.config import ClusterSettings, Duration
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.control.settings import SettingsError
 from llmgw.control.token import DEFAULT_HOLDER
@@ -31,7 +31,8 @@ from llmgw.store import StoreError, redact_url
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
 
-PLANE = web.AppKey("plane", object)
+# Typed by annotation only: ControlPlane imports this module, so it is not here at run time.
+PLANE: web.AppKey[ControlPlane] = web.AppKey("plane")
 AUTHENTICATED = "llmgw.authenticated"  # the request's key for who authenticated (see guard)
 # What a claimed name may hold: a login's characters; anything else is shown as "?".
 _CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
@@ -179,10 +180,15 @@ async def config_change(request: web.Request) -> web.Response:
     if not all(isinstance(v, str) for v in set_.values()):
         raise Refused(400, '"set" maps dotted paths to values written as text', "invalid_request")
     own = own_secrets(plane.cfg)
+
+    def check(settings: ClusterSettings) -> None:
+        check_settings_key_files(settings, own)
+        check_detectors(settings.guard)
+
     version, doc = await plane.settings.change(
         who.name, who.via, set_=set_, unset=_field(data, "unset", list),
         whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int),
-        check=lambda settings: (check_settings_key_files(settings, own), check_detectors(settings.guard)))
+        check=check)
     return _json({"version": version, "value": doc})
 
 
@@ -279,7 +285,7 @@ async def limits_put(request: web.Request) -> web.Response:
     return _json(result)
 
 
-def make_admin_app(plane: "ControlPlane") -> web.Application:
+def make_admin_app(plane: ControlPlane) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
     app[PLANE] = plane
     r = app.router

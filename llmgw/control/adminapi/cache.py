@@ -42,7 +42,7 @@ def view(setting: ProjectCache | None) -> dict[str, Any]:
             "similar": setting.similar, "updated_at": setting.updated_at}
 
 
-async def _project(plane: "ControlPlane", ident: str | None) -> tuple[str, str]:
+async def _project(plane: ControlPlane, ident: str | None) -> tuple[str, str]:
     if not ident:
         raise Refused(400, '"project" is required: ORG/TEAM/PROJECT or a project id', "invalid_request")
     project_id, _ = await plane.accounts.resolve_scope("project", ident)
@@ -82,7 +82,7 @@ async def cache_put(request: web.Request) -> web.Response:
     if similar == 0:
         raise Refused(400, "--similar 0 would give every question of a conversation the first answer given "
                            "there; a threshold like 0.8 reuses answers to rewordings only", "invalid_request")
-    ttl = None
+    ttl = 0.0  # read only without --off, which needs --ttl (above), so it is always parsed then
     if ttl_text is not None:
         try:
             ttl = float(Duration.parse(ttl_text))

@@ -38,7 +38,7 @@ def _lines(request: web.Request) -> int:
     return lines
 
 
-def _standby(plane: "ControlPlane") -> str:
+def _standby(plane: ControlPlane) -> str:
     lease = plane.lease.state.lease
     if lease is None or lease.expires_at < time.time():
         where = "no control plane leads just now; try again in a few seconds"

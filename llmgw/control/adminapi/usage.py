@@ -63,7 +63,7 @@ def _span(request: web.Request) -> tuple[float, float]:
 
 
 def _iso(at: float) -> str:
-    return dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(at, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def summary(request: web.Request) -> web.Response:
@@ -146,10 +146,7 @@ async def export(request: web.Request) -> web.StreamResponse:
         await response.write(_csv_header().encode())
     rows = 0
     while page:
-        if fmt == "csv":
-            chunk = "".join(_csv_line(r) for r in page).encode()
-        else:
-            chunk = b"".join(_jsonl_line(r) for r in page)
+        chunk = "".join(_csv_line(r) for r in page).encode() if fmt == "csv" else b"".join(_jsonl_line(r) for r in page)
         await response.write(chunk)
         rows += len(page)
         if len(page) < EXPORT_PAGE:

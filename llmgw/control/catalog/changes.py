@@ -15,7 +15,7 @@ import dataclasses
 import math
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
@@ -108,7 +108,7 @@ def scale(spec: ModelSpec, min_: int | None, max_: int | None) -> tuple[ModelSpe
         raise Refusal("--min and --max are 0 or more", code="invalid_request")
     if hi and hi < lo:
         raise Refusal(f"--max {hi} is fewer than --min {lo}", code="invalid_request")
-    notes = []
+    notes: list[str] = []
     if spec.stopped:
         notes.append(f"{spec.name} was stopped; it starts again at this number")
     new = dataclasses.replace(spec, scaling=dataclasses.replace(sc, min=lo, max=hi), stopped=False)
@@ -130,7 +130,7 @@ def resources(spec: ModelSpec, cores: int | None, memory: str | None, profile: s
         if 0 < int(size) < 16 * MB:
             raise Refusal(f"--memory: {memory} is {int(size)} bytes; write a size like 4GB", code="invalid_request")
     profiles = list(spec.profiles)
-    notes = []
+    notes: list[str] = []
     for i in _profiles(spec, profile):
         p = profiles[i]
         # A memory given by a person is theirs: no longer a guess to replace with the weights' length.

@@ -73,7 +73,7 @@ class NodeView:
 
     @classmethod
     def of(cls, register: Register, heartbeat: Heartbeat | None = None, seen_at: float | None = None,
-           labels: dict[str, str] | None = None, state: str = "") -> "NodeView":
+           labels: dict[str, str] | None = None, state: str = "") -> NodeView:
         host = register.host
         foreign = heartbeat.gpu_foreign_memory_mb if heartbeat else []
         gpus = []
@@ -96,7 +96,7 @@ class NodeView:
         )
 
     @classmethod
-    def from_record(cls, record: NodeRecord) -> "NodeView":
+    def from_record(cls, record: NodeRecord) -> NodeView:
         register = from_dict(Register, record.register, "register")
         heartbeat = from_dict(Heartbeat, record.heartbeat, "heartbeat") if record.heartbeat else None
         view = cls.of(register, heartbeat, record.heartbeat_at, record.labels, record.state)

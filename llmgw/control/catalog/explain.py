@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import gb
-from llmgw.control.catalog.placement import Demand, Entry, Pass, Policy
+from llmgw.control.catalog.placement import DEFAULT_POLICY, Demand, Entry, Pass, Policy
 from llmgw.control.catalog.plan import Action, Start, Wait
 from llmgw.store import Replica
 
@@ -57,7 +58,7 @@ class Explanation:
 
 
 def explain(model: str, models: Iterable[Entry], nodes: Iterable[NodeView], replicas: Iterable[Replica],
-            now: float, *, demand: Demand | None = None, policy: Policy = Policy()) -> Explanation:
+            now: float, *, demand: Demand | None = None, policy: Policy = DEFAULT_POLICY) -> Explanation:
     """Why `model` runs where it does, or does not run: each node and each profile's verdict, and the plan."""
     entries = list(models)
     nodes = list(nodes)
@@ -123,7 +124,7 @@ def view(explanation: Explanation) -> dict[str, Any]:
     """The explanation as JSON for the admin API and `--json`."""
     doc = dataclasses.asdict(explanation)
     doc["actions"] = [action_view(a) for a in explanation.actions]
-    for node, verdict in zip(doc["nodes"], explanation.nodes):
+    for node, verdict in zip(doc["nodes"], explanation.nodes, strict=True):
         node["reasons"] = verdict.reasons
     return doc
 

@@ -41,7 +41,7 @@ class Need:
     selector: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, spec: ModelSpec, index: int) -> "Need":
+    def of(cls, spec: ModelSpec, index: int) -> Need:
         p = spec.profiles[index]
         g = p.gpus
         return cls(
@@ -111,7 +111,7 @@ class Room:
             self.gpu_holders[i].append((model, shard_id, whole))
         self.count[model] = self.count.get(model, 0) + 1
 
-    def without(self, gone: list[Replica]) -> "Room":
+    def without(self, gone: list[Replica]) -> Room:
         """This room as it would be once `gone` (replicas held here) have stopped."""
         ids = {r.id for r in gone}
         copy = Room(self.node)

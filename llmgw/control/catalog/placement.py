@@ -35,7 +35,7 @@ import heapq
 import secrets
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, Static
@@ -60,6 +60,9 @@ class Policy:
     """What StopShard gives an engine to finish its requests before it is killed."""
 
 
+DEFAULT_POLICY = Policy()  # frozen, so one instance serves every default
+
+
 @dataclass
 class Entry:
     """A catalog model as a pass reads it."""
@@ -81,7 +84,7 @@ class Entry:
         return self.spec.scaling.on_demand is not None
 
     @classmethod
-    def from_record(cls, record: CatalogModel) -> "Entry":
+    def from_record(cls, record: CatalogModel) -> Entry:
         spec = load_spec(record.spec, f"the catalog's model {record.name}")
         return cls(spec, stopped=record.stopped or spec.stopped, removed=record.removed_at is not None,
                    purge=record.purge, restarts=record.restarts)
@@ -110,7 +113,7 @@ def node_lost(node: NodeView, now: float, policy: Policy) -> str | None:
 
 
 def place(models: Iterable[Entry], nodes: Iterable[NodeView], replicas: Iterable[Replica], now: float, *,
-          demand: Demand | None = None, policy: Policy = Policy(),
+          demand: Demand | None = None, policy: Policy = DEFAULT_POLICY,
           new_id: Callable[[str], str] | None = None) -> Plan:
     """Decide what to start and stop now. See the module's docstring for the rules."""
     p = Pass(models, nodes, replicas, now, demand or Demand(), policy, new_id)
@@ -197,8 +200,8 @@ class Pass:
                 self.live.setdefault(r.model, []).append(r)
             else:
                 self.draining.append(r)
-        for name, entry in self.entries.items():
-            self.state[name] = self._sort(entry, self.live.get(name, []))
+        for name, listed in self.entries.items():
+            self.state[name] = self._sort(listed, self.live.get(name, []))
         for r in self.failed:
             m = self.state.get(r.model)
             entry = self.entries.get(r.model)
@@ -206,7 +209,7 @@ class Pass:
             if entry is not None and (entry.stopped or entry.removed):
                 self.plan.add(Stop(r.id, r.model, r.node_id, f"{r.state}, and its model is not to run",
                                    self.policy.stop_grace))
-            elif m is not None and r.state == "parked" and self._current(entry, r):
+            elif m is not None and entry is not None and r.state == "parked" and self._current(entry, r):
                 # Counted as a replica, so none is started in its place; said as why the model waits.
                 m.failed_recently += 1
                 self.plan.add(Wait(r.model, r.message or "parked"))
@@ -432,7 +435,7 @@ class Pass:
             self._stop(old, "replaced in place: its replacement needs its room, and starts once it is gone")
             return
         giving_back = list(self.draining)
-        for name, m in self.state.items():
+        for m in self.state.values():
             giving_back += [r for r in m.old if r.id in m.pairs]
         if giving_back and self._fits_without(entry, giving_back):
             self.plan.add(Wait(entry.name, f"the replacement of {old.id} waits for room other restarts are "
@@ -465,16 +468,18 @@ class Pass:
             return
         self.plan.add(Wait(entry.name, f"fits on no node: {self._summary(entry)}"))
 
-    def _victims(self, room: Room, entry: Entry) -> tuple[list[Replica], list[str]]:
+    def _victims(self, room: Room, entry: Entry) -> tuple[list[Replica], list[tuple[Replica, str]]]:
         """On-demand replicas of other models on `room` that may give way now (longest idle first), and
         the ones that will later, said with how long they still have."""
         ready, later = [], []
         for r in room.replicas:
             other = self.entries.get(r.model)
-            if (other is None or other.name == entry.name or not other.on_demand or r.desired != "run"
+            if (other is None or other.name == entry.name or r.desired != "run"
                     or r.id in self._evicted or r.state != "ready"):
                 continue
             od = other.spec.scaling.on_demand
+            if od is None:  # not on demand: kept however idle
+                continue
             kept = sum(1 for x in self.live.get(other.name, []) if x.id not in self._evicted)
             if kept <= other.spec.scaling.min:
                 continue

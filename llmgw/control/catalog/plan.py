@@ -10,7 +10,6 @@ is free again), then Stops, then Starts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from llmgw.protocol import EngineProfile, StartShard
 from llmgw.store import Replica
@@ -91,7 +90,7 @@ class Forget:
     model: str
 
 
-Action = Union[Start, Stop, Lost, Wait, Purge, Forget]
+Action = Start | Stop | Lost | Wait | Purge | Forget
 _ORDER = {Lost: 0, Stop: 1, Start: 2, Purge: 3, Forget: 4, Wait: 5}
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from llmgw.config import capabilities
 from llmgw.control.catalog import changes
@@ -20,7 +21,7 @@ from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.explain import explain, view as explain_view
 from llmgw.control.catalog.fit import Room
-from llmgw.control.catalog.placement import GONE, Demand, Entry, Policy, node_lost
+from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, Conflict, NodeRecord, Replica, Store
@@ -42,7 +43,7 @@ def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class Catalog:
-    def __init__(self, store: Store, audit: Audit, *, policy: Policy = Policy(),
+    def __init__(self, store: Store, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.audit = audit
@@ -110,9 +111,11 @@ class Catalog:
         else:
             state = "waiting"
         engines = [p.get("engine") for p in spec.get("profiles") or [] if isinstance(p, dict)]
+        # A profile naming no engine limits nothing, as an engine for_catalog does not know does not.
         return {
             "name": record.name, "aliases": spec.get("aliases") or [], "state": state, "engines": engines,
-            "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [], engines,
+            "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [],
+                                                          [e for e in engines if isinstance(e, str)],
                                                           spec.get("role") or "")),
             "source": spec.get("source", ""), "context_length": spec.get("context_length", 0),
             "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),

@@ -73,10 +73,12 @@ class GPUNeed:
     """How many cards."""
 
     classes: list[str] = field(default_factory=list)
-    """Card classes accepted (`h100`, `a100-80g`, `rtx6000`); a class matches a card's own (`h100-80g`) or its family. Empty takes any."""
+    """Card classes accepted (`h100`, `a100-80g`, `rtx6000`); a class matches a card's own (`h100-80g`) or its family.
+    Empty takes any."""
 
     memory: Size = field(default_factory=Size)
-    """Memory wanted free on each card (weights, KV cache, the engine's own). 0 is the whole card, shared with nothing."""
+    """Memory wanted free on each card (weights, KV cache, the engine's own). 0 is the whole card, shared with
+    nothing."""
 
     min_compute_capability: str = ""
     """The oldest architecture the engine or the weights' format runs on, like 8.9 for FP8. Empty takes any."""
@@ -126,10 +128,13 @@ class Profile:
     """The cards it needs; none for a profile on CPUs."""
 
     node_selector: dict[str, str] = field(default_factory=dict)
-    """Labels a node must have, every one (`llmgw.role: judge`). A node labelled llmgw.role takes only profiles that select its role."""
+    """Labels a node must have, every one (`llmgw.role: judge`). A node labelled llmgw.role takes only profiles that
+    select its role."""
 
     size_from_weights: bool = False
-    """The weights' size was not known when the model was added (`ctl model serve` sets it): `cpu_cores` and `memory` are a first guess, and once a node reports the file's length each replica keeps a core per 512 MB (up to `cpu_cores`) and the file and a quarter more (1 GB at least) of memory instead."""
+    """The weights' size was not known when the model was added (`ctl model serve` sets it): `cpu_cores` and `memory`
+    are a first guess, and once a node reports the file's length each replica keeps a core per 512 MB (up to
+    `cpu_cores`) and the file and a quarter more (1 GB at least) of memory instead."""
 
     def validate(self) -> None:
         if self.engine not in KNOWN_ENGINES:
@@ -205,13 +210,16 @@ class ModelSpec:
     """A set of several files: each name under `source` and its sha256."""
 
     allow_pickle: bool = False
-    """Let nodes load weights in a pickle format (.bin, .pt, .pth, .ckpt), which run code as they load. For a model with no other form whose files were checked."""
+    """Let nodes load weights in a pickle format (.bin, .pt, .pth, .ckpt), which run code as they load. For a model with
+    no other form whose files were checked."""
 
     role: Literal["", "chat", "judge", "embedding"] = ""
     """What it is for: a judge runs without a prompt cache, an embedding model serves /v1/embeddings."""
 
     capabilities: list[Capability] = field(default_factory=list)
-    """What it does, of chat, completions, embeddings, vision, tools and thinking (shown in /v1/models; a request for anything else is refused with 400). Empty: what its engine does — chat, completions, tools and thinking on the language engines, everything on sim, embeddings alone with role: embedding."""
+    """What it does, of chat, completions, embeddings, vision, tools and thinking (shown in /v1/models; a request for
+    anything else is refused with 400). Empty: what its engine does — chat, completions, tools and thinking on the
+    language engines, everything on sim, embeddings alone with role: embedding."""
 
     profiles: list[Profile] = field(default_factory=list)
     """Ways to run a replica, best first."""
@@ -223,7 +231,8 @@ class ModelSpec:
     """Tokens one request may use, prompt and answer. 0 is the engine's default."""
 
     slots: int = 0
-    """Requests one replica serves at once (llama.cpp's --parallel), each with a whole context. 0 is the engine's default."""
+    """Requests one replica serves at once (llama.cpp's --parallel), each with a whole context. 0 is the engine's
+    default."""
 
     max_output: int = 0
     """The longest answer a request may ask for; 0 is no limit beyond the context."""
@@ -232,10 +241,12 @@ class ModelSpec:
     """The longest context the model was trained for; a longer context_length is refused. 0 is not known."""
 
     kv_bytes_per_token: int = 0
-    """What one token of context takes in the KV cache, in bytes (layers × KV heads × head size × 2 × 2 at f16); lets a context change move the memory kept. 0 is not known."""
+    """What one token of context takes in the KV cache, in bytes (layers × KV heads × head size × 2 × 2 at f16); lets a
+    context change move the memory kept. 0 is not known."""
 
     replace: Literal["beside", "in_place"] = "beside"
-    """How a changed replica is replaced: `beside` starts the new one and stops the old once it is ready; `in_place` stops the old first (no room beside it; the model does not answer meanwhile unless it has other replicas)."""
+    """How a changed replica is replaced: `beside` starts the new one and stops the old once it is ready; `in_place`
+    stops the old first (no room beside it; the model does not answer meanwhile unless it has other replicas)."""
 
     stopped: bool = False
     """Kept in the catalog with none of its replicas running (`ctl model stop`)."""
@@ -267,7 +278,8 @@ class ModelSpec:
             raise Invalid("profiles", "needs at least one profile: the engine and what a replica needs")
         needs_source = any(p.engine not in _NO_WEIGHTS for p in self.profiles)
         if needs_source and not self.source:
-            raise Invalid("source", "required: where the weights are (a path on the nodes, https://…, hf:org/repo/file)")
+            raise Invalid("source",
+                          "required: where the weights are (a path on the nodes, https://…, hf:org/repo/file)")
         if self.source:
             if not self.source.startswith(_SOURCE_KINDS):
                 raise Invalid("source", f"{describe(self.source)} is neither an absolute path on the nodes nor "
@@ -319,7 +331,8 @@ class ModelSpec:
 
     def can(self) -> tuple[str, ...]:
         """Its capabilities in force: as declared, else its engines' (config/capabilities.py)."""
-        return capabilities.for_catalog(self.capabilities, (p.engine for p in self.profiles), self.role)
+        # A list[str] of them: for_catalog's parameter is a list, invariant, and theirs are Capability literals.
+        return capabilities.for_catalog(list(self.capabilities), (p.engine for p in self.profiles), self.role)
 
     def weights(self) -> list[str]:
         """The sources a node keeps for it (RemoveWeights names them)."""

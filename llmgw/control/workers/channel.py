@@ -67,5 +67,5 @@ class Channel:
             # Bounded: under uvloop, waiting on a socket whose peer was
             # SIGKILLed was seen to never return.
             await asyncio.wait_for(self.writer.wait_closed(), 1.0)
-        except (ConnectionError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, OSError):
             pass

@@ -19,7 +19,7 @@ Worker → main process: Ready, Serving, Failed, Counts, Borrow, Trip.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import orjson
 
@@ -149,8 +149,8 @@ class Trip:
     reason: str = ""
 
 
-Message = Union[Hello, Serve, LeaseNow, RoutesNow, Shared, Lent, Orphans, KeysChanged,
-                Ready, Serving, Failed, Counts, Borrow, Trip]
+Message = (Hello | Serve | LeaseNow | RoutesNow | Shared | Lent | Orphans | KeysChanged
+           | Ready | Serving | Failed | Counts | Borrow | Trip)
 
 MESSAGES: dict[str, type] = {
     "hello": Hello, "serve": Serve, "lease": LeaseNow, "routes": RoutesNow, "shared": Shared, "lent": Lent,

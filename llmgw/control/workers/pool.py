@@ -76,12 +76,18 @@ class _Slot:
     proc: asyncio.subprocess.Process | None = None
     channel: Channel | None = None
     ready: bool = False
-    started: asyncio.Future | None = None  # the first start's outcome
+    started: asyncio.Future[None] | None = None  # the first start's outcome, made by WorkerPool.start
     rate: list = dataclasses.field(default_factory=list)  # the others' deltas not yet sent to this one
     spend: list = dataclasses.field(default_factory=list)
     metrics: list | None = None  # its last samples: [name, type, help, [[sample, labels, value], …]]
     asked: dict = dataclasses.field(default_factory=dict)  # its requests' demand, for placement
     last_used: dict = dataclasses.field(default_factory=dict)
+
+    def first_start(self) -> asyncio.Future[None]:
+        """The first start's outcome: made with a running loop by WorkerPool.start, before it supervises the slot."""
+        if self.started is None:
+            raise RuntimeError(f"worker {self.index + 1} is supervised before the pool's start() made its future")
+        return self.started
 
 
 class WorkerPool:
@@ -114,13 +120,15 @@ class WorkerPool:
     async def start(self) -> None:
         """Start every worker and return once each serves; WorkerFailed if one cannot."""
         loop = asyncio.get_running_loop()
+        started: list[asyncio.Future[None]] = []
         for slot in self.slots:
             slot.started = loop.create_future()
+            started.append(slot.started)
             self._tasks.append(asyncio.create_task(self._supervise(slot), name=f"worker-{slot.index + 1}"))
         self._lease_task = asyncio.create_task(self._tell_lease(), name="workers-lease")
         try:
-            await asyncio.wait_for(asyncio.gather(*(s.started for s in self.slots)), READY_TIMEOUT)
-        except asyncio.TimeoutError:
+            await asyncio.wait_for(asyncio.gather(*started), READY_TIMEOUT)
+        except TimeoutError:
             await self.stop()
             raise WorkerFailed(f"the worker processes did not start serving within {READY_TIMEOUT:.0f} s; "
                                "the log above says what they were waiting for") from None
@@ -172,9 +180,9 @@ class WorkerPool:
             served, failure = await self._run_once(slot)
             if self._stopping.is_set():
                 break
-            if not served and not slot.started.done():
+            if not served and not slot.first_start().done():
                 # Its first start: the server does not come up half-served.
-                slot.started.set_exception(WorkerFailed(f"worker {slot.index + 1} {failure}"))
+                slot.first_start().set_exception(WorkerFailed(f"worker {slot.index + 1} {failure}"))
                 return
             if time.monotonic() - began > HEALTHY_AFTER:
                 backoff = BACKOFF_FIRST
@@ -182,7 +190,7 @@ class WorkerPool:
             log.warning("worker %d %s; starting another in %.1f s", slot.index + 1, failure, backoff)
             try:
                 await asyncio.wait_for(self._stopping.wait(), backoff)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             backoff = min(backoff * 2, BACKOFF_MAX)
 
@@ -225,8 +233,8 @@ class WorkerPool:
                     # accepts at once.
                     if self._serving:
                         channel.send(Serve())
-                    elif not slot.started.done():
-                        slot.started.set_result(None)
+                    elif not slot.first_start().done():
+                        slot.first_start().set_result(None)
                 elif isinstance(message, Serving):
                     slot.ready = True
                     self._running.set(sum(s.ready for s in self.slots))
