@@ -37,7 +37,8 @@ class CacheSettings:
     Empty: those projects reuse only the answer to the very same request."""
 
     read_every: Duration = Duration("2s")
-    """How often each control plane reads the projects' answer cache settings: a change made with `llmgw keys cache` is in force everywhere within this."""
+    """How often each control plane reads the projects' answer cache settings: a change made with
+    `llmgw keys cache` is in force everywhere within this."""
 
     def validate(self) -> None:
         if not self.read_every:
