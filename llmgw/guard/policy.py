@@ -10,8 +10,9 @@ is made once per key and per version of the settings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from llmgw.account import Principal
 from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service

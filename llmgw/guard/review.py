@@ -22,8 +22,9 @@ services' objections are recorded as `would_block`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Literal
 
 import aiohttp
 
@@ -52,8 +53,8 @@ class Unavailable:
 class Reviewers:
     """The long-lived askers, one set per router: the judge (with its five-minute memory) and the services."""
 
-    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], list["Endpoint"]], *,
-                 events: "Events | None" = None) -> None:
+    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], list[Endpoint]], *,
+                 events: Events | None = None) -> None:
         self.judge = Judge(session, endpoints, events=events)
         self.services = Services(session, events=events)
 
@@ -136,7 +137,7 @@ async def review_input(reviewers: Reviewers, policy: EffectivePolicy, text: str,
     if reading.stop is None:
         asked = [j for j in policy.judges if judges(j.item, "input")]
         found = await asyncio.gather(*(reviewers.judge.judge(j.item, text) for j in asked), return_exceptions=True)
-        for sourced, outcome in zip(asked, found):
+        for sourced, outcome in zip(asked, found, strict=True):
             if isinstance(outcome, Verdict):
                 reading.judged(sourced.mode, sourced.item.action, outcome)
             elif isinstance(outcome, JudgeUnavailable):

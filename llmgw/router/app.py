@@ -143,11 +143,11 @@ async def authenticate(request: web.Request, handler):
     return await handler(request)
 
 
-def _client(request: web.Request, plane: "ControlPlane") -> str:
+def _client(request: web.Request, plane: ControlPlane) -> str:
     return client_address(request, plane.settings.current.router.trusted_proxies)
 
 
-def _unknown_key(request: web.Request, plane: "ControlPlane", sentence: str) -> web.Response:
+def _unknown_key(request: web.Request, plane: ControlPlane, sentence: str) -> web.Response:
     address = _client(request, plane)
     wait = plane.throttle.throttled(address)
     plane.throttle.failed(address)
@@ -205,7 +205,7 @@ async def not_found(request: web.Request) -> web.Response:
     return api_error(404, sentence, "not_found")
 
 
-def make_client_app(plane: "ControlPlane") -> web.Application:
+def make_client_app(plane: ControlPlane) -> web.Application:
     # The body limit is router.max_body, read live by the handlers; this one
     # only bounds what aiohttp itself would buffer for other routes.
     # The guard's middleware first: it marks a request's headers as in before anything else runs.

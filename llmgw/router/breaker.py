@@ -48,7 +48,8 @@ keep the replica out for ever; so a trial outstanding for longer than
 from __future__ import annotations
 
 import time
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 State = Literal["closed", "open", "half_open"]
 

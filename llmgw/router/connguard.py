@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -75,7 +76,7 @@ class ConnectionGuard:
 
     # -- used by _Guarded
 
-    def _admit(self, conn: "_Guarded", address: str) -> bool:
+    def _admit(self, conn: _Guarded, address: str) -> bool:
         settings = self._settings()
         cap = settings.max_connections_per_address
         trusted = proxies(tuple(settings.trusted_proxies)).trusts(parse(address))
@@ -86,7 +87,7 @@ class ConnectionGuard:
         self._open[conn.transport] = conn
         return True
 
-    def _release(self, conn: "_Guarded") -> None:
+    def _release(self, conn: _Guarded) -> None:
         if self._open.pop(conn.transport, None) is None:
             return
         left = self._per_address.get(conn.address, 1) - 1

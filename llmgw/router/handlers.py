@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -85,7 +86,7 @@ def _model_name(body: dict) -> str:
     return model
 
 
-def _find_model(plane: "ControlPlane", principal: Principal, name: str) -> ModelEntry:
+def _find_model(plane: ControlPlane, principal: Principal, name: str) -> ModelEntry:
     entry = plane.router.registry.model(name)
     if entry is None or not principal.limits.allows_model(name):
         if entry is not None:
@@ -136,12 +137,10 @@ def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
         if not all(isinstance(m, dict) for m in messages):
             raise Refuse(400, 'each of "messages" must be an object with a role and content', "invalid_request",
                          param="messages")
-    elif shape is COMPLETIONS:
-        if not isinstance(body.get("prompt"), (str, list)):
-            raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
-    elif shape is EMBEDDINGS:
-        if not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", []):
-            raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
+    elif shape is COMPLETIONS and not isinstance(body.get("prompt"), (str, list)):
+        raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
+    elif shape is EMBEDDINGS and (not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", [])):
+        raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise Refuse(400, '"stream" must be true or false', "invalid_request", param="stream")
@@ -207,7 +206,7 @@ def handler(shape: Shape):
     return handle
 
 
-async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, principal: Principal,
+async def _begin(plane: ControlPlane, request: web.Request, shape: Shape, principal: Principal,
                  request_id: str) -> Call:
     settings = plane.settings.current.router
     body = await read_json(request, int(settings.max_body))
@@ -256,7 +255,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
     return call
 
 
-def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> str | None:
+def _guard_input(plane: ControlPlane, shape: Shape, call: Call) -> str | None:
     """The policies that apply read the prompt with their patterns: refuse, redact, or let it by as it is.
 
     Returns the latest user turn (as redacted) when a judge or a service is
@@ -289,7 +288,8 @@ def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> str | None:
 
 
 async def _review_input(router, call: Call, text: str) -> None:
-    """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under fail: closed)."""
+    """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under
+    fail: closed)."""
     decisions = Decisions()
     for d in call.guard_decisions:
         decisions.add(d.rule, d.action, d.direction)
@@ -318,7 +318,7 @@ def _room(entry: ModelEntry, saturation: int) -> bool:
     return bool(usable) and not (saturation and _full(entry, saturation)())
 
 
-async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
+async def _route(plane: ControlPlane, request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
     router = plane.router
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
@@ -370,7 +370,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
         ticket.release()
 
 
-async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call,
+async def _answer(plane: ControlPlane, request: web.Request, shape: Shape, call: Call,
                   opened: Opened) -> web.StreamResponse:
     upstream = opened.response
     name = call.served_model or call.model.name
@@ -418,7 +418,7 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
-async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call, opened: Opened,
+async def _stream(plane: ControlPlane, request: web.Request, shape: Shape, call: Call, opened: Opened,
                   name: str) -> web.StreamResponse:
     settings = plane.settings.current.router
     response = call.prepared

@@ -40,7 +40,7 @@ async def failing(session: aiohttp.ClientSession, endpoint: Endpoint, timeout: f
             if response.status >= 500:
                 return f"its health check (GET /models) answered {response.status}"
             return None
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"its health check (GET /models) did not answer in {timeout:g} s"
     except aiohttp.ClientError as e:
         return f"its health check (GET /models) failed: {type(e).__name__}"

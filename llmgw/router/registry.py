@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
@@ -82,8 +82,13 @@ class Placed:
     stopped: bool = False
 
 
+# A registry told of no secret files still never reads the agent's own (OwnSecrets' default); frozen, so
+# one shared default is safe.
+_NO_FILES_OF_ITS_OWN = OwnSecrets()
+
+
 class Registry:
-    def __init__(self, own_secrets: OwnSecrets = OwnSecrets()) -> None:
+    def __init__(self, own_secrets: OwnSecrets = _NO_FILES_OF_ITS_OWN) -> None:
         # This machine's own secret files: never read as a provider's key (config/keyfiles.py).
         self.own_secrets = own_secrets
         self.models: dict[str, ModelEntry] = {}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -96,7 +97,7 @@ class Router:
             self.similar.clear()
             self._embedder_refusals.clear()
 
-    def embedder(self, principal: "Principal") -> Embedder | None:
+    def embedder(self, principal: Principal) -> Embedder | None:
         """What embeds this key's questions: router.cache.embedding_model at its local endpoints, or None.
 
         None (the question then only gets an exact match) when no embedding
@@ -159,7 +160,7 @@ class Router:
         if self.providers:
             await self.providers.close()
 
-    def session_for(self, entry: "ModelEntry") -> aiohttp.ClientSession:
+    def session_for(self, entry: ModelEntry) -> aiohttp.ClientSession:
         """The session a model's requests are sent through: an outside provider's is checked at
         every connection for the addresses it may not reach, unless it allows private targets."""
         ext = entry.settings.external

@@ -24,7 +24,8 @@ nothing of the client's body is passed on unread.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from llmgw.router.translate.common import json_type
 
@@ -247,9 +248,9 @@ def _prompt(value: Any, field: str, what: str) -> None:
     """Text, a list of texts, token ids, or a list of token-id lists: the four forms OpenAI takes."""
     if isinstance(value, str):
         return
-    if isinstance(value, list) and value:
-        if all(isinstance(v, str) for v in value) or _is_tokens(value) or all(_is_tokens(v) for v in value):
-            return
+    if isinstance(value, list) and value and (
+            all(isinstance(v, str) for v in value) or _is_tokens(value) or all(_is_tokens(v) for v in value)):
+        return
     raise _refuse(field, f"{what}: text, a non-empty array of texts, an array of token ids or an array of "
                          "such arrays", value)
 

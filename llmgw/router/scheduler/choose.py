@@ -21,7 +21,8 @@ import itertools
 import math
 import logging
 import time
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, profile as find_profile, scorer as find_scorer
 
