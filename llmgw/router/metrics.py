@@ -67,7 +67,7 @@ class _StateCollector:
             for band, count in self.router.admission.waiting(name).items():
                 waiting.add_metric([name, band], count)
         for endpoint in self.router.registry.endpoints():
-            state = endpoint.breaker.state if endpoint.breaker else "closed"
+            state = endpoint.breaker.state
             breakers.add_metric([endpoint.model, endpoint.id], _BREAKER_STATES.get(str(state), 0))
             endpoint_flight.add_metric([endpoint.model, endpoint.id], endpoint.in_flight)
         usage = self.router.usage

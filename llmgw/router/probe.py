@@ -63,7 +63,7 @@ async def _check(session: aiohttp.ClientSession, endpoint: Endpoint, reason: str
         log.exception("the health check of %s could not be made", endpoint.id)
         return
     breaker = endpoint.breaker
-    if why is None or breaker is None or breaker.state == "open":
+    if why is None or breaker.state == "open":
         return
     log.warning("%s is passed over: its requests failed (%s) and %s", endpoint.id, reason, why)
     breaker.trip(f"{reason}; {why}")
