@@ -25,7 +25,7 @@ nothing of the client's body is passed on unread.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from llmgw.router.translate.common import json_type
 
@@ -100,6 +100,14 @@ def _string(obj: dict, key: str, path: str, required: bool = False) -> None:
         return
     if not isinstance(value, str):
         raise _refuse(_at(path, key), "a string", value)
+
+
+@overload
+def _object(obj: dict, key: str, path: str, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None: ...
 
 
 def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None:
@@ -179,7 +187,7 @@ def _message(message: Any, at: str) -> None:
         for k, call in enumerate(calls):
             _tool_call(call, f"{at}.tool_calls[{k}]")
     if message.get("function_call") is not None:
-        call = _object(message, "function_call", at)
+        call = _object(message, "function_call", at, required=True)
         _string(call, "name", f"{at}.function_call", required=True)
         _string(call, "arguments", f"{at}.function_call", required=True)
 
@@ -195,7 +203,7 @@ def _part(part: Any, at: str, kinds: tuple[str, ...]) -> None:
     if not isinstance(value, kind_of):
         raise ShapeError(f"{at}.{field} must be {'a string' if kind_of is str else 'an object'} "
                          f"in a {kind} part, got {_got(value)}", f"{at}.{field}")
-    if kind in ("image_url", "video_url", "audio_url"):
+    if kind in ("image_url", "video_url", "audio_url") and isinstance(value, dict):  # an object, by _PART_FIELDS
         _string(value, "url", f"{at}.{field}", required=True)
 
 
