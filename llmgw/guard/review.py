@@ -78,7 +78,7 @@ def _split_by_mode(policy: EffectivePolicy, direction: Direction) -> list[tuple[
     enforced = [s.item for s in policy.services if s.mode == "enforce" and s.item.on in (direction, "both")]
     names = {s.name for s in enforced}
     observed = [s.item for s in policy.services
-                if s.mode != "enforce" and s.item.on in (direction, "both") and s.name not in names]
+                if s.mode != "enforce" and s.item.on in (direction, "both") and s.item.name not in names]
     out = []
     if enforced:
         out.append(("enforce", merge_services(enforced)))
@@ -116,8 +116,9 @@ class Tally:
 
     def services(self, mode: str, results: ServiceResults) -> None:
         for v in results.verdicts:
-            if not v.safe:
-                self.verdict(mode, v.action, v.rule)
+            rule = v.rule  # None exactly when the service found the text safe
+            if rule is not None:
+                self.verdict(mode, v.action, rule)
         for u in results.unavailable:
             self.no_reading(mode, f"service:{u.service}:unavailable", str(u))
 
