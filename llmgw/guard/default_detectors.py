@@ -75,9 +75,9 @@ class SecretsDetector:
         at = text.find("://")
         while at > 0:
             if text[at - 1].isalnum():
-                m = _URL_USER.match(text, at + 3)
-                if m:
-                    found.append(Match(self.kind, "secrets:url_password", m.start(1), m.end(1), m.group(1)))
+                user = _URL_USER.match(text, at + 3)
+                if user:
+                    found.append(Match(self.kind, "secrets:url_password", user.start(1), user.end(1), user.group(1)))
             at = text.find("://", at + 3)
         return found
 

@@ -161,7 +161,7 @@ class Registry:
             ext = model.external
             upstream = ext.model or model.name
             url = ext.url.rstrip("/")
-            files = [(k.file, k.weight or 1.0) for k in ext.api_key_files]
+            files: list[tuple[str | None, float]] = [(k.file, k.weight or 1.0) for k in ext.api_key_files]
             if not files:
                 files = [(ext.api_key_file or None, 1.0)]
             made = []
