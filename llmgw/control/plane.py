@@ -103,7 +103,7 @@ class ControlPlane:
             self.keys = FannedKeys(self.keys, self.workers)
         else:
             self._router = Router(store, lambda: self.settings.current, self.registry,
-                                 own_secrets=own_secrets(cfg))
+                                  own_secrets=own_secrets(cfg))
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)

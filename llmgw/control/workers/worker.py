@@ -143,7 +143,7 @@ class Worker:
         self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
         self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
-                                   share=True)
+                                    share=True)
         self.settings.subscribe(self.router.apply)
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
             Trip(ident, reason))
