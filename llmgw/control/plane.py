@@ -18,14 +18,15 @@ import secrets
 import signal
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
-from llmgw.account import Accounts, KeyCache, UnknownKeyThrottle
+from llmgw.account import Accounts, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
 from llmgw.control.adminapi import make_admin_app
@@ -49,6 +50,23 @@ from llmgw.trust import ClusterTrust, make_agent_app
 log = logging.getLogger("llmgw.server")
 
 
+class PlaneKeys(Protocol):
+    """The plane's key cache: a KeyCache, or with workers a FannedKeys around it.
+
+    The client app looks keys up in it (llmgw.router.plane.KeyLookup); the
+    admin API drops a changed key from it, and with workers what it drops
+    every worker drops too.
+    """
+
+    def remembers(self, secret: str) -> bool: ...
+
+    async def lookup(self, secret: str) -> Principal | None: ...
+
+    def invalidate(self, key_id: str) -> None: ...
+
+    def clear(self) -> None: ...
+
+
 class ControlPlane:
     def __init__(self, cfg: ServerConfig, store: Store, admin_token: AdminToken,
                  sockets: dict[str, socket.socket], seeded_keys: list[str],
@@ -69,7 +87,7 @@ class ControlPlane:
         self.lease = LeaseKeeper(store, self.holder, self.advertise(),
                                  ttl=lambda: float(self.settings.current.control.lease_ttl),
                                  on_change=self._leadership_changed)
-        self.keys = KeyCache(store, ttl=lambda: float(self.settings.current.auth.cache_ttl))
+        self.keys: PlaneKeys = KeyCache(store, ttl=lambda: float(self.settings.current.auth.cache_ttl))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
         self.accounts = Accounts(store)
         self.registry = CollectorRegistry()
@@ -79,13 +97,13 @@ class ControlPlane:
         Info("llmgw_build", "This program's version", registry=self.registry).info({"version": __version__})
         # With workers the routers are theirs; this process has none.
         self.workers: WorkerPool | None = None
-        self.router: Router | None = None
+        self._router: Router | None = None
         if worker_sockets:
             self.workers = WorkerPool(self, worker_sockets)
             self.keys = FannedKeys(self.keys, self.workers)
         else:
-            self.router = Router(store, lambda: self.settings.current, self.registry,
-                                 own_secrets=own_secrets(cfg))
+            self._router = Router(store, lambda: self.settings.current, self.registry,
+                                  own_secrets=own_secrets(cfg))
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
@@ -97,6 +115,17 @@ class ControlPlane:
         self.exchange = Exchange(self, self.workers if self.workers else RouterCounts(self.router))
         self.agent_mounts.append(self.exchange.mount)
         self._runners: list[web.AppRunner] = []
+
+    @property
+    def router(self) -> Router:
+        """This process's router, which the client app serves through (llmgw.router.plane.ClientPlane).
+
+        Only a plane without workers has one: with them each worker has its
+        own, and this process builds no client app, so nothing asks here.
+        """
+        if self._router is None:
+            raise RuntimeError("this control plane's worker processes route; it has no router of its own")
+        return self._router
 
     def advertise(self) -> str:
         if self.cfg.advertise:
@@ -147,10 +176,10 @@ class ControlPlane:
             log.warning("%s: no installed plugin gives a detector of kind %r, so that rule checks nothing; "
                         "`llmgw doctor` lists the plugins", key, kind)
         self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
-        if self.router:
-            self.router.apply(self.settings.current)
-            self.settings.subscribe(self.router.apply)
-            await self.router.start()
+        if self._router:
+            self._router.apply(self.settings.current)
+            self.settings.subscribe(self._router.apply)
+            await self._router.start()
         self.settings.start(lambda: float(self.settings.current.control.settings_poll))
         await self.lease.reclaim()
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
@@ -203,8 +232,8 @@ class ControlPlane:
             await runner.cleanup()
         # After the listeners: requests still finishing above add their rows,
         # then every row is written before the store closes.
-        if self.router:
-            await self.router.stop()
+        if self._router:
+            await self._router.stop()
         await self.store.close()
 
 

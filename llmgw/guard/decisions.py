@@ -8,8 +8,9 @@ metrics, which are kept far longer than a request lives.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 Direction = Literal["input", "output"]
 
@@ -22,7 +23,8 @@ WOULD = {"flag": "flag", "redact": "would_redact", "block": "would_block"}
 @dataclass(frozen=True, slots=True)
 class Decision:
     rule: str
-    """pii:email, secrets:github, cards, injection, deny:NAME, max_chars (and, from the judge and services, judge:Violent, service:NAME:REASON)."""
+    """pii:email, secrets:github, cards, injection, deny:NAME, max_chars (and, from the judge and services,
+    judge:Violent, service:NAME:REASON)."""
 
     action: str
     """flag, redact, block; would_redact and would_block under `mode: observe`."""

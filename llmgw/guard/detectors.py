@@ -23,8 +23,9 @@ regular expressions.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from llmgw.config.guard import Pattern
 
@@ -48,7 +49,8 @@ class Match:
 @runtime_checkable
 class Detector(Protocol):
     kind: str
-    """What the detector finds; a policy's rules name it (secrets, cards, email, phone, iban, national_id, person, injection)."""
+    """What the detector finds; a policy's rules name it (secrets, cards, email, phone, iban, national_id,
+    person, injection)."""
 
     def find(self, text: str) -> list[Match]:
         """Every span of `text` this detector recognises, in any order."""

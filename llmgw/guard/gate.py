@@ -34,7 +34,8 @@ _SEAMS = ("", "\n")
 @dataclass
 class InputResult:
     body: dict
-    """The body to send on: the caller's own object when nothing changed, a copy otherwise — the caller's is never changed."""
+    """The body to send on: the caller's own object when nothing changed, a copy otherwise — the caller's is
+    never changed."""
 
     decisions: list[Decision]
     refusal: Refusal | None
@@ -119,7 +120,7 @@ def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
         new, block = _scan(rules, text, redactor, decisions)
         if block is not None:
             return InputResult(body, decisions.items, refusal_for(block), redactor)
-        for (path, old), piece in zip(text.pieces, new):
+        for (path, old), piece in zip(text.pieces, new, strict=True):
             if piece is not old and piece != old:
                 changes[path] = piece
         if text.role == "user":
@@ -423,8 +424,8 @@ class OutputChecker:
 def _sentence_cut(held: str, start: int = 0) -> int:
     """How much of `held` ends in a whole sentence (0: none yet), looking from `start`."""
     last = None
-    for last in _SENTENCE_END.finditer(held, start):
-        pass
+    for match in _SENTENCE_END.finditer(held, start):
+        last = match
     if last is not None:
         return last.end()
     if len(held) > MAX_HELD:

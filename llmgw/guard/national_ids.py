@@ -39,7 +39,8 @@ _NUMBER = re.compile(
     r"|(?P<nir> ?\d{2} ?\d{2} ?(?:\d{2}|2[AB]) ?\d{3} ?\d{3} ?\d{2})"   # FR NIR
     r")(?!\w)")
 _NIE = re.compile(r"([XYZ])(?<!\w[XYZ])[ -]?(\d{7})[ -]?([A-Z])(?!\w)")
-_CF = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{5}[0-9LMNPQRSTUV]{2}[ABCDEHLMPRST][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z](?!\w)")
+_CF = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{5}[0-9LMNPQRSTUV]{2}[ABCDEHLMPRST]"
+                 r"[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z](?!\w)")
 _DE_CUE = re.compile(r"steuer|identifikationsnummer|\bidnr|\btin\b", re.IGNORECASE)
 _NL_CUE = re.compile(r"\bbsn\b|burgerservicenummer|sofi", re.IGNORECASE)
 # How far before a number its name may be: "Steuer-ID: 65929970489" and
@@ -49,7 +50,8 @@ CUE_WINDOW = 40
 _DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"
 _CF_ODD = dict(zip("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ",
                    [1, 0, 5, 7, 9, 13, 15, 17, 19, 21] +
-                   [1, 0, 5, 7, 9, 13, 15, 17, 19, 21, 2, 4, 18, 20, 11, 3, 6, 8, 12, 14, 16, 10, 22, 25, 24, 23]))
+                   [1, 0, 5, 7, 9, 13, 15, 17, 19, 21, 2, 4, 18, 20, 11, 3, 6, 8, 12, 14, 16, 10, 22, 25, 24, 23],
+                   strict=True))
 _CF_EVEN = {**{str(d): d for d in range(10)}, **{chr(65 + i): i for i in range(26)}}
 
 
@@ -89,7 +91,7 @@ def pesel_ok(number: str) -> bool:
         return False
     d = [int(c) for c in number]
     weights = (1, 3, 7, 9, 1, 3, 7, 9, 1, 3)
-    if (10 - sum(w * x for w, x in zip(weights, d)) % 10) % 10 != d[10]:
+    if (10 - sum(w * x for w, x in zip(weights, d[:10], strict=True)) % 10) % 10 != d[10]:
         return False
     month, day = int(number[2:4]) % 20, int(number[4:6])
     return 1 <= month <= 12 and 1 <= day <= 31
@@ -134,9 +136,9 @@ class NationalIdDetector:
                     if tc_kimlik_ok(number) or pesel_ok(number) or (
                             steuer_id_ok(number) and _DE_CUE.search(text, max(0, m.start() - CUE_WINDOW), m.start())):
                         add(m)
-                elif len(number) == 9:
-                    if bsn_ok(number) and _NL_CUE.search(text, max(0, m.start() - CUE_WINDOW), m.start()):
-                        add(m)
+                elif len(number) == 9 and bsn_ok(number) and _NL_CUE.search(text, max(0, m.start() - CUE_WINDOW),
+                                                                            m.start()):
+                    add(m)
             elif m.group("dni"):
                 if dni_ok(number[:8], number[-1]):
                     add(m)

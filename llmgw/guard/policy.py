@@ -10,8 +10,9 @@ is made once per key and per version of the settings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from llmgw.account import Principal
 from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service
@@ -196,9 +197,8 @@ class Policies:
         # new Principal under the same key id.
         cache_key = (key.id, key.name, path.org.id, path.org.name, path.team.id, path.team.name,
                      path.project.id, path.project.name)
-        hit = self._by_key.get(cache_key, False)
-        if hit is not False:
-            return hit
+        if cache_key in self._by_key:
+            return self._by_key[cache_key]  # None too: no policy applies to this key
         if len(self._by_key) >= MAX_CACHED_KEYS:
             self._by_key.clear()
         effective = self.for_names(self.names_for(principal))

@@ -28,8 +28,9 @@ RecursionError.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 Path = tuple[Any, ...]
 

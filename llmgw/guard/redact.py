@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from llmgw.guard.detectors import PLACEHOLDER_NAMES, Match
 

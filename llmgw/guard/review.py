@@ -22,9 +22,9 @@ services' objections are recorded as `would_block`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Literal
 
 import aiohttp
 
@@ -53,8 +53,8 @@ class Unavailable:
 class Reviewers:
     """The long-lived askers, one set per router: the judge (with its five-minute memory) and the services."""
 
-    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], Sequence["JudgeReplica"]], *,
-                 events: "Events | None" = None) -> None:
+    def __init__(self, session: aiohttp.ClientSession, endpoints: Callable[[str], Sequence[JudgeReplica]], *,
+                 events: Events | None = None) -> None:
         self.judge = Judge(session, endpoints, events=events)
         self.services = Services(session, events=events)
 
@@ -78,7 +78,7 @@ def _split_by_mode(policy: EffectivePolicy, direction: Direction) -> list[tuple[
     enforced = [s.item for s in policy.services if s.mode == "enforce" and s.item.on in (direction, "both")]
     names = {s.name for s in enforced}
     observed = [s.item for s in policy.services
-                if s.mode != "enforce" and s.item.on in (direction, "both") and s.name not in names]
+                if s.mode != "enforce" and s.item.on in (direction, "both") and s.item.name not in names]
     out = []
     if enforced:
         out.append(("enforce", merge_services(enforced)))
@@ -116,8 +116,9 @@ class Tally:
 
     def services(self, mode: str, results: ServiceResults) -> None:
         for v in results.verdicts:
-            if not v.safe:
-                self.verdict(mode, v.action, v.rule)
+            rule = v.rule  # None exactly when the service found the text safe
+            if rule is not None:
+                self.verdict(mode, v.action, rule)
         for u in results.unavailable:
             self.no_reading(mode, f"service:{u.service}:unavailable", str(u))
 
@@ -137,7 +138,7 @@ async def review_input(reviewers: Reviewers, policy: EffectivePolicy, text: str,
     if reading.stop is None:
         asked = [j for j in policy.judges if judges(j.item, "input")]
         found = await asyncio.gather(*(reviewers.judge.judge(j.item, text) for j in asked), return_exceptions=True)
-        for sourced, outcome in zip(asked, found):
+        for sourced, outcome in zip(asked, found, strict=True):
             if isinstance(outcome, Verdict):
                 reading.judged(sourced.mode, sourced.item.action, outcome)
             elif isinstance(outcome, JudgeUnavailable):

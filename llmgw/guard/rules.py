@@ -10,8 +10,8 @@ nothing, rather than lending its `block` to the baseline's `enforce`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from llmgw.config.guard import Pattern
 from llmgw.guard import detectors
@@ -146,7 +146,7 @@ def _outermost(found: list[tuple[Match, Slot]]) -> list[tuple[Match, Slot]]:
     spans = sorted(((m.start, -(m.end - m.start), i) for i, (m, _) in enumerate(found)))
     drop: set[int] = set()
     reach = -1
-    for start, negative_length, i in spans:
+    for _start, _negative_length, i in spans:
         m = found[i][0]
         if m.kind in _NEVER_SHADOWED:
             continue

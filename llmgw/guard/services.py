@@ -28,8 +28,9 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 
@@ -212,7 +213,7 @@ class Services:
         if not readings:
             return results
         found = await asyncio.gather(*(self.check(r, text) for r in readings), return_exceptions=True)
-        for reading, outcome in zip(readings, found):
+        for outcome in found:
             if isinstance(outcome, ServiceVerdict):
                 results.verdicts.append(outcome)
             elif isinstance(outcome, ServiceUnavailable):
@@ -233,7 +234,7 @@ class Services:
                 if response.status // 100 != 2:
                     raise ServiceUnavailable(name, f"answered {response.status}", reading.action)
                 raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ServiceUnavailable(name, f"did not answer within {reading.timeout:g} s", reading.action) from None
         except aiohttp.ClientError as e:
             raise ServiceUnavailable(name, f"could not be reached ({type(e).__name__})", reading.action) from None

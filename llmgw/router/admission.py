@@ -33,9 +33,9 @@ import asyncio
 import math
 import time
 from bisect import insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Callable
 
 from llmgw.config.router import AdmissionSettings
 

@@ -8,7 +8,6 @@ is what a load balancer in front of several control planes should check;
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -21,10 +20,8 @@ from llmgw.router.connguard import ConnectionGuard
 from llmgw.router.errors import api_error, in_anthropic_shape, speaks_anthropic
 from llmgw.router.handlers import add_routes
 from llmgw.router.passon import pass_on
+from llmgw.router.plane import ClientPlane
 from llmgw.store import StoreError
-
-if TYPE_CHECKING:
-    from llmgw.control.plane import ControlPlane
 
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)  # the listener's sites serve through it
 
@@ -39,7 +36,7 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def leader(request: web.Request) -> web.Response:
-    plane: ControlPlane = request.app[PLANE]
+    plane = request.app[PLANE]
     if plane.lease.leading:
         return _json({"leader": True, "name": plane.name})
     lease = plane.lease.state.lease
@@ -53,7 +50,7 @@ async def ready(request: web.Request) -> web.Response:
     """200 while some model has an endpoint a request could go to now. A model whose every
     endpoint is passed over by its breaker is listed as failing, not served: a load balancer
     sends nothing to a control plane whose models are all failing."""
-    plane: ControlPlane = request.app[PLANE]
+    plane = request.app[PLANE]
     models = plane.router.registry.models
     failing = sorted(name for name, entry in models.items() if entry.failing())
     served = [name for name, entry in models.items() if entry.usable() and name not in failing]
@@ -100,7 +97,7 @@ async def standby(request: web.Request, handler):
     """On a standby that does not answer itself, /v1 goes to the leader (router/passon.py)."""
     if not request.path.startswith("/v1"):
         return await handler(request)
-    plane: ControlPlane = request.app[PLANE]
+    plane = request.app[PLANE]
     if plane.answers_itself():
         return await handler(request)
     router = plane.settings.current.router
@@ -112,7 +109,7 @@ async def standby(request: web.Request, handler):
 async def authenticate(request: web.Request, handler):
     if not request.path.startswith("/v1/") and request.path != "/v1":
         return await handler(request)
-    plane: ControlPlane = request.app[PLANE]
+    plane = request.app[PLANE]
     secret = _presented_key(request)
     if not secret:
         return api_error(401, f"no API key: send Authorization: Bearer {KEY_PREFIX}…", "missing_api_key")
@@ -143,11 +140,11 @@ async def authenticate(request: web.Request, handler):
     return await handler(request)
 
 
-def _client(request: web.Request, plane: "ControlPlane") -> str:
+def _client(request: web.Request, plane: ClientPlane) -> str:
     return client_address(request, plane.settings.current.router.trusted_proxies)
 
 
-def _unknown_key(request: web.Request, plane: "ControlPlane", sentence: str) -> web.Response:
+def _unknown_key(request: web.Request, plane: ClientPlane, sentence: str) -> web.Response:
     address = _client(request, plane)
     wait = plane.throttle.throttled(address)
     plane.throttle.failed(address)
@@ -158,13 +155,11 @@ def _unknown_key(request: web.Request, plane: "ControlPlane", sentence: str) -> 
 
 
 async def list_models(request: web.Request) -> web.Response:
-    plane: ControlPlane = request.app[PLANE]
+    plane = request.app[PLANE]
     principal: Principal = request[PRINCIPAL]
     # The registry's models: the settings' own and the catalog's (placed by the
     # leader, aliases included), whether a replica is ready now or loads on demand.
-    router = getattr(plane, "router", None)
-    models = [e.settings for e in router.registry.models.values()] if router is not None \
-        else plane.settings.current.models
+    models = [e.settings for e in plane.router.registry.models.values()]
     data = [
         {"id": m.name, "object": "model", "created": 0, "owned_by": m.owner,
          "context_length": m.context_length or None, "max_output_tokens": m.max_output_tokens or None,
@@ -205,7 +200,7 @@ async def not_found(request: web.Request) -> web.Response:
     return api_error(404, sentence, "not_found")
 
 
-def make_client_app(plane: "ControlPlane") -> web.Application:
+def make_client_app(plane: ClientPlane) -> web.Application:
     # The body limit is router.max_body, read live by the handlers; this one
     # only bounds what aiohttp itself would buffer for other routes.
     # The guard's middleware first: it marks a request's headers as in before anything else runs.

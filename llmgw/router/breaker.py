@@ -48,7 +48,8 @@ keep the replica out for ever; so a trial outstanding for longer than
 from __future__ import annotations
 
 import time
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 State = Literal["closed", "open", "half_open"]
 
@@ -91,12 +92,16 @@ class Breaker:
         Open: until the period ends. Half-open with the trial out: until the
         trial lapses at the latest, though it usually answers far sooner.
         """
-        if self.available():
-            return 0.0
+        # One reading of the clock for the whole answer: asking `state` again after available() could find
+        # the open period ended in between, with no trial out to measure from.
         now = self._clock()
-        if self.state == "open":
-            return max(0.0, self._opened_at + self.open_for - now)
-        return max(0.0, self._trial_at + self.open_for - now)
+        if self._opened_at is None:
+            return 0.0  # closed
+        if now - self._opened_at < self.open_for:
+            return self._opened_at + self.open_for - now  # open
+        if self._trial_at is not None and now - self._trial_at < self.open_for:
+            return self._trial_at + self.open_for - now  # half-open with the trial out
+        return 0.0  # half-open, the trial free to take
 
     def _trial_out(self, now: float) -> bool:
         return self._trial_at is not None and now - self._trial_at < self.open_for

@@ -14,8 +14,8 @@ balancer appended and is never reached.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from aiohttp import web
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -75,7 +76,7 @@ class ConnectionGuard:
 
     # -- used by _Guarded
 
-    def _admit(self, conn: "_Guarded", address: str) -> bool:
+    def _admit(self, conn: _Guarded, transport: asyncio.BaseTransport, address: str) -> bool:
         settings = self._settings()
         cap = settings.max_connections_per_address
         trusted = proxies(tuple(settings.trusted_proxies)).trusts(parse(address))
@@ -83,11 +84,11 @@ class ConnectionGuard:
             self.count("over_cap")
             return False
         self._per_address[address] = self._per_address.get(address, 0) + 1
-        self._open[conn.transport] = conn
+        self._open[transport] = conn
         return True
 
-    def _release(self, conn: "_Guarded") -> None:
-        if self._open.pop(conn.transport, None) is None:
+    def _release(self, conn: _Guarded) -> None:
+        if conn.transport is None or self._open.pop(conn.transport, None) is None:
             return
         left = self._per_address.get(conn.address, 1) - 1
         if left > 0:
@@ -127,14 +128,17 @@ class _Guarded(asyncio.Protocol):
         self._body_from = (0.0, 0)  # when and at which byte count the body's rate is measured from
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # asyncio's signature names the base of every kind of transport; a stream server's is a Transport.
+        # Not checked at run time: uvloop's transports do not subclass asyncio.Transport.
+        stream: asyncio.Transport = transport  # type: ignore[assignment]
+        self.transport = stream
         peer = transport.get_extra_info("peername")
         parsed = parse(peer[0]) if isinstance(peer, tuple) and peer else None
         self.address = str(parsed) if parsed is not None else "-"
-        if not self.guard._admit(self, self.address):
+        if not self.guard._admit(self, stream, self.address):
             cap = self.guard._settings().max_connections_per_address
-            self.transport.write(_refusal(self.address, cap))
-            self.transport.close()
+            stream.write(_refusal(self.address, cap))
+            stream.close()
             return
         self.inner = self._make_inner()
         self.inner.connection_made(transport)
@@ -188,14 +192,14 @@ class _Guarded(asyncio.Protocol):
 
     def _check_body(self) -> None:
         self._timer = None
-        request = self._request
-        if self.phase != BODY or request is None:
+        request, transport = self._request, self.transport
+        if self.phase != BODY or request is None or transport is None:
             return
         if request.content.is_eof():
             self.phase = ANSWERING  # the whole body is in: nothing more is asked of the client
             return
         loop = asyncio.get_running_loop()
-        if not self.transport.is_reading():
+        if not transport.is_reading():
             # aiohttp stopped reading because the handler has not taken what came:
             # the wait is ours, not the client's; measure afresh when it reads again.
             self._body_from = (loop.time(), self.received)

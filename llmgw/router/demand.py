@@ -14,8 +14,8 @@ load still under way rather than started again from nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 ASK_LINGER = 30.0
 

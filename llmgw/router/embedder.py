@@ -1,4 +1,5 @@
-"""The router's Embedder (llmgw.router.similar): the catalog's embedding model, asked through the router's own endpoints.
+"""The router's Embedder (llmgw.router.similar): the catalog's embedding model, asked through the router's own
+endpoints.
 
 For projects with `llmgw keys cache --similar`: a question is embedded by
 `router.cache.embedding_model` before it is compared with the questions
@@ -20,8 +21,6 @@ lookup and nothing more.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 import aiohttp
 import orjson
@@ -95,7 +94,7 @@ class CatalogEmbedder:
                                          timeout=self._timeout) as response:
                 raw = await response.read()
                 status = response.status
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise  # the budget is spent: the caller's timeout says so
         except aiohttp.ClientError as e:
             unreachable = isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))

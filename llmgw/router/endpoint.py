@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from llmgw.router.breaker import Breaker
+
 # A replica that has not answered for this long has its smoothed time to
 # first token forgotten: what it measured then says little about it now.
 TTFT_MEMORY = 300.0
@@ -42,7 +44,10 @@ class Endpoint:
     ttft: float | None = None  # smoothed seconds to first byte
     last_answer: float = 0.0  # monotonic time of the last first byte
     load: EngineLoad = field(default_factory=EngineLoad)
-    breaker: object = None  # a Breaker, set by the registry (router.breaker)
+    # Every endpoint has one; the registry sets it to the cluster's router.breaker settings and keeps it
+    # while the endpoint stays. One made elsewhere (the CLI's judge check) keeps the defaults, and nothing
+    # there reports a failure to it, so it stays closed.
+    breaker: Breaker = field(default_factory=Breaker)
 
     def smoothed_ttft(self, now: float | None = None) -> float | None:
         now = time.monotonic() if now is None else now

@@ -52,9 +52,12 @@ def in_anthropic_shape(response: web.StreamResponse) -> web.StreamResponse:
     """
     if response.status < 400 or response.prepared or not isinstance(response, web.Response):
         return response
+    body = response.body
+    if not isinstance(body, (bytes, bytearray)):
+        return response  # no body, or a payload to stream: not a refusal's JSON
     try:
-        doc = orjson.loads(response.body or b"")
-    except (orjson.JSONDecodeError, TypeError):
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
         return response
     error = doc.get("error") if isinstance(doc, dict) else None
     if not isinstance(error, dict) or doc.get("type") == "error" or not isinstance(error.get("message"), str):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 from aiohttp import web
@@ -25,6 +25,7 @@ from llmgw.router.body import read_json
 from llmgw.router.call import Call, Refuse, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
+from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
 from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, relay
 from llmgw.router.tally import settle_whole
@@ -38,9 +39,6 @@ from llmgw.guard.review import OutputReview, Reviewers, review_input
 from llmgw.router import reuse, shapes
 from llmgw.router.assembly import Assembler
 from llmgw.router.guarded import ChunkGuard, guard_whole
-
-if TYPE_CHECKING:
-    from llmgw.control.plane import ControlPlane
 
 log = logging.getLogger("llmgw.router")
 
@@ -85,7 +83,7 @@ def _model_name(body: dict) -> str:
     return model
 
 
-def _find_model(plane: "ControlPlane", principal: Principal, name: str) -> ModelEntry:
+def _find_model(plane: ClientPlane, principal: Principal, name: str) -> ModelEntry:
     entry = plane.router.registry.model(name)
     if entry is None or not principal.limits.allows_model(name):
         if entry is not None:
@@ -136,12 +134,10 @@ def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
         if not all(isinstance(m, dict) for m in messages):
             raise Refuse(400, 'each of "messages" must be an object with a role and content', "invalid_request",
                          param="messages")
-    elif shape is COMPLETIONS:
-        if not isinstance(body.get("prompt"), (str, list)):
-            raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
-    elif shape is EMBEDDINGS:
-        if not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", []):
-            raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
+    elif shape is COMPLETIONS and not isinstance(body.get("prompt"), (str, list)):
+        raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
+    elif shape is EMBEDDINGS and (not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", [])):
+        raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise Refuse(400, '"stream" must be true or false', "invalid_request", param="stream")
@@ -161,7 +157,7 @@ def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
 
 def handler(shape: Shape):
     async def handle(request: web.Request) -> web.StreamResponse:
-        plane: ControlPlane = request.app[PLANE]
+        plane = request.app[PLANE]
         principal: Principal = request[PRINCIPAL]
         call: Call | None = None
         request_id = request[REQUEST_ID]
@@ -207,7 +203,7 @@ def handler(shape: Shape):
     return handle
 
 
-async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, principal: Principal,
+async def _begin(plane: ClientPlane, request: web.Request, shape: Shape, principal: Principal,
                  request_id: str) -> Call:
     settings = plane.settings.current.router
     body = await read_json(request, int(settings.max_body))
@@ -256,7 +252,7 @@ async def _begin(plane: "ControlPlane", request: web.Request, shape: Shape, prin
     return call
 
 
-def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> str | None:
+def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     """The policies that apply read the prompt with their patterns: refuse, redact, or let it by as it is.
 
     Returns the latest user turn (as redacted) when a judge or a service is
@@ -289,7 +285,8 @@ def _guard_input(plane: "ControlPlane", shape: Shape, call: Call) -> str | None:
 
 
 async def _review_input(router, call: Call, text: str) -> None:
-    """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under fail: closed)."""
+    """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under
+    fail: closed)."""
     decisions = Decisions()
     for d in call.guard_decisions:
         decisions.add(d.rule, d.action, d.direction)
@@ -318,7 +315,7 @@ def _room(entry: ModelEntry, saturation: int) -> bool:
     return bool(usable) and not (saturation and _full(entry, saturation)())
 
 
-async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
+async def _route(plane: ClientPlane, request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
     router = plane.router
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
@@ -370,7 +367,7 @@ async def _route(plane: "ControlPlane", request: web.Request, shape: Shape, call
         ticket.release()
 
 
-async def _answer(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call,
+async def _answer(plane: ClientPlane, request: web.Request, shape: Shape, call: Call,
                   opened: Opened) -> web.StreamResponse:
     upstream = opened.response
     name = call.served_model or call.model.name
@@ -418,7 +415,7 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
-async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, call: Call, opened: Opened,
+async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: Call, opened: Opened,
                   name: str) -> web.StreamResponse:
     settings = plane.settings.current.router
     response = call.prepared
@@ -428,20 +425,21 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
             "x-request-id": call.id})
         await response.prepare(request)
     guard = ChunkGuard(call.checker) if call.checker is not None else None
+    # The engine's events, passed on as they are (scanned) or translated into the client's API shape.
+    stream: StreamScanner | TranslatedStream
     if shape is MESSAGES:
-        translated = TranslatedStream(call, anth.MessagesStream(
+        stream = TranslatedStream(call, anth.MessagesStream(
             model=call.model.name, include_thinking=anth.wants_thinking(call.client_body)), encode_sse, guard)
     elif shape is RESPONSES:
-        translated = TranslatedStream(call, resp_api.ResponsesStream(model=call.model.name,
-                                                                      request=call.client_body), encode_sse, guard)
+        stream = TranslatedStream(call, resp_api.ResponsesStream(model=call.model.name,
+                                                                 request=call.client_body), encode_sse, guard)
     else:
-        translated = None
-    scanner = StreamScanner(call, guard) if translated is None else None
-    transform = scanner.scan if scanner else translated.transform
+        stream = StreamScanner(call, guard)
+    transform = stream.scan if isinstance(stream, StreamScanner) else stream.transform
     # A judge or a service on the answer is awaited before its end is sent.
     atransform = None
     if guard is not None and guard.awaits:
-        atransform = scanner.ascan if scanner else translated.atransform
+        atransform = stream.ascan if isinstance(stream, StreamScanner) else stream.atransform
     assembler = Assembler() if call.cache_key is not None else None
     if assembler is not None:
         inner, ainner = transform, atransform
@@ -474,14 +472,14 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
         await relay(opened.first, opened.response.content.readany, write,
                     idle=float(settings.timeouts.idle), transform=transform, on_first=first_token,
                     atransform=atransform)
-        ended = scanner.done if scanner else translated.done
+        ended = stream.done
         if not ended:
             call.status, call.error = 502, "upstream_cut"
     except TimeoutError:
         call.status, call.error, call.decided_by = 504, "upstream_idle", "timeout"
     except (ConnectionResetError, asyncio.CancelledError):
         call.status, call.error = CLIENT_GONE, "client_gone"
-        (scanner or translated).tally.settle()  # what the engine made before the client left is billed
+        stream.tally.settle()  # what the engine made before the client left is billed
         raise
     except Exception as e:  # aiohttp's payload errors: the engine's side broke mid-answer
         if type(e).__name__ in ("ClientPayloadError", "ClientConnectionError", "ServerDisconnectedError",
@@ -489,12 +487,12 @@ async def _stream(plane: "ControlPlane", request: web.Request, shape: Shape, cal
             call.status, call.error = 502, "upstream_cut"
         else:
             raise
-    if scanner:
-        scanner.finish()
+    if isinstance(stream, StreamScanner):
+        stream.finish()
         if call.status != 200:
             await _write_quietly(response, CUT_EVENT)
     else:
-        tail = translated.finish() if call.status == 200 else translated.cut(
+        tail = stream.finish() if call.status == 200 else stream.cut(
             "the engine stopped before the answer was complete")
         await _write_quietly(response, tail)
     try:

@@ -50,7 +50,7 @@ def stopped(name: str) -> Refuse:
                   "model_stopped")
 
 
-async def until_ready(router: "Router", request: web.Request, call: Call, load: Duration) -> bool:
+async def until_ready(router: Router, request: web.Request, call: Call, load: Duration) -> bool:
     """Wait for the call's model to have a replica, when it is a catalog model that must load first.
 
     Returns True when it waited (the call's model is then the registry's
@@ -117,7 +117,7 @@ async def until_ready(router: "Router", request: web.Request, call: Call, load: 
                  headers={"Retry-After": RETRY_AFTER, LOADING_HEADER: entry.name}, decided_by="timeout")
 
 
-def _why(catalog: str, registry: "Registry") -> str:
+def _why(catalog: str, registry: Registry) -> str:
     why = registry.waits.get(catalog)
     if why:
         return why
@@ -128,7 +128,7 @@ def _why(catalog: str, registry: "Registry") -> str:
             f"`llmgw ctl replicas --model {catalog}` and `llmgw ctl explain-placement {catalog}`)")
 
 
-def _comment(name: str, catalog: str, registry: "Registry") -> bytes:
+def _comment(name: str, catalog: str, registry: Registry) -> bytes:
     where = registry.loading.get(catalog)
     if where:
         text = f"loading {name} {where}"
@@ -139,7 +139,7 @@ def _comment(name: str, catalog: str, registry: "Registry") -> bytes:
     return b": " + " ".join(text.split()).encode() + b"\n\n"
 
 
-async def _begin_stream(request: web.Request, call: Call, registry: "Registry") -> web.StreamResponse:
+async def _begin_stream(request: web.Request, call: Call, registry: Registry) -> web.StreamResponse:
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
         "x-request-id": call.id, LOADING_HEADER: call.model.name})

@@ -46,14 +46,14 @@ class RouterMetrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def watch(self, router: "Router", registry: CollectorRegistry) -> None:
+    def watch(self, router: Router, registry: CollectorRegistry) -> None:
         registry.register(_StateCollector(router))
 
 
 class _StateCollector:
     """Queues, breakers and the usage writer, read at scrape time."""
 
-    def __init__(self, router: "Router"):
+    def __init__(self, router: Router):
         self.router = router
 
     def collect(self):
@@ -67,7 +67,7 @@ class _StateCollector:
             for band, count in self.router.admission.waiting(name).items():
                 waiting.add_metric([name, band], count)
         for endpoint in self.router.registry.endpoints():
-            state = endpoint.breaker.state if endpoint.breaker else "closed"
+            state = endpoint.breaker.state
             breakers.add_metric([endpoint.model, endpoint.id], _BREAKER_STATES.get(str(state), 0))
             endpoint_flight.add_metric([endpoint.model, endpoint.id], endpoint.in_flight)
         usage = self.router.usage
@@ -75,7 +75,8 @@ class _StateCollector:
         lag.add_metric([], usage.lag())
         pending = GaugeMetricFamily("llmgw_usage_writer_pending", "Usage rows waiting to be written")
         pending.add_metric([], usage.pending())
-        dropped = GaugeMetricFamily("llmgw_usage_writer_dropped", "Usage rows dropped since start (the store was away too long)")
+        dropped = GaugeMetricFamily("llmgw_usage_writer_dropped",
+                                    "Usage rows dropped since start (the store was away too long)")
         dropped.add_metric([], usage.dropped)
         bound = GaugeMetricFamily("llmgw_usage_writer_max_pending",
                                   "The most usage rows kept while the store is away; past it the oldest are dropped")

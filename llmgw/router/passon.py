@@ -13,7 +13,6 @@ otherwise bounce it between them.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -35,14 +34,14 @@ _NOT_PASSED = frozenset({"connection", "keep-alive", "proxy-connection", "transf
                          "upgrade", "host", "content-length", "proxy-authorization", "proxy-authenticate"})
 
 
-def leader_url(lease: "Lease | None") -> str | None:
+def leader_url(lease: Lease | None) -> str | None:
     """The leader's client address while its lease holds."""
     if lease is None or lease.expires_at <= time.time() or not lease.address:
         return None
     return lease.address.rstrip("/")
 
 
-async def pass_on(request: web.Request, session: aiohttp.ClientSession, name: str, lease: "Lease | None",
+async def pass_on(request: web.Request, session: aiohttp.ClientSession, name: str, lease: Lease | None,
                   max_body: int, total_timeout: float) -> web.StreamResponse:
     if request.headers.get(PASSED_BY):
         return api_error(503, f"control plane {request.headers[PASSED_BY]} passed this request to {name}, which "
@@ -81,7 +80,7 @@ async def pass_on(request: web.Request, session: aiohttp.ClientSession, name: st
                 await response.write(chunk)
             await response.write_eof()
             return response
-    except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as e:
+    except (TimeoutError, aiohttp.ClientConnectionError, OSError) as e:
         if response is not None and response.prepared:
             # The answer had begun: the client sees its connection end, as it would with the leader's own.
             if request.transport is not None:

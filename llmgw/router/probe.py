@@ -40,7 +40,7 @@ async def failing(session: aiohttp.ClientSession, endpoint: Endpoint, timeout: f
             if response.status >= 500:
                 return f"its health check (GET /models) answered {response.status}"
             return None
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"its health check (GET /models) did not answer in {timeout:g} s"
     except aiohttp.ClientError as e:
         return f"its health check (GET /models) failed: {type(e).__name__}"
@@ -63,7 +63,7 @@ async def _check(session: aiohttp.ClientSession, endpoint: Endpoint, reason: str
         log.exception("the health check of %s could not be made", endpoint.id)
         return
     breaker = endpoint.breaker
-    if why is None or breaker is None or breaker.state == "open":
+    if why is None or breaker.state == "open":
         return
     log.warning("%s is passed over: its requests failed (%s) and %s", endpoint.id, reason, why)
     breaker.trip(f"{reason}; {why}")

@@ -17,13 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
 from llmgw.config.router import ModelSettings
-from llmgw.router.breaker import Breaker
 from llmgw.router.endpoint import Endpoint
 
 log = logging.getLogger("llmgw.registry")
@@ -49,16 +48,16 @@ class ModelEntry:
         """Every endpoint it has is passed over by its breaker now (none half-open and free to try).
         A model with no endpoint at all is not failing: it has nothing yet (loading, a key file unread)."""
         usable = self.usable()
-        return bool(usable) and not any(e.breaker is None or e.breaker.available() for e in usable)
+        return bool(usable) and not any(e.breaker.available() for e in usable)
 
     def retry_in(self) -> float:
         """Seconds until one of its endpoints may be tried again (0: one may be now)."""
-        waits = [e.breaker.retry_in() if e.breaker is not None else 0.0 for e in self.usable()]
+        waits = [e.breaker.retry_in() for e in self.usable()]
         return min(waits, default=0.0)
 
     def failing_reason(self) -> str:
         """The last failure of an endpoint that is passed over, for the sentence that refuses a request."""
-        reasons = [e.breaker.last_reason for e in self.usable() if e.breaker is not None and e.breaker.last_reason]
+        reasons = [e.breaker.last_reason for e in self.usable() if e.breaker.last_reason]
         return reasons[-1] if reasons else "its requests failed"
 
 
@@ -82,8 +81,13 @@ class Placed:
     stopped: bool = False
 
 
+# A registry told of no secret files still never reads the agent's own (OwnSecrets' default); frozen, so
+# one shared default is safe.
+_NO_FILES_OF_ITS_OWN = OwnSecrets()
+
+
 class Registry:
-    def __init__(self, own_secrets: OwnSecrets = OwnSecrets()) -> None:
+    def __init__(self, own_secrets: OwnSecrets = _NO_FILES_OF_ITS_OWN) -> None:
         # This machine's own secret files: never read as a provider's key (config/keyfiles.py).
         self.own_secrets = own_secrets
         self.models: dict[str, ModelEntry] = {}
@@ -140,7 +144,6 @@ class Registry:
                         kept.api_key = made.api_key
                     made = kept
                 else:
-                    made.breaker = Breaker(breaker.failures, float(breaker.open_for), breaker.distinct_keys)
                     made.breaker.on_open = lambda reason, ident=made.id: self._tripped(ident, reason)
                 made.breaker.configure(breaker.failures, float(breaker.open_for), breaker.distinct_keys)
                 entry.endpoints.append(made)
@@ -158,7 +161,7 @@ class Registry:
             ext = model.external
             upstream = ext.model or model.name
             url = ext.url.rstrip("/")
-            files = [(k.file, k.weight or 1.0) for k in ext.api_key_files]
+            files: list[tuple[str | None, float]] = [(k.file, k.weight or 1.0) for k in ext.api_key_files]
             if not files:
                 files = [(ext.api_key_file or None, 1.0)]
             made = []
@@ -213,7 +216,7 @@ class Registry:
     def trip(self, ident: str, reason: str) -> None:
         """Open an endpoint's breaker because another process's opened (worker processes)."""
         endpoint = self._endpoints.get(ident)
-        if endpoint is not None and endpoint.breaker is not None:
+        if endpoint is not None:
             endpoint.breaker.trip(reason, quiet=True)
 
     def model(self, name: str) -> ModelEntry | None:

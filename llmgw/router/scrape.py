@@ -20,7 +20,7 @@ import errno
 import logging
 import math
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import aiohttp
 
@@ -211,7 +211,7 @@ class EngineScraper:
             self._failed(url, "nothing listens there" if e.os_error.errno == errno.ECONNREFUSED
                          else connect_failure(e))
             return
-        except (aiohttp.ClientError, asyncio.TimeoutError, _Unread) as e:
+        except (TimeoutError, aiohttp.ClientError, _Unread) as e:
             self._failed(url, str(e) or type(e).__name__)
             return
         self._backoff.pop(url, None)

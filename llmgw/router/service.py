@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -77,8 +78,10 @@ class Router:
         self.reviewers: Reviewers | None = None  # the judge and outside services; made with the HTTP session
         self.metrics = RouterMetrics(registry)
         self.metrics.watch(self, registry)
-        self.session: aiohttp.ClientSession | None = None
-        self.providers: aiohttp.ClientSession | None = None  # outside providers' (router/targets.py)
+        # Made in start(), in the running event loop aiohttp wants them made in; read through `session`
+        # and session_for(), which only requests reach, and requests come after start().
+        self._session: aiohttp.ClientSession | None = None
+        self._providers: aiohttp.ClientSession | None = None  # outside providers' (router/targets.py)
         self.scraper: EngineScraper | None = None
         self._keys_task: asyncio.Task | None = None
         self.apply(current)
@@ -95,7 +98,7 @@ class Router:
             self.similar.clear()
             self._embedder_refusals.clear()
 
-    def embedder(self, principal: "Principal") -> Embedder | None:
+    def embedder(self, principal: Principal) -> Embedder | None:
         """What embeds this key's questions: router.cache.embedding_model at its local endpoints, or None.
 
         None (the question then only gets an exact match) when no embedding
@@ -104,7 +107,7 @@ class Router:
         endpoint here that is not an outside provider's.
         """
         name = self._embedding_model
-        if not name or self.session is None:
+        if not name or self._session is None:
             return None
         model = self.registry.model(name)
         if model is None:
@@ -118,7 +121,7 @@ class Router:
                                "requests (a question is never sent to an outside provider for the cache); "
                                "similar questions are not looked up until it has")
             return None
-        return CatalogEmbedder(self.session, model)
+        return CatalogEmbedder(self._session, model)
 
     def _cannot_embed(self, why: str) -> None:
         if why not in self._embedder_refusals:
@@ -129,14 +132,14 @@ class Router:
         # No limit on connections: admission decides how many go to an
         # engine; a pool limit would queue requests invisibly beneath it.
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
-        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                             skip_auto_headers=("User-Agent",))
-        self.providers = providers_session()
+        session = self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                                        skip_auto_headers=("User-Agent",))
+        self._providers = providers_session()
         await self.budgets.restore()
         self.budgets.start()
         self.usage.start()
-        self.reviewers = Reviewers(self.session, self._judge_endpoints, events=self.events)
-        self.scraper = EngineScraper(self.session, self.registry.endpoints)
+        self.reviewers = Reviewers(session, self._judge_endpoints, events=self.events)
+        self.scraper = EngineScraper(session, self.registry.endpoints)
         self.scraper.start()
         self._keys_task = asyncio.create_task(self._watch_keys(), name="provider-keys")
         await self.load_caches()
@@ -153,17 +156,22 @@ class Router:
         if written:
             log.info("wrote the last %d usage rows", written)
         await self.budgets.stop()
-        if self.session:
-            await self.session.close()
-        if self.providers:
-            await self.providers.close()
+        if self._session:
+            await self._session.close()
+        if self._providers:
+            await self._providers.close()
 
-    def session_for(self, entry: "ModelEntry") -> aiohttp.ClientSession:
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The engines' connections (and a standby's to its leader); made in start()."""
+        return _started(self._session)
+
+    def session_for(self, entry: ModelEntry) -> aiohttp.ClientSession:
         """The session a model's requests are sent through: an outside provider's is checked at
         every connection for the addresses it may not reach, unless it allows private targets."""
         ext = entry.settings.external
         if entry.settings.source == "external" and not (ext is not None and ext.allow_private_targets):
-            return self.providers
+            return _started(self._providers)
         return self.session
 
     def _judge_endpoints(self, model: str) -> list:
@@ -237,6 +245,12 @@ class Router:
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
             duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail(),
             answer_id=call.answer_id))
+
+
+def _started(session: aiohttp.ClientSession | None) -> aiohttp.ClientSession:
+    if session is None:
+        raise RuntimeError("the router's HTTP sessions are made in Router.start(), and it has not run")
+    return session
 
 
 def _log_event(event: Event) -> None:

@@ -24,7 +24,8 @@ nothing of the client's body is passed on unread.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal, overload
 
 from llmgw.router.translate.common import json_type
 
@@ -99,6 +100,14 @@ def _string(obj: dict, key: str, path: str, required: bool = False) -> None:
         return
     if not isinstance(value, str):
         raise _refuse(_at(path, key), "a string", value)
+
+
+@overload
+def _object(obj: dict, key: str, path: str, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None: ...
 
 
 def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None:
@@ -178,7 +187,7 @@ def _message(message: Any, at: str) -> None:
         for k, call in enumerate(calls):
             _tool_call(call, f"{at}.tool_calls[{k}]")
     if message.get("function_call") is not None:
-        call = _object(message, "function_call", at)
+        call = _object(message, "function_call", at, required=True)
         _string(call, "name", f"{at}.function_call", required=True)
         _string(call, "arguments", f"{at}.function_call", required=True)
 
@@ -194,7 +203,7 @@ def _part(part: Any, at: str, kinds: tuple[str, ...]) -> None:
     if not isinstance(value, kind_of):
         raise ShapeError(f"{at}.{field} must be {'a string' if kind_of is str else 'an object'} "
                          f"in a {kind} part, got {_got(value)}", f"{at}.{field}")
-    if kind in ("image_url", "video_url", "audio_url"):
+    if kind in ("image_url", "video_url", "audio_url") and isinstance(value, dict):  # an object, by _PART_FIELDS
         _string(value, "url", f"{at}.{field}", required=True)
 
 
@@ -247,9 +256,9 @@ def _prompt(value: Any, field: str, what: str) -> None:
     """Text, a list of texts, token ids, or a list of token-id lists: the four forms OpenAI takes."""
     if isinstance(value, str):
         return
-    if isinstance(value, list) and value:
-        if all(isinstance(v, str) for v in value) or _is_tokens(value) or all(_is_tokens(v) for v in value):
-            return
+    if isinstance(value, list) and value and (
+            all(isinstance(v, str) for v in value) or _is_tokens(value) or all(_is_tokens(v) for v in value)):
+        return
     raise _refuse(field, f"{what}: text, a non-empty array of texts, an array of token ids or an array of "
                          "such arrays", value)
 

@@ -24,7 +24,8 @@ its one usage row is written by the batch writer as before.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from llmgw.guard import reads
 from llmgw.router.call import Call

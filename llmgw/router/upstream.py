@@ -12,7 +12,6 @@ answer is the client's, good or bad.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -135,7 +134,7 @@ async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, 
                                       headers=headers, timeout=timeout)
     except aiohttp.ConnectionTimeoutError:
         raise _Failed("no connection to the engine in time", unreachable=True) from None
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise _Failed("timeout waiting for the engine") from None
     except aiohttp.ClientConnectorError as e:
         raise _Failed(f"connection failed: {type(e).__name__}", unreachable=True) from None
@@ -154,7 +153,7 @@ async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, 
             if not first:
                 raise _Failed("closed the stream before its first byte")
         return Opened(endpoint, response, first, time.perf_counter() - sent)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         response.release()
         raise _Failed("timeout waiting for the first byte") from None
     except aiohttp.ClientError as e:

@@ -212,3 +212,28 @@ async def test_the_stricter_reading_wins_when_either_path_says_unsafe(peer, serv
     assert len(peer.bodies) == 1  # one call
     assert [(v.service, v.action) for v in results.unsafe] == [("lakera", "block")]
     assert isinstance(merge_services([lenient])[0], Reading)
+
+
+# --- services under a policy that only observes --------------------------------------
+
+async def test_a_policy_that_only_observes_records_what_its_service_would_have_blocked(peer):
+    # Observed services were told apart from enforced ones by a name their policy's wrapper does not have:
+    # every request under an observing policy with a service failed (AttributeError) before one was asked.
+    from llmgw.config.guard import Policy
+    from llmgw.guard.decisions import Decisions
+    from llmgw.guard.policy import combine_policies
+    from llmgw.guard.review import Reviewers, review_input
+
+    peer.answer = {"flagged": True}
+    watching = ("watch", Policy(mode="observe", services=[lakera(peer.url)]))
+    decisions = Decisions()
+    async with aiohttp.ClientSession() as session:
+        reviewers = Reviewers(session, lambda model: [])
+        assert await review_input(reviewers, combine_policies([watching]), "how to stab", decisions) is None
+        assert [d.as_dict() for d in decisions.items] == [
+            {"rule": "service:lakera:unsafe", "action": "would_block", "direction": "input"}]
+        # Enforced by one policy and observed by another, the service is asked once, and its answer enforced.
+        enforcing = ("guard", Policy(mode="enforce", services=[lakera(peer.url)]))
+        refusal = await review_input(reviewers, combine_policies([enforcing, watching]), "how to stab", Decisions())
+        assert refusal is not None and refusal.rule == "service:lakera:unsafe"
+    assert len(peer.bodies) == 2

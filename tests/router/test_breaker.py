@@ -189,3 +189,13 @@ def test_it_says_when_a_request_may_be_let_through_again(clock):
     assert breaker.allow()
     clock.now += 5
     assert breaker.retry_in() == 25  # the trial is out: at the latest when it lapses
+
+
+def test_it_answers_when_its_open_period_ends_while_it_is_asked():
+    # A busy process reads a later time at every look. retry_in() looked three times: open at the first,
+    # half-open by the last with no trial out, and then added to a trial time that was None (a TypeError
+    # where the replicas_failing refusal works out its Retry-After). One reading answers the whole question.
+    readings = iter([1000.0, 1029.9, 1029.95, 1030.0, 1030.05])
+    breaker = Breaker(1, 30.0, clock=lambda: next(readings))
+    breaker.failure("connection refused")  # opened at 1000.0
+    assert breaker.retry_in() == pytest.approx(0.1)

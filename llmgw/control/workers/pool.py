@@ -13,11 +13,11 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 
+from llmgw.account import KeyCache, Principal
 from llmgw.accounting.lending import Lender
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.control.exchange import merged_asks
@@ -434,11 +434,21 @@ def _config_doc(cfg) -> dict:
 
 
 class FannedKeys:
-    """The main process's key cache, for the admin API: what it drops, every worker drops too."""
+    """The main process's key cache, for the admin API: what it drops, every worker drops too.
 
-    def __init__(self, cache, pool: WorkerPool):
+    It fits the plane's PlaneKeys as KeyCache does (llmgw/control/plane.py). With workers this process
+    answers no /v1 request; its lookups go to its own cache, as KeyCache's would.
+    """
+
+    def __init__(self, cache: KeyCache, pool: WorkerPool):
         self._cache = cache
         self._pool = pool
+
+    def remembers(self, secret: str) -> bool:
+        return self._cache.remembers(secret)
+
+    async def lookup(self, secret: str) -> Principal | None:
+        return await self._cache.lookup(secret)
 
     def invalidate(self, key_id: str) -> None:
         self._cache.invalidate(key_id)
@@ -447,6 +457,3 @@ class FannedKeys:
     def clear(self) -> None:
         self._cache.clear()
         self._pool.keys_changed(None)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cache, name)

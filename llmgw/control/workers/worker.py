@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import time
+from typing import TYPE_CHECKING, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -37,6 +38,12 @@ from llmgw.control.workers.messages import (
     Trip,
 )
 from llmgw.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from llmgw.account import KeyCache, UnknownKeyThrottle
+    from llmgw.control.settings import ClusterSettingsWatcher
+    from llmgw.router.service import Router
+    from llmgw.store import Store
 
 log = logging.getLogger("llmgw.workers")
 
@@ -84,8 +91,17 @@ class SharedLease:
         self.state.lease = message.lease
 
 
+_Part = TypeVar("_Part")
+
+
+def _made(part: _Part | None, what: str) -> _Part:
+    if part is None:
+        raise RuntimeError(f"a worker's {what} is made in Worker.start(), and it has not run")
+    return part
+
+
 class Worker:
-    """One worker process: what the client app calls its plane."""
+    """One worker process: what the client app calls its plane (llmgw.router.plane.ClientPlane)."""
 
     def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket]):
         from llmgw.account.keycache import KeyCache
@@ -99,11 +115,15 @@ class Worker:
         self.sockets = sockets  # every worker's, on the client port; sockets[index] is this one's
         self._adopted: dict[int, web.SockSite] = {}  # orphans' sockets accepted on for now
         self._adopting = asyncio.Lock()
-        self.store = None
-        self.settings = None
+        self.store: Store | None = None
         self.lease = SharedLease()
         self.registry = CollectorRegistry()
-        self.keys = self.throttle = self.router = None
+        # The parts the client app reads, made in start() once the store is open; the app is built after
+        # them, so it never meets one unmade (see the properties below).
+        self._settings: ClusterSettingsWatcher | None = None
+        self._keys: KeyCache | None = None
+        self._throttle: UnknownKeyThrottle | None = None
+        self._router: Router | None = None
         self._KeyCache, self._Throttle, self._Router = KeyCache, UnknownKeyThrottle, Router
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
@@ -117,13 +137,13 @@ class Worker:
         from llmgw.router.app import make_client_app
         from llmgw.store import open_store
 
-        self.store = await open_store(self.cfg.store)
-        self.settings = ClusterSettingsWatcher(self.store)
+        store = self.store = await open_store(self.cfg.store)
+        self._settings = ClusterSettingsWatcher(store)
         current = lambda: self.settings.current  # noqa: E731
-        self.keys = self._KeyCache(self.store, ttl=lambda: float(current().auth.cache_ttl))
-        self.throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
-        self.router = self._Router(self.store, current, self.registry, own_secrets=own_secrets(self.cfg),
-                                   share=True)
+        self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
+        self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
+        self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
+                                    share=True)
         self.settings.subscribe(self.router.apply)
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
             Trip(ident, reason))
@@ -163,15 +183,31 @@ class Worker:
         if self._runner:
             await self._runner.cleanup()
         await cancel_and_wait(*self._tasks)
-        if self.router:
+        if self._router:
             # For the main's limiter, which a replacement starts from; its unspent loans go back too.
             self._send_counts(with_metrics=True, stopping=True)
             await self.router.stop()
-        if self.settings:
-            await self.settings.stop()
+        if self._settings:
+            await self._settings.stop()
         if self.store:
             await self.store.close()
         await self.channel.close()
+
+    @property
+    def settings(self) -> ClusterSettingsWatcher:
+        return _made(self._settings, "settings")
+
+    @property
+    def keys(self) -> KeyCache:
+        return _made(self._keys, "key cache")
+
+    @property
+    def throttle(self) -> UnknownKeyThrottle:
+        return _made(self._throttle, "unknown-key throttle")
+
+    @property
+    def router(self) -> Router:
+        return _made(self._router, "router")
 
     def _send_counts(self, with_metrics: bool, stopping: bool = False) -> None:
         rate = self.router.limits.snapshot()

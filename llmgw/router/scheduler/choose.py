@@ -21,7 +21,8 @@ import itertools
 import math
 import logging
 import time
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, profile as find_profile, scorer as find_scorer
 
@@ -39,14 +40,12 @@ _reported: set[str] = set()
 
 def available(endpoint: Endpoint) -> bool:
     """Whether the endpoint's breaker would let a request through now; takes nothing."""
-    breaker = endpoint.breaker
-    return breaker is None or breaker.available()
+    return endpoint.breaker.available()
 
 
 def take(endpoint: Endpoint) -> bool:
     """Claim the endpoint for a request about to be sent: in half-open this is the one trial."""
-    breaker = endpoint.breaker
-    return breaker is None or breaker.allow()
+    return endpoint.breaker.allow()
 
 
 def choose(endpoints: Sequence[Endpoint], profile: str, session_key: str | None = None,

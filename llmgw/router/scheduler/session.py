@@ -14,8 +14,9 @@ prompt or a person's id must not be.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from hashlib import blake2b
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -87,9 +88,7 @@ def _conversation_start(body: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
         prompt = body["prompt"]
         if isinstance(prompt, list) and prompt:
             prompt = prompt[0]
-        if isinstance(prompt, str):
-            first_user = prompt[:PROMPT_HEAD]
-        elif isinstance(prompt, list):  # token ids
+        if isinstance(prompt, (str, list)):  # text, or token ids
             first_user = prompt[:PROMPT_HEAD]
     if first_user is None and not system:
         return None

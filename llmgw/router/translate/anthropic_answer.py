@@ -18,6 +18,7 @@ from llmgw.router.translate.common import (
     id_suffix,
     matched_stop_string,
     new_id,
+    object_at,
     reasoning_text,
 )
 
@@ -65,7 +66,7 @@ def chat_to_message(chat: dict, *, model: str, include_thinking: bool = True) ->
     object could run a tool with arguments nobody wrote.
     """
     choice = first_choice(chat) or {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = object_at(choice, "message")
     content: list[dict] = []
     thinking = reasoning_text(message)
     if thinking and include_thinking:
@@ -78,7 +79,7 @@ def chat_to_message(chat: dict, *, model: str, include_thinking: bool = True) ->
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = object_at(call, "function")
         content.append({"type": "tool_use", "id": _tool_use_id(call.get("id")),
                         "name": function.get("name") or "", "input": _arguments(function.get("arguments"))})
 
@@ -116,7 +117,8 @@ def _stop(choice: dict, used_tools: bool) -> tuple[str, str | None]:
     stop_string = matched_stop_string(choice)
     if finish == "stop" and stop_string is not None:
         return "stop_sequence", stop_string
-    return _STOP_REASONS.get(finish, "end_turn"), None
+    # Only text is looked up: an engine's array or object there is not a key (unhashable) and ends the turn.
+    return _STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else "end_turn", None
 
 
 def _tool_use_id(call_id: Any) -> str:
@@ -179,7 +181,7 @@ class MessagesStream:
         choice = first_choice(chunk)
         if choice is None:
             return events
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = object_at(choice, "delta")
 
         thinking = reasoning_text(delta)
         if thinking and self.include_thinking:
@@ -231,10 +233,11 @@ class MessagesStream:
         if self._started:
             return []
         self._started = True
-        message = {"id": f"msg_{id_suffix(chat_id)}", "type": "message", "role": "assistant", "model": self.model,
-                   "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self.input_tokens, "output_tokens": 0,
-                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
+        message: dict[str, Any] = {
+            "id": f"msg_{id_suffix(chat_id)}", "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0,
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
         return [("message_start", {"type": "message_start", "message": message})]
 
     def _ensure(self, events: list, kind: str) -> int:

@@ -107,6 +107,12 @@ def first_choice(chunk: dict) -> dict | None:
     return None
 
 
+def object_at(parent: dict, key: str) -> dict:
+    """`parent[key]` when it is an object, else {}: an engine may leave a part out, or send null."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def matched_stop_string(choice: dict) -> str | None:
     """The stop string that ended the answer, when the engine says which.
 

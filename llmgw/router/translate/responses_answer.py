@@ -16,6 +16,7 @@ from llmgw.router.translate.common import (
     id_suffix,
     is_number,
     new_id,
+    object_at,
     reasoning_text,
 )
 
@@ -31,7 +32,7 @@ def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
     """
     suffix = id_suffix(chat.get("id"))
     choice = first_choice(chat) or {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = object_at(choice, "message")
     finish = choice.get("finish_reason")
     status, incomplete = _status(finish)
     output: list[dict] = []
@@ -46,7 +47,7 @@ def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
     for n, call in enumerate(message.get("tool_calls") or []):
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = object_at(call, "function")
         arguments = function.get("arguments")
         output.append(_function_item(f"fc_{suffix}_{n}", _call_id(call.get("id")), function.get("name") or "",
                                      arguments if isinstance(arguments, str) else "", "completed"))
@@ -67,7 +68,7 @@ def _status(finish: Any) -> tuple[str, dict | None]:
 def _response(response_id: str, model: str, request: dict, status: str, output: list[dict], *,
               created_at: Any = None) -> dict:
     request = request if isinstance(request, dict) else {}
-    reasoning = request.get("reasoning") if isinstance(request.get("reasoning"), dict) else {}
+    reasoning = object_at(request, "reasoning")
     return {
         "id": response_id,
         "object": "response",
@@ -188,7 +189,7 @@ class ResponsesStream:
         choice = first_choice(chunk)
         if choice is None:
             return events
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = object_at(choice, "delta")
         thinking = reasoning_text(delta)
         if thinking:
             item = self._ensure(events, "reasoning")

@@ -16,7 +16,8 @@ def replica(n: int, *, weight: float = 1.0, in_flight: int = 0, ttft: float | No
         e.observe_ttft(ttft, now=NOW)
     if read_at is not None and (running or waiting or kv is not None):
         e.load = EngineLoad(running=running, waiting=waiting, kv_usage=kv, read_at=read_at)
-    e.breaker = breaker
+    if breaker is not None:
+        e.breaker = breaker
     return e
 
 

@@ -233,3 +233,10 @@ def test_events_are_written_as_server_sent_events_in_one_piece():
                        ("ping", {"type": "ping", "text": "é"})])
     assert body == (b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
                     b'event: ping\ndata: ' + orjson.dumps({"type": "ping", "text": "é"}) + b"\n\n")
+
+
+def test_a_finish_reason_that_is_not_text_ends_the_turn_instead_of_failing_the_answer():
+    # An engine's finish_reason was looked up as a key: one sent as an array or an object raised TypeError
+    # (unhashable) and the client got no answer at all.
+    for finish in (["stop"], {"reason": "stop"}):
+        assert message(completion(content="x", finish=finish))["stop_reason"] == "end_turn"
