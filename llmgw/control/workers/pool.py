@@ -13,6 +13,8 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
@@ -397,8 +399,8 @@ class _SummedMetrics:
     def __init__(self, pool: WorkerPool):
         self.pool = pool
 
-    def collect(self):
-        families: dict[str, list] = {name: [kind, doc, dict(values)]
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, list[Any]] = {name: [kind, doc, dict(values)]
                                      for name, (kind, doc, values) in self.pool._retired.items()}
         for source in [s.metrics for s in self.pool.slots]:
             if not source:
