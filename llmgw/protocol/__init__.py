@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from llmgw.protocol.codec import ProtocolError, from_dict, to_dict
+from llmgw.protocol.codec import ProtocolError, from_dict, seal, to_dict, unseal
 from llmgw.protocol.messages import (  # the messages are this package's interface (__all__)
     GPU,
     MESSAGES,
@@ -48,25 +46,13 @@ MAX_MESSAGE_BYTES = 4 << 20  # a Register of a node with many GPUs and disks is 
 
 
 def encode(message: Any) -> bytes:
-    name = TYPE_OF.get(type(message))
-    if name is None:
-        raise TypeError(f"{type(message).__name__} is not a protocol message")
-    return orjson.dumps({"type": name, "body": to_dict(message)})
+    return seal(message, TYPE_OF, "a protocol message")
 
 
 def decode(raw: bytes | str) -> Any:
     if len(raw) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"a message of {len(raw)} bytes is more than the {MAX_MESSAGE_BYTES} taken")
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise ProtocolError(f"not JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
-        raise ProtocolError('a message is {"type": NAME, "body": {...}}')
-    cls = MESSAGES.get(doc["type"])
-    if cls is None:
-        raise ProtocolError(f"unknown message type {doc['type']!r}; known: {', '.join(sorted(MESSAGES))}")
-    return from_dict(cls, doc.get("body") or {}, doc["type"])
+    return unseal(raw, MESSAGES)
 
 
 __all__ = [

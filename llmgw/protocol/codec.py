@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
+
+import orjson
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -24,6 +27,31 @@ T = TypeVar("T", bound="DataclassInstance")
 
 class ProtocolError(ValueError):
     """A message that cannot be read: says which field and why."""
+
+
+def seal(message: Any, type_of: Mapping[type, str], kind: str) -> bytes:
+    """A message as `{"type": NAME, "body": {...}}`, its NAME from `type_of`; `kind` says whose messages they are.
+
+    The agent link (llmgw/protocol) and the worker channel (llmgw/control/workers) share this envelope.
+    """
+    name = type_of.get(type(message))
+    if name is None:
+        raise TypeError(f"{type(message).__name__} is not {kind}")
+    return orjson.dumps({"type": name, "body": to_dict(message)})
+
+
+def unseal(raw: bytes | str, messages: Mapping[str, type[Any]]) -> Any:
+    """What `seal` wrote, as its message; ProtocolError naming what is wrong."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise ProtocolError(f"not JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
+        raise ProtocolError('a message is {"type": NAME, "body": {...}}')
+    cls = messages.get(doc["type"])
+    if cls is None:
+        raise ProtocolError(f"unknown message type {doc['type']!r}; known: {', '.join(sorted(messages))}")
+    return from_dict(cls, doc.get("body") or {}, doc["type"])
 
 
 @cache

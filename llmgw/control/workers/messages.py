@@ -21,9 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from llmgw.protocol.codec import ProtocolError, from_dict, to_dict
+from llmgw.protocol.codec import seal, unseal
 from llmgw.store.records import Lease
 
 # --- main process → worker ---------------------------------------------------------------------
@@ -162,21 +160,10 @@ TYPE_OF: dict[type, str] = {cls: name for name, cls in MESSAGES.items()}
 
 def encode(message: Message) -> bytes:
     """One message as its line on the channel, newline included."""
-    name = TYPE_OF.get(type(message))
-    if name is None:
-        raise TypeError(f"{type(message).__name__} is not a message between the main process and a worker")
-    return orjson.dumps({"type": name, "body": to_dict(message)}) + b"\n"
+    return seal(message, TYPE_OF, "a message between the main process and a worker") + b"\n"
 
 
 def decode(line: bytes) -> Message:
     """A line read from the channel as its message; ProtocolError naming what is wrong."""
-    try:
-        doc = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        raise ProtocolError(f"not JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
-        raise ProtocolError('a message is {"type": NAME, "body": {...}}')
-    cls = MESSAGES.get(doc["type"])
-    if cls is None:
-        raise ProtocolError(f"unknown message type {doc['type']!r}; known: {', '.join(sorted(MESSAGES))}")
-    return from_dict(cls, doc.get("body") or {}, doc["type"])
+    message: Message = unseal(line, MESSAGES)
+    return message
