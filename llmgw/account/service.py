@@ -8,32 +8,16 @@ its secret or its hash.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
+from collections.abc import Sequence
 from typing import Any
 
 from llmgw.account import keys as keymod
+from llmgw.account.errors import AccountError, Actor
 from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
-from llmgw.account.passwords import hash_password
+from llmgw.account.people import People
 from llmgw.account.tree import TreeError, check_name, parse_project_path
-from llmgw.errors import ExpectedError
-from llmgw.store import ApiKey, AuditEntry, Conflict, Limits, Person, ProjectPath, Store
-
-
-class AccountError(ExpectedError, ValueError):
-    """A refused change, said as a sentence; `status` is the HTTP status that fits it."""
-
-    def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who asked, for the audit log: "root" via "cli", "alice@example.com" via "portal"."""
-
-    name: str
-    via: str
+from llmgw.store import ApiKey, AuditEntry, Limits, Person, ProjectPath, Store
 
 
 def key_view(key: ApiKey, path: ProjectPath | None, now: float | None = None) -> dict[str, Any]:
@@ -70,6 +54,7 @@ def limits_view(limits: Limits | None) -> dict[str, Any] | None:
 class Accounts:
     def __init__(self, store: Store):
         self.store = store
+        self.people = People(store, self.audit)
 
     async def audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
         await self.store.add_audit(
@@ -248,17 +233,13 @@ class Accounts:
 
     # people
 
-    async def add_person(self, actor: Actor, *, email: str, name: str, role: str, password: str | None) -> Person:
-        person = Person(
-            id=keymod.new_id("usr"), email=email, name=name, role=role,
-            password_hash=hash_password(password) if password else None, created_at=time.time(),
-        )
-        try:
-            await self.store.add_person(person)
-        except Conflict as e:
-            raise AccountError(str(e), 409, "conflict") from None
-        await self.audit(actor, "person.create", f"person:{person.id}", None,
-                         {"id": person.id, "email": email, "name": name, "role": role})
+    async def add_person(self, actor: Actor, *, email: str, name: str, role: str, password: str | None,
+                         member_of: Sequence[str] = ()) -> Person:
+        """People.add, for callers that hold an Accounts; the password is made when None."""
+        view, _ = await self.people.add(actor, email=email, name=name, role=role, password=password,
+                                        member_of=member_of)
+        person = await self.store.person_by_id(view["id"])
+        assert person is not None, "a person just added is there to read"
         return person
 
 
