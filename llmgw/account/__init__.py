@@ -10,22 +10,27 @@ from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
 from llmgw.account.people import ROLES, People, person_view
+from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
 from llmgw.account.service import AccountError, Accounts, Actor
 from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.tree import TreeError, check_name, parse_project_path
 
 __all__ = [
     "CHAIN",
+    "CHAT_PREFIX",
     "KEY_PREFIX",
     "AccountError",
     "Accounts",
     "Actor",
+    "Current",
     "Effective",
     "KeyCache",
     "LimitError",
     "People",
     "Principal",
     "ROLES",
+    "Sessions",
+    "SignedIn",
     "TreeError",
     "UnknownKeyThrottle",
     "check_name",
