@@ -130,7 +130,16 @@ class Sessions:
             address=address, agent=agent[:_AGENT_KEPT],
         )
         await self.store.add_session(session)
+        await self._forget_ended(person.id, now)
         return SignedIn(person, session, token, csrf_of(token), chat_token)
+
+    async def _forget_ended(self, person_id: str, now: float) -> None:
+        """Delete the person's sessions that ended unseen (a closed browser never signs out):
+        a person has a few, so their profile lists only live ones."""
+        idle = float(self._settings().session_idle)
+        for s in await self.store.list_sessions(person_id):
+            if now >= s.expires_at or now - s.last_seen_at >= idle:
+                await self.store.delete_session(s.id)
 
     async def current(self, token: str) -> Current | None:
         """The session behind the cookie's token, or None when there is none or it has ended."""

@@ -162,3 +162,11 @@ async def test_shorter_settings_apply_to_the_next_sign_in(store, clock, ada):
     assert signed.session.expires_at == clock.now + 3600
     clock.advance(600)
     assert await sessions.current(signed.token) is None
+
+
+async def test_a_new_sign_in_forgets_the_persons_sessions_that_ended_unseen(sessions, clock, store, ada):
+    await sessions.sign_in("ada@example.com", PASSWORD, address=ADDRESS)  # a browser closed, never signed out
+    clock.advance(3 * 3600)
+    fresh = await sessions.sign_in("ada@example.com", PASSWORD, address=ADDRESS)
+
+    assert [s.id for s in await store.list_sessions(ada["id"])] == [fresh.session.id]
