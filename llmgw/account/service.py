@@ -232,7 +232,7 @@ class Accounts:
         try:
             check_narrows(after, parents)
         except LimitError as e:
-            raise AccountError(str(e)) from None
+            raise AccountError(e.template, params=e.params) from None
         await self.store.put_limits(after)
         await self.audit(actor, "limits.set", f"{scope}:{scope_id}", limits_view(before), limits_view(after))
         return {"scope": scope, "id": scope_id, "limits": limits_view(after)}
