@@ -10,9 +10,31 @@ import the CLI (issue 12).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+
+def N_(template: str) -> str:
+    """Marks `template` as a message to translate (Babel extracts it); returns it unchanged."""
+    return template
+
 
 class ExpectedError(Exception):
-    """An error whose message is already a sentence a person can act on: shown as it is, never as a traceback."""
+    """An error whose message is already a sentence a person can act on: shown as it is, never as a traceback.
+
+    Raised as `ExpectedError(N_("no person {who} here"), params={"who": email})`
+    it keeps the untranslated template and its parameters, so the portal can say
+    it in the reader's language while str(error) stays the English sentence that
+    the CLI and the admin API print. The template is formatted only when params
+    are given, so a message holding braces (a JSON excerpt) is never misread.
+    """
+
+    template: str
+    params: dict[str, object]
+
+    def __init__(self, message: str = "", /, *, params: Mapping[str, object] | None = None):
+        self.params = dict(params) if params is not None else {}
+        self.template = message
+        super().__init__(message.format(**self.params) if params is not None else message)
 
 
 def explain(error: BaseException) -> str | None:

@@ -1,4 +1,4 @@
-"""People, API keys, limits and the tenancy tree (org/team/project/key).
+"""People, sessions, API keys, limits and the tenancy tree (org/team/project/key).
 
 This is the package's face: other packages import these names from
 `llmgw.account`, not from its modules, so a module can be split or renamed
@@ -8,25 +8,35 @@ inside without touching them (docs/internals.md).
 from llmgw.account.keycache import KeyCache, Principal
 from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
-from llmgw.account.passwords import hash_password, new_password
+from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
+from llmgw.account.people import ROLES, People, person_view
+from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
 from llmgw.account.service import AccountError, Accounts, Actor
 from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.tree import TreeError, check_name, parse_project_path
 
 __all__ = [
     "CHAIN",
+    "CHAT_PREFIX",
     "KEY_PREFIX",
     "AccountError",
     "Accounts",
     "Actor",
+    "Current",
     "Effective",
     "KeyCache",
     "LimitError",
+    "People",
     "Principal",
+    "ROLES",
+    "Sessions",
+    "SignedIn",
     "TreeError",
     "UnknownKeyThrottle",
     "check_name",
     "check_narrows",
+    "check_password",
+    "check_password_strength",
     "digest",
     "effective",
     "format_money",
@@ -35,4 +45,5 @@ __all__ = [
     "new_password",
     "parse_money",
     "parse_project_path",
+    "person_view",
 ]

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llmgw.errors import N_, ExpectedError
 from llmgw.store import Limits
 
 # From the top of the tree down; a key's chain is always in this order.
 CHAIN = ("org", "team", "project", "key")
 
 
-class LimitError(ValueError):
-    """A limit that cannot be set, said as a sentence."""
+class LimitError(ExpectedError, ValueError):
+    """A limit that cannot be set, said as a sentence (an N_() template and its parameters)."""
 
 
 @dataclass(frozen=True)
@@ -100,13 +101,16 @@ def check_narrows(new: Limits, above: list[Limits | None]) -> None:
     for parent in above:
         if parent is None:
             continue
-        for name, word in (("rpm", "requests a minute"), ("tpm", "tokens a minute")):
+        for name, template in (
+            ("rpm", N_("{scope} rpm {mine} is above its {parent}'s {theirs} requests a minute; "
+                       "a level can only narrow what the level above it allows")),
+            ("tpm", N_("{scope} tpm {mine} is above its {parent}'s {theirs} tokens a minute; "
+                       "a level can only narrow what the level above it allows")),
+        ):
             mine, theirs = getattr(new, name), getattr(parent, name)
             if mine is not None and theirs is not None and mine > theirs:
-                raise LimitError(
-                    f"{new.scope} {name} {mine} is above its {parent.scope}'s {theirs} {word}; "
-                    "a level can only narrow what the level above it allows"
-                )
+                raise LimitError(template, params={"scope": new.scope, "mine": mine,
+                                                   "parent": parent.scope, "theirs": theirs})
         if (
             new.budget_micros is not None
             and parent.budget_micros is not None
@@ -114,17 +118,20 @@ def check_narrows(new: Limits, above: list[Limits | None]) -> None:
             and new.budget_micros > parent.budget_micros
         ):
             raise LimitError(
-                f"{new.scope} budget {format_money(new.budget_micros)} a {new.period or 'month'} "
-                f"is above its {parent.scope}'s {format_money(parent.budget_micros)}; "
-                "a level can only narrow what the level above it allows"
+                N_("{scope} budget {mine} a {period} is above its {parent}'s {theirs}; "
+                   "a level can only narrow what the level above it allows"),
+                params={"scope": new.scope, "mine": format_money(new.budget_micros),
+                        "period": new.period or "month", "parent": parent.scope,
+                        "theirs": format_money(parent.budget_micros)},
             )
         if new.models is not None and parent.models is not None:
             outside = sorted(set(new.models) - set(parent.models))
             if outside:
                 raise LimitError(
-                    f"{new.scope} models {', '.join(outside)} are not allowed by its "
-                    f"{parent.scope} ({', '.join(sorted(parent.models)) or 'none'}); "
-                    "a level can only narrow what the level above it allows"
+                    N_("{scope} models {outside} are not allowed by its {parent} ({allowed}); "
+                       "a level can only narrow what the level above it allows"),
+                    params={"scope": new.scope, "outside": ", ".join(outside), "parent": parent.scope,
+                            "allowed": ", ".join(sorted(parent.models)) or "none"},
                 )
 
 
@@ -135,12 +142,13 @@ def parse_money(text: str) -> int:
     try:
         value = Decimal(text.strip().lstrip("$"))
     except InvalidOperation:
-        raise LimitError(f'expected an amount of money like 12.50, got "{text}"') from None
+        raise LimitError(N_('expected an amount of money like 12.50, got "{text}"'),
+                         params={"text": text}) from None
     if value < 0:
-        raise LimitError(f"a budget cannot be negative, got {text}")
+        raise LimitError(N_("a budget cannot be negative, got {text}"), params={"text": text})
     micros = value * 1_000_000
     if micros != micros.to_integral_value():
-        raise LimitError(f"{text} has more than six decimal places")
+        raise LimitError(N_("{text} has more than six decimal places"), params={"text": text})
     return int(micros)
 
 

@@ -8,11 +8,15 @@ which a sign-in can afford and a brute force cannot.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
 
+from llmgw.errors import N_
+
 _N, _R, _P = 2**14, 8, 1
+MIN_LENGTH = 10
 
 
 def hash_password(password: str) -> str:
@@ -39,3 +43,19 @@ def new_password() -> str:
     """A first administrator's password: 20 characters, easy to type from a screen."""
     alphabet = "abcdefghijkmnpqrstuvwxyzACDEFGHJKLMNPQRSTUVWXYZ23456789"
     return "".join(secrets.choice(alphabet) for _ in range(20))
+
+
+@functools.cache
+def dummy_hash() -> str:
+    """A hash no password matches, checked when the e-mail is unknown: the refusal then
+    costs the same scrypt as a wrong password, so its timing does not say who has an account."""
+    return hash_password(secrets.token_urlsafe(32))
+
+
+def check_password_strength(password: str, email: str) -> str | None:
+    """Why a new password is refused, as a sentence to translate (N_), or None when it will do."""
+    if len(password) < MIN_LENGTH:
+        return N_("a password needs at least 10 characters")
+    if password.strip().casefold() == email.strip().casefold():
+        return N_("a password may not be your e-mail address")
+    return None

@@ -8,32 +8,17 @@ its secret or its hash.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
+from collections.abc import Sequence
 from typing import Any
 
 from llmgw.account import keys as keymod
+from llmgw.account.errors import AccountError, Actor
 from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
-from llmgw.account.passwords import hash_password
+from llmgw.account.people import People
 from llmgw.account.tree import TreeError, check_name, parse_project_path
-from llmgw.errors import ExpectedError
-from llmgw.store import ApiKey, AuditEntry, Conflict, Limits, Person, ProjectPath, Store
-
-
-class AccountError(ExpectedError, ValueError):
-    """A refused change, said as a sentence; `status` is the HTTP status that fits it."""
-
-    def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who asked, for the audit log: "root" via "cli", "alice@example.com" via "portal"."""
-
-    name: str
-    via: str
+from llmgw.errors import N_
+from llmgw.store import ApiKey, AuditEntry, Limits, Person, ProjectPath, Store
 
 
 def key_view(key: ApiKey, path: ProjectPath | None, now: float | None = None) -> dict[str, Any]:
@@ -70,6 +55,7 @@ def limits_view(limits: Limits | None) -> dict[str, Any] | None:
 class Accounts:
     def __init__(self, store: Store):
         self.store = store
+        self.people = People(store, self.audit)
 
     async def audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
         await self.store.add_audit(
@@ -86,20 +72,21 @@ class Accounts:
     ) -> tuple[dict[str, Any], str]:
         """Make a key; returns its public view and the secret, which is never kept."""
         if not name or len(name) > 128:
-            raise AccountError("a key needs a name of 1-128 characters")
+            raise AccountError(N_("a key needs a name of 1-128 characters"))
         try:
             org, team, proj = parse_project_path(project)
         except TreeError as e:
-            raise AccountError(str(e)) from None
+            raise AccountError(e.template, params=e.params) from None
         if ttl is not None and ttl <= 0:
-            raise AccountError("a key's --ttl must be longer than zero")
+            raise AccountError(N_("a key's --ttl must be longer than zero"))
         if max_key_ttl > 0:
             if ttl is None:
                 ttl = max_key_ttl
             elif ttl > max_key_ttl:
                 raise AccountError(
-                    f"--ttl {_days(ttl)} is longer than the cluster allows (auth.max_key_ttl "
-                    f"{_days(max_key_ttl)}); ask for a shorter one"
+                    N_("--ttl {ttl} is longer than the cluster allows (auth.max_key_ttl {most}); "
+                       "ask for a shorter one"),
+                    params={"ttl": _days(ttl), "most": _days(max_key_ttl)},
                 )
         if band is not None:
             check_name("band", band)
@@ -107,7 +94,7 @@ class Accounts:
         if person_email:
             person = await self.store.person_by_email(person_email)
             if person is None:
-                raise AccountError(f"no person {person_email} is known here", 404, "not_found")
+                raise AccountError(N_("no person {who} is known here"), 404, "not_found", params={"who": person_email})
             person_id = person.id
         path = await self.store.ensure_project(org, team, proj)
         now = time.time()
@@ -126,7 +113,7 @@ class Accounts:
     async def key(self, key_id: str) -> dict[str, Any]:
         key = await self.store.key_by_id(key_id)
         if key is None:
-            raise AccountError(f"no key {key_id}; llmgw keys list shows them", 404, "not_found")
+            raise AccountError(N_("no key {key}; llmgw keys list shows them"), 404, "not_found", params={"key": key_id})
         view = key_view(key, await self.store.project_path(key.project_id))
         view["limits"] = limits_view(await self.store.get_limits("key", key.id))
         return view
@@ -137,9 +124,9 @@ class Accounts:
             try:
                 path = await self.store.project_by_path(*parse_project_path(project))
             except TreeError as e:
-                raise AccountError(str(e)) from None
+                raise AccountError(e.template, params=e.params) from None
             if path is None:
-                raise AccountError(f"no project {project}", 404, "not_found")
+                raise AccountError(N_("no project {project}"), 404, "not_found", params={"project": project})
             project_id = path.project.id
         paths: dict[str, ProjectPath | None] = {}
         views = []
@@ -152,7 +139,7 @@ class Accounts:
     async def revoke_key(self, actor: Actor, key_id: str) -> dict[str, Any]:
         before = await self.store.key_by_id(key_id)
         if before is None:
-            raise AccountError(f"no key {key_id}; llmgw keys list shows them", 404, "not_found")
+            raise AccountError(N_("no key {key}; llmgw keys list shows them"), 404, "not_found", params={"key": key_id})
         after = await self.store.revoke_key(key_id, time.time())
         path = await self.store.project_path(before.project_id)
         view = key_view(after or before, path)
@@ -169,12 +156,13 @@ class Accounts:
         ORG/TEAM/PROJECT, which is what people remember.
         """
         if scope not in CHAIN:
-            raise AccountError(f'--scope must be one of {", ".join(CHAIN)}, not "{scope}"')
+            raise AccountError(N_('--scope must be one of {scopes}, not "{scope}"'),
+                               params={"scopes": ", ".join(CHAIN), "scope": scope})
         store = self.store
         if scope == "key":
             key = await store.key_by_id(ident)
             if key is None:
-                raise AccountError(f"no key {ident}", 404, "not_found")
+                raise AccountError(N_("no key {key}"), 404, "not_found", params={"key": ident})
             path = await store.project_path(key.project_id)
             assert path is not None, "a key's project_id is a foreign key, and projects are never deleted"
             return key.id, [("org", path.org.id), ("team", path.team.id), ("project", path.project.id)]
@@ -184,9 +172,9 @@ class Accounts:
                 try:
                     path = await store.project_by_path(*parse_project_path(ident))
                 except TreeError as e:
-                    raise AccountError(str(e)) from None
+                    raise AccountError(e.template, params=e.params) from None
             if path is None:
-                raise AccountError(f"no project {ident}", 404, "not_found")
+                raise AccountError(N_("no project {project}"), 404, "not_found", params={"project": ident})
             return path.project.id, [("org", path.org.id), ("team", path.team.id)]
         if scope == "team":
             team = await store.team_by_id(ident) if ident.startswith("team_") else None
@@ -195,12 +183,13 @@ class Accounts:
                 org = await store.org_by_name(org_name)
                 team = await store.team_by_name(org.id, team_name) if org else None
             if team is None:
-                raise AccountError(f"no team {ident} (write ORG/TEAM or its id)", 404, "not_found")
+                raise AccountError(N_("no team {team} (write ORG/TEAM or its id)"), 404, "not_found",
+                                   params={"team": ident})
             return team.id, [("org", team.org_id)]
         org = await store.org_by_id(ident) if ident.startswith("org_") else None
         org = org or await store.org_by_name(ident)
         if org is None:
-            raise AccountError(f"no org {ident}", 404, "not_found")
+            raise AccountError(N_("no org {org}"), 404, "not_found", params={"org": ident})
         return org.id, []
 
     async def limits(self, scope: str, ident: str) -> dict[str, Any]:
@@ -220,17 +209,19 @@ class Accounts:
         allowed = {"rpm", "tpm", "budget_micros", "period", "models", "expires_at"}
         unknown = sorted(set(changes) - allowed)
         if unknown:
-            raise AccountError(f"unknown limit {', '.join(unknown)}; limits are {', '.join(sorted(allowed))}")
+            raise AccountError(N_("unknown limit {unknown}; limits are {known}"),
+                               params={"unknown": ", ".join(unknown), "known": ", ".join(sorted(allowed))})
         for name in ("rpm", "tpm", "budget_micros"):
             value = changes.get(name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise AccountError(f"{name} must be a whole number of zero or more, got {value!r}")
+                raise AccountError(N_("{name} must be a whole number of zero or more, got {value}"),
+                                   params={"name": name, "value": repr(value)})
         period = changes.get("period")
         if period is not None and period not in ("day", "month"):
-            raise AccountError(f'--period must be day or month, not "{period}"')
+            raise AccountError(N_('--period must be day or month, not "{period}"'), params={"period": period})
         models = changes.get("models")
         if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and m for m in models)):
-            raise AccountError("models must be a list of model names")
+            raise AccountError(N_("models must be a list of model names"))
         scope_id, above = await self.resolve_scope(scope, ident)
         before = await self.store.get_limits(scope, scope_id)
         base = Limits(scope, scope_id) if replace_all or before is None else before
@@ -241,24 +232,20 @@ class Accounts:
         try:
             check_narrows(after, parents)
         except LimitError as e:
-            raise AccountError(str(e)) from None
+            raise AccountError(e.template, params=e.params) from None
         await self.store.put_limits(after)
         await self.audit(actor, "limits.set", f"{scope}:{scope_id}", limits_view(before), limits_view(after))
         return {"scope": scope, "id": scope_id, "limits": limits_view(after)}
 
     # people
 
-    async def add_person(self, actor: Actor, *, email: str, name: str, role: str, password: str | None) -> Person:
-        person = Person(
-            id=keymod.new_id("usr"), email=email, name=name, role=role,
-            password_hash=hash_password(password) if password else None, created_at=time.time(),
-        )
-        try:
-            await self.store.add_person(person)
-        except Conflict as e:
-            raise AccountError(str(e), 409, "conflict") from None
-        await self.audit(actor, "person.create", f"person:{person.id}", None,
-                         {"id": person.id, "email": email, "name": name, "role": role})
+    async def add_person(self, actor: Actor, *, email: str, name: str, role: str, password: str | None,
+                         member_of: Sequence[str] = ()) -> Person:
+        """People.add, for callers that hold an Accounts; the password is made when None."""
+        view, _ = await self.people.add(actor, email=email, name=name, role=role, password=password,
+                                        member_of=member_of)
+        person = await self.store.person_by_id(view["id"])
+        assert person is not None, "a person just added is there to read"
         return person
 
 

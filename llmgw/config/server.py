@@ -103,6 +103,27 @@ class ControlSettings:
             )
 
 
+PORTAL_LANGUAGES = ("en", "tr")
+
+
+@dataclass(frozen=True)
+class SignupSettings:
+    domains: list[str] = field(default_factory=list)
+    """E-mail domains whose people may make their own portal account (example.com). Empty: no sign-up;
+    an administrator adds people."""
+
+    project: str = "Default/default/default"
+    """The ORG/TEAM/PROJECT that people who sign up become members of."""
+
+    def validate(self) -> None:
+        for i, domain in enumerate(self.domains):
+            if not domain or "@" in domain or domain != domain.strip().lower() or "." not in domain:
+                raise Invalid(f"domains[{i}]", f'"{domain}" is not a domain in lower case, such as example.com')
+        parts = self.project.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise Invalid("project", f'"{self.project}" is not ORG/TEAM/PROJECT')
+
+
 @dataclass(frozen=True)
 class AuthSettings:
     cache_ttl: Duration = Duration("5s")
@@ -117,9 +138,55 @@ class AuthSettings:
     """How many unknown API keys one client address may try in a minute before its requests are refused for a while.
     Enough for someone fixing a typo, too few for guessing keys."""
 
+    signup: SignupSettings = field(default_factory=SignupSettings)
+    """Who may make their own portal account, and where they land."""
+
+    session_idle: Duration = Duration("2h")
+    """A portal session unused this long ends; the person signs in again."""
+
+    session_max: Duration = Duration("12h")
+    """A portal session ends this long after its sign-in, however busy."""
+
+    sign_in_per_account: int = 10
+    """How many failed portal sign-ins one e-mail may have within `sign_in_window` before further tries are refused."""
+
+    sign_in_per_address: int = 50
+    """How many failed portal sign-ins one client address may have within `sign_in_window` before it is refused.
+    Higher than per account: an office behind one address has many people."""
+
+    sign_in_window: Duration = Duration("15m")
+    """How far back failed sign-ins count; a refused account or address may try again once its failures are older."""
+
     def validate(self) -> None:
         if self.unknown_key_rate < 1:
             raise Invalid("unknown_key_rate", f"must be at least 1, got {self.unknown_key_rate}")
+        for key in ("session_idle", "session_max", "sign_in_window"):
+            if float(getattr(self, key)) <= 0:
+                raise Invalid(key, f"must be longer than 0, got {getattr(self, key)}")
+        if float(self.session_max) < float(self.session_idle):
+            raise Invalid("session_max", f"must be at least session_idle ({self.session_idle}), "
+                                         f"got {self.session_max}")
+        for key in ("sign_in_per_account", "sign_in_per_address"):
+            if getattr(self, key) < 1:
+                raise Invalid(key, f"must be at least 1, got {getattr(self, key)}")
+
+
+@dataclass(frozen=True)
+class PortalSettings:
+    language: str = "en"
+    """The portal's language for a browser whose Accept-Language names none it has (en, tr),
+    until the person picks one."""
+
+    address: str = ""
+    """The gateway's address as the portal's snippets show it (https://llm.example.com).
+    Empty: the address the browser used."""
+
+    def validate(self) -> None:
+        if self.language not in PORTAL_LANGUAGES:
+            raise Invalid("language", f"{self.language} is not one of the portal's languages "
+                                      f"({', '.join(PORTAL_LANGUAGES)})")
+        if self.address and not self.address.startswith(("http://", "https://")):
+            raise Invalid("address", f"{self.address} must start with http:// or https://")
 
 
 @dataclass(frozen=True)
@@ -130,7 +197,7 @@ class ClusterSettings:
     """Leadership among the control planes, and how fast settings changes spread."""
 
     auth: AuthSettings = field(default_factory=AuthSettings)
-    """API keys: how long they are cached, how long they may live, and how guessing is slowed down."""
+    """API keys and portal sign-in: caching, lifetimes, sessions, sign-up, and how guessing is slowed down."""
 
     router: RouterSettings = field(default_factory=RouterSettings)
     """The client API's routing of requests to the models."""
@@ -140,6 +207,9 @@ class ClusterSettings:
 
     guard: GuardSettings = field(default_factory=GuardSettings)
     """Guardrails: policies that read prompts and answers, and where they apply."""
+
+    portal: PortalSettings = field(default_factory=PortalSettings)
+    """The web portal on the client port: its default language and the address its snippets show."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

@@ -77,6 +77,8 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
                                            role="admin", password=password)
         view, secret = await accounts.create_key(SYSTEM, name="first key", project=project,
                                                  person_email=person.email)
+        # A member of the first project, so the portal offers it to the first admin for keys and chat.
+        await accounts.people.join(SYSTEM, person.id, f"project:{project}")
         return {
             "already": False,
             "administrator": {"email": person.email, "password": password},

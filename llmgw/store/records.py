@@ -26,16 +26,34 @@ class Person:
     password_hash: str | None = None
     created_at: float = 0.0
     disabled: bool = False
+    locale: str | None = None  # "en" | "tr"; None: from the browser's Accept-Language
+    must_change_password: bool = False  # set by a reset: the portal asks for a new one first
+    password_changed_at: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    """A portal sign-in. `id` is the sha256 of the cookie's value, never the value."""
+    """A portal sign-in. `id` is the sha256 hex of the cookie's token, never the token;
+    `chat_digest` the sha256 of the chat credential derived from it."""
 
     id: str
     person_id: str
     created_at: float
-    expires_at: float
+    last_seen_at: float
+    expires_at: float  # the absolute end; the idle end is last_seen_at + auth.session_idle
+    chat_digest: bytes
+    address: str = ""
+    agent: str = ""
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A person's place in the tree: an org's or a team's covers every project below it."""
+
+    person_id: str
+    scope: str  # org | team | project
+    scope_id: str
+    created_at: float = 0.0
 
 
 @dataclass

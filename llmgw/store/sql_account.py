@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, Duplicate, MissingParent, Row
 from llmgw.store.errors import Conflict, StoreError
-from llmgw.store.records import ApiKey, Org, Person, Project, ProjectPath, Session, Team
+from llmgw.store.records import ApiKey, Membership, Org, Person, Project, ProjectPath, Session, Team
 
-_PERSON = "id, email, name, role, password_hash, created_at, disabled"
+_PERSON = (
+    "id, email, name, role, password_hash, created_at, disabled, "
+    "locale, must_change_password, password_changed_at"
+)
+_SESSION = "id, person_id, created_at, last_seen_at, expires_at, chat_digest, address, agent"
+# Failed sign-ins older than this are forgotten on the next write: longer than any throttle window.
+_FAILURES_KEPT_S = 86400.0
 _KEY = "id, name, project_id, digest, prefix, person_id, band, created_at, expires_at, revoked_at"
 _PATH = (
     "o.id, o.name, o.created_at, t.id, t.org_id, t.name, t.created_at, "
@@ -26,7 +33,22 @@ def _email_key(email: str) -> str:
 
 
 def _person(r: Row) -> Person:
-    return Person(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
+    return Person(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], bool(r[8]), r[9])
+
+
+def _session(r: Row) -> Session:
+    return Session(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
+
+
+def _key_filter(project_id: str | None, person_id: str | None) -> tuple[str, list[object]]:
+    """The WHERE clause (with its leading space, or empty) and its arguments for list_keys and count_keys."""
+    terms: list[str] = []
+    args: list[object] = []
+    for column, value in (("project_id", project_id), ("person_id", person_id)):
+        if value is not None:
+            args.append(value)
+            terms.append(f"{column} = ${len(args)}")
+    return ((" WHERE " + " AND ".join(terms)) if terms else "", args)
 
 
 def _key(r: Row) -> ApiKey:
@@ -43,6 +65,11 @@ def _ensured(row: Row | None) -> Row:
     return row
 
 
+def _ensured_path(path: ProjectPath | None) -> ProjectPath:
+    assert path is not None, "a project just inserted is there to read"
+    return path
+
+
 def _new_id(kind: str) -> str:
     return f"{kind}_{secrets.token_hex(8)}"
 
@@ -57,18 +84,40 @@ class AccountSQL:
     async def add_person(self, person: Person) -> Person:
         try:
             await self._db.execute(
-                "INSERT INTO people (id, email, email_key, name, role, password_hash, created_at, disabled) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO people (id, email, email_key, name, role, password_hash, created_at, disabled, "
+                "locale, must_change_password, password_changed_at) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 person.id, person.email, _email_key(person.email), person.name, person.role,
                 person.password_hash, person.created_at, bool(person.disabled),
+                person.locale, bool(person.must_change_password), person.password_changed_at,
             )
         except Duplicate:
-            if await self.person_by_email(person.email) is not None:
-                raise Conflict(
-                    f"{person.email} already belongs to someone here; "
-                    "use another email, or find that person with their email"
-                ) from None
-            raise Conflict(f"a person with the id {person.id} already exists") from None
+            raise await self._taken(person) from None
+        return person
+
+    async def _taken(self, person: Person) -> Conflict:
+        holder = await self.person_by_email(person.email)
+        if holder is not None and holder.id != person.id:
+            return Conflict(
+                f"{person.email} already belongs to someone here; "
+                "use another email, or find that person with their email"
+            )
+        return Conflict(f"a person with the id {person.id} already exists")
+
+    async def update_person(self, person: Person) -> Person:
+        try:
+            row = await self._db.fetchrow(
+                "UPDATE people SET email = $2, email_key = $3, name = $4, role = $5, password_hash = $6, "
+                "disabled = $7, locale = $8, must_change_password = $9, password_changed_at = $10 "
+                "WHERE id = $1 RETURNING id",
+                person.id, person.email, _email_key(person.email), person.name, person.role,
+                person.password_hash, bool(person.disabled), person.locale,
+                bool(person.must_change_password), person.password_changed_at,
+            )
+        except Duplicate:
+            raise await self._taken(person) from None
+        if row is None:
+            raise StoreError(f"there is no person with the id {person.id} to change")
         return person
 
     async def person_by_id(self, person_id: str) -> Person | None:
@@ -91,8 +140,9 @@ class AccountSQL:
     async def add_session(self, session: Session) -> None:
         try:
             await self._db.execute(
-                "INSERT INTO sessions (id, person_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
-                session.id, session.person_id, session.created_at, session.expires_at,
+                f"INSERT INTO sessions ({_SESSION}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                session.id, session.person_id, session.created_at, session.last_seen_at,
+                session.expires_at, bytes(session.chat_digest), session.address, session.agent,
             )
         except MissingParent:
             raise StoreError(
@@ -102,13 +152,85 @@ class AccountSQL:
             raise Conflict("that session already exists") from None
 
     async def session_by_id(self, session_id: str) -> Session | None:
+        row = await self._db.fetchrow(f"SELECT {_SESSION} FROM sessions WHERE id = $1", session_id)
+        return None if row is None else _session(row)
+
+    async def session_by_chat_digest(self, digest: bytes) -> Session | None:
         row = await self._db.fetchrow(
-            "SELECT id, person_id, created_at, expires_at FROM sessions WHERE id = $1", session_id
+            f"SELECT {_SESSION} FROM sessions WHERE chat_digest = $1", bytes(digest)
         )
-        return None if row is None else Session(*row)
+        return None if row is None else _session(row)
+
+    async def touch_session(self, session_id: str, at: float) -> None:
+        # Never backwards: two requests of one browser may land out of order.
+        await self._db.execute(
+            "UPDATE sessions SET last_seen_at = $2 WHERE id = $1 AND last_seen_at < $2", session_id, at
+        )
+
+    async def list_sessions(self, person_id: str) -> list[Session]:
+        rows = await self._db.fetch(
+            f"SELECT {_SESSION} FROM sessions WHERE person_id = $1 ORDER BY last_seen_at DESC, id",
+            person_id,
+        )
+        return [_session(r) for r in rows]
 
     async def delete_session(self, session_id: str) -> None:
         await self._db.execute("DELETE FROM sessions WHERE id = $1", session_id)
+
+    async def delete_sessions(self, person_id: str, keep: str | None = None) -> int:
+        rows = await self._db.fetch(
+            "DELETE FROM sessions WHERE person_id = $1 AND id <> $2 RETURNING id", person_id, keep or ""
+        )
+        return len(rows)
+
+    # memberships
+
+    async def add_membership(self, m: Membership) -> None:
+        try:
+            await self._db.execute(
+                "INSERT INTO memberships (person_id, scope, scope_id, created_at) VALUES ($1, $2, $3, $4) "
+                "ON CONFLICT (person_id, scope, scope_id) DO NOTHING",
+                m.person_id, m.scope, m.scope_id, m.created_at,
+            )
+        except MissingParent:
+            raise StoreError(f"there is no person with the id {m.person_id} to make a member") from None
+
+    async def remove_membership(self, person_id: str, scope: str, scope_id: str) -> None:
+        await self._db.execute(
+            "DELETE FROM memberships WHERE person_id = $1 AND scope = $2 AND scope_id = $3",
+            person_id, scope, scope_id,
+        )
+
+    async def memberships(self, person_id: str) -> list[Membership]:
+        rows = await self._db.fetch(
+            "SELECT person_id, scope, scope_id, created_at FROM memberships WHERE person_id = $1 "
+            "ORDER BY scope, scope_id", person_id,
+        )
+        return [Membership(*r) for r in rows]
+
+    async def members_of(self, scope: str, scope_id: str) -> list[Membership]:
+        rows = await self._db.fetch(
+            "SELECT person_id, scope, scope_id, created_at FROM memberships WHERE scope = $1 AND scope_id = $2 "
+            "ORDER BY person_id", scope, scope_id,
+        )
+        return [Membership(*r) for r in rows]
+
+    # failed sign-ins
+
+    async def add_sign_in_failure(self, subjects: Sequence[str], at: float) -> None:
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM sign_in_failures WHERE at < $1", at - _FAILURES_KEPT_S)
+            await tx.executemany(
+                "INSERT INTO sign_in_failures (subject, at) VALUES ($1, $2)", [(s, at) for s in subjects]
+            )
+
+    async def sign_in_failures(self, subject: str, since: float) -> int:
+        return int(await self._db.fetchval(
+            "SELECT COUNT(*) FROM sign_in_failures WHERE subject = $1 AND at >= $2", subject, since
+        ))
+
+    async def clear_sign_in_failures(self, subject: str) -> None:
+        await self._db.execute("DELETE FROM sign_in_failures WHERE subject = $1", subject)
 
     # the tenancy tree
 
@@ -145,6 +267,42 @@ class AccountSQL:
                 t.id, project,
             )))
         return ProjectPath(o, t, p)
+
+    async def create_org(self, name: str) -> Org:
+        org = Org(_new_id("org"), name, time.time())
+        try:
+            await self._db.execute(
+                "INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3)", org.id, org.name, org.created_at
+            )
+        except Duplicate:
+            raise Conflict(f"there is already an org named {name}") from None
+        return org
+
+    async def create_team(self, org_id: str, name: str) -> Team:
+        team = Team(_new_id("team"), org_id, name, time.time())
+        try:
+            await self._db.execute(
+                "INSERT INTO teams (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)",
+                team.id, team.org_id, team.name, team.created_at,
+            )
+        except Duplicate:
+            raise Conflict(f"that org already has a team named {name}") from None
+        except MissingParent:
+            raise StoreError(f"there is no org with the id {org_id} to hold the team {name}") from None
+        return team
+
+    async def create_project(self, team_id: str, name: str) -> ProjectPath:
+        project = Project(_new_id("prj"), team_id, name, time.time())
+        try:
+            await self._db.execute(
+                "INSERT INTO projects (id, team_id, name, created_at) VALUES ($1, $2, $3, $4)",
+                project.id, project.team_id, project.name, project.created_at,
+            )
+        except Duplicate:
+            raise Conflict(f"that team already has a project named {name}") from None
+        except MissingParent:
+            raise StoreError(f"there is no team with the id {team_id} to hold the project {name}") from None
+        return _ensured_path(await self.project_path(project.id))
 
     async def project_by_path(self, org: str, team: str, project: str) -> ProjectPath | None:
         row = await self._db.fetchrow(
@@ -236,14 +394,19 @@ class AccountSQL:
         row = await self._db.fetchrow(f"SELECT {_KEY} FROM api_keys WHERE id = $1", key_id)
         return None if row is None else _key(row)
 
-    async def list_keys(self, project_id: str | None = None) -> list[ApiKey]:
-        if project_id is None:
-            rows = await self._db.fetch(f"SELECT {_KEY} FROM api_keys ORDER BY created_at, id")
-        else:
-            rows = await self._db.fetch(
-                f"SELECT {_KEY} FROM api_keys WHERE project_id = $1 ORDER BY created_at, id", project_id
-            )
+    async def list_keys(self, project_id: str | None = None, *, person_id: str | None = None,
+                        limit: int | None = None, offset: int = 0) -> list[ApiKey]:
+        where, args = _key_filter(project_id, person_id)
+        page = ""
+        if limit is not None:
+            args += [limit, offset]
+            page = f" LIMIT ${len(args) - 1} OFFSET ${len(args)}"
+        rows = await self._db.fetch(f"SELECT {_KEY} FROM api_keys{where} ORDER BY created_at, id{page}", *args)
         return [_key(r) for r in rows]
+
+    async def count_keys(self, project_id: str | None = None, *, person_id: str | None = None) -> int:
+        where, args = _key_filter(project_id, person_id)
+        return int(await self._db.fetchval(f"SELECT COUNT(*) FROM api_keys{where}", *args))
 
     async def revoke_key(self, key_id: str, at: float) -> ApiKey | None:
         # COALESCE keeps the first revocation's time: revoking twice (a retry,

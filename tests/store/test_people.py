@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmgw.store import Conflict, Person, Session, StoreError
+from llmgw.store import Conflict, Person, StoreError
 
 
 def person(n: int, email: str | None = None, **kw) -> Person:
@@ -59,17 +59,31 @@ async def test_people_are_listed_by_email_and_counted(store):
     assert await store.count_people() == 3
 
 
-async def test_a_session_is_kept_until_deleted(store):
+async def test_a_person_changed_is_read_back_whole(store):
     await store.add_person(person(1))
-    signed_in = Session(id="ab" * 32, person_id="psn_1", created_at=100.0, expires_at=200.0)
-    await store.add_session(signed_in)
+    changed = person(1, email="Renamed@example.com", role="operator", password_hash="scrypt$x",
+                     disabled=True, locale="tr", must_change_password=True, password_changed_at=2000.5)
 
-    assert await store.session_by_id("ab" * 32) == signed_in
-    await store.delete_session("ab" * 32)
-    assert await store.session_by_id("ab" * 32) is None
-    await store.delete_session("ab" * 32)  # signing out twice is not an error
+    assert await store.update_person(changed) == changed
+    assert await store.person_by_id("psn_1") == changed
+    assert await store.person_by_email("renamed@example.com") == changed
 
 
-async def test_a_session_for_nobody_is_refused_with_a_sentence(store):
-    with pytest.raises(StoreError, match="there is no person with the id psn_ghost to sign in"):
-        await store.add_session(Session(id="cd" * 32, person_id="psn_ghost", created_at=1.0, expires_at=2.0))
+async def test_a_new_person_has_no_language_and_need_not_change_their_password(store):
+    await store.add_person(person(1))
+    found = await store.person_by_id("psn_1")
+    assert found is not None
+    assert (found.locale, found.must_change_password, found.password_changed_at) == (None, False, None)
+
+
+async def test_changing_a_person_to_another_persons_email_is_refused(store):
+    await store.add_person(person(1, email="ada@example.com"))
+    await store.add_person(person(2, email="grace@example.com"))
+
+    with pytest.raises(Conflict, match="ADA@example.com already belongs to someone here"):
+        await store.update_person(person(2, email="ADA@example.com"))
+
+
+async def test_changing_nobody_is_refused_with_a_sentence(store):
+    with pytest.raises(StoreError, match="there is no person with the id psn_9 to change"):
+        await store.update_person(person(9))
