@@ -43,19 +43,19 @@ async def test_reopening_a_store_applies_no_migration_a_second_time(store_url):
 async def test_a_store_migrated_by_a_newer_llmgw_is_refused_with_what_to_do(store_url):
     opened = await open_store(store_url)
     await opened.close()
+    known = latest_version(dialect(store_url))
     await raw_fetch(
         store_url,
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-        7, "from_the_future", 0.0,
+        known + 1, "from_the_future", 0.0,
     )
 
     with pytest.raises(SchemaTooNew) as refused:
         await open_store(store_url)
 
-    known = latest_version(dialect(store_url))
     assert str(refused.value) == (
         f"the store at {redact_url(store_url)} was migrated by a newer llmgw "
-        f"(schema 7; this llmgw knows up to {known}); run the newer llmgw or restore a backup"
+        f"(schema {known + 1}; this llmgw knows up to {known}); run the newer llmgw or restore a backup"
     )
     with pytest.raises(SchemaTooNew):
         await open_store(store_url, migrate=False)
