@@ -117,10 +117,12 @@ class Store(Protocol):
     async def usage_summary(self, since: float, until: float | None = None,
                             by: str = "key") -> list[dict[str, Any]]: ...
     # A page of an export: rows in [since, until) after (after_at, after_id),
-    # the previous page's last row; oldest first.
+    # the previous page's last row; oldest first; of one person, or of some
+    # projects (none: no rows), when given.
     async def usage_page(self, since: float, until: float | None = None,
                          after_at: float | None = None, after_id: str | None = None,
-                         limit: int = 1000) -> list[Usage]: ...
+                         limit: int = 1000, *, person_id: str | None = None,
+                         project_ids: Sequence[str] | None = None) -> list[Usage]: ...
 
     # usage summed a UTC day at a time (usage_daily), kept in step by add_usage
     # One UsageDay a day and model in [since_day, until_day) (until_day None:

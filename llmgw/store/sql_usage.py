@@ -276,16 +276,26 @@ class UsageSQL:
 
     async def usage_page(self, since: float, until: float | None = None,
                          after_at: float | None = None, after_id: str | None = None,
-                         limit: int = 1000) -> list[Usage]:
+                         limit: int = 1000, *, person_id: str | None = None,
+                         project_ids: Sequence[str] | None = None) -> list[Usage]:
         """Up to `limit` rows in [since, until), oldest first, after the row
         (after_at, after_id): the last of the previous page. Keyed on the
         row's place rather than an offset, so each page costs the same
-        however deep the export is, and rows landing meanwhile do not shift it."""
+        however deep the export is, and rows landing meanwhile do not shift it.
+        `person_id` and `project_ids` keep one person's rows, some projects'."""
+        if project_ids is not None and not project_ids:
+            return []
         where = ["at >= $1"]
         args: list[object] = [since]  # the values of $1, $2, ...: times, then ids
         if until is not None:
             args.append(until)
             where.append(f"at < ${len(args)}")
+        if person_id is not None:
+            args.append(person_id)
+            where.append(f"person_id = ${len(args)}")
+        if project_ids is not None:
+            where.append(f"project_id IN ({_in(len(args) + 1, len(project_ids))})")
+            args.extend(project_ids)
         if after_at is not None:
             args.extend([after_at, after_id or ""])
             n = len(args)
