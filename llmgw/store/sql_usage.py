@@ -77,7 +77,9 @@ def _daily_sums(rows: Sequence[Usage]) -> list[tuple[Any, ...]]:
         total[3] += u.cached_tokens
         total[4] += u.completion_tokens
         total[5] += u.cost_micros
-    return [(*key, *total) for key, total in sums.items()]
+    # In the key's order: control planes writing at once on PostgreSQL then
+    # lock the rows they share in one order and never deadlock on them.
+    return [(*key, *total) for key, total in sorted(sums.items())]
 
 
 def _limits(r: Row) -> Limits:
