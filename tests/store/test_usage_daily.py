@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 
@@ -205,3 +206,17 @@ async def test_upgrading_fills_in_each_rows_person_from_its_key_and_sums_the_row
         (1, project.id, "key_2", "", "llama"): [1, 0, 0, 0, 0, 7],
         (2, "", "", "", "llama"): [1, 1, 0, 0, 0, 0],
     }
+
+
+async def test_two_control_planes_writing_the_same_days_at_once_lose_no_sums(store, store_url):
+    other = await open_store(store_url)
+    chance = random.Random(8)
+    batches = [[row(1000 * b + i, DAY + chance.uniform(0, 2 * DAY), key_id=chance.choice(["key_a", "key_b"]),
+                    model=chance.choice(["llama", "qwen"]), cost_micros=chance.randint(1, 99)) for i in range(40)]
+               for b in range(12)]
+    try:
+        await asyncio.gather(*(s.add_usage(batch) for s, batch in zip([store, other] * 6, batches, strict=True)))
+    finally:
+        await other.close()
+
+    assert await daily_table(store_url) == grouped([u for batch in batches for u in batch])
