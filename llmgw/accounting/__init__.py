@@ -15,13 +15,18 @@ task. The router calls, per request:
 The limiter keeps its own monotonic clock (a `now` given to it is on that
 clock); budgets, counted by the calendar, take Unix time.
     writer.submit(Usage(...))
+
+Off the hot path, UsageReports reads usage back for people: days by model,
+key, project or person from the store's UTC day sums, spend against
+budgets, and exports of the raw rows.
 """
 
 from llmgw.accounting.budgets import Budgets, period_end, period_start
 from llmgw.accounting.prices import cost
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.accounting.refusal import Refusal, level_name
+from llmgw.accounting.reports import Series, UsageReports
 from llmgw.accounting.usage import UsageWriter
 
-__all__ = ["Budgets", "RateLimiter", "Refusal", "UsageWriter", "cost", "level_name",
+__all__ = ["Budgets", "RateLimiter", "Refusal", "Series", "UsageReports", "UsageWriter", "cost", "level_name",
            "period_end", "period_start"]

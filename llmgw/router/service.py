@@ -201,7 +201,7 @@ class Router:
         self.metrics.child(self.metrics.requests, "-", api, str(status)).inc()
         self.usage.submit(Usage(
             id=request_id, at=time.time(), key_id=principal.key.id, project_id=principal.path.project.id,
-            model="", status=status, detail={"api": api, "error": code}))
+            person_id=principal.key.person_id, model="", status=status, detail={"api": api, "error": code}))
 
     def settle(self, call: Call) -> None:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""
@@ -239,7 +239,8 @@ class Router:
                 self.guard_stats.record(decisions)
         self.usage.submit(Usage(
             id=call.id, at=call.at, key_id=principal.key.id, project_id=principal.path.project.id,
-            model=name, endpoint=call.endpoint.id if call.endpoint else "", status=call.status,
+            person_id=principal.key.person_id, model=name,
+            endpoint=call.endpoint.id if call.endpoint else "", status=call.status,
             prompt_tokens=call.prompt_tokens, cached_tokens=call.cached_tokens,
             completion_tokens=call.completion_tokens, cost_micros=spent,
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),

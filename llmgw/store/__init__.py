@@ -37,12 +37,13 @@ from llmgw.store.records import (
     Settings,
     Team,
     Usage,
+    UsageDay,
 )
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
     "ApiKey", "AuditEntry", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache", "ProjectPath",
-    "Session", "Settings", "Team", "Usage", "redact_url",
+    "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica",
     "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
 ]
@@ -143,10 +144,30 @@ class Store(Protocol):
     async def usage_summary(self, since: float, until: float | None = None,
                             by: str = "key") -> list[dict[str, Any]]: ...
     # A page of an export: rows in [since, until) after (after_at, after_id),
-    # the previous page's last row; oldest first.
+    # the previous page's last row; oldest first; of one person, or of some
+    # projects (none: no rows), when given.
     async def usage_page(self, since: float, until: float | None = None,
                          after_at: float | None = None, after_id: str | None = None,
-                         limit: int = 1000) -> list[Usage]: ...
+                         limit: int = 1000, *, person_id: str | None = None,
+                         project_ids: Sequence[str] | None = None) -> list[Usage]: ...
+
+    # usage summed a UTC day at a time (usage_daily), kept in step by add_usage
+    # One UsageDay a day and model in [since_day, until_day) (until_day None:
+    # to the latest), of the rows matching every filter given, grouped by
+    # `by`: model (group None), key, project or person; oldest day first.
+    # StoreError for another `by`.
+    async def usage_by_day(self, since_day: int, until_day: int | None = None, *,
+                           person_id: str | None = None, project_ids: Sequence[str] | None = None,
+                           key_id: str | None = None, by: str = "model") -> list[UsageDay]: ...
+    # Each key's spend from since_day on, in micro-units; 0 for a key that spent nothing.
+    async def spend_by_keys(self, key_ids: Sequence[str], since_day: int) -> dict[str, int]: ...
+    # The projects' spend together from since_day on, in micro-units.
+    async def spend_by_projects(self, project_ids: Sequence[str], since_day: int) -> int: ...
+    # The latest rows with guardrail decisions in their detail, newest first.
+    async def recent_decisions(self, limit: int = 50) -> list[Usage]: ...
+    # Sums usage_daily again from every raw row, in one transaction: a repair,
+    # and the last step of a bulk load that went around add_usage.
+    async def rebuild_usage_daily(self) -> None: ...
 
     # audit
     async def add_audit(self, entry: AuditEntry) -> None: ...

@@ -160,6 +160,25 @@ class Usage:
     detail: dict[str, Any] = field(default_factory=dict)
     # The id the answer gave the client (chatcmpl-…, msg_…, resp_…), when it got one.
     answer_id: str | None = None
+    # The person the key (or the portal's chat) belongs to, when it has one.
+    person_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    """The sums of one UTC day (floor(at / 86400)) and model, in one group:
+    a key's, project's or person's id, or None for the model's own row or
+    for requests without one. Errors are requests with status 400 and up."""
+
+    day: int
+    group: str | None
+    model: str
+    requests: int
+    errors: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    cost_micros: int
 
 
 @dataclass

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, MissingParent, Row
 from llmgw.store.errors import StoreError
-from llmgw.store.records import SCOPES, Limits, ProjectCache, Usage
+from llmgw.store.records import SCOPES, Limits, ProjectCache, Usage, UsageDay
 from llmgw.store.sql_json import dump_json, load_json
 
 _LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at"
 _USAGE = (
     "id, at, key_id, project_id, model, endpoint, status, prompt_tokens, cached_tokens, "
-    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id"
+    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id, person_id"
 )
 _CACHE = "project_id, ttl, similarity, enabled, updated_at"
 
@@ -38,6 +38,49 @@ _SPEND = {
 # What usage_summary groups by: the column on the usage row.
 _SUMMARY_BY = {"key": "key_id", "project": "project_id", "model": "model"}
 
+# What usage_by_day groups by besides the day and the model: a usage_daily
+# column, or none ('', which PostgreSQL will not GROUP BY). '' in usage_daily
+# is "none" and reads back as None.
+_DAY_BY = {"model": "''", "key": "key_id", "project": "project_id", "person": "person_id"}
+_DAILY_KEY = "day, project_id, key_id, person_id, model"
+_DAILY_SUMS = "requests, errors, prompt_tokens, cached_tokens, completion_tokens, cost_micros"
+# A UTC day from an epoch time in SQL. SQLite's floor() needs math functions
+# that not every build has; CAST truncates, which is the floor after 1970.
+_DAY_OF = {"sqlite": "CAST(at / 86400 AS INTEGER)", "postgres": "CAST(floor(at / 86400) AS INTEGER)"}
+# Ids per IN (...) list: far below both dialects' limit on parameters.
+_IN_CHUNK = 1000
+DAY = 86400
+
+
+def day_of(at: float) -> int:
+    """The UTC day holding `at`, as usage_daily counts them: days since the epoch."""
+    return int(at // DAY)
+
+
+def _in(first: int, count: int) -> str:
+    return ", ".join(f"${n}" for n in range(first, first + count))
+
+
+def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
+    return [items[i:i + _IN_CHUNK] for i in range(0, len(items), _IN_CHUNK)]
+
+
+def _daily_sums(rows: Sequence[Usage]) -> list[tuple[Any, ...]]:
+    """The batch summed per usage_daily row: the values of its upsert."""
+    sums: dict[tuple[int, str, str, str, str], list[int]] = {}
+    for u in rows:
+        key = (day_of(u.at), u.project_id or "", u.key_id or "", u.person_id or "", u.model)
+        total = sums.setdefault(key, [0, 0, 0, 0, 0, 0])
+        total[0] += 1
+        total[1] += 1 if u.status >= 400 else 0
+        total[2] += u.prompt_tokens
+        total[3] += u.cached_tokens
+        total[4] += u.completion_tokens
+        total[5] += u.cost_micros
+    # In the key's order: control planes writing at once on PostgreSQL then
+    # lock the rows they share in one order and never deadlock on them.
+    return [(*key, *total) for key, total in sorted(sums.items())]
+
 
 def _limits(r: Row) -> Limits:
     return Limits(r[0], r[1], r[2], r[3], r[4], r[5], load_json(r[6]), r[7])
@@ -45,7 +88,7 @@ def _limits(r: Row) -> Limits:
 
 def _usage(r: Row) -> Usage:
     return Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
-                 detail=load_json(r[14]) or {}, answer_id=r[15])
+                 detail=load_json(r[14]) or {}, answer_id=r[15], person_id=r[16])
 
 
 def _cache(r: Row) -> ProjectCache:
@@ -112,19 +155,38 @@ class UsageSQL:
         if not rows:
             return
         # DO NOTHING on a known id: the writer retries a batch whose commit it
-        # did not see, and a request must be counted once however often.
+        # did not see, and a request must be counted once however often. The
+        # day sums follow the same rule: the ids already stored are read in
+        # this transaction and only the others are added. (One writer a
+        # process sends a request's row; two never race on one id.)
         values = [
             (u.id, u.at, u.key_id, u.project_id, u.model, u.endpoint, u.status, u.prompt_tokens,
              u.cached_tokens, u.completion_tokens, u.cost_micros, u.ttft_ms, u.duration_ms,
-             u.cache, dump_json(u.detail or {}), u.answer_id)
+             u.cache, dump_json(u.detail or {}), u.answer_id, u.person_id)
             for u in rows
         ]
         async with self._db.transaction() as tx:
+            known: set[str] = set()
+            for chunk in _chunks([u.id for u in rows]):
+                found = await tx.fetch(f"SELECT id FROM usage WHERE id IN ({_in(1, len(chunk))})", *chunk)
+                known.update(r[0] for r in found)
             await tx.executemany(
                 f"INSERT INTO usage ({_USAGE}) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
                 "ON CONFLICT (id) DO NOTHING",
                 values,
+            )
+            fresh = []
+            for u in rows:
+                if u.id not in known:  # and the first of an id sent twice in one batch, as the INSERT keeps
+                    known.add(u.id)
+                    fresh.append(u)
+            await tx.executemany(
+                f"INSERT INTO usage_daily ({_DAILY_KEY}, {_DAILY_SUMS}) VALUES "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                f"ON CONFLICT ({_DAILY_KEY}) DO UPDATE SET "
+                + ", ".join(f"{c} = usage_daily.{c} + excluded.{c}" for c in _DAILY_SUMS.split(", ")),
+                _daily_sums(fresh),
             )
 
     async def usage_rows(self, since: float, until: float | None = None,
@@ -216,16 +278,26 @@ class UsageSQL:
 
     async def usage_page(self, since: float, until: float | None = None,
                          after_at: float | None = None, after_id: str | None = None,
-                         limit: int = 1000) -> list[Usage]:
+                         limit: int = 1000, *, person_id: str | None = None,
+                         project_ids: Sequence[str] | None = None) -> list[Usage]:
         """Up to `limit` rows in [since, until), oldest first, after the row
         (after_at, after_id): the last of the previous page. Keyed on the
         row's place rather than an offset, so each page costs the same
-        however deep the export is, and rows landing meanwhile do not shift it."""
+        however deep the export is, and rows landing meanwhile do not shift it.
+        `person_id` and `project_ids` keep one person's rows, some projects'."""
+        if project_ids is not None and not project_ids:
+            return []
         where = ["at >= $1"]
         args: list[object] = [since]  # the values of $1, $2, ...: times, then ids
         if until is not None:
             args.append(until)
             where.append(f"at < ${len(args)}")
+        if person_id is not None:
+            args.append(person_id)
+            where.append(f"person_id = ${len(args)}")
+        if project_ids is not None:
+            where.append(f"project_id IN ({_in(len(args) + 1, len(project_ids))})")
+            args.extend(project_ids)
         if after_at is not None:
             args.extend([after_at, after_id or ""])
             n = len(args)
@@ -236,3 +308,78 @@ class UsageSQL:
             *args,
         )
         return [_usage(r) for r in rows]
+
+    # usage summed a UTC day at a time
+
+    async def usage_by_day(self, since_day: int, until_day: int | None = None, *,
+                           person_id: str | None = None, project_ids: Sequence[str] | None = None,
+                           key_id: str | None = None, by: str = "model") -> list[UsageDay]:
+        column = _DAY_BY.get(by)
+        if column is None:
+            raise StoreError(f'usage is summed a day at a time by {", ".join(_DAY_BY)}, not "{by}"')
+        if project_ids is not None and not project_ids:
+            return []  # no project: nothing, rather than every project
+        where = ["day >= $1"]
+        args: list[object] = [int(since_day)]
+        for test, value in (("day <", until_day), ("person_id =", person_id), ("key_id =", key_id)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{test} ${len(args)}")
+        if project_ids is not None:
+            where.append(f"project_id IN ({_in(len(args) + 1, len(project_ids))})")
+            args.extend(project_ids)
+        sums = ", ".join(f"CAST(SUM({c}) AS BIGINT)" for c in _DAILY_SUMS.split(", "))
+        rows = await self._db.fetch(
+            f"SELECT day, {column}, model, {sums} FROM usage_daily WHERE {' AND '.join(where)} "
+            f"GROUP BY day, {'model' if by == 'model' else column + ', model'}",
+            *args,
+        )
+        out = [UsageDay(int(r[0]), r[1] or None, r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]),
+                        int(r[7]), int(r[8])) for r in rows]
+        # Sorted here: the two dialects order text differently.
+        out.sort(key=lambda d: (d.day, d.group is None, d.group or "", d.model))
+        return out
+
+    async def spend_by_keys(self, key_ids: Sequence[str], since_day: int) -> dict[str, int]:
+        spent = dict.fromkeys(key_ids, 0)
+        for chunk in _chunks(list(spent)):
+            rows = await self._db.fetch(
+                "SELECT key_id, CAST(SUM(cost_micros) AS BIGINT) FROM usage_daily "
+                f"WHERE day >= $1 AND key_id IN ({_in(2, len(chunk))}) GROUP BY key_id",
+                int(since_day), *chunk,
+            )
+            spent.update((r[0], int(r[1])) for r in rows)
+        return spent
+
+    async def spend_by_projects(self, project_ids: Sequence[str], since_day: int) -> int:
+        total = 0
+        for chunk in _chunks(list(dict.fromkeys(project_ids))):
+            total += int(await self._db.fetchval(
+                "SELECT CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM usage_daily "
+                f"WHERE day >= $1 AND project_id IN ({_in(2, len(chunk))})",
+                int(since_day), *chunk,
+            ))
+        return total
+
+    async def recent_decisions(self, limit: int = 50) -> list[Usage]:
+        # usage_guarded_at holds the few rows with any detail, newest first;
+        # the LIKE keeps those whose detail names guardrail decisions
+        # (guard/decisions.py writes them under "guard", never text).
+        rows = await self._db.fetch(
+            f"SELECT {_USAGE} FROM usage WHERE detail <> '{{}}' AND detail LIKE '%\"guard\":%' "
+            "ORDER BY at DESC, id DESC LIMIT $1",
+            int(limit),
+        )
+        return [_usage(r) for r in rows]
+
+    async def rebuild_usage_daily(self) -> None:
+        day = _DAY_OF[self._db.dialect]
+        key = f"{day}, COALESCE(project_id, ''), COALESCE(key_id, ''), COALESCE(person_id, ''), model"
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM usage_daily")
+            await tx.execute(
+                f"INSERT INTO usage_daily ({_DAILY_KEY}, {_DAILY_SUMS}) "
+                f"SELECT {key}, COUNT(*), SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), "
+                "SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens), SUM(cost_micros) "
+                f"FROM usage GROUP BY {key}"
+            )

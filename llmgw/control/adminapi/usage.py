@@ -11,20 +11,19 @@ Times are epoch seconds; `since` defaults to a day ago, `until` to now.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import logging
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from aiohttp import web
 
 from llmgw.account import format_money
+from llmgw.accounting import UsageReports
+from llmgw.accounting.reports import EXPORT_PAGE, FORMATS
 from llmgw.control.adminapi import PLANE, Refused, _json
-from llmgw.store import StoreError, Usage
+from llmgw.store import StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -32,14 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("llmgw.adminapi")
 
 DAY = 86400.0
-# Rows per store read in an export: large enough that the round trips do
-# not dominate, small enough that a page is a few hundred KB in memory.
-EXPORT_PAGE = 1000
 BY = ("key", "project", "model")
-FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
-COLUMNS = ("id", "at", "time", "key_id", "project_id", "model", "endpoint", "status", "prompt_tokens",
-           "cached_tokens", "completion_tokens", "cost_micros", "ttft_ms", "duration_ms", "cache", "detail",
-           "answer_id")
 TOTALS = ("requests", "errors", "prompt_tokens", "cached_tokens", "completion_tokens", "cost_micros")
 
 
@@ -110,59 +102,36 @@ async def _names(plane: ControlPlane, by: str, groups: list[str | None]) -> dict
     return out
 
 
-def _csv_line(row: Usage) -> str:
-    buffer = io.StringIO()
-    values = asdict(row)
-    values["time"] = _iso(row.at)
-    values["detail"] = orjson.dumps(row.detail or {}).decode()
-    csv.writer(buffer, lineterminator="\n").writerow(["" if values[c] is None else values[c] for c in COLUMNS])
-    return buffer.getvalue()
-
-
-def _csv_header() -> str:
-    return ",".join(COLUMNS) + "\n"
-
-
-def _jsonl_line(row: Usage) -> bytes:
-    return orjson.dumps(asdict(row)) + b"\n"
-
-
 async def export(request: web.Request) -> web.StreamResponse:
     plane: ControlPlane = request.app[PLANE]
     since, until = _span(request)
     fmt = request.query.get("format", "csv")
     if fmt not in FORMATS:
         raise Refused(400, f'exports are csv or jsonl, not "{fmt}"', "invalid_request")
+    chunks = UsageReports(plane.store).export(since=since, until=until, fmt=fmt)
     # The first page is read before the answer starts, so a store that is
     # away is a 503 with a sentence rather than an empty file.
-    page = await plane.store.usage_page(since, until, limit=EXPORT_PAGE)
+    first = await anext(chunks)
     response = web.StreamResponse(headers={
         "Content-Type": FORMATS[fmt],
         "Content-Disposition": f'attachment; filename="llmgw-usage.{fmt}"',
     })
     response.enable_chunked_encoding()
     await response.prepare(request)
-    if fmt == "csv":
-        await response.write(_csv_header().encode())
-    rows = 0
-    while page:
-        chunk = "".join(_csv_line(r) for r in page).encode() if fmt == "csv" else b"".join(_jsonl_line(r) for r in page)
-        await response.write(chunk)
-        rows += len(page)
-        if len(page) < EXPORT_PAGE:
-            break
-        last = page[-1]
-        try:
-            page = await plane.store.usage_page(since, until, after_at=last.at, after_id=last.id,
-                                                limit=EXPORT_PAGE)
-        except StoreError as e:
-            # The status line is long gone: end the connection without the
-            # closing chunk, so the client sees a cut-off transfer and not a
-            # short file that looks whole.
-            log.warning("usage export cut off after %d rows: %s", rows, e)
-            if request.transport is not None:
-                request.transport.close()  # sends what is buffered, then closes
-            return response
+    await response.write(first)
+    written = 1
+    try:
+        async for chunk in chunks:
+            await response.write(chunk)
+            written += 1
+    except StoreError as e:
+        # The status line is long gone: end the connection without the
+        # closing chunk, so the client sees a cut-off transfer and not a
+        # short file that looks whole.
+        log.warning("usage export cut off after %d pages of %d rows: %s", written, EXPORT_PAGE, e)
+        if request.transport is not None:
+            request.transport.close()  # sends what is buffered, then closes
+        return response
     await response.write_eof()
     return response
 
