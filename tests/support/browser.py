@@ -47,6 +47,18 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
+# Set on a test whose body failed, so that `browsing` keeps a picture of what the page showed then.
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
 def pytest_addoption(parser):
     parser.addoption("--screenshots", metavar="DIR", default=None,
                      help="write the browser tests' screenshots under DIR/<test>/ (default: each test's tmp_path)")
@@ -132,8 +144,11 @@ def screenshots(request, tmp_path) -> Path:
 
 
 @pytest.fixture
-def browsing(browser, screenshots):
-    """A fresh browser context and page for one test; a CSP violation it did not take fails it."""
+def browsing(request, browser, screenshots):
+    """A fresh browser context and page for one test; a CSP violation it did not take fails it.
+
+    A test that fails leaves the page as it was then in its screenshots folder, as at-failure.png.
+    """
     context = browser.new_context(locale="en-US")
     seen = Browsing(page=None, shots=screenshots)
     context.expose_binding("llmgwViolation", lambda _source, said: seen.violations.append(said))
@@ -141,8 +156,10 @@ def browsing(browser, screenshots):
     seen.page = context.new_page()
     yield seen
     try:
+        if request.node.stash.get(FAILED, False):
+            seen.screenshot("at-failure")
         seen.flush()
-    except Exception:  # a page that crashed or was closed by the test has nothing more to report
+    except Exception:  # a page that crashed or was closed by the test has nothing more to show or report
         pass
     left = list(seen.violations)
     context.close()
