@@ -14,6 +14,9 @@ from tests.support.pgcluster import PgCluster
 
 from llmgw.store import open_store
 
+# The browser's fixtures and its --screenshots option, for any test that asks for `browsing`.
+pytest_plugins = ("tests.support.browser",)
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI) "
