@@ -64,6 +64,9 @@ def register(commands, common) -> None:
     from llmgw.cli import logs
 
     logs.register(sub, common)
+    from llmgw.cli import tree
+
+    tree.register(sub, common)
 
 
 def run_status(args) -> int:
