@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmgw.cli.ctl import client
+from llmgw.cli.keys import _limits_text
 from llmgw.cli.output import emit_json, table
 from llmgw.control.adminclient import AdminError
 
@@ -76,12 +77,10 @@ def run_add(args) -> int:
     if args.json:
         emit_json(made)
         return 0
-    limits = limits_text(made.get("limits"))
+    limits = _limits_text(made.get("limits") or {})
     print(f"{args.kind} {made['path']} is made ({made['id']})" + (f", with {limits}" if limits else ""))
     return 0
 
 
 def limits_text(limits: dict[str, Any] | None) -> str:
-    from llmgw.cli.keys import _limits_text
-
     return _limits_text(limits or {}) or "-"
