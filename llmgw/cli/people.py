@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+import textwrap
 from typing import Any
 
 from llmgw.cli.ctl import client
@@ -19,8 +21,16 @@ SHOWN_ONCE = "Shown once and kept nowhere: give it to them now. They must choose
 def register(commands, common) -> None:
     people = commands.add_parser(
         "people", help="people who sign in to the portal",
-        description="Add people, change their role and places, suspend them and reset their passwords. "
-                    "Each change is written to the audit log (llmgw ctl audit). docs/people.md has the rest.")
+        description=textwrap.fill("Add people, change their role and places, suspend them and reset their "
+                                  "passwords. Each change is written to the audit log (llmgw ctl audit). "
+                                  "docs/people.md has the rest.", 79),
+        epilog="examples:\n"
+               "  llmgw people add bea@example.com --name 'Bea Lee' --member-of team:Acme/Research\n"
+               "  printf '%s\\n' \"$PW\" | llmgw people add cy@example.com --name Cy --password-stdin\n"
+               "  llmgw people role bea@example.com operator\n"
+               "  llmgw people suspend bea@example.com\n"
+               "  llmgw people reset-password cy@example.com",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = people.add_subparsers(dest="people_command", metavar="COMMAND")
 
     add = sub.add_parser("add", parents=[common], help="add a person (a password made for them is printed once)")
