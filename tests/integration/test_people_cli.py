@@ -68,8 +68,11 @@ def test_a_role_is_changed_by_name_and_a_wrong_one_is_a_usage_error(server):
 
 async def test_a_suspended_persons_session_is_refused_and_their_sign_in_too_until_lifted(server, sessions):
     add_with_password(server, "gus@example.com")
-    signed_in = await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
+    signed_in = await sessions.sign_in("gus@example.com", PASSWORD, address="192.0.2.9", agent="Firefox/140")
     assert await sessions.current(signed_in.token) is not None
+    shown = people(server, "show", "gus@example.com").stdout
+    [row] = [line for line in shown.splitlines() if line.startswith("192.0.2.9")]
+    assert "Firefox/140" in row
 
     done = people(server, "suspend", "gus@example.com")
 
