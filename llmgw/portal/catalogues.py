@@ -112,7 +112,7 @@ def stale(source: Path = SOURCE, target: Path = TARGET) -> bool:
 def missing(template: Catalog, lang: str, source: Path = SOURCE) -> list[str]:
     """The template's sentences that `lang` has no translation for."""
     have = merged(lang, source)
-    return sorted(m.id for m in template if m.id and m.id not in have)
+    return sorted(m.id for m in template if isinstance(m.id, str) and m.id and m.id not in have)
 
 
 def _say(lines: Iterable[str]) -> None:
