@@ -10,6 +10,7 @@ from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
 from llmgw.account.people import ROLES, People, person_view
+from llmgw.account.places import Places
 from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
 from llmgw.account.service import AccountError, Accounts, Actor
 from llmgw.account.throttle import UnknownKeyThrottle
@@ -27,6 +28,7 @@ __all__ = [
     "KeyCache",
     "LimitError",
     "People",
+    "Places",
     "Principal",
     "ROLES",
     "Sessions",

@@ -64,6 +64,9 @@ def register(commands, common) -> None:
     from llmgw.cli import logs
 
     logs.register(sub, common)
+    from llmgw.cli import tree
+
+    tree.register(sub, common)
 
 
 def run_status(args) -> int:
@@ -199,6 +202,8 @@ SHOWN_CHANGES = 4
 
 
 def _change(before, after, action: str = "") -> str:
+    if action in ("person.join", "person.leave"):  # {"place": …} on one side only: not a creation or removal
+        return f"{'joined' if action == 'person.join' else 'left'} {(after or before or {}).get('place')}"
     if action.endswith((".remove", ".delete")) or (before is not None and after is None):
         options = after if isinstance(after, dict) else {}
         return "removed" + (" (" + ", ".join(f"{k}: {_short(v)}" for k, v in sorted(options.items())) + ")"

@@ -46,6 +46,9 @@ def build_parser() -> Parser:
     agent.register(commands)
     ctl.register(commands, common)
     keys.register(commands, common)
+    from llmgw.cli import people
+
+    people.register(commands, common)
     docs.register(commands)
     from llmgw.cli import node as node_cli
 

@@ -171,6 +171,39 @@ class AdminClient:
         except TimeoutError:
             raise AdminError(f"the llmgw server at {self.address} did not answer in {self.timeout:.0f} s") from None
 
+    # people and the tree: the admin API's routes by name, for the CLI and for build.py's rigs
+
+    def people(self) -> list[dict[str, Any]]:
+        return self.call("GET", "/api/v1/people")
+
+    def person(self, ident: str) -> dict[str, Any]:
+        return self.call("GET", _person_path(ident))
+
+    def person_add(self, email: str, name: str, *, role: str = "member", password: str | None = None,
+                   member_of: list[str] | None = None) -> dict[str, Any]:
+        """The new person's view; with no password given, "password" holds the one made (shown once)."""
+        return self.call("POST", "/api/v1/people", {"email": email, "name": name, "role": role,
+                                                    "password": password, "member_of": member_of or []})
+
+    def person_role(self, ident: str, role: str) -> dict[str, Any]:
+        return self.call("POST", _person_path(ident, "role"), {"role": role})
+
+    def person_suspend(self, ident: str, *, lift: bool = False) -> dict[str, Any]:
+        return self.call("POST", _person_path(ident, "suspend"), {"lift": lift})
+
+    def person_reset_password(self, ident: str) -> dict[str, Any]:
+        """The person's view with "password": the new one, shown once."""
+        return self.call("POST", _person_path(ident, "reset-password"), {})
+
+    def person_membership(self, ident: str, place: str, *, remove: bool = False) -> dict[str, Any]:
+        return self.call("POST", _person_path(ident, "memberships"), {"place": place, "remove": remove})
+
+    def tree(self) -> list[dict[str, Any]]:
+        return self.call("GET", "/api/v1/tree")["orgs"]
+
+    def tree_add(self, kind: str, path: str) -> dict[str, Any]:
+        return self.call("POST", "/api/v1/tree", {"kind": kind, "path": path})
+
     def stream(self, path: str, query: dict[str, Any] | None = None):
         """GET `path` and return the open response, to be read as it arrives
         (an export too large to hold in memory). The caller closes it."""
@@ -186,6 +219,12 @@ class AdminClient:
             return urllib.request.urlopen(request, timeout=self.timeout)
         except (urllib.error.URLError, TimeoutError) as e:
             raise _stream_refusal(self, e) from None
+
+
+def _person_path(ident: str, action: str = "") -> str:
+    # An e-mail goes in the path as it is but for what would end the segment or the path.
+    path = "/api/v1/people/" + urllib.parse.quote(ident, safe="@+")
+    return f"{path}/{action}" if action else path
 
 
 def _who() -> str:

@@ -311,4 +311,8 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import logs
 
     logs.register(r)
+    from llmgw.control.adminapi import people, tree
+
+    people.register(r)
+    tree.register(r)
     return app

@@ -1,0 +1,190 @@
+"""`llmgw people`: the people who sign in to the portal, their roles, places and passwords."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any
+
+from llmgw.cli.ctl import client
+from llmgw.cli.output import ago, emit_json, fields, table
+from llmgw.control.adminclient import AdminError
+
+# llmgw.account.ROLES, written out: importing the account package costs every `llmgw` command
+# half a second, and the server refuses a role it does not know anyway (a test keeps the two the same).
+ROLES = ("admin", "operator", "member")
+PLACE_HELP = "org:NAME, team:ORG/TEAM or project:ORG/TEAM/PROJECT"
+SHOWN_ONCE = "Shown once and kept nowhere: give it to them now. They must choose their own at their next sign-in."
+
+
+def register(commands, common) -> None:
+    people = commands.add_parser(
+        "people", help="people who sign in to the portal",
+        description=textwrap.fill("Add people, change their role and places, suspend them and reset their "
+                                  "passwords. Each change is written to the audit log (llmgw ctl audit). "
+                                  "docs/people.md has the rest.", 79),
+        epilog="examples:\n"
+               "  llmgw people add bea@example.com --name 'Bea Lee' --member-of team:Acme/Research\n"
+               "  printf '%s\\n' \"$PW\" | llmgw people add cy@example.com --name Cy --password-stdin\n"
+               "  llmgw people role bea@example.com operator\n"
+               "  llmgw people suspend bea@example.com\n"
+               "  llmgw people reset-password cy@example.com",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = people.add_subparsers(dest="people_command", metavar="COMMAND")
+
+    add = sub.add_parser("add", parents=[common], help="add a person (a password made for them is printed once)")
+    add.add_argument("email")
+    add.add_argument("--name", required=True, help="their name, as the portal shows it")
+    add.add_argument("--role", choices=ROLES, default="member", help="what they may do (default member)")
+    add.add_argument("--member-of", action="extend", nargs="+", default=[], metavar="PLACE",
+                     help=f"where they belong: {PLACE_HELP}; the place must exist (llmgw ctl tree)")
+    add.add_argument("--password-stdin", action="store_true",
+                     help="read their password from the first line of standard input; without it one is "
+                          "made, printed once, and must be changed at their first sign-in")
+    add.set_defaults(run=run_add)
+
+    listing = sub.add_parser("list", parents=[common], help="everyone")
+    listing.set_defaults(run=run_list)
+
+    show = sub.add_parser("show", parents=[common], help="one person, their places and open sessions")
+    show.add_argument("email", help="their e-mail or usr_ id")
+    show.set_defaults(run=run_show)
+
+    role = sub.add_parser("role", parents=[common], help="change a person's role")
+    role.add_argument("email", help="their e-mail or usr_ id")
+    role.add_argument("role", choices=ROLES)
+    role.set_defaults(run=run_role)
+
+    suspend = sub.add_parser("suspend", parents=[common],
+                             help="refuse a person's sign-in and end their sessions (--lift to let them in again)")
+    suspend.add_argument("email", help="their e-mail or usr_ id")
+    suspend.add_argument("--lift", action="store_true", help="let them sign in again")
+    suspend.set_defaults(run=run_suspend)
+
+    reset = sub.add_parser("reset-password", parents=[common],
+                           help="give a person a new password (printed once) and end their sessions")
+    reset.add_argument("email", help="their e-mail or usr_ id")
+    reset.set_defaults(run=run_reset)
+
+    for verb, helptext in (("join", "make a person a member of a place"),
+                           ("leave", "take a person out of a place")):
+        p = sub.add_parser(verb, parents=[common], help=helptext)
+        p.add_argument("email", help="their e-mail or usr_ id")
+        p.add_argument("place", help=PLACE_HELP)
+        p.set_defaults(run=run_join if verb == "join" else run_leave)
+
+
+def run_add(args) -> int:
+    password = None
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise AdminError("--password-stdin read an empty line; write the password on standard input")
+    person = client(args).person_add(args.email, args.name, role=args.role, password=password,
+                                     member_of=args.member_of)
+    if args.json:
+        emit_json(person)
+        return 0
+    _person_fields(person)
+    if person.get("password"):
+        print(f"\npassword: {person['password']}\n{SHOWN_ONCE}")
+    return 0
+
+
+def run_list(args) -> int:
+    people = client(args).people()
+    if args.json:
+        emit_json(people)
+        return 0
+    table(["email", "name", "role", "state", "id", "added"], [
+        (p["email"], p["name"], p["role"], _state(p), p["id"], ago(p["created_at"])) for p in people
+    ])
+    return 0
+
+
+def run_show(args) -> int:
+    person = client(args).person(args.email)
+    if args.json:
+        emit_json(person)
+        return 0
+    _person_fields(person)
+    sessions = person.get("sessions") or []
+    if sessions:
+        print()
+        table(["session from", "browser", "signed in", "last seen", "ends"], [
+            (s["address"] or "-", _short(s["agent"]) or "-", ago(s["created_at"]), ago(s["last_seen_at"]),
+             ago(s["expires_at"])) for s in sessions
+        ])
+    return 0
+
+
+def run_role(args) -> int:
+    person = client(args).person_role(args.email, args.role)
+    return _said(args, person, f"{person['email']} is now {_a(person['role'])}")
+
+
+def run_suspend(args) -> int:
+    person = client(args).person_suspend(args.email, lift=args.lift)
+    if args.lift:
+        return _said(args, person, f"{person['email']} may sign in again")
+    return _said(args, person, f"{person['email']} is suspended: their sign-in is refused and every session of "
+                               "theirs has ended (their API keys stay until revoked: llmgw keys list)")
+
+
+def run_reset(args) -> int:
+    person = client(args).person_reset_password(args.email)
+    if args.json:
+        emit_json(person)
+        return 0
+    print(person["password"])
+    print(f"\nThe new password of {person['email']}; every session of theirs has ended. {SHOWN_ONCE}")
+    return 0
+
+
+def run_join(args) -> int:
+    person = client(args).person_membership(args.email, args.place)
+    return _said(args, person, f"{person['email']} belongs to {_places(person)}")
+
+
+def run_leave(args) -> int:
+    person = client(args).person_membership(args.email, args.place, remove=True)
+    places = _places(person)
+    return _said(args, person, f"{person['email']} " + (f"belongs to {places}" if person["member_of"]
+                                                        else "belongs to no place now"))
+
+
+def _said(args, person: dict[str, Any], sentence: str) -> int:
+    if args.json:
+        emit_json(person)
+    else:
+        print(sentence)
+    return 0
+
+
+def _person_fields(person: dict[str, Any]) -> None:
+    fields([
+        ("email", person["email"]), ("name", person["name"]), ("id", person["id"]), ("role", person["role"]),
+        ("state", _state(person)), ("member of", _places(person)),
+        ("added", ago(person["created_at"])), ("password set", ago(person.get("password_changed_at"))),
+        ("language", person.get("locale") or "from the browser"),
+        *([("sessions", str(len(person["sessions"])))] if "sessions" in person else []),
+    ])
+
+
+def _state(person: dict[str, Any]) -> str:
+    if person["state"] == "active" and person.get("must_change_password"):
+        return "active (must change password)"
+    return person["state"]
+
+
+def _places(person: dict[str, Any]) -> str:
+    return ", ".join(person.get("member_of") or []) or "-"
+
+
+def _a(role: str) -> str:
+    return f"an {role}" if role[0] in "aeiou" else f"a {role}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "…"

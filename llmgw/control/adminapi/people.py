@@ -1,0 +1,86 @@
+"""People in the admin API: what `llmgw people` calls.
+
+    GET  /api/v1/people                          everyone
+    POST /api/v1/people                          {email, name, role?, password?, member_of?: [PLACE]}
+    GET  /api/v1/people/{ident}                  one person (e-mail or usr_ id), places and sessions
+    POST /api/v1/people/{ident}/role             {role}
+    POST /api/v1/people/{ident}/suspend          {lift?: bool}
+    POST /api/v1/people/{ident}/reset-password
+    POST /api/v1/people/{ident}/memberships      {place, remove?: bool}
+
+Each calls llmgw.account.People, which checks and audits the change as the
+token's holder (and the login `llmgw ctl` claims). A password made here is in
+the answer once, as "password", and in no audit entry or log line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
+
+if TYPE_CHECKING:
+    from llmgw.account import People
+    from llmgw.control.plane import ControlPlane
+
+
+def _people(request: web.Request) -> People:
+    plane: ControlPlane = request.app[PLANE]
+    return plane.accounts.people
+
+
+async def people_list(request: web.Request) -> web.Response:
+    return _json(await _people(request).list())
+
+
+async def person_add(request: web.Request) -> web.Response:
+    data = await body(request)
+    member_of = _field(data, "member_of", list) or []
+    if not all(isinstance(p, str) for p in member_of):
+        raise Refused(400, '"member_of" is a list of places like team:ORG/TEAM', "invalid_request")
+    view, made = await _people(request).add(
+        actor(request), email=_field(data, "email", str, True), name=_field(data, "name", str, True),
+        role=_field(data, "role", str) or "member", password=_field(data, "password", str), member_of=member_of)
+    return _json({**view, "password": made} if made is not None else view, 201)
+
+
+async def person_show(request: web.Request) -> web.Response:
+    return _json(await _people(request).show(request.match_info["ident"]))
+
+
+async def person_role(request: web.Request) -> web.Response:
+    data = await body(request)
+    return _json(await _people(request).set_role(actor(request), request.match_info["ident"],
+                                                 _field(data, "role", str, True)))
+
+
+async def person_suspend(request: web.Request) -> web.Response:
+    data = await body(request)
+    lift = bool(_field(data, "lift", bool))
+    return _json(await _people(request).suspend(actor(request), request.match_info["ident"], lift=lift))
+
+
+async def person_reset_password(request: web.Request) -> web.Response:
+    view, password = await _people(request).reset_password(actor(request), request.match_info["ident"])
+    return _json({**view, "password": password})
+
+
+async def person_memberships(request: web.Request) -> web.Response:
+    data = await body(request)
+    people, who, ident = _people(request), actor(request), request.match_info["ident"]
+    place = _field(data, "place", str, True)
+    if _field(data, "remove", bool):
+        return _json(await people.leave(who, ident, place))
+    return _json(await people.join(who, ident, place))
+
+
+def register(r: web.UrlDispatcher) -> None:
+    r.add_get("/api/v1/people", people_list)
+    r.add_post("/api/v1/people", person_add)
+    r.add_get("/api/v1/people/{ident}", person_show)
+    r.add_post("/api/v1/people/{ident}/role", person_role)
+    r.add_post("/api/v1/people/{ident}/suspend", person_suspend)
+    r.add_post("/api/v1/people/{ident}/reset-password", person_reset_password)
+    r.add_post("/api/v1/people/{ident}/memberships", person_memberships)

@@ -1,0 +1,127 @@
+"""`llmgw people` and `llmgw ctl tree` against a real `llmgw server`: what an administrator types and sees.
+
+Sign-ins are made with llmgw.account.Sessions on the server's own store, as the portal makes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.servers import llmgw
+
+from llmgw.account import AccountError, Sessions
+from llmgw.config import AuthSettings
+from llmgw.store import open_store
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+async def sessions(server):
+    store = await open_store(server.store)
+    yield Sessions(store, lambda: AuthSettings())
+    await store.close()
+
+
+def people(server, *args: str, stdin: str | None = None):
+    return llmgw("people", *args, "--admin", server.admin, "--token-file", server.token_file, stdin=stdin)
+
+
+def add_with_password(server, email: str, *extra: str) -> dict:
+    done = llmgw("people", "add", email, "--name", email.split("@")[0].title(), "--password-stdin", *extra,
+                 "--json", "--admin", server.admin, "--token-file", server.token_file, stdin=PASSWORD + "\n")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_person_added_gets_a_password_shown_once_and_is_listed_shown_and_audited_without_it(server):
+    done = people(server, "add", "bea@example.com", "--name", "Bea Lee")
+
+    assert done.returncode == 0, done.stderr
+    password = next(line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith("password: "))
+    assert "Shown once and kept nowhere" in done.stdout
+    listed = people(server, "list")
+    assert listed.returncode == 0
+    [row] = [line for line in listed.stdout.splitlines() if "bea@example.com" in line]
+    assert "Bea Lee" in row and "member" in row and "must change password" in row
+    shown = people(server, "show", "bea@example.com")
+    assert "email:" in shown.stdout and "Bea Lee" in shown.stdout
+    audit = server.ctl_json("ctl", "audit", "--limit", "100")
+    assert any(e["action"] == "person.create" and e["after"]["email"] == "bea@example.com" for e in audit)
+    for elsewhere in (listed.stdout, shown.stdout, str(audit), server.output()):
+        assert password not in elsewhere
+
+
+def test_a_role_is_changed_by_name_and_a_wrong_one_is_a_usage_error(server):
+    add_with_password(server, "cy@example.com")
+
+    done = people(server, "role", "cy@example.com", "operator")
+    assert (done.returncode, done.stdout.strip()) == (0, "cy@example.com is now an operator")
+    wrong = people(server, "role", "cy@example.com", "owner")
+    assert wrong.returncode == 2 and "invalid choice: 'owner'" in wrong.stderr
+    unknown = people(server, "role", "nobody@example.com", "admin")
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == ("llmgw: no person nobody@example.com is known here; "
+                                      "llmgw people list shows them")
+
+
+async def test_a_suspended_persons_session_is_refused_and_their_sign_in_too_until_lifted(server, sessions):
+    add_with_password(server, "gus@example.com")
+    signed_in = await sessions.sign_in("gus@example.com", PASSWORD, address="192.0.2.9", agent="Firefox/140")
+    assert await sessions.current(signed_in.token) is not None
+    shown = people(server, "show", "gus@example.com").stdout
+    [row] = [line for line in shown.splitlines() if line.startswith("192.0.2.9")]
+    assert "Firefox/140" in row
+
+    done = people(server, "suspend", "gus@example.com")
+
+    assert done.returncode == 0, done.stderr
+    assert "gus@example.com is suspended" in done.stdout
+    assert await sessions.current(signed_in.token) is None
+    with pytest.raises(AccountError, match="suspended"):
+        await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
+    lifted = people(server, "suspend", "gus@example.com", "--lift")
+    assert lifted.stdout.strip() == "gus@example.com may sign in again"
+    assert await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
+
+
+async def test_after_a_reset_the_old_password_no_longer_signs_in_and_the_new_one_must_be_changed(server, sessions):
+    add_with_password(server, "hal@example.com")
+    before = await sessions.sign_in("hal@example.com", PASSWORD, address="127.0.0.1")
+
+    done = people(server, "reset-password", "hal@example.com")
+
+    assert done.returncode == 0, done.stderr
+    new = done.stdout.splitlines()[0]
+    assert await sessions.current(before.token) is None
+    with pytest.raises(AccountError, match="that e-mail and password do not match an account here"):
+        await sessions.sign_in("hal@example.com", PASSWORD, address="127.0.0.1")
+    after = await sessions.sign_in("hal@example.com", new, address="127.0.0.1")
+    assert after.person.must_change_password
+    assert new not in str(server.ctl_json("ctl", "audit", "--limit", "100")) and new not in server.output()
+
+
+def test_a_team_made_with_a_budget_shows_in_the_tree_and_people_join_and_leave_it(server):
+    assert server.ctl("ctl", "tree", "add", "org", "Acme").returncode == 0
+    made = server.ctl("ctl", "tree", "add", "team", "Acme/Research", "--budget", "25.00")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("team Acme/Research is made (team_")
+    assert "budget 25.00 a month" in made.stdout
+    assert server.ctl("ctl", "tree", "add", "project", "Acme/Research/search").returncode == 0
+
+    tree = server.ctl("ctl", "tree")
+    [team_row] = [line for line in tree.stdout.splitlines() if line.strip().startswith("Acme/Research ")]
+    assert "budget 25.00 a month" in team_row
+    assert any(line.strip().startswith("Acme/Research/search") for line in tree.stdout.splitlines())
+    missing = server.ctl("ctl", "tree", "add", "team", "Nowhere/dev")
+    assert missing.returncode == 1
+    assert "there is no org Nowhere; make it first with llmgw ctl tree add org Nowhere" in missing.stderr
+
+    add_with_password(server, "ivy@example.com", "--member-of", "team:Acme/Research")
+    left = people(server, "leave", "ivy@example.com", "team:Acme/Research")
+    assert left.stdout.strip() == "ivy@example.com belongs to no place now"
+    joined = people(server, "join", "ivy@example.com", "project:Acme/Research/search")
+    assert joined.stdout.strip() == "ivy@example.com belongs to project:Acme/Research/search"
+    audit = server.ctl("ctl", "audit", "--limit", "2").stdout
+    assert "joined project:Acme/Research/search" in audit and "left team:Acme/Research" in audit
