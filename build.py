@@ -605,6 +605,21 @@ class Stop(Exception):
     """Starting up ends here: asked to stop, or a step failed and said why."""
 
 
+def keep_first_admin(path: Path, email: str, password: str) -> None:
+    """Written 0600 from the start: the password is never readable by others, even for a moment."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{email} {password}\n")
+
+
+def read_first_admin(path: Path) -> tuple[str, str] | None:
+    try:
+        words = path.read_text().split()
+    except OSError:
+        return None
+    return (words[0], words[1]) if len(words) == 2 else None
+
+
 class Cluster:
     """A control plane and one agent on this machine, started together and stopped together.
 
@@ -632,6 +647,9 @@ class Cluster:
         self.stopping: list[int] = []
         self.signalled: set[str] = set()
         self.api_key = ""
+        # The first administrator's e-mail and password as init printed them,
+        # kept (0600) so that every later run can say how to sign in.
+        self.first_admin_file = self.dir / "first-admin"
         self.watching: dict[str, tuple[str, str, float]] = {}
         self.next_watch = 0.0
         self.agent_started = 0.0
@@ -759,6 +777,9 @@ class Cluster:
             show(line.rstrip("\n"))
             if line.strip().startswith("API key"):
                 self.api_key = line.split()[2]
+            elif line.strip().startswith("administrator") and " password " in line:
+                words = line.split()
+                keep_first_admin(self.first_admin_file, words[1], words[3])
         rc = init.wait()
         self.check()
         if rc != 0:
@@ -804,6 +825,7 @@ class Cluster:
                 self.give_up(f"the server did not answer {self.client_url}/health in 60 s")
             self.nap(0.2)
         say(f"the control plane is up (pid {server.pid}): client API {self.client_url}/v1")
+        say(self.portal_line())
 
     def answers(self, path: str) -> bool:
         try:
@@ -924,6 +946,15 @@ class Cluster:
                 say(f"{name}: still no replica; `llmgw ctl explain-placement {name}` says why")
         if not self.watching:
             say("every model is ready; Ctrl-C stops the control plane, the node and its engines")
+
+    def portal_line(self) -> str:
+        known = read_first_admin(self.first_admin_file)
+        if known is None:
+            return (f"portal: {self.client_url}/  (a password for admin@localhost: "
+                    f".venv/bin/llmgw people reset-password admin@localhost)")
+        email, password = known
+        return (f"portal: {self.client_url}/  sign in as {email}, password {password}  "
+                f"(as init made it; kept in {self.named}/first-admin)")
 
     def ready(self, name: str) -> None:
         if not self.first_ready:

@@ -114,6 +114,11 @@ def _left(processes: list[psutil.Process]) -> list[str]:
     return left
 
 
+def _init_password(output: str) -> str:
+    line = next(line for line in output.splitlines() if line.strip().startswith("administrator"))
+    return line.split("password", 1)[1].split()[0]
+
+
 def _commands(processes: list[psutil.Process]) -> str:
     return "\n".join(" ".join(p.cmdline()) for p in processes)
 
@@ -124,6 +129,10 @@ def test_build_run_serves_sim_from_a_control_plane_and_a_node_and_leaves_nothing
     assert "joining this machine to it as node 'local'" in first.output()
     assert "curl -s http://127.0.0.1:" in first.output()
     key = first.api_key()
+    password = _init_password(first.output())
+    portal = f"portal: http://127.0.0.1:{first.ports['client']}/  sign in as admin@localhost, password {password}"
+    assert portal in first.output()
+    assert (tmp_path / "var" / "first-admin").stat().st_mode & 0o777 == 0o600
     text, _ = wait_for(lambda: _answer(first.client(key), "sim"), timeout=20, interval=0.5)
     assert text, first.output()
 
@@ -141,6 +150,8 @@ def test_build_run_serves_sim_from_a_control_plane_and_a_node_and_leaves_nothing
     assert not any(line.strip().startswith("API key") for line in out.splitlines()), out
     assert "joining" not in out, out
     assert "sim: in the catalog" in out
+    # The password init printed once, kept for the person who runs it here (the second run has other ports).
+    assert f"portal: http://127.0.0.1:{again.ports['client']}/  sign in as admin@localhost, password {password}" in out
     assert '"Authorization: Bearer $OPENAI_API_KEY"' in out  # the key is printed once, at the first run
     text, _ = wait_for(lambda: _answer(again.client(key), "sim"), timeout=20, interval=0.5)
     assert text, out
