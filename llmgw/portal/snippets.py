@@ -37,6 +37,7 @@ class Tool:
     id: str
     name: str  # an N_() msgid
     steps: tuple[Step, ...]
+    env: bool  # reads the key from $LLMGW_API_KEY, so key_step() comes first
 
 
 # (tool id, name, [(sentence, template, language, path)]) in the order the page lists them.
@@ -64,7 +65,10 @@ _TOOLS: tuple[tuple[str, str, tuple[tuple[str, str, str, str], ...]], ...] = (
         (N_("Claude Code speaks Anthropic's API, which the gateway serves at its address without /v1. "
             "Start it like this:"), "claude.sh.jinja", "shell", ""),)),
 )
+# These take the key in a file or form of their own rather than from the environment.
+_OWN_KEY_FIELD = ("continue", "cline")
 TOOLS = tuple(tool for tool, _, _ in _TOOLS)
+NAMES = {tool: name for tool, name, _ in _TOOLS}  # N_() msgids
 
 
 def key_step(key: str) -> Step:
@@ -83,7 +87,7 @@ def tools(*, base: str, model: str, key: str) -> list[Tool]:
     values = {"base": base, "v1": base + "/v1", "model": model, "key": key}
     env = _env()
     return [Tool(ident, name, tuple(Step(say, env.get_template(template).render(values), language, path)
-                                    for say, template, language, path in steps))
+                                    for say, template, language, path in steps), ident not in _OWN_KEY_FIELD)
             for ident, name, steps in _TOOLS]
 
 
