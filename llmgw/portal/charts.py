@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from llmgw.accounting.reports import Series
 from llmgw.errors import N_
+from llmgw.portal import i18n
 from llmgw.store import UsageDay
 
 METRICS = ("requests", "errors", "prompt_tokens", "cached_tokens", "completion_tokens", "cost_micros")
@@ -29,10 +30,6 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 8, 12, 28
 LEGEND_ROW = 18
 EMPTY = N_("Nothing was used in these days.")
 OTHER = N_("other")
-# Until the frame's Babel-backed i18n is merged in, the few words a chart
-# writes itself are translated here; the caller translates the title.
-_TURKISH = {EMPTY: "Bu günlerde hiç kullanım olmadı.", OTHER: "diğer"}
-_SEPARATORS = {"en": (",", "."), "tr": (".", ",")}
 
 
 def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str) -> Markup:
@@ -131,17 +128,10 @@ def _day(day: int) -> str:
 
 
 def _value(value: int, metric: str, lang: str) -> str:
-    if metric == "cost_micros":
-        return "$" + _number(value / 1_000_000, lang, 2)
-    return _number(value, lang, 0)
-
-
-def _number(value: float, lang: str, digits: int) -> str:
-    thousands, point = _SEPARATORS.get(lang, _SEPARATORS["en"])
-    whole, _, fraction = f"{value:,.{digits}f}".partition(".")
-    whole = whole.replace(",", thousands)
-    return f"{whole}{point}{fraction}" if fraction else whole
+    # The same figures as the tables beside the chart: money without a sign, since the gateway
+    # does not know the site's currency (i18n.money).
+    return i18n.money(lang, value) if metric == "cost_micros" else i18n.number(lang, value)
 
 
 def _say(lang: str, msgid: str) -> str:
-    return _TURKISH.get(msgid, msgid) if lang == "tr" else msgid
+    return i18n.gettext(lang, msgid)
