@@ -150,5 +150,6 @@ async def test_a_key_made_on_the_page_works_against_v1_of_a_real_server(tmp_path
             async with client.get("/v1/models", headers={"Authorization": f"Bearer {secret}"}) as models:
                 assert models.status == 200, await models.text()
                 assert (await models.json())["object"] == "list"
+        assert secret not in server.output(), "the server's log never holds a key's secret"
     finally:
         server.stop()

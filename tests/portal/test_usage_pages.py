@@ -73,6 +73,13 @@ async def test_the_bars_and_tables_equal_the_persons_day_sums_over_seven_days(ad
     assert "secret-model" not in text
 
 
+async def test_figures_are_written_the_turkish_way_for_a_turkish_reader(ada, world):
+    page = await (await ada.get("/usage?days=7", headers={"Accept-Language": "tr-TR,tr;q=0.9"})).text()
+
+    assert '<html lang="tr">' in page
+    assert "3,50" in Text(page).text and "3.50" not in Text(page).text
+
+
 async def test_thirty_days_take_in_the_older_day_and_requests_can_be_charted(ada, world):
     page = await (await ada.get("/usage?days=30&metric=requests")).text()
 
