@@ -61,7 +61,7 @@ def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str) 
         Markup('<line class="axis" x1="{x}" y1="{y}" x2="{x2}" y2="{y}"/>').format(
             x=LEFT, x2=WIDTH - RIGHT, y=TOP + plot_h),
         Markup('<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>').format(
-            LEFT - 4, TOP + 10, _value(top, metric, lang)),
+            LEFT - 4, TOP + 10, _value(_rounded(top, metric), metric, lang)),
         Markup('<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>').format(
             LEFT - 4, TOP + plot_h, _value(0, metric, lang)),
     ]
@@ -131,6 +131,11 @@ def _value(value: int, metric: str, lang: str) -> str:
     # The same figures as the tables beside the chart: money without a sign, since the gateway
     # does not know the site's currency (i18n.money).
     return i18n.money(lang, value) if metric == "cost_micros" else i18n.number(lang, value)
+
+
+def _rounded(value: int, metric: str) -> int:
+    # The axis's top figure is a scale, not a sum to check: cents are enough (the bars' titles are exact).
+    return round(value, -4) if metric == "cost_micros" else value
 
 
 def _say(lang: str, msgid: str) -> str:
