@@ -45,6 +45,8 @@ class Principal:
             return "this API key was revoked"
         if self.key.expires_at is not None and self.key.expires_at <= now:
             return "this API key has expired"
+        if self.key.owner_suspended:
+            return "the person this API key belongs to is suspended; an administrator can lift it"
         if self.limits.expires_at is not None and self.limits.expires_at <= now:
             return "this API key's project has expired"
         return None

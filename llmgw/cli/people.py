@@ -128,8 +128,8 @@ def run_suspend(args) -> int:
     person = client(args).person_suspend(args.email, lift=args.lift)
     if args.lift:
         return _said(args, person, f"{person['email']} may sign in again")
-    return _said(args, person, f"{person['email']} is suspended: their sign-in is refused and every session of "
-                               "theirs has ended (their API keys stay until revoked: llmgw keys list)")
+    return _said(args, person, f"{person['email']} is suspended: their sign-in and their API keys are refused "
+                               "and every session of theirs has ended (--lift lets them in again)")
 
 
 def run_reset(args) -> int:

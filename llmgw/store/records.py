@@ -105,6 +105,9 @@ class ApiKey:
     created_at: float = 0.0
     expires_at: float | None = None
     revoked_at: float | None = None
+    # Read with the key for use (key_by_digest, key_by_id), never written: the
+    # person the key belongs to is suspended, so the key is refused.
+    owner_suspended: bool = False
 
 
 @dataclass

@@ -21,6 +21,11 @@ _SESSION = "id, person_id, created_at, last_seen_at, expires_at, chat_digest, ad
 # Failed sign-ins older than this are forgotten on the next write: longer than any throttle window.
 _FAILURES_KEPT_S = 86400.0
 _KEY = "id, name, project_id, digest, prefix, person_id, band, created_at, expires_at, revoked_at"
+# A key read for use also says whether its person is suspended: the key cache
+# refuses such a key without a second read (CASE, since `disabled` is INTEGER
+# on SQLite and BOOLEAN on PostgreSQL, and a key without a person has none).
+_KEY_IN_USE = (", ".join(f"k.{c}" for c in _KEY.split(", "))
+               + ", CASE WHEN pe.disabled THEN 1 ELSE 0 END FROM api_keys k LEFT JOIN people pe ON pe.id = k.person_id")
 _PATH = (
     "o.id, o.name, o.created_at, t.id, t.org_id, t.name, t.created_at, "
     "p.id, p.team_id, p.name, p.created_at"
@@ -53,6 +58,10 @@ def _key_filter(project_id: str | None, person_id: str | None) -> tuple[str, lis
 
 def _key(r: Row) -> ApiKey:
     return ApiKey(r[0], r[1], r[2], bytes(r[3]), r[4], r[5], r[6], r[7], r[8], r[9])
+
+
+def _key_in_use(r: Row) -> ApiKey:
+    return ApiKey(r[0], r[1], r[2], bytes(r[3]), r[4], r[5], r[6], r[7], r[8], r[9], owner_suspended=bool(r[10]))
 
 
 def _path(r: Row) -> ProjectPath:
@@ -387,12 +396,12 @@ class AccountSQL:
         return key
 
     async def key_by_digest(self, digest: bytes) -> ApiKey | None:
-        row = await self._db.fetchrow(f"SELECT {_KEY} FROM api_keys WHERE digest = $1", bytes(digest))
-        return None if row is None else _key(row)
+        row = await self._db.fetchrow(f"SELECT {_KEY_IN_USE} WHERE k.digest = $1", bytes(digest))
+        return None if row is None else _key_in_use(row)
 
     async def key_by_id(self, key_id: str) -> ApiKey | None:
-        row = await self._db.fetchrow(f"SELECT {_KEY} FROM api_keys WHERE id = $1", key_id)
-        return None if row is None else _key(row)
+        row = await self._db.fetchrow(f"SELECT {_KEY_IN_USE} WHERE k.id = $1", key_id)
+        return None if row is None else _key_in_use(row)
 
     async def list_keys(self, project_id: str | None = None, *, person_id: str | None = None,
                         limit: int | None = None, offset: int = 0) -> list[ApiKey]:

@@ -66,8 +66,15 @@ def test_a_role_is_changed_by_name_and_a_wrong_one_is_a_usage_error(server):
                                       "llmgw people list shows them")
 
 
-async def test_a_suspended_persons_session_is_refused_and_their_sign_in_too_until_lifted(server, sessions):
+def models_status(server, key: str) -> tuple[int, object]:
+    return server.get("/v1/models", headers={"Authorization": f"Bearer {key}"})
+
+
+async def test_a_suspended_persons_session_keys_and_sign_in_are_refused_until_lifted(server, sessions):
     add_with_password(server, "gus@example.com")
+    key = server.ctl_json("keys", "create", "gus-laptop", "--project", "Default/default/default",
+                          "--person", "gus@example.com")["key"]
+    assert models_status(server, key)[0] == 200
     signed_in = await sessions.sign_in("gus@example.com", PASSWORD, address="192.0.2.9", agent="Firefox/140")
     assert await sessions.current(signed_in.token) is not None
     shown = people(server, "show", "gus@example.com").stdout
@@ -81,9 +88,14 @@ async def test_a_suspended_persons_session_is_refused_and_their_sign_in_too_unti
     assert await sessions.current(signed_in.token) is None
     with pytest.raises(AccountError, match="suspended"):
         await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
+    status, refused = models_status(server, key)  # at once: the control plane asked forgets its cached keys
+    assert (status, refused["error"]["message"]) == (
+        401, "the person this API key belongs to is suspended; an administrator can lift it")
+    assert models_status(server, server.first_key)[0] == 200  # the admin's key is untouched
     lifted = people(server, "suspend", "gus@example.com", "--lift")
     assert lifted.stdout.strip() == "gus@example.com may sign in again"
     assert await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
+    assert models_status(server, key)[0] == 200
 
 
 async def test_after_a_reset_the_old_password_no_longer_signs_in_and_the_new_one_must_be_changed(server, sessions):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
@@ -75,3 +76,16 @@ async def test_revoking_a_key_twice_keeps_the_first_revocation_time(store, proje
 
 async def test_revoking_a_key_that_does_not_exist_returns_none(store):
     assert await store.revoke_key("key_nope", at=1.0) is None
+
+
+async def test_a_key_read_for_use_says_whether_its_person_is_suspended(store, project):
+    person = await store.add_person(Person(id="psn_2", email="b@example.com", name="B"))
+    await store.add_key(key(project, 2, person_id="psn_2"))
+    await store.add_key(key(project, 3))  # a key of no person
+    assert not (await store.key_by_digest(digest("sk-llmgw-secret-2"))).owner_suspended
+
+    await store.update_person(replace(person, disabled=True))
+
+    assert (await store.key_by_digest(digest("sk-llmgw-secret-2"))).owner_suspended
+    assert (await store.key_by_id("key_2")).owner_suspended
+    assert not (await store.key_by_digest(digest("sk-llmgw-secret-3"))).owner_suspended

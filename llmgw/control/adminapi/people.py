@@ -59,7 +59,11 @@ async def person_role(request: web.Request) -> web.Response:
 async def person_suspend(request: web.Request) -> web.Response:
     data = await body(request)
     lift = bool(_field(data, "lift", bool))
-    return _json(await _people(request).suspend(actor(request), request.match_info["ident"], lift=lift))
+    view = await _people(request).suspend(actor(request), request.match_info["ident"], lift=lift)
+    # Their keys are refused (or let in again) here at once; other control
+    # planes and workers see it within auth.cache_ttl.
+    request.app[PLANE].keys.clear()
+    return _json(view)
 
 
 async def person_reset_password(request: web.Request) -> web.Response:
