@@ -260,6 +260,10 @@
           answer.content += piece;
           fill(body, answer);
         }
+        if (choice && choice.finish_reason === "content_filter") {
+          answer.note = data.errorContentFilter; // a guardrail stopped the answer; what came before stays
+          return null;
+        }
       }
     }
     return null;
