@@ -19,7 +19,18 @@ from aiohttp import web
 
 from llmgw.account import Accounts, Sessions
 from llmgw.accounting import UsageReports
-from llmgw.portal.web import PAGES, PORTAL, Portal, Registry, environment, load_static, serve_static, wrap
+from llmgw.portal.web import (
+    PAGES,
+    PORTAL,
+    Page,
+    Portal,
+    Registry,
+    environment,
+    load_static,
+    not_found,
+    serve_static,
+    wrap,
+)
 
 __all__ = ["PORTAL", "Portal", "mount", "page_modules"]
 
@@ -64,3 +75,6 @@ def mount(app: web.Application, plane: Any, *, registry: Registry | None = None)
             else:
                 app.router.add_route(method, portal_page.path, handler)
     app.router.add_get("/static/{digest}/{name}", serve_static)
+    # Every other path but /v1's gets the portal's 404 page; make_client_app's catch-all, added after
+    # this, keeps answering /v1 in the API's JSON.
+    app.router.add_route("*", r"/{tail:(?!v1(?:/|$)).*}", wrap(Page("/{tail}", not_found, public=True)))

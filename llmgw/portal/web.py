@@ -54,6 +54,7 @@ NONCE = web.RequestKey("nonce", str)
 PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, or the one this answer sets
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 FORM = web.RequestKey[MultiDictProxy[Any]]("form")
+MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
 
 Handler = Callable[[web.Request, "Viewer | None"], Awaitable[web.StreamResponse]]
@@ -247,6 +248,9 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
         request[VIEWER], request[LANG] = viewer, lang
     if viewer is None and not portal_page.public:
         return signin_redirect(request)
+    if viewer is not None and viewer.person.must_change_password and portal_page.path not in MAY_WAIT_FOR_PASSWORD:
+        # A password someone else set (the first admin's, a reset) is changed before anything else.
+        return redirect(request, "/profile", notice=N_("Choose a new password before you go on."))
     if viewer is not None and portal_page.role is not None and not viewer.may(portal_page.role):
         return render_error(request, 403, N_("This page is not for your role; ask an administrator "
                                              "if you need it."))
@@ -369,6 +373,10 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
     response.text = portal.env.get_template(template).render(values)
     security.protect(response, nonce, private=True)
     return response
+
+
+async def not_found(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    return render_error(request, 404, N_("There is no such page here."))
 
 
 def render_error(request: web.Request, status: int, message: str, *, translated: bool = False) -> web.Response:

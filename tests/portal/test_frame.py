@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from http.cookies import SimpleCookie
-from types import SimpleNamespace
 
 import aiohttp
 import pytest
@@ -21,20 +19,12 @@ from yarl import URL
 
 from llmgw.account import Accounts, Actor
 from llmgw.config import ClusterSettings
-from llmgw.portal import mount, registered
+from llmgw.portal import registered
 from llmgw.portal.web import Viewer, render
+from tests.portal.portalkit import PASSWORD, csrf_from, portal_app, set_cookies, sign_in
 from tests.support.servers import Server
 
 ROOT = Actor("root", "cli")
-PASSWORD = "correct horse battery"
-
-
-class Plane:
-    """What the portal reads of the process serving it, over the test's store."""
-
-    def __init__(self, store, settings: ClusterSettings | None = None):
-        self.store = store
-        self.settings = SimpleNamespace(current=settings or ClusterSettings())
 
 
 async def _admins_only(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
@@ -57,9 +47,7 @@ def _app(store, settings: ClusterSettings | None = None) -> web.Application:
     pages = registered().copy()
     pages.page("/test/admins-only", role="admin")(_admins_only)
     pages.page("/test/note", methods=("POST",))(_note)
-    app = web.Application()
-    mount(app, Plane(store, settings), registry=pages)
-    return app
+    return portal_app(store, settings, pages=pages)
 
 
 @pytest.fixture
@@ -68,32 +56,11 @@ async def client(store, people):
         yield c
 
 
-def _set_cookies(response) -> dict[str, SimpleCookie]:
-    found = {}
-    for header in response.headers.getall("Set-Cookie", []):
-        cookie = SimpleCookie()
-        cookie.load(header)
-        for name in cookie:
-            found[name] = cookie[name]
-    return found
-
-
-async def _csrf_from(client, path: str = "/signin") -> str:
-    page = await (await client.get(path)).text()
-    return re.search(r'name="_csrf" value="([^"]+)"', page).group(1)
-
-
-async def _sign_in(client, email: str, *, next_: str = "/", csrf: str | None = None) -> aiohttp.ClientResponse:
-    csrf = csrf or await _csrf_from(client)
-    return await client.post("/signin", data={"_csrf": csrf, "email": email, "password": PASSWORD,
-                                              "next": next_}, allow_redirects=False)
-
-
 async def test_signing_in_sets_a_session_cookie_scripts_cannot_read_and_leads_to_the_page_asked_for(client):
-    signed = await _sign_in(client, "ada@example.com", next_="/test/admins-only")
+    signed = await sign_in(client, "ada@example.com", next_="/test/admins-only")
 
     assert signed.status == 303 and signed.headers["Location"] == "/test/admins-only"
-    cookie = _set_cookies(signed)["llmgw_session"]
+    cookie = set_cookies(signed)["llmgw_session"]
     assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/"
     assert not cookie["secure"]  # plain HTTP from a browser that is not behind a trusted proxy
     assert cookie.value not in signed.headers["Location"]
@@ -102,9 +69,9 @@ async def test_signing_in_sets_a_session_cookie_scripts_cannot_read_and_leads_to
 
 
 async def test_each_sign_in_gives_a_new_session_and_ends_the_one_the_browser_had(client):
-    csrf = await _csrf_from(client)  # the pre-session value, which a signed-in browser still holds
-    first = _set_cookies(await _sign_in(client, "ada@example.com", csrf=csrf))["llmgw_session"].value
-    second = _set_cookies(await _sign_in(client, "ada@example.com", csrf=csrf))["llmgw_session"].value
+    csrf = await csrf_from(client)  # the pre-session value, which a signed-in browser still holds
+    first = set_cookies(await sign_in(client, "ada@example.com", csrf=csrf))["llmgw_session"].value
+    second = set_cookies(await sign_in(client, "ada@example.com", csrf=csrf))["llmgw_session"].value
 
     assert first != second
     client.session.cookie_jar.clear()
@@ -113,13 +80,13 @@ async def test_each_sign_in_gives_a_new_session_and_ends_the_one_the_browser_had
 
 
 async def test_a_wrong_password_shows_the_sentence_and_sets_no_session(client):
-    csrf = await _csrf_from(client)
+    csrf = await csrf_from(client)
     answer = await client.post("/signin", data={"_csrf": csrf, "email": "ada@example.com",
                                                 "password": "not it at all"}, allow_redirects=False)
 
     assert answer.status == 401
     assert "that e-mail and password do not match an account here" in await answer.text()
-    assert "llmgw_session" not in _set_cookies(answer)
+    assert "llmgw_session" not in set_cookies(answer)
 
 
 async def test_every_page_carries_its_own_csp_nonce_and_never_unsafe_inline(client):
@@ -138,7 +105,7 @@ async def test_every_page_carries_its_own_csp_nonce_and_never_unsafe_inline(clie
 
 
 async def test_a_post_without_the_forms_csrf_value_is_refused(client):
-    await _sign_in(client, "bob@example.com")
+    await sign_in(client, "bob@example.com")
 
     refused = await client.post("/test/note", data={"text": "hi"})
     assert refused.status == 403
@@ -150,7 +117,7 @@ async def test_a_post_without_the_forms_csrf_value_is_refused(client):
 
 
 async def test_a_form_from_another_site_is_refused_even_with_the_csrf_value(client):
-    await _sign_in(client, "bob@example.com")
+    await sign_in(client, "bob@example.com")
     page = await (await client.get("/test/admins-only")).text()
     token = re.search(r'name="_csrf" value="([^"]+)"', page).group(1)
 
@@ -162,11 +129,11 @@ async def test_signing_in_without_the_pre_session_csrf_cookie_is_refused(client,
     answer = await client.post("/signin", data={"_csrf": "made-up", "email": "ada@example.com",
                                                 "password": PASSWORD}, allow_redirects=False)
 
-    assert answer.status == 403 and "llmgw_session" not in _set_cookies(answer)
+    assert answer.status == 403 and "llmgw_session" not in set_cookies(answer)
 
 
 async def test_a_member_gets_the_403_page_on_an_admins_page(client):
-    await _sign_in(client, "bob@example.com")
+    await sign_in(client, "bob@example.com")
 
     answer = await client.get("/test/admins-only")
     assert answer.status == 403
@@ -178,20 +145,20 @@ async def test_someone_signed_out_is_sent_to_sign_in_and_then_back(client):
 
     location = URL(answer.headers["Location"])
     assert answer.status == 303 and location.path == "/signin" and location.query["next"] == "/test/admins-only?x=1"
-    signed = await _sign_in(client, "ada@example.com", next_="/test/admins-only?x=1")
+    signed = await sign_in(client, "ada@example.com", next_="/test/admins-only?x=1")
     assert signed.headers["Location"] == "/test/admins-only?x=1"
 
 
 @pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/\\evil.example",
                                     "javascript:alert(1)", "evil"])
 async def test_next_never_leads_off_this_site(client, target):
-    signed = await _sign_in(client, "ada@example.com", next_=target)
+    signed = await sign_in(client, "ada@example.com", next_=target)
 
     assert signed.status == 303 and signed.headers["Location"] == "/"
 
 
 async def test_signing_out_ends_the_session_and_says_so_once(client):
-    await _sign_in(client, "ada@example.com")
+    await sign_in(client, "ada@example.com")
     page = await (await client.get("/test/admins-only")).text()
     token = re.search(r'name="_csrf" value="([^"]+)"', page).group(1)
 
@@ -208,12 +175,12 @@ async def test_the_cookie_is_secure_behind_a_trusted_proxy_that_says_https(store
     async with TestClient(TestServer(_app(store, settings))) as c:
         page = await c.get("/signin", headers={"X-Forwarded-Proto": "https"})
         csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
-        assert _set_cookies(page)["llmgw_csrf"]["secure"]
+        assert set_cookies(page)["llmgw_csrf"]["secure"]
         # The test client keeps Secure cookies away from plain HTTP, as a browser would: send it by hand.
         signed = await c.post("/signin", data={"_csrf": csrf, "email": "ada@example.com", "password": PASSWORD},
                               headers={"X-Forwarded-Proto": "https", "Cookie": f"llmgw_csrf={csrf}"},
                               allow_redirects=False)
-    assert signed.status == 303 and _set_cookies(signed)["llmgw_session"]["secure"]
+    assert signed.status == 303 and set_cookies(signed)["llmgw_session"]["secure"]
 
 
 async def test_the_stylesheet_is_served_under_its_digest_for_ever(client):
@@ -246,7 +213,7 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
             async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
                                                   "password": admin["password"]}, allow_redirects=False) as signed:
                 assert signed.status == 303, await signed.text()
-                assert _set_cookies(signed)["llmgw_session"]["httponly"]
+                assert set_cookies(signed)["llmgw_session"]["httponly"]
             async with http.get("/", allow_redirects=False) as home:
                 assert home.status == 303 and home.headers["Location"] == "/chat"
     finally:
