@@ -110,3 +110,13 @@ async def test_a_signed_out_browser_is_sent_to_sign_in_first(client):
     answer = await client.get("/chat", allow_redirects=False)
 
     assert answer.status == 303 and answer.headers["Location"] == "/signin?next=/chat"
+
+
+async def test_a_turkish_reader_gets_the_page_and_its_refusal_sentences_in_turkish(client):
+    await _sign_in(client, "ada@example.com")
+
+    page = await (await client.get("/chat", headers={"Accept-Language": "tr-TR,tr;q=0.9"})).text()
+
+    assert "<h1>Sohbet</h1>" in page
+    assert ('data-error-guardrail-blocked="Bir koruma kuralı bu mesajı durdurdu (kural {rule}). '
+            'Kuralın ilgilendiği kısmı çıkarıp yeniden gönderin."') in page
