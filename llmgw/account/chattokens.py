@@ -36,6 +36,9 @@ from llmgw.store import ApiKey, Person, ProjectPath, Session, Store, StoreError
 
 CHAT_KEY_NAME = "portal chat"
 MAX_UNKNOWN = 10_000  # credentials remembered as unknown; bounded so random ones cannot fill memory
+# Credentials remembered as known. A closed browser never says so, so its entry would stay for good:
+# past this many, the expired ones go, then the oldest.
+MAX_KNOWN = 10_000
 
 
 def chat_key_id(person_id: str) -> str:
@@ -165,8 +168,14 @@ class ChatTokens:
 
     def _remember(self, d: bytes, entry: _Entry | None, now: float) -> None:
         if entry is not None:
+            self._known.pop(d, None)  # re-inserted last, so the oldest stay first in line to go
             self._known[d] = entry
             self._unknown.pop(d, None)
+            if len(self._known) > MAX_KNOWN:
+                for old in [k for k, e in self._known.items() if e.until <= now]:
+                    del self._known[old]
+                while len(self._known) > MAX_KNOWN:
+                    del self._known[next(iter(self._known))]
             return
         self._known.pop(d, None)
         self._unknown[d] = now + self._ttl()

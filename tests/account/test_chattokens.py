@@ -186,3 +186,16 @@ async def test_a_cached_credential_costs_no_store_read_and_neither_does_a_rememb
     assert chat.store_reads == reads
     assert chat.remembers(signed.chat_token) and chat.remembers(unknown)
     assert not chat.remembers("llmgw-chat-" + "C" * 43)
+
+
+async def test_credentials_of_closed_browsers_do_not_pile_up_in_memory(world, clock, monkeypatch):
+    _, sessions, signed, chat, _ = world
+    monkeypatch.setattr("llmgw.account.chattokens.MAX_KNOWN", 2)
+    others = [await sessions.sign_in("ada@example.com", PASSWORD, address="192.0.2.7") for _ in range(3)]
+    for one in others:
+        assert await chat.lookup(one.chat_token, None) is not None
+    clock.advance(TTL)
+
+    assert await chat.lookup(signed.chat_token, None) is not None
+
+    assert len(chat._known) <= 2 and chat.remembers(signed.chat_token)
