@@ -212,3 +212,14 @@ def test_a_project_that_is_not_the_persons_gets_403_with_a_sentence(gateway):
     assert body["error"]["message"] == ("you are not a member of the project Acme/ml/secret; "
                                         "choose one of your own projects")
     assert_never_written(gw, gw.chat)
+
+
+def test_made_up_chat_credentials_share_the_unknown_key_throttle_and_a_valid_one_still_passes(gateway):
+    gw = gateway()
+    made_up = [f"llmgw-chat-{n:043d}" for n in range(21)]  # auth.unknown_key_rate is 20 a minute
+
+    answers = [post(gw, secret, ask()) for secret in made_up]
+
+    assert [status for status, _ in answers[:20]] == [401] * 20
+    assert answers[20][0] == 429 and answers[20][1]["error"]["code"] == "too_many_unknown_keys"
+    assert post(gw, gw.chat, ask())[0] == 200  # a guesser at the same address locks out no one
