@@ -106,7 +106,7 @@ class Worker:
 
     def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket],
                  extend: Callable[[web.Application, Any], None] | None = None):
-        from llmgw.account.chattokens import ChatTokens
+        from llmgw.account import ChatTokens
         from llmgw.account.keycache import KeyCache
         from llmgw.account.throttle import UnknownKeyThrottle
         from llmgw.router.service import Router
