@@ -18,13 +18,11 @@ pytestmark = pytest.mark.integration
 LAST_ANSWER = ".message.assistant:last-of-type .body"
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    """One server for the module, as `server init` sets it up, in front of an echoing sim model `qwen`."""
-    root = tmp_path_factory.mktemp("chat")
+def serving(root, **cluster):
+    """A server as `server init` sets it up, in front of an echoing sim model `qwen`; stopped at the end."""
     engine = SimEngine(root, "qwen", "--echo", "--tokens-per-second", "20").start()
     server = Server(root, "gw", config=write_config(root / "gw.yaml", {
-        "models": [{"name": "qwen", "endpoints": [engine.url]}]}))
+        "models": [{"name": "qwen", "endpoints": [engine.url]}], **cluster}))
     try:
         done = server.init("--json")
         assert done.returncode == 0, done.stderr
@@ -36,9 +34,20 @@ def gateway(tmp_path_factory):
         engine.stop()
 
 
-@pytest.fixture
-def chat(gateway, browsing):
-    """The chat page, signed in as the first administrator (a member of init's project)."""
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    """One server for the module, with `server init`'s baseline guardrail."""
+    yield from serving(tmp_path_factory.mktemp("chat"))
+
+
+@pytest.fixture(scope="module")
+def answers_guarded(tmp_path_factory):
+    """A server whose only guardrail reads answers: a secret in an answer stops it mid-way."""
+    yield from serving(tmp_path_factory.mktemp("guarded"), guard={"default": ["answers"], "policies": {
+        "answers": {"mode": "enforce", "output": {"secrets": "block"}}}})
+
+
+def open_chat(gateway, browsing):
     page = browsing.page
     page.goto(gateway.client_url + "/signin?next=/chat")
     page.fill("#email", gateway.administrator["email"])
@@ -47,6 +56,12 @@ def chat(gateway, browsing):
     page.wait_for_url("**/chat")
     page.wait_for_selector("#chat-model option[value=qwen]", state="attached")
     return page
+
+
+@pytest.fixture
+def chat(gateway, browsing):
+    """The chat page, signed in as the first administrator (a member of init's project)."""
+    return open_chat(gateway, browsing)
 
 
 def send(page, text: str) -> None:
@@ -135,6 +150,17 @@ def test_a_guardrails_refusal_is_shown_as_a_sentence_naming_the_rule(chat):
 
     assert chat.inner_text("#chat-error") == ("A guardrail stopped this message (rule secrets:github). Take out "
                                               "what the rule is about and send it again.")
+
+
+def test_an_answer_a_guardrail_stops_mid_way_keeps_what_came_and_says_why(answers_guarded, browsing):
+    chat = open_chat(answers_guarded, browsing)
+
+    send(chat, "This part is fine. The token is ghp_" + "x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s today.")
+    wait_answered(chat)
+
+    answer = chat.inner_text(LAST_ANSWER)
+    assert "This part is fine." in answer and "ghp_" not in answer
+    assert "A guardrail stopped this answer part way; what came before is shown." in answer
 
 
 def test_a_new_conversation_starts_empty_and_a_deleted_one_is_gone(chat):
