@@ -5,6 +5,7 @@ This is the package's face: other packages import these names from
 inside without touching them (docs/internals.md).
 """
 
+from llmgw.account.chattokens import ChatTokens, chat_key_id
 from llmgw.account.keycache import KeyCache, Principal
 from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
@@ -21,6 +22,7 @@ __all__ = [
     "CHAT_PREFIX",
     "KEY_PREFIX",
     "AccountError",
+    "ChatTokens",
     "Accounts",
     "Actor",
     "Current",
@@ -35,6 +37,7 @@ __all__ = [
     "SignedIn",
     "TreeError",
     "UnknownKeyThrottle",
+    "chat_key_id",
     "check_name",
     "check_narrows",
     "check_password",

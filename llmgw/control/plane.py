@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
-from llmgw.account import Accounts, KeyCache, Principal, UnknownKeyThrottle
+from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
 from llmgw.control.adminapi import make_admin_app
@@ -96,6 +96,8 @@ class ControlPlane:
                                  ttl=lambda: float(self.settings.current.control.lease_ttl),
                                  on_change=self._leadership_changed)
         self.keys: PlaneKeys = KeyCache(store, ttl=lambda: float(self.settings.current.auth.cache_ttl))
+        self.chat = ChatTokens(store, ttl=lambda: float(self.settings.current.auth.cache_ttl),
+                               idle=lambda: float(self.settings.current.auth.session_idle))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
         self.accounts = Accounts(store)
         self.registry = CollectorRegistry()

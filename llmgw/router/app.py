@@ -13,7 +13,7 @@ from collections.abc import Callable
 import orjson
 from aiohttp import web
 
-from llmgw.account import KEY_PREFIX, Principal, looks_like_key
+from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, looks_like_key
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address
@@ -117,6 +117,8 @@ async def authenticate(request: web.Request, handler):
     # The throttle is asked only once a key has failed: a valid key is answered
     # whatever else its address has tried (llmgw/account/throttle.py). A key
     # memory holds needs neither the client's address nor the store.
+    if secret.startswith(CHAT_PREFIX):
+        return await _chat(request, handler, plane, secret)
     if not looks_like_key(secret):
         return _unknown_key(request, plane, f"that is not an llmgw API key; they start {KEY_PREFIX}")
     try:
@@ -130,8 +132,7 @@ async def authenticate(request: web.Request, handler):
             else:
                 principal = await plane.keys.lookup(secret)
     except StoreError:
-        return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
-                         "store_unavailable", headers={"Retry-After": "5"})
+        return _store_away()
     if principal is None:
         return _unknown_key(request, plane, "unknown API key")
     refusal = principal.refusal(time.time())
@@ -139,6 +140,35 @@ async def authenticate(request: web.Request, handler):
         return api_error(401, refusal, "invalid_api_key")
     request[PRINCIPAL] = principal
     return await handler(request)
+
+
+async def _chat(request: web.Request, handler, plane: ClientPlane, secret: str) -> web.StreamResponse:
+    """The portal's chat credential (llmgw/account/chattokens.py): the same throttle and refusals as a key's,
+    plus 403 for a project that is not the person's. The credential itself is never repeated back."""
+    project = request.headers.get("x-llmgw-project") or None
+    try:
+        if plane.chat.remembers(secret) or not plane.throttle.throttled(_client(request, plane)):
+            principal = await plane.chat.lookup(secret, project)
+        else:
+            async with plane.throttle.in_line(_client(request, plane)):
+                principal = await plane.chat.lookup(secret, project)
+    except StoreError:
+        return _store_away()
+    except AccountError as e:
+        return api_error(e.status, str(e), e.code)
+    if principal is None:
+        return _unknown_key(request, plane, "this chat credential's session has ended; reload the chat page, "
+                                            "signing in again if asked")
+    refusal = principal.refusal(time.time())
+    if refusal:
+        return api_error(401, refusal, "invalid_api_key")
+    request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+def _store_away() -> web.Response:
+    return api_error(503, "API keys cannot be checked right now; try again in a few seconds",
+                     "store_unavailable", headers={"Retry-After": "5"})
 
 
 def _client(request: web.Request, plane: ClientPlane) -> str:

@@ -60,6 +60,17 @@ class KeyLookup(Protocol):
     async def lookup(self, secret: str) -> Principal | None: ...
 
 
+class ChatLookup(Protocol):
+    """The portal's chat credential as the authenticating middleware asks for it (llmgw.account.ChatTokens).
+
+    `lookup` raises AccountError (403) for a project that is not the person's.
+    """
+
+    def remembers(self, secret: str) -> bool: ...
+
+    async def lookup(self, secret: str, project_id: str | None) -> Principal | None: ...
+
+
 class ClientPlane(Protocol):
     """The process serving the client API, as its handlers and middlewares read it."""
 
@@ -74,6 +85,9 @@ class ClientPlane(Protocol):
 
     @property
     def keys(self) -> KeyLookup: ...
+
+    @property
+    def chat(self) -> ChatLookup: ...
 
     @property
     def throttle(self) -> UnknownKeyThrottle: ...  # unknown keys, per client address

@@ -41,7 +41,7 @@ from llmgw.control.workers.messages import (
 from llmgw.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from llmgw.account import KeyCache, UnknownKeyThrottle
+    from llmgw.account import ChatTokens, KeyCache, UnknownKeyThrottle
     from llmgw.control.settings import ClusterSettingsWatcher
     from llmgw.router.service import Router
     from llmgw.store import Store
@@ -106,6 +106,7 @@ class Worker:
 
     def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket],
                  extend: Callable[[web.Application, Any], None] | None = None):
+        from llmgw.account import ChatTokens
         from llmgw.account.keycache import KeyCache
         from llmgw.account.throttle import UnknownKeyThrottle
         from llmgw.router.service import Router
@@ -125,9 +126,11 @@ class Worker:
         # them, so it never meets one unmade (see the properties below).
         self._settings: ClusterSettingsWatcher | None = None
         self._keys: KeyCache | None = None
+        self._chat: ChatTokens | None = None
         self._throttle: UnknownKeyThrottle | None = None
         self._router: Router | None = None
         self._KeyCache, self._Throttle, self._Router = KeyCache, UnknownKeyThrottle, Router
+        self._ChatTokens = ChatTokens
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.closed = asyncio.Event()  # the main process went away
@@ -144,6 +147,8 @@ class Worker:
         self._settings = ClusterSettingsWatcher(store)
         current = lambda: self.settings.current  # noqa: E731
         self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
+        self._chat = self._ChatTokens(store, ttl=lambda: float(current().auth.cache_ttl),
+                                      idle=lambda: float(current().auth.session_idle))
         self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
                                     share=True)
@@ -204,6 +209,10 @@ class Worker:
     @property
     def keys(self) -> KeyCache:
         return _made(self._keys, "key cache")
+
+    @property
+    def chat(self) -> ChatTokens:
+        return _made(self._chat, "chat credentials")
 
     @property
     def throttle(self) -> UnknownKeyThrottle:
