@@ -155,7 +155,8 @@ class Store(Protocol):
     # One UsageDay a day and model in [since_day, until_day) (until_day None:
     # to the latest), of the rows matching every filter given, grouped by
     # `by`: model (group None), key, project or person; oldest day first.
-    # StoreError for another `by`.
+    # StoreError for another `by`. Without a person or key to narrow to, by
+    # model or project, it reads the per-project rollup (usage_project_daily).
     async def usage_by_day(self, since_day: int, until_day: int | None = None, *,
                            person_id: str | None = None, project_ids: Sequence[str] | None = None,
                            key_id: str | None = None, by: str = "model") -> list[UsageDay]: ...
@@ -165,8 +166,9 @@ class Store(Protocol):
     async def spend_by_projects(self, project_ids: Sequence[str], since_day: int) -> int: ...
     # The latest rows with guardrail decisions in their detail, newest first.
     async def recent_decisions(self, limit: int = 50) -> list[Usage]: ...
-    # Sums usage_daily again from every raw row, in one transaction: a repair,
-    # and the last step of a bulk load that went around add_usage.
+    # Sums usage_daily again from every raw row, and usage_project_daily from
+    # it, in one transaction: a repair, and the last step of a bulk load that
+    # went around add_usage.
     async def rebuild_usage_daily(self) -> None: ...
 
     # audit

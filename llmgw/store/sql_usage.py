@@ -43,6 +43,11 @@ _SUMMARY_BY = {"key": "key_id", "project": "project_id", "model": "model"}
 # is "none" and reads back as None.
 _DAY_BY = {"model": "''", "key": "key_id", "project": "project_id", "person": "person_id"}
 _DAILY_KEY = "day, project_id, key_id, person_id, model"
+# usage_project_daily (0009): the same sums per day, project and model only.
+# A report with no person or key to narrow it to (the cluster's, a team's)
+# reads it: a day there is a row per project and model, not per key and person.
+_ROLLUP_KEY = "day, project_id, model"
+_ROLLUP_BY = {"model": "''", "project": "project_id"}
 _DAILY_SUMS = "requests, errors, prompt_tokens, cached_tokens, completion_tokens, cost_micros"
 # A UTC day from an epoch time in SQL. SQLite's floor() needs math functions
 # that not every build has; CAST truncates, which is the floor after 1970.
@@ -80,6 +85,23 @@ def _daily_sums(rows: Sequence[Usage]) -> list[tuple[Any, ...]]:
     # In the key's order: control planes writing at once on PostgreSQL then
     # lock the rows they share in one order and never deadlock on them.
     return [(*key, *total) for key, total in sorted(sums.items())]
+
+
+def _rollup_sums(daily: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """usage_daily's upsert values summed again per day, project and model: usage_project_daily's."""
+    sums: dict[tuple[int, str, str], list[int]] = {}
+    for day, project_id, _key, _person, model, *values in daily:
+        total = sums.setdefault((day, project_id, model), [0, 0, 0, 0, 0, 0])
+        for i, value in enumerate(values):
+            total[i] += value
+    return [(*key, *total) for key, total in sorted(sums.items())]  # in key order, as _daily_sums
+
+
+def _upsert(table: str, key: str) -> str:
+    columns = len(key.split(", ")) + len(_DAILY_SUMS.split(", "))
+    return (f"INSERT INTO {table} ({key}, {_DAILY_SUMS}) VALUES ({_in(1, columns)}) "
+            f"ON CONFLICT ({key}) DO UPDATE SET "
+            + ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in _DAILY_SUMS.split(", ")))
 
 
 def _limits(r: Row) -> Limits:
@@ -181,13 +203,9 @@ class UsageSQL:
                 if u.id not in known:  # and the first of an id sent twice in one batch, as the INSERT keeps
                     known.add(u.id)
                     fresh.append(u)
-            await tx.executemany(
-                f"INSERT INTO usage_daily ({_DAILY_KEY}, {_DAILY_SUMS}) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-                f"ON CONFLICT ({_DAILY_KEY}) DO UPDATE SET "
-                + ", ".join(f"{c} = usage_daily.{c} + excluded.{c}" for c in _DAILY_SUMS.split(", ")),
-                _daily_sums(fresh),
-            )
+            daily = _daily_sums(fresh)
+            await tx.executemany(_upsert("usage_daily", _DAILY_KEY), daily)
+            await tx.executemany(_upsert("usage_project_daily", _ROLLUP_KEY), _rollup_sums(daily))
 
     async def usage_rows(self, since: float, until: float | None = None,
                          key_id: str | None = None, project_id: str | None = None,
@@ -319,6 +337,9 @@ class UsageSQL:
             raise StoreError(f'usage is summed a day at a time by {", ".join(_DAY_BY)}, not "{by}"')
         if project_ids is not None and not project_ids:
             return []  # no project: nothing, rather than every project
+        table = "usage_daily"
+        if person_id is None and key_id is None and by in _ROLLUP_BY:
+            table, column = "usage_project_daily", _ROLLUP_BY[by]
         where = ["day >= $1"]
         args: list[object] = [int(since_day)]
         for test, value in (("day <", until_day), ("person_id =", person_id), ("key_id =", key_id)):
@@ -330,7 +351,7 @@ class UsageSQL:
             args.extend(project_ids)
         sums = ", ".join(f"CAST(SUM({c}) AS BIGINT)" for c in _DAILY_SUMS.split(", "))
         rows = await self._db.fetch(
-            f"SELECT day, {column}, model, {sums} FROM usage_daily WHERE {' AND '.join(where)} "
+            f"SELECT day, {column}, model, {sums} FROM {table} WHERE {' AND '.join(where)} "
             f"GROUP BY day, {'model' if by == 'model' else column + ', model'}",
             *args,
         )
@@ -355,7 +376,7 @@ class UsageSQL:
         total = 0
         for chunk in _chunks(list(dict.fromkeys(project_ids))):
             total += int(await self._db.fetchval(
-                "SELECT CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM usage_daily "
+                "SELECT CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM usage_project_daily "
                 f"WHERE day >= $1 AND project_id IN ({_in(2, len(chunk))})",
                 int(since_day), *chunk,
             ))
@@ -382,4 +403,11 @@ class UsageSQL:
                 f"SELECT {key}, COUNT(*), SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), "
                 "SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens), SUM(cost_micros) "
                 f"FROM usage GROUP BY {key}"
+            )
+            await tx.execute("DELETE FROM usage_project_daily")
+            await tx.execute(
+                f"INSERT INTO usage_project_daily ({_ROLLUP_KEY}, {_DAILY_SUMS}) "
+                f"SELECT {_ROLLUP_KEY}, "
+                + ", ".join(f"SUM({c})" for c in _DAILY_SUMS.split(", "))
+                + f" FROM usage_daily GROUP BY {_ROLLUP_KEY}"
             )
