@@ -1,0 +1,147 @@
+"""Bar charts of usage, drawn on the server as inline SVG.
+
+The portal's CSP allows no inline style and no script, so a chart is plain
+SVG whose look comes from classes (portal.css: `.chart`, `.bar-0` … `.bar-5`,
+`.bar-other`): it needs no JavaScript, prints, and reads the same in every
+browser. A screen reader gets the chart's <title> and a <desc> with the span's
+total; every bar carries a <title> with its day, group and value, which is
+also what a pointer shows on hover. The page puts the same numbers in a table
+beside it, so the chart is never the only way to read them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from markupsafe import Markup
+
+from llmgw.accounting.reports import Series
+from llmgw.errors import N_
+from llmgw.store import UsageDay
+
+METRICS = ("requests", "errors", "prompt_tokens", "cached_tokens", "completion_tokens", "cost_micros")
+# Six colours are as many as a legend can tell apart at a glance; the rest
+# of the groups (the cheapest, since Series lists the costliest first) are
+# drawn as one "other" stack so the day's bar still shows its whole total.
+COLOURS = 6
+WIDTH, HEIGHT = 640, 220
+LEFT, RIGHT, TOP, BOTTOM = 64, 8, 12, 28
+LEGEND_ROW = 18
+EMPTY = N_("Nothing was used in these days.")
+OTHER = N_("other")
+# Until the frame's Babel-backed i18n is merged in, the few words a chart
+# writes itself are translated here; the caller translates the title.
+_TURKISH = {EMPTY: "Bu günlerde hiç kullanım olmadı.", OTHER: "diğer"}
+_SEPARATORS = {"en": (",", "."), "tr": (".", ",")}
+
+
+def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str) -> Markup:
+    """One bar a UTC day, stacked by group, as an accessible <svg>; a sentence when nothing was used.
+
+    `metric` is one of UsageDay's sums; `title` is already in the reader's
+    language. Every bar's height is its value over the tallest day's total,
+    so bars compare across days and across groups.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"a chart shows one of {', '.join(METRICS)}, not {metric!r}")
+    stacks = _stacks(series, metric)
+    totals = [sum(value for _, value in day) for day in stacks]
+    if not series.days or not any(totals):
+        return Markup('<p class="chart-empty">{}</p>').format(_say(lang, EMPTY))
+    names = _names(series, lang)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    legend_rows = (len(names) + 2) // 3
+    height = HEIGHT + legend_rows * LEGEND_ROW
+    top = max(totals)
+    step = plot_w / len(series.days)
+    gap = min(2.0, step / 5)
+    grand = sum(totals)
+    parts = [
+        Markup('<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
+               'viewBox="0 0 {} {}" width="{}" height="{}">').format(WIDTH, height, WIDTH, height),
+        Markup("<title>{}</title>").format(title),
+        Markup("<desc>{}</desc>").format(_describe(series.days, grand, metric, lang)),
+        Markup('<line class="axis" x1="{x}" y1="{y}" x2="{x2}" y2="{y}"/>').format(
+            x=LEFT, x2=WIDTH - RIGHT, y=TOP + plot_h),
+        Markup('<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>').format(
+            LEFT - 4, TOP + 10, _value(top, metric, lang)),
+        Markup('<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>').format(
+            LEFT - 4, TOP + plot_h, _value(0, metric, lang)),
+    ]
+    for i, (day, stack) in enumerate(zip(series.days, stacks, strict=True)):
+        x = LEFT + i * step + gap / 2
+        base: float = TOP + plot_h
+        for colour, value in stack:
+            if not value:
+                continue
+            h = value / top * plot_h
+            base -= h
+            parts.append(Markup(
+                '<rect class="bar {}" x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" data-value="{}">'
+                "<title>{}: {}, {}</title></rect>").format(
+                colour, x, base, step - gap, h, value, _day(day), names[colour], _value(value, metric, lang)))
+    ticks = [(LEFT, "start", series.days[0])]
+    if len(series.days) > 1:
+        ticks.append((WIDTH - RIGHT, "end", series.days[-1]))
+    for x, anchor, day in ticks:
+        parts.append(Markup('<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>').format(
+            x, TOP + plot_h + 16, anchor, _day(day)))
+    for n, (colour, name) in enumerate(names.items()):
+        x = LEFT + (n % 3) * (plot_w / 3)
+        y = HEIGHT + (n // 3) * LEGEND_ROW
+        parts.append(Markup('<rect class="swatch {}" x="{:.2f}" y="{}" width="10" height="10"/>').format(
+            colour, x, y - 9))
+        parts.append(Markup('<text class="legend" x="{:.2f}" y="{}">{}</text>').format(x + 14, y, name))
+    parts.append(Markup("</svg>"))
+    return Markup("").join(parts)
+
+
+def _stacks(series: Series, metric: str) -> list[list[tuple[str, int]]]:
+    """Each day's (colour class, value) from the bottom up: the costliest groups first, then "other"."""
+    groups = list(series.groups.values())
+    stacks: list[list[tuple[str, int]]] = []
+    for d in range(len(series.days)):
+        stack = [(f"bar-{c}", _metric(days[d], metric)) for c, days in enumerate(groups[:COLOURS])]
+        rest = sum(_metric(days[d], metric) for days in groups[COLOURS:])
+        if len(groups) > COLOURS:
+            stack.append(("bar-other", rest))
+        stacks.append(stack)
+    return stacks
+
+
+def _names(series: Series, lang: str) -> dict[str, str]:
+    names = {f"bar-{c}": group or "—" for c, group in enumerate(list(series.groups)[:COLOURS])}
+    if len(series.groups) > COLOURS:
+        names["bar-other"] = _say(lang, OTHER)
+    return names
+
+
+def _metric(day: UsageDay, metric: str) -> int:
+    value: int = getattr(day, metric)
+    return value
+
+
+def _describe(days: list[int], total: int, metric: str, lang: str) -> str:
+    return f"{_day(days[0])} – {_day(days[-1])} (UTC): {_value(total, metric, lang)}"
+
+
+def _day(day: int) -> str:
+    # ISO dates read the same in both languages and sort as they look.
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=day)).isoformat()
+
+
+def _value(value: int, metric: str, lang: str) -> str:
+    if metric == "cost_micros":
+        return "$" + _number(value / 1_000_000, lang, 2)
+    return _number(value, lang, 0)
+
+
+def _number(value: float, lang: str, digits: int) -> str:
+    thousands, point = _SEPARATORS.get(lang, _SEPARATORS["en"])
+    whole, _, fraction = f"{value:,.{digits}f}".partition(".")
+    whole = whole.replace(",", thousands)
+    return f"{whole}{point}{fraction}" if fraction else whole
+
+
+def _say(lang: str, msgid: str) -> str:
+    return _TURKISH.get(msgid, msgid) if lang == "tr" else msgid
