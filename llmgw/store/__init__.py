@@ -152,9 +152,10 @@ class Store(Protocol):
                          project_ids: Sequence[str] | None = None) -> list[Usage]: ...
 
     # usage summed a UTC day at a time (usage_daily), kept in step by add_usage
-    # One UsageDay a day and model in [since_day, until_day) (until_day None:
-    # to the latest), of the rows matching every filter given, grouped by
-    # `by`: model (group None), key, project or person; oldest day first.
+    # UsageDays in [since_day, until_day) (until_day None: to the latest), of
+    # the rows matching every filter given, oldest day first: by model, one a
+    # day and model (group None); by key, project or person, one a day and
+    # group, summed over the models (model "").
     # StoreError for another `by`. Without a person or key to narrow to, by
     # model or project, it reads the per-project rollup (usage_project_daily).
     async def usage_by_day(self, since_day: int, until_day: int | None = None, *,

@@ -67,11 +67,11 @@ async def test_a_cluster_report_without_a_person_or_key_has_the_same_sums_as_the
         if 11 <= day < 14:
             model_cost[(day, u.model)] = model_cost.get((day, u.model), 0) + u.cost_micros
         if u.project_id == "prj_a":
-            project_requests[(day, u.model)] = project_requests.get((day, u.model), 0) + 1
+            project_requests[day] = project_requests.get(day, 0) + 1
     assert {(d.day, d.model): d.cost_micros for d in by_model} == model_cost
     assert {d.group for d in by_model} == {None}
-    assert {(d.day, d.model): d.requests for d in by_project} == project_requests
-    assert {d.group for d in by_project} == {"prj_a"}
+    assert {d.day: d.requests for d in by_project} == project_requests  # a day's models summed
+    assert {(d.group, d.model) for d in by_project} == {("prj_a", "")}
     # Narrowed to a person, the same days come from usage_daily and still add up.
     people = [await store.usage_by_day(0, person_id=p) for p in ("usr_a", "usr_b")]
     nobody = sum(1 for u in sent if u.person_id is None)
