@@ -7,9 +7,11 @@ sign-in form. The pages call the catalog and the usage reports for real.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -20,6 +22,7 @@ from llmgw.protocol import GPU, Heartbeat, Host, Register, to_dict
 from llmgw.store import NodeRecord, Replica, Usage
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app
 from tests.portal.portalkit import sign_in as post_sign_in
+from tests.support.servers import Server
 
 ROOT = Actor("root", "cli")
 PAGES = ("/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/usage")
@@ -236,3 +239,31 @@ async def test_usage_by_project_shows_each_tenants_sums_a_chart_and_a_csv_of_the
     lines = (await csv.text()).splitlines()
     assert lines[0].startswith("id,at,time,key_id,project_id,model")
     assert sorted(line.split(",")[0] for line in lines[1:]) == ["req_1", "req_2", "req_3"]
+
+
+@pytest.mark.integration
+async def test_a_real_server_serves_the_operations_pages_and_a_model_served_from_them(tmp_path):
+    server = Server(tmp_path, "cp1")
+    done = server.init("--json")
+    assert done.returncode == 0, done.stderr
+    admin = json.loads(done.stdout)["administrator"]
+    server.start()
+    try:
+        async with aiohttp.ClientSession(server.client_url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            async with http.get("/signin") as page:
+                csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
+            async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
+                                                  "password": admin["password"]}, allow_redirects=False) as signed:
+                assert signed.status == 303, await signed.text()
+            for path in (*PAGES, "/admin/usage.csv"):
+                async with http.get(path) as answer:
+                    assert answer.status == 200, (path, await answer.text())
+            async with http.get("/admin/models") as page:
+                csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
+            async with http.post("/admin/models/serve", data={"_csrf": csrf, "source": "/models/qwen.gguf",
+                                                              "engine": "llamacpp"}) as served:
+                assert served.status == 200
+                page = text_of(await served.text())
+        assert "The change to qwen is saved" in page and "waiting for room" in page
+    finally:
+        server.stop()
