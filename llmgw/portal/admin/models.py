@@ -104,11 +104,12 @@ async def serve(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
         if not source:
             raise FormError(N_("Say where the weights come from, such as hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF."))
         lang = request[LANG]
+        least = whole_number(posted, "min", i18n.gettext(lang, N_("Replicas")))
         result = await request.app[PORTAL].catalog().serve(
             viewer.actor(), source, name=typed["name"].strip() or None, engine=typed["engine"].strip() or None,
             gpus=whole_number(posted, "gpus", i18n.gettext(lang, N_("Cards"))),
             context=whole_number(posted, "context", i18n.gettext(lang, N_("Context"))),
-            min_=whole_number(posted, "min", i18n.gettext(lang, N_("Replicas"))) or 1)
+            min_=1 if least is None else least)  # as the admin API: one replica unless told
     except (Refusal, FormError) as e:
         return await _page(request, viewer, status=getattr(e, "status", 400), error=_refused(request, e),
                            typed=typed)
