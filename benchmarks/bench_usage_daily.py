@@ -16,6 +16,8 @@ Prints:
   usage_report_cluster_daily_p50 / _raw_p50: the whole cluster's 30 days by model (/admin/usage),
     read from the per-project rollup as no person or key narrows it
   usage_report_cluster_by_project_p50: the whole cluster's 30 days by project (/admin/usage)
+  usage_report_cluster_by_person_p50: the whole cluster's 30 days by person (/admin/usage?by=person),
+    from usage_daily: the rollup has no person
 The "daily" figures go through UsageReports.by_day, as the pages do; the
 "raw" ones are the same sums as one GROUP BY over the usage rows, on a
 connection of their own.
@@ -157,6 +159,8 @@ async def bench(url: str) -> None:
             print(f"usage_report_cluster_daily_p50: {p50_ms(daily)}")
             daily = await timed_async(lambda: reports.by_day(since=since, until=until, by="project"), 30)
             print(f"usage_report_cluster_by_project_p50: {p50_ms(daily)}")
+            daily = await timed_async(lambda: reports.by_day(since=since, until=until, by="person"), 10)
+            print(f"usage_report_cluster_by_person_p50: {p50_ms(daily)}")
             print(f"usage_report_cluster_raw_p50: {p50_ms(timed_raw(raw, cluster_sql, (since, until), 5))}")
         finally:
             raw.close()
