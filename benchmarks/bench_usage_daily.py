@@ -11,13 +11,14 @@ Prints:
   usage_daily_bulk_seed_s: the bulk insert of the rest
   usage_daily_rebuild_s: rebuild_usage_daily() over 1,000,000 rows
   usage_daily_rows: rows in usage_daily afterwards
-  usage_report_person_daily_p50 / _raw_p50: one person's 30 days by model (the portal's /usage)
+  usage_report_person_daily_p50 / _raw_p50: one person's 30 days by model (the portal's /usage),
+    from the per-person rollup
   usage_project_daily_rows: rows in the per-project rollup (0009) afterwards
   usage_report_cluster_daily_p50 / _raw_p50: the whole cluster's 30 days by model (/admin/usage),
     read from the per-project rollup as no person or key narrows it
   usage_report_cluster_by_project_p50: the whole cluster's 30 days by project (/admin/usage)
   usage_report_cluster_by_person_p50: the whole cluster's 30 days by person (/admin/usage?by=person),
-    from usage_daily: the rollup has no person
+    from the per-person rollup
 The "daily" figures go through UsageReports.by_day, as the pages do; the
 "raw" ones are the same sums as one GROUP BY over the usage rows, on a
 connection of their own.

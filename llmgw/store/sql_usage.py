@@ -43,11 +43,12 @@ _SUMMARY_BY = {"key": "key_id", "project": "project_id", "model": "model"}
 # is "none" and reads back as None.
 _DAY_BY = {"model": "''", "key": "key_id", "project": "project_id", "person": "person_id"}
 _DAILY_KEY = "day, project_id, key_id, person_id, model"
-# usage_project_daily (0009): the same sums per day, project and model only.
-# A report with no person or key to narrow it to (the cluster's, a team's)
-# reads it: a day there is a row per project and model, not per key and person.
-_ROLLUP_KEY = "day, project_id, model"
-_ROLLUP_BY = {"model": "''", "project": "project_id"}
+# The rollups (0009): the same sums per day and model and one of project or
+# person only. A report of the cluster, a team or a person reads one: a day
+# there is a row per project (or person) and model, not per key and person
+# and project, so a month of a busy cluster is thousands of rows, not 100k+.
+# table -> (its column, that column's place in a usage_daily key).
+_ROLLUPS = {"usage_project_daily": ("project_id", 1), "usage_person_daily": ("person_id", 3)}
 _NO_MODEL = "''"  # the model of a day summed over every model
 _DAILY_SUMS = "requests, errors, prompt_tokens, cached_tokens, completion_tokens, cost_micros"
 # A UTC day from an epoch time in SQL. SQLite's floor() needs math functions
@@ -88,14 +89,26 @@ def _daily_sums(rows: Sequence[Usage]) -> list[tuple[Any, ...]]:
     return [(*key, *total) for key, total in sorted(sums.items())]
 
 
-def _rollup_sums(daily: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """usage_daily's upsert values summed again per day, project and model: usage_project_daily's."""
+def _rollup_sums(daily: list[tuple[Any, ...]], place: int) -> list[tuple[Any, ...]]:
+    """usage_daily's upsert values summed again per day, model and the key's column at `place`: a rollup's."""
     sums: dict[tuple[int, str, str], list[int]] = {}
-    for day, project_id, _key, _person, model, *values in daily:
-        total = sums.setdefault((day, project_id, model), [0, 0, 0, 0, 0, 0])
-        for i, value in enumerate(values):
+    for row in daily:
+        total = sums.setdefault((row[0], row[place], row[4]), [0, 0, 0, 0, 0, 0])
+        for i, value in enumerate(row[5:]):
             total[i] += value
     return [(*key, *total) for key, total in sorted(sums.items())]  # in key order, as _daily_sums
+
+
+def _rollup_for(by: str, person_id: str | None, project_ids: Sequence[str] | None,
+                key_id: str | None) -> str | None:
+    """The rollup that answers a usage_by_day question, or None when only usage_daily can."""
+    if key_id is not None:
+        return None
+    if person_id is None and by in ("model", "project"):
+        return "usage_project_daily"
+    if project_ids is None and by in ("model", "person"):
+        return "usage_person_daily"
+    return None
 
 
 def _upsert(table: str, key: str) -> str:
@@ -206,7 +219,8 @@ class UsageSQL:
                     fresh.append(u)
             daily = _daily_sums(fresh)
             await tx.executemany(_upsert("usage_daily", _DAILY_KEY), daily)
-            await tx.executemany(_upsert("usage_project_daily", _ROLLUP_KEY), _rollup_sums(daily))
+            for table, (column, place) in _ROLLUPS.items():
+                await tx.executemany(_upsert(table, f"day, {column}, model"), _rollup_sums(daily, place))
 
     async def usage_rows(self, since: float, until: float | None = None,
                          key_id: str | None = None, project_id: str | None = None,
@@ -338,9 +352,7 @@ class UsageSQL:
             raise StoreError(f'usage is summed a day at a time by {", ".join(_DAY_BY)}, not "{by}"')
         if project_ids is not None and not project_ids:
             return []  # no project: nothing, rather than every project
-        table = "usage_daily"
-        if person_id is None and key_id is None and by in _ROLLUP_BY:
-            table, column = "usage_project_daily", _ROLLUP_BY[by]
+        table = _rollup_for(by, person_id, project_ids, key_id) or "usage_daily"
         where = ["day >= $1"]
         args: list[object] = [int(since_day)]
         for test, value in (("day <", until_day), ("person_id =", person_id), ("key_id =", key_id)):
@@ -408,10 +420,11 @@ class UsageSQL:
                 "SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens), SUM(cost_micros) "
                 f"FROM usage GROUP BY {key}"
             )
-            await tx.execute("DELETE FROM usage_project_daily")
-            await tx.execute(
-                f"INSERT INTO usage_project_daily ({_ROLLUP_KEY}, {_DAILY_SUMS}) "
-                f"SELECT {_ROLLUP_KEY}, "
-                + ", ".join(f"SUM({c})" for c in _DAILY_SUMS.split(", "))
-                + f" FROM usage_daily GROUP BY {_ROLLUP_KEY}"
-            )
+            for table, (column, _) in _ROLLUPS.items():
+                rollup_key = f"day, {column}, model"
+                await tx.execute(f"DELETE FROM {table}")
+                await tx.execute(
+                    f"INSERT INTO {table} ({rollup_key}, {_DAILY_SUMS}) SELECT {rollup_key}, "
+                    + ", ".join(f"SUM({c})" for c in _DAILY_SUMS.split(", "))
+                    + f" FROM usage_daily GROUP BY {rollup_key}"
+                )
