@@ -22,7 +22,7 @@ from llmgw.config import ClusterSettings
 from llmgw.portal import registered
 from llmgw.portal.web import Viewer, render
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app, set_cookies, sign_in
-from tests.support.servers import Server
+from tests.support.servers import Server, write_config
 
 ROOT = Actor("root", "cli")
 
@@ -194,8 +194,10 @@ async def test_the_stylesheet_is_served_under_its_digest_for_ever(client):
 
 
 @pytest.mark.integration
-async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
-    server = Server(tmp_path, "cp1")
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path, workers):
+    """With workers the portal lives in each worker process, and the main process serves no page."""
+    server = Server(tmp_path, "cp1", config=write_config(tmp_path / "server.yaml", {"workers": workers}))
     done = server.init("--json")
     assert done.returncode == 0, done.stderr
     admin = json.loads(done.stdout)["administrator"]
@@ -209,6 +211,7 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
             async with http.get("/v1/nothing-here", headers={"Authorization": "Bearer x"}) as v1:
                 assert v1.status in (401, 404) and v1.content_type == "application/json"
             async with http.get("/signin") as page:
+                assert ("x-llmgw-worker" in page.headers) == (workers > 1)
                 csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
             async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
                                                   "password": admin["password"]}, allow_redirects=False) as signed:
