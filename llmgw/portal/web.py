@@ -249,7 +249,7 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
     if viewer is None and not portal_page.public:
         return signin_redirect(request)
     if viewer is not None and viewer.person.must_change_password and portal_page.path not in MAY_WAIT_FOR_PASSWORD:
-        # A password someone else set (the first admin's, a reset) is changed before anything else.
+        # A password someone else set (an administrator's reset) is changed before anything else.
         return redirect(request, "/profile", notice=N_("Choose a new password before you go on."))
     if viewer is not None and portal_page.role is not None and not viewer.may(portal_page.role):
         return render_error(request, 403, N_("This page is not for your role; ask an administrator "
