@@ -40,7 +40,7 @@ from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
-from llmgw.store import Person, Session, Store, StoreError
+from llmgw.store import Conflict, Person, Session, Store, StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.catalog.service import Catalog
@@ -260,6 +260,11 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
             return refusal
     try:
         return await portal_page.handler(request, viewer)
+    except Conflict as e:  # a name taken, a stale form: the person can act on it
+        return render_error(request, 409, i18n.say(request[LANG], e), translated=True)
+    except StoreError as e:
+        log.warning("a portal page could not reach the store: %s", e)
+        return render_error(request, 503, i18n.say(request[LANG], e), translated=True)
     except ExpectedError as e:
         status = getattr(e, "status", 400)
         return render_error(request, status if isinstance(status, int) and 400 <= status < 600 else 400,

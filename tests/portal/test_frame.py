@@ -17,10 +17,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
-from llmgw.account import Accounts, Actor
+from llmgw.account import AccountError, Accounts, Actor
 from llmgw.config import ClusterSettings
+from llmgw.errors import N_
 from llmgw.portal import registered
 from llmgw.portal.web import Viewer, render
+from llmgw.store import Conflict, StoreError
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app, set_cookies, sign_in
 from tests.support.servers import Server, write_config
 
@@ -221,3 +223,24 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path, 
                 assert home.status == 303 and home.headers["Location"] == "/chat"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("raised", "status", "said"), [
+    (Conflict("that name is taken"), 409, "that name is taken"),
+    (StoreError("the store at sqlite:x does not answer"), 503, "does not answer"),
+    (AccountError(N_("no key {key}"), 404, params={"key": "key_1"}), 404, "no key key_1"),
+])
+async def test_a_refusal_a_page_raises_is_shown_as_a_page_with_its_status(store, people, raised, status, said):
+    async def refuses(request, viewer):
+        raise raised
+
+    pages = registered().copy()
+    pages.page("/test/refuses")(refuses)
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "bob@example.com")
+        answer = await client.get("/test/refuses")
+        shown = await answer.text()
+
+    assert answer.status == status and said in shown
+    assert "Content-Security-Policy" in answer.headers
