@@ -54,6 +54,9 @@ NONCE = web.RequestKey("nonce", str)
 PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, or the one this answer sets
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 FORM = web.RequestKey[MultiDictProxy[Any]]("form")
+NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
+             "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/usage", "/admin/audit",
+             "/admin/settings")
 MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
 
@@ -118,8 +121,13 @@ class Registry:
         return register
 
     def add_nav(self, section: str, path: str, label: str, role: str) -> None:
+        if role not in ROLE_RANK:
+            raise ValueError(f"nav {path}: role {role!r} is not one of {', '.join(ROLE_RANK)}")
         if all(item.path != path for item in self.nav):
             self.nav.append(NavItem(section, path, label, role))
+            # The order people expect, whichever module was imported first; others after, as added.
+            known = {p: i for i, p in enumerate(NAV_ORDER)}
+            self.nav.sort(key=lambda item: known.get(item.path, len(known)))
 
     def copy(self) -> Registry:
         return Registry(list(self.pages), list(self.nav))

@@ -21,7 +21,7 @@ from llmgw.account import AccountError, Accounts, Actor
 from llmgw.config import ClusterSettings
 from llmgw.errors import N_
 from llmgw.portal import registered
-from llmgw.portal.web import Viewer, render
+from llmgw.portal.web import Registry, Viewer, render
 from llmgw.store import Conflict, StoreError
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app, set_cookies, sign_in
 from tests.support.servers import Server, write_config
@@ -244,3 +244,33 @@ async def test_a_refusal_a_page_raises_is_shown_as_a_page_with_its_status(store,
 
     assert answer.status == status and said in shown
     assert "Content-Security-Policy" in answer.headers
+
+
+def test_the_nav_keeps_the_order_people_expect_and_shows_each_role_its_own():
+    pages = Registry()
+    pages.add_nav("main", "/usage", "Usage", "member")
+    pages.add_nav("main", "/elsewhere", "Elsewhere", "member")
+    pages.add_nav("admin", "/admin/people", "People", "admin")
+    pages.add_nav("main", "/chat", "Chat", "member")
+    pages.add_nav("main", "/chat", "Chat again", "member")
+
+    assert [item.path for item in pages.nav] == ["/chat", "/usage", "/admin/people", "/elsewhere"]
+    with pytest.raises(ValueError):
+        pages.add_nav("main", "/x", "X", "owner")
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_member_sees_the_members_nav_and_an_admin_the_admin_row_too(store, people):
+    pages = registered().copy()
+    pages.add_nav("main", "/test/note", "Notes", "member")
+    pages.add_nav("admin", "/test/admins-only", "Admins only", "admin")
+    pages.page("/test/admins-only", role="admin")(_admins_only)
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "bob@example.com")
+        member = await (await client.get("/profile")).text()
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "ada@example.com")
+        admin = await (await client.get("/profile")).text()
+
+    assert 'href="/test/note"' in member and 'href="/test/admins-only"' not in member
+    assert 'href="/test/note"' in admin and 'href="/test/admins-only"' in admin
