@@ -38,6 +38,8 @@ from multidict import MultiDict, MultiDictProxy
 
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
+from llmgw.control.catalog.changes import Refusal
+from llmgw.control.settings import SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
 from llmgw.store import Conflict, Person, Session, Store, StoreError
@@ -273,7 +275,7 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
     except StoreError as e:
         log.warning("a portal page could not reach the store: %s", e)
         return render_error(request, 503, i18n.say(request[LANG], e), translated=True)
-    except ExpectedError as e:
+    except (ExpectedError, Refusal, SettingsError) as e:  # the catalog's and settings' refusals too
         status = getattr(e, "status", 400)
         return render_error(request, status if isinstance(status, int) and 400 <= status < 600 else 400,
                             i18n.say(request[LANG], e), translated=True)

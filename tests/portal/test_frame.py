@@ -19,6 +19,7 @@ from yarl import URL
 
 from llmgw.account import AccountError, Accounts, Actor
 from llmgw.config import ClusterSettings
+from llmgw.control.catalog.changes import Refusal
 from llmgw.errors import N_
 from llmgw.portal import registered
 from llmgw.portal.web import Registry, Viewer, render
@@ -230,6 +231,7 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path, 
     (Conflict("that name is taken"), 409, "that name is taken"),
     (StoreError("the store at sqlite:x does not answer"), 503, "does not answer"),
     (AccountError(N_("no key {key}"), 404, params={"key": "key_1"}), 404, "no key key_1"),
+    (Refusal("there is no model qwen here", 404), 404, "there is no model qwen here"),
 ])
 async def test_a_refusal_a_page_raises_is_shown_as_a_page_with_its_status(store, people, raised, status, said):
     async def refuses(request, viewer):
