@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The one entry point for working on llmgw: run, check, test, bench, dist.
+"""The one entry point for working on llmgw: run, check, test, bench, locales, dist.
 
 Standard library only, so that `python3 build.py …` works on a fresh clone
 with nothing but the system's Python. Everything else lives in the checkout's
@@ -85,6 +85,12 @@ commands:
   bench [NAME...]    run each benchmarks/bench_*.py, or those named
                      (`bench_http`, `http` or `benchmarks/bench_http.py`),
                      one after another.
+  locales            extract every sentence marked for translation (N_() in
+                     llmgw/, _() in the portal's templates) into
+                     locales/llmgw.pot, list each language's missing ones,
+                     and compile locales/<lang>/LC_MESSAGES/*.po into the
+                     portal's catalogues (`run`, `test` and `dist` compile
+                     too). Exits 1 when a language lacks a sentence.
   dist [--python X.Y ...]
                      build dist/llmgw.pyz, one file carrying llmgw and its
                      pinned dependencies, runnable with `python3 llmgw.pyz`
@@ -337,6 +343,7 @@ WATCH_EVERY_S = 2.0
 
 def cmd_run(args: list[str]) -> int:
     ensure_venv()
+    compile_locales()
     llmgw = str(VENV / "bin" / "llmgw")
     if "-h" in args or "--help" in args:
         # Asking what `server` takes should not set up ./var first.
@@ -1083,11 +1090,41 @@ def cmd_check(args: list[str]) -> int:
     return 0
 
 
+# --- locales -------------------------------------------------------------------
+
+
+def compile_locales() -> None:
+    """The portal's catalogues, compiled from locales/ into llmgw/portal/locales/ (not kept in git)."""
+    rc = subprocess.run([str(VENV_PYTHON), "-m", "llmgw.portal.catalogues", "compile"], cwd=ROOT,
+                        stdin=subprocess.DEVNULL).returncode
+    if rc != 0:
+        fail(f"compiling the portal's catalogues failed (exit {exit_status(rc)}); see above")
+
+
+def cmd_locales(args: list[str]) -> int:
+    if args:
+        fail(f"locales takes no arguments (got {' '.join(args)})", 2)
+    ensure_venv()
+    rc = subprocess.run([str(VENV_PYTHON), "-m", "llmgw.portal.catalogues", "extract"], cwd=ROOT,
+                        stdin=subprocess.DEVNULL).returncode
+    if rc != 0:
+        fail(f"extracting the sentences failed (exit {exit_status(rc)}); see above")
+    compile_locales()
+    missing = subprocess.run([str(VENV_PYTHON), "-m", "llmgw.portal.catalogues", "missing"], cwd=ROOT,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL).returncode
+    if missing != 0:
+        say("some sentences have no translation yet (listed above); see docs/building.md, Languages")
+        return 1
+    say("every sentence has its translations")
+    return 0
+
+
 # --- test ----------------------------------------------------------------------
 
 
 def cmd_test(args: list[str]) -> int:
     ensure_venv(TEST_EXTRAS)
+    compile_locales()
     say("python -m pytest " + " ".join(args) if args else "python -m pytest (all tests)")
     # The 25 slowest tests, setups and teardowns close each run, so a test that grew slow is seen where it
     # grew rather than only in the suite's total (--durations given here wins: pytest keeps the last).
@@ -1486,6 +1523,7 @@ def cmd_dist(args: list[str]) -> int:
         installs[version] = work / ("cp" + version.replace(".", ""))
         install_for(version, installs[version], platform["tags"], requirements, constraints)
 
+    compile_locales()  # the portal's catalogues travel inside the package copied below
     say("copying the llmgw package")
     shutil.copytree(
         ROOT / "llmgw", lib / "llmgw",
@@ -1539,7 +1577,8 @@ def cmd_dist(args: list[str]) -> int:
 
 # --- main ----------------------------------------------------------------------
 
-COMMANDS = {"run": cmd_run, "check": cmd_check, "test": cmd_test, "bench": cmd_bench, "dist": cmd_dist}
+COMMANDS = {"run": cmd_run, "check": cmd_check, "test": cmd_test, "bench": cmd_bench, "locales": cmd_locales,
+            "dist": cmd_dist}
 
 
 def main(argv: list[str]) -> int:

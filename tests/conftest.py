@@ -21,6 +21,12 @@ pytest_plugins = ("tests.support.browser",)
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI) "
                                        "or watches for more than a minute; -m 'not slow' leaves these out")
+    # The portal's catalogues are compiled, not kept in git: a bare `pytest` (no build.py test) compiles
+    # them when a .po is newer, so Turkish pages show Turkish here and in the servers the tests start.
+    from llmgw.portal import catalogues
+
+    if catalogues.stale():
+        catalogues.compile_all()
 
 
 @pytest.fixture(scope="session")
