@@ -267,3 +267,17 @@ async def test_a_real_server_serves_the_operations_pages_and_a_model_served_from
         assert "The change to qwen is saved" in page and "waiting for room" in page
     finally:
         server.stop()
+
+
+async def test_the_operations_pages_are_in_turkish_for_a_turkish_browser(client, store):
+    csrf = await sign_in(client, "otto@example.com")
+    turkish = {"Accept-Language": "tr-TR,tr;q=0.9"}
+
+    served = await client.post("/admin/models/serve", headers=turkish,
+                               data={"_csrf": csrf, "source": "/models/qwen.gguf", "engine": "llamacpp"})
+    page = text_of(await served.text())
+    nodes = text_of(await (await client.get("/admin/nodes", headers=turkish)).text())
+
+    assert "Modeller" in page and "Bir model sun" in page
+    assert "qwen için değişiklik kaydedildi" in page and "yer bekliyor" in page
+    assert "Düğümler" in nodes and "Henüz hiçbir düğüm katılmadı" in nodes
