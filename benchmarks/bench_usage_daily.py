@@ -11,8 +11,14 @@ Prints:
   usage_daily_bulk_seed_s: the bulk insert of the rest
   usage_daily_rebuild_s: rebuild_usage_daily() over 1,000,000 rows
   usage_daily_rows: rows in usage_daily afterwards
-  usage_report_person_daily_p50 / _raw_p50: one person's 30 days by model (the portal's /usage)
-  usage_report_cluster_daily_p50 / _raw_p50: the whole cluster's 30 days by model (/admin/usage)
+  usage_report_person_daily_p50 / _raw_p50: one person's 30 days by model (the portal's /usage),
+    from the per-person rollup
+  usage_project_daily_rows: rows in the per-project rollup (0009) afterwards
+  usage_report_cluster_daily_p50 / _raw_p50: the whole cluster's 30 days by model (/admin/usage),
+    read from the per-project rollup as no person or key narrows it
+  usage_report_cluster_by_project_p50: the whole cluster's 30 days by project (/admin/usage)
+  usage_report_cluster_by_person_p50: the whole cluster's 30 days by person (/admin/usage?by=person),
+    from the per-person rollup
 The "daily" figures go through UsageReports.by_day, as the pages do; the
 "raw" ones are the same sums as one GROUP BY over the usage rows, on a
 connection of their own.
@@ -146,8 +152,16 @@ async def bench(url: str) -> None:
             daily = await timed_async(lambda: reports.by_day(since=since, until=until, person_id=person), 30)
             print(f"usage_report_person_daily_p50: {p50_ms(daily)}")
             print(f"usage_report_person_raw_p50: {p50_ms(timed_raw(raw, person_sql, (since, until, person), 30))}")
-            daily = await timed_async(lambda: reports.by_day(since=since, until=until), 5)
+            print(f"usage_project_daily_rows: "
+                  f"{raw.execute('SELECT COUNT(*) FROM usage_project_daily').fetchone()[0]} rows")
+            series = await reports.by_day(since=since, until=until)
+            assert series.totals.cost_micros == sum(r[7] for r in raw.execute(cluster_sql, (since, until)))
+            daily = await timed_async(lambda: reports.by_day(since=since, until=until), 30)
             print(f"usage_report_cluster_daily_p50: {p50_ms(daily)}")
+            daily = await timed_async(lambda: reports.by_day(since=since, until=until, by="project"), 30)
+            print(f"usage_report_cluster_by_project_p50: {p50_ms(daily)}")
+            daily = await timed_async(lambda: reports.by_day(since=since, until=until, by="person"), 10)
+            print(f"usage_report_cluster_by_person_p50: {p50_ms(daily)}")
             print(f"usage_report_cluster_raw_p50: {p50_ms(timed_raw(raw, cluster_sql, (since, until), 5))}")
         finally:
             raw.close()

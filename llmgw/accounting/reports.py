@@ -15,7 +15,7 @@ import datetime as dt
 import io
 import math
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import orjson
 
@@ -51,13 +51,6 @@ class Series:
 
 def _empty(day: int, group: str | None = None, model: str = "") -> UsageDay:
     return UsageDay(day, group, model, 0, 0, 0, 0, 0, 0)
-
-
-def _add(a: UsageDay, b: UsageDay) -> UsageDay:
-    return replace(a, requests=a.requests + b.requests, errors=a.errors + b.errors,
-                   prompt_tokens=a.prompt_tokens + b.prompt_tokens, cached_tokens=a.cached_tokens + b.cached_tokens,
-                   completion_tokens=a.completion_tokens + b.completion_tokens,
-                   cost_micros=a.cost_micros + b.cost_micros)
 
 
 def day_span(since: float, until: float) -> tuple[int, int]:
@@ -109,24 +102,28 @@ class UsageReports:
         rows = await self.store.usage_by_day(first, after, person_id=person_id, project_ids=project_ids,
                                              key_id=key_id, by=by)
         days = list(range(first, after))
-        cells: dict[str, dict[int, UsageDay]] = {}
+        # Summed in plain lists and made into UsageDays once at the end: a
+        # cluster's month by project is ~15,000 rows, and a dataclass copy per
+        # row was most of the report's time (benchmarks/bench_usage_daily.py).
+        cells: dict[str, dict[int, list[int]]] = {}
+        totals = [0, 0, 0, 0, 0, 0]
         for row in rows:
-            name = row.model if by == "model" else row.group or ""
-            on_day = cells.setdefault(name, {})
-            held = on_day.get(row.day)
-            summed = _add(held, row) if held else replace(row, model=row.model if by == "model" else "")
-            on_day[row.day] = summed
-        groups = {
-            name: [on_day.get(d) or _empty(d, None if by == "model" else name or None,
-                                           name if by == "model" else "") for d in days]
-            for name, on_day in cells.items()
-        }
+            sums = (row.requests, row.errors, row.prompt_tokens, row.cached_tokens, row.completion_tokens,
+                    row.cost_micros)
+            held = cells.setdefault(row.model if by == "model" else row.group or "", {}).setdefault(
+                row.day, [0, 0, 0, 0, 0, 0])
+            for i, value in enumerate(sums):
+                held[i] += value
+                totals[i] += value
+        groups = {}
+        for name, on_day in cells.items():
+            group, model = (None, name) if by == "model" else (name or None, "")
+            groups[name] = [UsageDay(d, group, model, *on_day[d]) if d in on_day else _empty(d, group, model)
+                            for d in days]
         ordered = dict(sorted(groups.items(), key=lambda g: (-sum(d.cost_micros for d in g[1]),
                                                               -sum(d.requests for d in g[1]), g[0])))
-        totals = _empty(first)
-        for row in rows:
-            totals = _add(totals, row)
-        return Series(days, ordered, totals)
+        totals_day = UsageDay(first, None, "", *totals)
+        return Series(days, ordered, totals_day)
 
     async def key_spend(self, key_ids: Sequence[str], now: float) -> dict[str, dict[str, int]]:
         """Each key's spend in the UTC day and the UTC month holding `now`, in micro-units."""

@@ -38,9 +38,11 @@ from multidict import MultiDict, MultiDictProxy
 
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
+from llmgw.control.catalog.changes import Refusal
+from llmgw.control.settings import SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
-from llmgw.store import Person, Session, Store, StoreError
+from llmgw.store import Conflict, Person, Session, Store, StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.catalog.service import Catalog
@@ -54,6 +56,9 @@ NONCE = web.RequestKey("nonce", str)
 PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, or the one this answer sets
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 FORM = web.RequestKey[MultiDictProxy[Any]]("form")
+NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
+             "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/usage", "/admin/audit",
+             "/admin/settings")
 MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
 
@@ -118,8 +123,13 @@ class Registry:
         return register
 
     def add_nav(self, section: str, path: str, label: str, role: str) -> None:
+        if role not in ROLE_RANK:
+            raise ValueError(f"nav {path}: role {role!r} is not one of {', '.join(ROLE_RANK)}")
         if all(item.path != path for item in self.nav):
             self.nav.append(NavItem(section, path, label, role))
+            # The order people expect, whichever module was imported first; others after, as added.
+            known = {p: i for i, p in enumerate(NAV_ORDER)}
+            self.nav.sort(key=lambda item: known.get(item.path, len(known)))
 
     def copy(self) -> Registry:
         return Registry(list(self.pages), list(self.nav))
@@ -249,7 +259,7 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
     if viewer is None and not portal_page.public:
         return signin_redirect(request)
     if viewer is not None and viewer.person.must_change_password and portal_page.path not in MAY_WAIT_FOR_PASSWORD:
-        # A password someone else set (the first admin's, a reset) is changed before anything else.
+        # A password someone else set (an administrator's reset) is changed before anything else.
         return redirect(request, "/profile", notice=N_("Choose a new password before you go on."))
     if viewer is not None and portal_page.role is not None and not viewer.may(portal_page.role):
         return render_error(request, 403, N_("This page is not for your role; ask an administrator "
@@ -260,7 +270,12 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
             return refusal
     try:
         return await portal_page.handler(request, viewer)
-    except ExpectedError as e:
+    except Conflict as e:  # a name taken, a stale form: the person can act on it
+        return render_error(request, 409, i18n.say(request[LANG], e), translated=True)
+    except StoreError as e:
+        log.warning("a portal page could not reach the store: %s", e)
+        return render_error(request, 503, i18n.say(request[LANG], e), translated=True)
+    except (ExpectedError, Refusal, SettingsError) as e:  # the catalog's and settings' refusals too
         status = getattr(e, "status", 400)
         return render_error(request, status if isinstance(status, int) and 400 <= status < 600 else 400,
                             i18n.say(request[LANG], e), translated=True)

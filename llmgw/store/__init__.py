@@ -152,9 +152,12 @@ class Store(Protocol):
                          project_ids: Sequence[str] | None = None) -> list[Usage]: ...
 
     # usage summed a UTC day at a time (usage_daily), kept in step by add_usage
-    # One UsageDay a day and model in [since_day, until_day) (until_day None:
-    # to the latest), of the rows matching every filter given, grouped by
-    # `by`: model (group None), key, project or person; oldest day first.
+    # UsageDays in [since_day, until_day) (until_day None: to the latest), of
+    # the rows matching every filter given, oldest day first: by model, one a
+    # day and model (group None); by key, project or person, one a day and
+    # group, summed over the models (model ""). Where no key (and no person,
+    # or no projects) narrows it, it reads a rollup (usage_project_daily or
+    # usage_person_daily) rather than usage_daily.
     # StoreError for another `by`.
     async def usage_by_day(self, since_day: int, until_day: int | None = None, *,
                            person_id: str | None = None, project_ids: Sequence[str] | None = None,
@@ -165,8 +168,9 @@ class Store(Protocol):
     async def spend_by_projects(self, project_ids: Sequence[str], since_day: int) -> int: ...
     # The latest rows with guardrail decisions in their detail, newest first.
     async def recent_decisions(self, limit: int = 50) -> list[Usage]: ...
-    # Sums usage_daily again from every raw row, in one transaction: a repair,
-    # and the last step of a bulk load that went around add_usage.
+    # Sums usage_daily again from every raw row, and the rollups from it, in
+    # one transaction: a repair, and the last step of a bulk load that
+    # went around add_usage.
     async def rebuild_usage_daily(self) -> None: ...
 
     # audit

@@ -17,12 +17,15 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
-from llmgw.account import Accounts, Actor
+from llmgw.account import AccountError, Accounts, Actor
 from llmgw.config import ClusterSettings
+from llmgw.control.catalog.changes import Refusal
+from llmgw.errors import N_
 from llmgw.portal import registered
-from llmgw.portal.web import Viewer, render
+from llmgw.portal.web import Registry, Viewer, render
+from llmgw.store import Conflict, StoreError
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app, set_cookies, sign_in
-from tests.support.servers import Server
+from tests.support.servers import Server, write_config
 
 ROOT = Actor("root", "cli")
 
@@ -194,8 +197,10 @@ async def test_the_stylesheet_is_served_under_its_digest_for_ever(client):
 
 
 @pytest.mark.integration
-async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
-    server = Server(tmp_path, "cp1")
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path, workers):
+    """With workers the portal lives in each worker process, and the main process serves no page."""
+    server = Server(tmp_path, "cp1", config=write_config(tmp_path / "server.yaml", {"workers": workers}))
     done = server.init("--json")
     assert done.returncode == 0, done.stderr
     admin = json.loads(done.stdout)["administrator"]
@@ -209,6 +214,7 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
             async with http.get("/v1/nothing-here", headers={"Authorization": "Bearer x"}) as v1:
                 assert v1.status in (401, 404) and v1.content_type == "application/json"
             async with http.get("/signin") as page:
+                assert ("x-llmgw-worker" in page.headers) == (workers > 1)
                 csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
             async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
                                                   "password": admin["password"]}, allow_redirects=False) as signed:
@@ -218,3 +224,55 @@ async def test_a_real_server_serves_the_portal_beside_an_unchanged_v1(tmp_path):
                 assert home.status == 303 and home.headers["Location"] == "/chat"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("raised", "status", "said"), [
+    (Conflict("that name is taken"), 409, "that name is taken"),
+    (StoreError("the store at sqlite:x does not answer"), 503, "does not answer"),
+    (AccountError(N_("no key {key}"), 404, params={"key": "key_1"}), 404, "no key key_1"),
+    (Refusal("there is no model qwen here", 404), 404, "there is no model qwen here"),
+])
+async def test_a_refusal_a_page_raises_is_shown_as_a_page_with_its_status(store, people, raised, status, said):
+    async def refuses(request, viewer):
+        raise raised
+
+    pages = registered().copy()
+    pages.page("/test/refuses")(refuses)
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "bob@example.com")
+        answer = await client.get("/test/refuses")
+        shown = await answer.text()
+
+    assert answer.status == status and said in shown
+    assert "Content-Security-Policy" in answer.headers
+
+
+def test_the_nav_keeps_the_order_people_expect_and_shows_each_role_its_own():
+    pages = Registry()
+    pages.add_nav("main", "/usage", "Usage", "member")
+    pages.add_nav("main", "/elsewhere", "Elsewhere", "member")
+    pages.add_nav("admin", "/admin/people", "People", "admin")
+    pages.add_nav("main", "/chat", "Chat", "member")
+    pages.add_nav("main", "/chat", "Chat again", "member")
+
+    assert [item.path for item in pages.nav] == ["/chat", "/usage", "/admin/people", "/elsewhere"]
+    with pytest.raises(ValueError):
+        pages.add_nav("main", "/x", "X", "owner")
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_member_sees_the_members_nav_and_an_admin_the_admin_row_too(store, people):
+    pages = registered().copy()
+    pages.add_nav("main", "/test/note", "Notes", "member")
+    pages.add_nav("admin", "/test/admins-only", "Admins only", "admin")
+    pages.page("/test/admins-only", role="admin")(_admins_only)
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "bob@example.com")
+        member = await (await client.get("/profile")).text()
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "ada@example.com")
+        admin = await (await client.get("/profile")).text()
+
+    assert 'href="/test/note"' in member and 'href="/test/admins-only"' not in member
+    assert 'href="/test/note"' in admin and 'href="/test/admins-only"' in admin

@@ -13,7 +13,7 @@ so they are `list[Any]` here and checked where they are merged.
 
 Main process → worker: Hello (first, once), Serve, LeaseNow, RoutesNow,
 Shared, Lent, Orphans, KeysChanged, Trip (one worker's, passed on).
-Worker → main process: Ready, Serving, Failed, Counts, Borrow, Trip.
+Worker → main process: Ready, Serving, Failed, Counts, Borrow, Trip, KeysChanged (its portal's, fanned out).
 """
 
 from __future__ import annotations
@@ -87,7 +87,10 @@ class Orphans:
 
 @dataclass
 class KeysChanged:
-    """A key revoked (its id), or every key's limits changed (clear): drop them from the key cache."""
+    """A key revoked (its id), or every key's limits changed (clear): drop them from the key cache.
+
+    Both ways: the main process tells every worker; a worker whose portal made the change tells the
+    main process, which tells every worker."""
 
     invalidate: str = ""
     clear: bool = False

@@ -247,6 +247,8 @@ class WorkerPool:
                     for other in self.slots:
                         if other is not slot and other.channel is not None:
                             other.channel.send(message)
+                elif isinstance(message, KeysChanged):
+                    self.heard_keys_changed(message)
                 elif isinstance(message, Failed):
                     said = message.message
         finally:
@@ -346,6 +348,14 @@ class WorkerPool:
         while True:
             await asyncio.sleep(LEASE_EVERY)
             self.lease_changed()
+
+    def heard_keys_changed(self, message: KeysChanged) -> None:
+        """A worker's portal revoked a key or changed limits: drop it here, and so (FannedKeys) in every
+        worker; other control planes read the store again within auth.cache_ttl."""
+        if message.clear:
+            self.plane.keys.clear()
+        elif message.invalidate:
+            self.plane.keys.invalidate(message.invalidate)
 
     def keys_changed(self, key_id: str | None) -> None:
         """A key revoked (its id) or every key's limits changed (None): drop them from every worker's cache."""

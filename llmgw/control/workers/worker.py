@@ -41,7 +41,7 @@ from llmgw.control.workers.messages import (
 from llmgw.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from llmgw.account import ChatTokens, KeyCache, UnknownKeyThrottle
+    from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
     from llmgw.control.settings import ClusterSettingsWatcher
     from llmgw.router.service import Router
     from llmgw.store import Store
@@ -101,6 +101,33 @@ def _made(part: _Part | None, what: str) -> _Part:
     return part
 
 
+class WorkerKeys:
+    """A worker's key cache as its client app and portal see it (llmgw.portal.plane.DroppingKeys).
+
+    A key the portal revokes in this worker, or limits it changes, must leave every worker's cache,
+    not only this one's: what it drops goes to the main process too (KeysChanged), which drops it
+    from its own and fans it out to every worker (FannedKeys in pool.py).
+    """
+
+    def __init__(self, cache: KeyCache, channel: Channel):
+        self._cache = cache
+        self._channel = channel
+
+    def remembers(self, secret: str) -> bool:
+        return self._cache.remembers(secret)
+
+    async def lookup(self, secret: str) -> Principal | None:
+        return await self._cache.lookup(secret)
+
+    def invalidate(self, key_id: str) -> None:
+        self._cache.invalidate(key_id)
+        self._channel.send(KeysChanged(invalidate=key_id))
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self._channel.send(KeysChanged(clear=True))
+
+
 class Worker:
     """One worker process: what the client app calls its plane (llmgw.router.plane.ClientPlane)."""
 
@@ -127,6 +154,7 @@ class Worker:
         self._settings: ClusterSettingsWatcher | None = None
         self._keys: KeyCache | None = None
         self._chat: ChatTokens | None = None
+        self._told_keys: WorkerKeys | None = None  # the same cache, telling the main process what it drops
         self._throttle: UnknownKeyThrottle | None = None
         self._router: Router | None = None
         self._KeyCache, self._Throttle, self._Router = KeyCache, UnknownKeyThrottle, Router
@@ -149,6 +177,7 @@ class Worker:
         self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
         self._chat = self._ChatTokens(store, ttl=lambda: float(current().auth.cache_ttl),
                                       idle=lambda: float(current().auth.session_idle))
+        self._told_keys = WorkerKeys(self._keys, self.channel)
         self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
                                     share=True)
@@ -207,8 +236,8 @@ class Worker:
         return _made(self._settings, "settings")
 
     @property
-    def keys(self) -> KeyCache:
-        return _made(self._keys, "key cache")
+    def keys(self) -> WorkerKeys:
+        return _made(self._told_keys, "key cache")
 
     @property
     def chat(self) -> ChatTokens:
@@ -297,10 +326,12 @@ class Worker:
             elif isinstance(message, Orphans):
                 await self._adopt(set(message.sockets) - {self.index})
             elif isinstance(message, KeysChanged):
+                # The cache itself, not self.keys: what the main process fans out is not told back to it.
+                cache = _made(self._keys, "key cache")
                 if message.clear:
-                    self.keys.clear()
+                    cache.clear()
                 elif message.invalidate:
-                    self.keys.invalidate(message.invalidate)
+                    cache.invalidate(message.invalidate)
 
 
 async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], None] | None = None) -> int:

@@ -1,0 +1,122 @@
+"""/admin/usage: the cluster's usage by project, person or model over 7, 30 or 90 UTC days, and its CSV.
+
+The numbers are UsageReports.by_day's, read from the store's day sums: from
+the per-project or per-person rollup (0009), so a month of a busy cluster is
+a few thousand rows, not its millions of requests. The
+chart is charts.bars over the same Series the table shows. The CSV is
+UsageReports.export, the rows `llmgw usage export` writes. Admins only:
+usage is money, which an operator does not see.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+
+from llmgw.accounting.reports import EXPORT_PAGE, Series
+from llmgw.errors import N_
+from llmgw.portal import charts, i18n, security
+from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
+from llmgw.store import Store, StoreError
+
+log = logging.getLogger("llmgw.portal")
+
+add_nav("admin", "/admin/usage", N_("Usage"), "admin")
+
+DAY = 86400
+SPANS = (7, 30, 90)
+BY = {"project": N_("Project"), "person": N_("Person"), "model": N_("Model")}
+METRICS = {"cost_micros": N_("Cost"), "requests": N_("Requests"), "completion_tokens": N_("Tokens out")}
+
+
+def choice(request: web.Request, name: str, allowed: Any, default: Any) -> Any:
+    """A query parameter, when it is one of `allowed`; the default otherwise (a link typed by hand)."""
+    value = request.query.get(name, "")
+    for option in allowed:
+        if str(option) == value:
+            return option
+    return default
+
+
+async def names(store: Store, by: str, series: Series) -> dict[str, str]:
+    """Each group's id -> what a person reads: a project's ORG/TEAM/PROJECT, a person's e-mail."""
+    if by == "project":
+        orgs = {o.id: o.name for o in await store.list_orgs()}
+        teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}
+        return {p.id: f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects()
+                if p.id in series.groups}
+    if by == "person":
+        return {p.id: p.email for p in await store.list_people() if p.id in series.groups}
+    return {}
+
+
+def rows(series: Series, labels: dict[str, str], nobody: str) -> list[dict[str, Any]]:
+    """One row a group, summed over the span, costliest first (as Series orders them)."""
+    out = []
+    for group, days in series.groups.items():
+        out.append({"name": labels.get(group, group) if group else nobody,
+                    "requests": sum(d.requests for d in days), "errors": sum(d.errors for d in days),
+                    "prompt_tokens": sum(d.prompt_tokens for d in days),
+                    "completion_tokens": sum(d.completion_tokens for d in days),
+                    "cost_micros": sum(d.cost_micros for d in days)})
+    return out
+
+
+@page("/admin/usage", role="admin")
+async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    portal = request.app[PORTAL]
+    lang = request[LANG]
+    days = choice(request, "days", SPANS, 30)
+    by = choice(request, "by", BY, "project")
+    metric = choice(request, "metric", METRICS, "cost_micros")
+    until = time.time()
+    series = await portal.reports.by_day(since=until - (days - 1) * DAY, until=until, by=by)
+    title = i18n.gettext(lang, N_("{metric} a day, by {by}, over the last {days} UTC days")).format(
+        metric=i18n.gettext(lang, METRICS[metric]), by=i18n.gettext(lang, BY[by]).lower(), days=days)
+    chart = charts.bars(series, lang=lang, metric=metric, title=title)
+    labels = await names(portal.store, by, series)
+    return render(request, "admin/usage.html", title=N_("Usage"), days=days, by=by, metric=metric, spans=SPANS,
+                  by_options=BY, metrics=METRICS, chart=chart, chart_title=title, totals=series.totals,
+                  rows=rows(series, labels, i18n.gettext(lang, N_("none"))),
+                  first_day=series.days[0] * DAY if series.days else until)
+
+
+@page("/admin/usage.csv", role="admin")
+async def usage_csv(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    portal = request.app[PORTAL]
+    days = choice(request, "days", SPANS, 30)
+    until = time.time()
+    since = (int(until // DAY) - (days - 1)) * DAY  # whole UTC days, as the page counts them
+    chunks = portal.reports.export(since=since, until=until, fmt="csv")
+    try:
+        # The first page before the answer starts: a store that is away is
+        # the error page, not an empty file.
+        first = await anext(chunks)
+    except StoreError as e:
+        log.warning("the admin usage export could not start: %s", e)
+        return render_error(request, 503, N_("The gateway's store does not answer; try again in a minute."))
+    response = web.StreamResponse(headers={
+        "Content-Type": "text/csv; charset=utf-8",
+        "Content-Disposition": f'attachment; filename="llmgw-usage-{days}d.csv"',
+    })
+    security.protect(response, request[NONCE], private=True)  # the frame cannot, once the answer has started
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    await response.write(first)
+    written = 1
+    try:
+        async for chunk in chunks:
+            await response.write(chunk)
+            written += 1
+    except StoreError as e:
+        # Cut the connection without the closing chunk, so the browser
+        # reports a failed download rather than keeping a short file.
+        log.warning("the admin usage export was cut off after %d pages of %d rows: %s", written, EXPORT_PAGE, e)
+        if request.transport is not None:
+            request.transport.close()
+        return response
+    await response.write_eof()
+    return response
