@@ -131,19 +131,20 @@ def run_server(args) -> int:
     from llmgw.control.plane import serve
     from llmgw.control.plugins import load_server_plugins
     from llmgw.control.workers import WorkerFailed, run_worker
+    from llmgw.portal import mount  # the portal's pages on the client port (docs/portal.md)
 
     if args.worker_of is not None:
         # Each worker routes and guards requests itself, so it needs the plugins
         # too; the main process has already warned of any that failed.
         load_server_plugins(quiet=True)
         _install_uvloop()
-        return asyncio.run(run_worker(args.worker_of))
+        return asyncio.run(run_worker(args.worker_of, extend=mount))
     cfg, seeded = load(args)
     logsetup.setup(cfg.log.level, cfg.log.format)
     plugins = load_server_plugins()  # after the log is set up: a broken plugin's warning goes to the server's log
     _install_uvloop()
     try:
-        asyncio.run(serve(cfg, seeded, plugins))
+        asyncio.run(serve(cfg, seeded, plugins, extend=mount))
     except WorkerFailed as e:
         print(f"llmgw: {e}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
@@ -67,11 +67,19 @@ class PlaneKeys(Protocol):
     def clear(self) -> None: ...
 
 
+# Adds routes to a client app, given the app and the process serving it (a ControlPlane or a
+# Worker): how a floor above control (the portal) reaches the client port without control
+# importing it. cli/server.py passes llmgw.portal.mount.
+ClientExtension = Callable[[web.Application, Any], None]
+
+
 class ControlPlane:
     def __init__(self, cfg: ServerConfig, store: Store, admin_token: AdminToken,
                  sockets: dict[str, socket.socket], seeded_keys: list[str],
-                 worker_sockets: list[socket.socket] | None = None, *, plugins: Plugins | None = None):
+                 worker_sockets: list[socket.socket] | None = None, *, plugins: Plugins | None = None,
+                 extend: ClientExtension | None = None):
         self.cfg = cfg
+        self.extend = extend
         self.plugins = plugins or Plugins()
         self.name = cfg.machine_name
         # Unique per process: a restarted server is a new holder and waits
@@ -193,7 +201,7 @@ class ControlPlane:
         # Built only for a port this process serves: with workers the client app lives in each
         # worker, and one built here too would register its connection metrics a second time.
         apps: dict[str, Callable[[], web.Application]] = {
-            "client": lambda: make_client_app(self), "admin": lambda: make_admin_app(self),
+            "client": lambda: make_client_app(self, self._client_extension()), "admin": lambda: make_admin_app(self),
             "agent": lambda: make_agent_app(self.trust, self.agent_mounts), "metrics": lambda: _metrics_app(self)}
         for role, sock in self.sockets.items():
             if role == "client" and self.workers:
@@ -217,6 +225,10 @@ class ControlPlane:
         self.exchange.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
+
+    def _client_extension(self) -> Callable[[web.Application], None] | None:
+        extend = self.extend
+        return None if extend is None else (lambda app: extend(app, self))
 
     async def stop(self) -> None:
         if self.workers:
@@ -278,8 +290,10 @@ def worker_sockets(cfg: ServerConfig, sockets: dict[str, socket.socket]) -> list
     return [first, *more]
 
 
-async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | None = None) -> None:
-    """Run a control plane until SIGINT or SIGTERM; `plugins` is what was loaded at start, for `ctl status`."""
+async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | None = None,
+                extend: ClientExtension | None = None) -> None:
+    """Run a control plane until SIGINT or SIGTERM; `plugins` is what was loaded at start, for `ctl status`;
+    `extend` adds routes to its client app (the workers' get theirs from `run_worker`)."""
     sockets = take_ports(cfg)
     shared: list[socket.socket] = []
     try:
@@ -290,7 +304,7 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | No
         for sock in [*sockets.values(), *shared]:
             sock.close()
         raise
-    plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared, plugins=plugins)
+    plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared, plugins=plugins, extend=extend)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

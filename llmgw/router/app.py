@@ -8,6 +8,7 @@ is what a load balancer in front of several control planes should check;
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import orjson
 from aiohttp import web
@@ -200,7 +201,9 @@ async def not_found(request: web.Request) -> web.Response:
     return api_error(404, sentence, "not_found")
 
 
-def make_client_app(plane: ClientPlane) -> web.Application:
+def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None] | None = None) -> web.Application:
+    """The client port's app. `extend` adds routes from a floor above (the portal, issue 13): they go
+    in before the /v1 catch-all, and no middleware comes with them, so /v1 pays nothing for them."""
     # The body limit is router.max_body, read live by the handlers; this one
     # only bounds what aiohttp itself would buffer for other routes.
     # The guard's middleware first: it marks a request's headers as in before anything else runs.
@@ -214,5 +217,7 @@ def make_client_app(plane: ClientPlane) -> web.Application:
     app.router.add_get("/ready", ready)
     app.router.add_get("/v1/models", list_models)
     add_routes(app)
+    if extend is not None:
+        extend(app)
     app.router.add_route("*", "/v1/{tail:.*}", not_found)
     return app

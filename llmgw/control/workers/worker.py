@@ -11,7 +11,8 @@ import os
 import signal
 import socket
 import time
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -103,12 +104,14 @@ def _made(part: _Part | None, what: str) -> _Part:
 class Worker:
     """One worker process: what the client app calls its plane (llmgw.router.plane.ClientPlane)."""
 
-    def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket]):
+    def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket],
+                 extend: Callable[[web.Application, Any], None] | None = None):
         from llmgw.account.keycache import KeyCache
         from llmgw.account.throttle import UnknownKeyThrottle
         from llmgw.router.service import Router
 
         self.cfg = cfg
+        self.extend = extend  # adds the portal's routes to the client app (control/plane.py ClientExtension)
         self.name = cfg.machine_name
         self.index = index
         self.channel = channel
@@ -159,7 +162,8 @@ class Worker:
         self._routes(hello.routes)
         await self.router.start()
         self._tasks.append(asyncio.create_task(self._hear(), name="worker-hear"))
-        app = make_client_app(self)
+        extend = self.extend
+        app = make_client_app(self, None if extend is None else (lambda app: extend(app, self)))
         mark = str(os.getpid())
 
         async def name_the_worker(request: web.Request, response: web.StreamResponse) -> None:
@@ -290,8 +294,9 @@ class Worker:
                     self.keys.invalidate(message.invalidate)
 
 
-async def run_worker(channel_fd: int) -> int:
-    """`llmgw server --worker-of FD`: serve the client API until SIGTERM or the main process goes away."""
+async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], None] | None = None) -> int:
+    """`llmgw server --worker-of FD`: serve the client API until SIGTERM or the main process goes away;
+    `extend` adds routes to its client app, as `serve`'s does to the main process's."""
     from llmgw import logsetup
     from llmgw.errors import explain
     from llmgw.config.loader import from_dict
@@ -312,7 +317,7 @@ async def run_worker(channel_fd: int) -> int:
     sockets = [socket.socket(fileno=int(fd)) for fd in hello.listen_fds]
     for sock in sockets:
         sock.setblocking(False)
-    worker = Worker(cfg, index, channel, sockets)
+    worker = Worker(cfg, index, channel, sockets, extend)
     stop = worker.stopping
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:

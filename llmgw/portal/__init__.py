@@ -1,0 +1,66 @@
+"""The portal: web pages on the client port for people, to sign in, chat, make keys and see usage,
+and for administrators (docs/portal.md).
+
+It stands on floor 2, above control (docs/internals.md). Control builds the
+client app and cannot import the portal, so cli/server.py hands `mount` to
+`serve(..., extend=)` and `run_worker(..., extend=)`, and control calls it
+with the app and the process serving it. web.py is the frame every page
+stands in; a page module is any `*_pages.py` here or any module of
+portal/admin/, found and imported by `mount`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+from aiohttp import web
+
+from llmgw.account import Accounts, Sessions
+from llmgw.accounting import UsageReports
+from llmgw.portal.web import PAGES, PORTAL, Portal, Registry, environment, load_static, serve_static, wrap
+
+__all__ = ["PORTAL", "Portal", "mount", "page_modules"]
+
+
+def page_modules() -> list[str]:
+    """The modules that register pages: llmgw.portal.*_pages and every module of llmgw.portal.admin."""
+    here = importlib.import_module("llmgw.portal")
+    names = [f"llmgw.portal.{m.name}" for m in pkgutil.iter_modules(here.__path__) if m.name.endswith("_pages")]
+    try:
+        admin = importlib.import_module("llmgw.portal.admin")
+    except ModuleNotFoundError:
+        admin = None
+    if admin is not None:
+        names += [f"llmgw.portal.admin.{m.name}" for m in pkgutil.iter_modules(admin.__path__)]
+    return sorted(names)
+
+
+def registered() -> Registry:
+    """Every page and nav entry, once their modules are imported (importing registers them)."""
+    for name in page_modules():
+        importlib.import_module(name)
+    return PAGES
+
+
+def mount(app: web.Application, plane: Any, *, registry: Registry | None = None) -> None:
+    """Add the portal's pages to a client app; `plane` is the PortalPlane (plane.py) serving it.
+
+    `registry` is for tests that add a page of their own; by default every page module's pages.
+    """
+    pages = registered() if registry is None else registry
+    store = plane.store
+    accounts = Accounts(store)
+    portal = Portal(plane=plane, store=store, accounts=accounts, people=accounts.people,
+                    sessions=Sessions(store, lambda: plane.settings.current.auth),
+                    reports=UsageReports(store), env=environment(), registry=pages, static=load_static())
+    app[PORTAL] = portal
+    for portal_page in pages.pages:
+        handler = wrap(portal_page)
+        for method in portal_page.methods:
+            if method == "GET":
+                app.router.add_get(portal_page.path, handler)  # and HEAD
+            else:
+                app.router.add_route(method, portal_page.path, handler)
+    app.router.add_get("/static/{digest}/{name}", serve_static)
