@@ -17,6 +17,8 @@ add_nav("admin", "/admin/tree", N_("Orgs, teams and projects"), "admin")
 
 KINDS = ("org", "team", "project")
 PERIODS = ("month", "day")
+# The templates say these words through _(kind) and _(period); marked here so that they are extracted.
+WORDS = (N_("org"), N_("team"), N_("project"), N_("key"), N_("month"), N_("day"))
 
 
 @page("/admin/tree", methods=("GET", "POST"), role="admin")
