@@ -45,7 +45,10 @@ async def settings(request: web.Request, viewer: Viewer | None) -> web.StreamRes
                 version=version)
             return redirect(request, "/admin/settings", notice=said)
     version, doc = await watcher.document()
-    document = kept["document"] if error and kept["document"] is not None else _yaml(doc)
+    # A refused edit keeps the text typed, to fix; a stale one shows the settings as they now are, since
+    # sending the old text again on the new version would undo the other person's change unseen.
+    keep = error is not None and status != 409 and kept["document"] is not None
+    document = kept["document"] if keep else _yaml(doc)
     return render(request, "admin/settings.html", status=status, title=N_("Settings"),
                   version=version, document=document, path=kept["path"], value=kept["value"], error=error)
 
