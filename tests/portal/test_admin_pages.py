@@ -8,12 +8,14 @@ and a browser-like client per person (its own cookie jar).
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from contextlib import asynccontextmanager
 from gettext import GNUTranslations
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -28,6 +30,7 @@ from llmgw.config import ClusterSettings
 from llmgw.config.server import ServerConfig
 from llmgw.control.settings import ClusterSettingsWatcher, seed_settings
 from llmgw.portal import i18n, mount, registered
+from tests.support.servers import Server
 
 ROOT = Actor("root", "cli")
 PASSWORD = "correct horse battery"
@@ -272,3 +275,30 @@ def turkish(monkeypatch):
     translations = GNUTranslations(compiled)
     real = i18n._catalogue
     monkeypatch.setattr(i18n, "_catalogue", lambda lang: translations if lang == "tr" else real(lang))
+
+
+async def test_on_a_real_server_the_first_admin_changes_a_setting_and_the_audit_log_names_them(tmp_path):
+    server = Server(tmp_path, "cp1")
+    done = server.init("--json")
+    assert done.returncode == 0, done.stderr
+    admin = json.loads(done.stdout)["administrator"]
+    server.start()
+    try:
+        async with aiohttp.ClientSession(server.client_url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            async with http.get("/signin") as page:
+                csrf = _csrf(await page.text())
+            async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
+                                                  "password": admin["password"]}, allow_redirects=False) as signed:
+                assert signed.status == 303, await signed.text()
+            async with http.get("/admin/settings") as page:
+                form = await page.text()
+                version = re.search(r'name="expected_version" value="(\d+)"', form).group(1)
+            async with http.post("/admin/settings", data={"_csrf": _csrf(form), "expected_version": version,
+                                                          "path": "auth.cache_ttl", "value": "7s"}) as saved:
+                assert saved.status == 200 and "cache_ttl: 7s" in await saved.text()
+            async with http.get("/admin/audit?action=config.set") as audit:
+                logged = await audit.text()
+        assert admin["email"] in logged and "portal" in logged
+        assert server.ctl_json("ctl", "config", "get", "auth.cache_ttl")["value"] == "7s"
+    finally:
+        server.stop()
