@@ -54,9 +54,9 @@ def _offenders() -> list[str]:
     for path in _files():
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _called(node) in MESSAGE_ARG:
-                if not _translatable(node, MESSAGE_ARG[_called(node) or ""]):
-                    said.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:100]}")
+            name = _called(node) if isinstance(node, ast.Call) else None
+            if isinstance(node, ast.Call) and name in MESSAGE_ARG and not _translatable(node, MESSAGE_ARG[name]):
+                said.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:100]}")
     return said
 
 
