@@ -50,7 +50,15 @@ def page_number(request: web.Request) -> int:
     return int(text) if text.isdigit() and 0 < int(text) < 1_000_000 else 1
 
 
-add_nav("main", "/admin", N_("Administration"), "operator")
+# The admin row in the order people look for things; this package is imported before its modules, so
+# these come first, and the operators' pages (models, nodes, guardrails, usage) add theirs after. No entry
+# in the top row: this package is imported before every *_pages module, so it would come first there,
+# and the admin row already shows on every page for those who may use it.
+add_nav("admin", "/admin/people", N_("People"), "admin")
+add_nav("admin", "/admin/tree", N_("Orgs, teams and projects"), "admin")
+add_nav("admin", "/admin/keys", N_("All keys"), "admin")
+add_nav("admin", "/admin/audit", N_("Audit log"), "admin")
+add_nav("admin", "/admin/settings", N_("Settings"), "admin")
 
 
 @page("/admin", role="operator")

@@ -7,9 +7,7 @@ from aiohttp import web
 
 from llmgw.errors import N_
 from llmgw.portal.admin import PER_PAGE, Paging, page_number
-from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
-
-add_nav("admin", "/admin/audit", N_("Audit log"), "admin")
+from llmgw.portal.web import PORTAL, Viewer, page, render
 
 SHOWN = 2_000  # characters of an entry's before or after: enough to read, not a page of JSON
 

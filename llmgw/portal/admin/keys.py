@@ -12,9 +12,7 @@ from llmgw.accounting.budgets import period_start
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
 from llmgw.portal.admin import PER_PAGE, Paging, page_number
-from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
-
-add_nav("admin", "/admin/keys", N_("All keys"), "admin")
+from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
 
 DAY = 86_400
 

@@ -7,9 +7,7 @@ from aiohttp import web
 from llmgw.account import ROLES, AccountError
 from llmgw.errors import N_
 from llmgw.portal import i18n
-from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
-
-add_nav("admin", "/admin/people", N_("People"), "admin")
+from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
 
 ROLE_NAMES = {"admin": N_("admin"), "operator": N_("operator"), "member": N_("member")}
 

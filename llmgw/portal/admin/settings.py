@@ -16,9 +16,7 @@ from llmgw.config.loader import parse_yaml
 from llmgw.control.settings import SettingsError, validated_change
 from llmgw.errors import N_
 from llmgw.portal import i18n
-from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
-
-add_nav("admin", "/admin/settings", N_("Settings"), "admin")
+from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
 
 
 @page("/admin/settings", methods=("GET", "POST"), role="admin")

@@ -10,10 +10,8 @@ from multidict import MultiDictProxy
 from llmgw.account import AccountError, Actor, check_name, format_money, parse_money, parse_project_path
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n
-from llmgw.portal.web import LANG, PORTAL, Portal, Viewer, add_nav, form, page, redirect, render
+from llmgw.portal.web import LANG, PORTAL, Portal, Viewer, form, page, redirect, render
 from llmgw.store import Conflict
-
-add_nav("admin", "/admin/tree", N_("Orgs, teams and projects"), "admin")
 
 KINDS = ("org", "team", "project")
 PERIODS = ("month", "day")
