@@ -232,6 +232,7 @@ async def test_the_audit_log_is_filtered_by_who_acted(store, browser):
         everyone = await (await ada.get("/admin/audit")).text()
 
     assert "org.create" in mine and "key.create" not in mine
+    assert 'href="/admin/audit?actor=root"' in everyone  # each actor's name filters the log to them
     assert "org.create" in everyone and "key.create" in everyone
 
 
