@@ -16,6 +16,7 @@ from gettext import GNUTranslations
 from pathlib import Path
 
 import aiohttp
+import openai
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -30,7 +31,7 @@ from llmgw.config import ClusterSettings
 from llmgw.config.server import ServerConfig
 from llmgw.control.settings import ClusterSettingsWatcher, seed_settings
 from llmgw.portal import i18n, mount, registered
-from tests.support.servers import Server
+from tests.support.servers import Server, SimEngine, write_config
 
 ROOT = Actor("root", "cli")
 PASSWORD = "correct horse battery"
@@ -303,3 +304,43 @@ async def test_on_a_real_server_the_first_admin_changes_a_setting_and_the_audit_
         assert server.ctl_json("ctl", "config", "get", "auth.cache_ttl")["value"] == "7s"
     finally:
         server.stop()
+
+
+async def test_on_a_real_server_a_team_made_with_a_budget_on_the_page_refuses_its_key_past_it(tmp_path):
+    engine = SimEngine(tmp_path, "qwen").start()
+    # 1.00 a thousand answer tokens: each 10-token answer costs 0.01, so a 0.02 budget holds two.
+    config = write_config(tmp_path / "gw.yaml", {"models": [
+        {"name": "qwen", "endpoints": [engine.url], "price": {"completion_per_1k": 1_000_000}}]})
+    server = Server(tmp_path, "gw", config=config)
+    done = server.init("--json")
+    assert done.returncode == 0, done.stderr
+    admin = json.loads(done.stdout)["administrator"]
+    server.start()
+    try:
+        async with aiohttp.ClientSession(server.client_url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            async with http.get("/signin") as page:
+                csrf = _csrf(await page.text())
+            async with http.post("/signin", data={"_csrf": csrf, "email": admin["email"],
+                                                  "password": admin["password"]}, allow_redirects=False) as signed:
+                assert signed.status == 303
+            for made in ({"kind": "org", "path": "Acme"},
+                         {"kind": "team", "path": "Acme/ml", "budget": "0.02", "period": "day"},
+                         {"kind": "project", "path": "Acme/ml/app"}):
+                async with http.get("/admin/tree") as page:
+                    form = await page.text()
+                async with http.post("/admin/tree", data={"_csrf": _csrf(form), **made},
+                                     allow_redirects=False) as answer:
+                    assert answer.status == 303, await answer.text()
+        key = server.ctl_json("keys", "create", "ci", "--project", "Acme/ml/app")["key"]
+        client = openai.OpenAI(api_key=key, base_url=server.client_url + "/v1", max_retries=0)
+        ask = [{"role": "user", "content": "Say something."}]
+        for _ in range(2):
+            client.chat.completions.create(model="qwen", messages=ask, max_tokens=10)
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="qwen", messages=ask, max_tokens=10)
+
+        assert refused.value.status_code == 402 and refused.value.body["code"] == "budget_exceeded"
+        assert "the team Acme/ml" in refused.value.body["message"]
+    finally:
+        server.stop()
+        engine.stop()
