@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -38,8 +39,6 @@ class Paging:
         return max(1, -(-self.total // self.per))
 
     def link(self, number: int, base: str, query: Mapping[str, str]) -> str:
-        from urllib.parse import urlencode
-
         kept = {k: v for k, v in query.items() if v and k != "page"}
         return base + "?" + urlencode({**kept, "page": str(number)})
 
