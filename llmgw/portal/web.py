@@ -279,6 +279,12 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
         status = getattr(e, "status", 400)
         return render_error(request, status if isinstance(status, int) and 400 <= status < 600 else 400,
                             i18n.say(request[LANG], e), translated=True)
+    except Exception:
+        # A bug of ours, not the reader's doing: the traceback goes to the log for the operator, the
+        # reader gets a page in their language that says so, never the traceback.
+        log.exception("the portal page %s %s failed", request.method, portal_page.path)
+        return render_error(request, 500, N_("Something went wrong on the gateway's side, and it was logged; "
+                                             "try again, and tell an administrator if it keeps happening."))
 
 
 async def _check_post(request: web.Request, portal: Portal, viewer: Viewer | None,

@@ -248,6 +248,24 @@ async def test_a_refusal_a_page_raises_is_shown_as_a_page_with_its_status(store,
     assert "Content-Security-Policy" in answer.headers
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_bug_in_a_page_is_a_page_that_says_so_and_the_traceback_goes_only_to_the_log(store, people, caplog):
+    async def breaks(request, viewer):
+        raise KeyError("internal detail 7f3a")
+
+    pages = registered().copy()
+    pages.page("/test/breaks")(breaks)
+    async with TestClient(TestServer(portal_app(store, pages=pages))) as client:
+        await sign_in(client, "bob@example.com")
+        answer = await client.get("/test/breaks")
+        shown = await answer.text()
+
+    assert answer.status == 500 and "Something went wrong on the gateway" in shown
+    assert "7f3a" not in shown and "Traceback" not in shown
+    assert "Content-Security-Policy" in answer.headers
+    assert any("7f3a" in (r.exc_text or "") for r in caplog.records)
+
+
 def test_the_nav_keeps_the_order_people_expect_and_shows_each_role_its_own():
     pages = Registry()
     pages.add_nav("main", "/usage", "Usage", "member")
