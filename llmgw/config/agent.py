@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.server import LogSettings
 from llmgw.config.types import Address, describe
+from llmgw.errors import N_
 
 __all__ = [
     "AgentConfig",
@@ -54,8 +55,8 @@ class DiscoverySettings:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise Invalid(
                 "dcgm_exporter",
-                "expected an http:// URL like http://127.0.0.1:9400/metrics, or off, "
-                f"got {describe(self.dcgm_exporter)}",
+                N_('expected an http:// URL like http://127.0.0.1:9400/metrics, or off, got {dcgm_exporter}'),
+                params={"dcgm_exporter": describe(self.dcgm_exporter)}
             )
 
 
@@ -87,7 +88,8 @@ class EngineSettings:
             if name not in KNOWN_ENGINES:
                 near = difflib.get_close_matches(name, KNOWN_ENGINES, n=1, cutoff=0.6)
                 tail = f"did you mean {near[0]}?" if near else f"the engines are {', '.join(KNOWN_ENGINES)}"
-                raise Invalid(f"disabled[{i}]", f"unknown engine {describe(name)}; {tail}")
+                raise Invalid(f"disabled[{i}]", N_('unknown engine {name}; {tail}'),
+                                                params={"name": describe(name), "tail": tail})
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class WeightsSettings:
         for key in ("hf_endpoint", "mirror"):
             value = getattr(self, key)
             if value and urlsplit(value).scheme not in ("http", "https"):
-                raise Invalid(key, f"expected an http(s):// URL, got {describe(value)}")
+                raise Invalid(key, N_("expected an http(s):// URL, got {value}"), params={"value": describe(value)})
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,8 @@ class AgentConfig:
             if addr is None or not addr.host or addr.port == 0:
                 raise Invalid(
                     f"control_planes[{i}]",
-                    f"expected a control plane's address like 10.0.0.5:7443, got {describe(entry)}",
+                    N_("expected a control plane's address like 10.0.0.5:7443, got {entry}"),
+                    params={"entry": describe(entry)}
                 )
 
 

@@ -11,6 +11,7 @@ import json
 import re
 
 from llmgw.config.loader import Invalid
+from llmgw.errors import N_
 
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _JSON_TEXT = re.compile(r"\s*json\s+\.Text\s*")
@@ -23,16 +24,16 @@ def validate_body_template(body: str) -> None:
         return
     for found in _PLACEHOLDER.finditer(body):
         if not _JSON_TEXT.fullmatch(found.group(1)):
-            raise Invalid("body", f"{found.group(0)} is not something the gateway fills in; the one it "
-                                  "knows is {{json .Text}}, the text as a JSON string")
+            raise Invalid("body", N_('{group} is not something the gateway fills in; the one it knows is {{{{json '
+                                     '.Text}}}}, the text as a JSON string'), params={"group": found.group(0)})
     rest = _PLACEHOLDER.sub("", body)
     if "{{" in rest or "}}" in rest:
-        raise Invalid("body", "has a {{ or }} that does not make a {{json .Text}}")
+        raise Invalid("body", N_("has a {{ or }} that does not make a {{json .Text}}"))
     try:
         json.loads(render_body(body, "the text"))
     except ValueError as e:
-        raise Invalid("body", f"is not JSON once {{{{json .Text}}}} is filled in ({e}); {{{{json .Text}}}} writes "
-                              "the quotes itself, so it goes in without them") from None
+        raise Invalid("body", N_('is not JSON once {{{{json .Text}}}} is filled in ({e}); {{{{json .Text}}}} writes '
+                                 'the quotes itself, so it goes in without them'), params={"e": e}) from None
 
 
 def render_body(body: str, text: str) -> bytes:

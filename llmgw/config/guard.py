@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from llmgw.config.bodytemplate import validate_body_template
 from llmgw.config.loader import Invalid
 from llmgw.config.types import Duration, describe
+from llmgw.errors import N_
 
 Action = Literal["flag", "redact", "block"]
 PII_KINDS = ("email", "phone", "iban", "national_id", "person")
@@ -35,7 +36,7 @@ class Pattern:
         try:
             re.compile(self.regex)
         except re.error as e:
-            raise Invalid("regex", f"is not a regular expression: {e}") from None
+            raise Invalid("regex", N_("is not a regular expression: {e}"), params={"e": e}) from None
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,15 @@ class Rules:
     def validate(self) -> None:
         for kind in self.pii:
             if kind not in PII_KINDS:
-                raise Invalid(f"pii.{kind}", f"is not a kind of personal data; the kinds are {', '.join(PII_KINDS)}")
+                raise Invalid(f"pii.{kind}", N_('is not a kind of personal data; the kinds are {kinds}'),
+                                             params={"kinds": ', '.join(PII_KINDS)})
         for kind in self.detectors:
             if kind in PII_KINDS:
-                raise Invalid(f"detectors.{kind}", f"is llmgw's own; set it as pii.{kind}")
+                raise Invalid(f"detectors.{kind}", N_("is llmgw's own; set it as pii.{kind}"), params={"kind": kind})
             if kind in ("secrets", "cards", "injection", "deny"):
-                raise Invalid(f"detectors.{kind}", f"is llmgw's own; set it as {kind}")
+                raise Invalid(f"detectors.{kind}", N_("is llmgw's own; set it as {kind}"), params={"kind": kind})
         if self.max_chars < 0:
-            raise Invalid("max_chars", f"must be 0 or more, got {self.max_chars}")
+            raise Invalid("max_chars", N_("must be 0 or more, got {value}"), params={"value": self.max_chars})
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,9 @@ class Service:
     def validate(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise Invalid("url", f"expected an http(s) URL, got {describe(self.url)}")
+            raise Invalid("url", N_("expected an http(s) URL, got {url}"), params={"url": describe(self.url)})
         if not self.blocked:
-            raise Invalid("blocked", "must say where the service's answer says the text is unsafe")
+            raise Invalid("blocked", N_("must say where the service's answer says the text is unsafe"))
         validate_body_template(self.body)
 
 
@@ -215,8 +217,9 @@ class GuardSettings:
     def validate(self) -> None:
         for i, name in enumerate(self.default):
             if name not in self.policies:
-                raise Invalid(f"default[{i}]", f"{name} is not one of the policies")
+                raise Invalid(f"default[{i}]", N_("{name} is not one of the policies"), params={"name": name})
         for i, attachment in enumerate(self.attach):
             for j, name in enumerate(attachment.policies):
                 if name not in self.policies:
-                    raise Invalid(f"attach[{i}].policies[{j}]", f"{name} is not one of the policies")
+                    raise Invalid(f"attach[{i}].policies[{j}]", N_('{name} is not one of the policies'),
+                                                                params={"name": name})

@@ -26,6 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from llmgw.errors import N_
 
 if TYPE_CHECKING:
     # server.py imports this module to check its settings; at run time the
@@ -163,4 +164,5 @@ def check_settings_key_files(settings: ClusterSettings, own: OwnSecrets) -> None
             try:
                 check_key_file(path, own)
             except KeyFileRefused as e:
-                raise Invalid(f"models[{i}].external.{key}", str(e)) from None
+                # Why a file may not be a key file is said in English for now.
+                raise Invalid(f"models[{i}].external.{key}", N_("{reason}"), params={"reason": str(e)}) from None

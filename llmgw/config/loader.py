@@ -19,6 +19,7 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
@@ -49,22 +50,32 @@ class ConfigError(ExpectedError):
     document or the file).
     """
 
-    def __init__(self, message: str, key: str = "") -> None:
+    def __init__(self, message: str, key: str = "", *, problem: Invalid | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.key = key
+        # The validate() refusal this wraps, whose template and params say it in another language.
+        self.problem = problem
 
     def __str__(self) -> str:
         return self.message
 
 
 class Invalid(Exception):
-    """Raised by a dataclass's validate(): `key` is relative to that dataclass."""
+    """Raised by a dataclass's validate(): `key` is relative to that dataclass.
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}" if key else message)
+    Raised as `Invalid("max", N_("{max} is fewer than min ({min})"), params=…)`,
+    it keeps the untranslated template and its parameters as ExpectedError does
+    (the portal says it in the reader's language); `message` is the English
+    sentence, formatted only when params are given, and str() puts the key first.
+    """
+
+    def __init__(self, key: str, message: str, *, params: Mapping[str, object] | None = None) -> None:
+        self.template = message
+        self.params: dict[str, object] = dict(params) if params is not None else {}
+        self.message = message.format(**self.params) if params is not None else message
+        super().__init__(f"{key}: {self.message}" if key else self.message)
         self.key = key
-        self.message = message
 
 
 # --- YAML ----------------------------------------------------------------
@@ -274,7 +285,7 @@ def _build(cls: type, value: Any, path: str) -> Any:
         except Invalid as err:
             key = err.key
             full = (f"{path}{key}" if key.startswith("[") else _join(path, key)) if key else path
-            raise _fail(full, err.message) from None
+            raise ConfigError(f"{full}: {err.message}" if full else err.message, key=full, problem=err) from None
     return obj
 
 
@@ -340,7 +351,7 @@ def load_file(cls: type[T], path: str) -> T:
     try:
         return from_dict(cls, data)
     except ConfigError as err:
-        raise ConfigError(f"{path}: {err}", key=err.key) from None
+        raise ConfigError(f"{path}: {err}", key=err.key, problem=err.problem) from None
 
 
 # --- dotted paths --------------------------------------------------------

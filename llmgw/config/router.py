@@ -16,6 +16,7 @@ from llmgw.config.capabilities import CAPABILITIES, Capability, duplicate, order
 from llmgw.config.loader import Invalid
 from llmgw.config.targets import host_refusal
 from llmgw.config.types import Duration, Size, describe
+from llmgw.errors import N_
 
 PROFILES = ("chat", "batch", "long-context")
 
@@ -42,11 +43,13 @@ class CacheSettings:
 
     def validate(self) -> None:
         if not self.read_every:
-            raise Invalid("read_every", "0s would read the projects' cache settings without pause; give a span like 2s")
+            raise Invalid("read_every", N_("0s would read the projects' cache settings without pause; give a span "
+                                           'like 2s'))
         if self.max_bytes and self.max_entry_bytes > self.max_bytes:
             raise Invalid(
                 "max_entry_bytes",
-                f"{self.max_entry_bytes} is more than max_bytes ({self.max_bytes}); no answer that size could be kept",
+                N_('{max_entry_bytes} is more than max_bytes ({max_bytes}); no answer that size could be kept'),
+                params={"max_entry_bytes": self.max_entry_bytes, "max_bytes": self.max_bytes}
             )
 
 
@@ -84,13 +87,15 @@ class AdmissionSettings:
 
     def validate(self) -> None:
         if self.saturation < 0:
-            raise Invalid("saturation", f"must be 0 or more, got {self.saturation}")
+            raise Invalid("saturation", N_("must be 0 or more, got {value}"), params={"value": self.saturation})
         names = [b.name for b in self.bands]
         for i, name in enumerate(names):
             if not name or names.index(name) != i:
-                raise Invalid(f"bands[{i}].name", f"each band needs a name of its own, got {describe(name)}")
+                raise Invalid(f"bands[{i}].name", N_('each band needs a name of its own, got {name}'),
+                                                  params={"name": describe(name)})
         if self.bands and self.default_band not in names:
-            raise Invalid("default_band", f"{self.default_band} is not one of the bands ({', '.join(names)})")
+            raise Invalid("default_band", N_('{default_band} is not one of the bands ({names})'),
+                                          params={"default_band": self.default_band, "names": ', '.join(names)})
 
 
 @dataclass(frozen=True)
@@ -134,8 +139,8 @@ class Timeouts:
     def validate(self) -> None:
         for key in ("client_headers", "client_idle"):
             if getattr(self, key) <= 0:
-                raise Invalid(key, f"must be more than 0, got {getattr(self, key)}; "
-                                   "a client could hold a connection for good")
+                raise Invalid(key, N_('must be more than 0, got {value}; a client could hold a connection for good'),
+                                   params={"value": getattr(self, key)})
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,7 @@ class BreakerSettings:
     def validate(self) -> None:
         for key in ("failures", "distinct_keys"):
             if getattr(self, key) < 1:
-                raise Invalid(key, f"must be 1 or more, got {getattr(self, key)}")
+                raise Invalid(key, N_("must be 1 or more, got {value}"), params={"value": getattr(self, key)})
 
 
 @dataclass(frozen=True)
@@ -218,16 +223,20 @@ class RouterSettings:
             except ValueError:
                 raise Invalid(
                     f"trusted_proxies[{i}]",
-                    f"expected an address or CIDR prefix like 10.0.0.0/8, got {describe(entry)}",
+                    N_('expected an address or CIDR prefix like 10.0.0.0/8, got {entry}'),
+                    params={"entry": describe(entry)}
                 ) from None
         if self.retries < 0:
-            raise Invalid("retries", f"must be 0 or more, got {self.retries}")
+            raise Invalid("retries", N_("must be 0 or more, got {value}"), params={"value": self.retries})
         if self.max_connections_per_address < 0:
-            raise Invalid("max_connections_per_address", f"must be 0 or more, got {self.max_connections_per_address}")
+            raise Invalid("max_connections_per_address", N_('must be 0 or more, got {value}'),
+                                                         params={"value": self.max_connections_per_address})
         if self.max_n < 1:
-            raise Invalid("max_n", f"must be 1 or more, got {self.max_n}; 1 allows one answer a request")
+            raise Invalid("max_n", N_('must be 1 or more, got {value}; 1 allows one answer a request'),
+                                   params={"value": self.max_n})
         if self.max_body < 1024:
-            raise Invalid("max_body", f"{self.max_body} is too small for any request; 32MB is the default")
+            raise Invalid("max_body", N_('{max_body} is too small for any request; 32MB is the default'),
+                                      params={"max_body": self.max_body})
 
 
 @dataclass(frozen=True)
@@ -253,7 +262,7 @@ class Price:
     def validate(self) -> None:
         for key in ("prompt_per_1k", "cached_per_1k", "completion_per_1k", "per_image", "per_mesh"):
             if getattr(self, key) < 0:
-                raise Invalid(key, f"a price cannot be negative, got {getattr(self, key)}")
+                raise Invalid(key, N_("a price cannot be negative, got {value}"), params={"value": getattr(self, key)})
 
 
 @dataclass(frozen=True)
@@ -294,13 +303,15 @@ class ExternalSettings:
     def validate(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise Invalid("url", f"expected an https:// URL like https://api.example.com/v1, got {describe(self.url)}")
+            raise Invalid("url", N_('expected an https:// URL like https://api.example.com/v1, got {url}'),
+                                 params={"url": describe(self.url)})
         why = None if self.allow_private_targets else host_refusal(parts.hostname)
         if why is not None:
-            raise Invalid("url", f"{why}; an outside provider is not sent requests and its key there. Set "
-                                 "allow_private_targets: true if that provider really is there")
+            raise Invalid("url", N_('{why}; an outside provider is not sent requests and its key there. Set '
+                                    'allow_private_targets: true if that provider really is there'),
+                                 params={"why": why})
         if self.api_key_file and self.api_key_files:
-            raise Invalid("api_key_files", "give api_key_file or api_key_files, not both")
+            raise Invalid("api_key_files", N_("give api_key_file or api_key_files, not both"))
 
 
 @dataclass(frozen=True)
@@ -351,30 +362,32 @@ class ModelSettings:
 
     def validate(self) -> None:
         if not self.name.strip():
-            raise Invalid("name", "must not be empty; it is what clients ask for")
+            raise Invalid("name", N_("must not be empty; it is what clients ask for"))
         twice = duplicate(self.capabilities)
         if twice:
-            raise Invalid("capabilities", f"{twice} is given twice")
+            raise Invalid("capabilities", N_("{twice} is given twice"), params={"twice": twice})
         for key in ("context_length", "max_output_tokens"):
             if getattr(self, key) < 0:
-                raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
+                raise Invalid(key, N_("must be 0 or more, got {value}"), params={"value": getattr(self, key)})
         if self.context_length and self.max_output_tokens > self.context_length:
             raise Invalid(
                 "max_output_tokens",
-                f"{self.max_output_tokens} is more than context_length ({self.context_length}); "
-                "an answer must fit in the context",
+                N_('{max_output_tokens} is more than context_length ({context_length}); an answer must fit in the '
+                   'context'),
+                params={"max_output_tokens": self.max_output_tokens, "context_length": self.context_length}
             )
         for i, url in enumerate(self.endpoints):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise Invalid(f"endpoints[{i}]", "expected an http:// or https:// URL like http://10.0.0.7:8000/v1, "
-                                                 f"got {describe(url)}")
+                raise Invalid(f"endpoints[{i}]", N_('expected an http:// or https:// URL like '
+                                                    'http://10.0.0.7:8000/v1, got {url}'),
+                                                 params={"url": describe(url)})
         if self.source == "external" and self.external is None:
-            raise Invalid("external", "a source: external model needs external: {url: …}")
+            raise Invalid("external", N_("a source: external model needs external: {url: …}"))
         if self.source != "external" and self.external is not None:
-            raise Invalid("source", "a model with external: {…} needs source: external")
+            raise Invalid("source", N_("a model with external: {…} needs source: external"))
         if self.name in self.fallbacks:
-            raise Invalid("fallbacks", f"{self.name} cannot fall back to itself")
+            raise Invalid("fallbacks", N_("{name} cannot fall back to itself"), params={"name": self.name})
 
     @functools.cached_property
     def can(self) -> tuple[str, ...]:

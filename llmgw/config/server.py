@@ -25,6 +25,7 @@ from llmgw.config.loader import Invalid, load_file
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.storeaddress import several_hosts_problem
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
+from llmgw.errors import N_
 
 __all__ = [
     "AuthSettings",
@@ -91,15 +92,17 @@ class ControlSettings:
 
     def validate(self) -> None:
         if self.node_lost_after < 5:
-            raise Invalid("node_lost_after", f"must be at least 5s, got {self.node_lost_after}: a node is "
-                                             "heard from every 5 seconds")
+            raise Invalid("node_lost_after", N_('must be at least 5s, got {value}: a node is heard from every 5 '
+                                                'seconds'), params={"value": self.node_lost_after})
         if self.startup_timeout < 10:
-            raise Invalid("startup_timeout", f"must be at least 10s, got {self.startup_timeout}")
+            raise Invalid("startup_timeout", N_('must be at least 10s, got {value}'),
+                                             params={"value": self.startup_timeout})
         if not 0 < self.settings_poll <= MAX_SETTINGS_POLL:
             raise Invalid(
                 "settings_poll",
-                f"must be more than 0 and at most {MAX_SETTINGS_POLL}, got {self.settings_poll}; "
-                "the cluster's settings must reach every control plane within seconds",
+                N_("must be more than 0 and at most {most}, got {settings_poll}; the cluster's settings must reach "
+                   'every control plane within seconds'),
+                params={"most": MAX_SETTINGS_POLL, "settings_poll": self.settings_poll}
             )
 
 
@@ -118,10 +121,11 @@ class SignupSettings:
     def validate(self) -> None:
         for i, domain in enumerate(self.domains):
             if not domain or "@" in domain or domain != domain.strip().lower() or "." not in domain:
-                raise Invalid(f"domains[{i}]", f'"{domain}" is not a domain in lower case, such as example.com')
+                raise Invalid(f"domains[{i}]", N_('"{domain}" is not a domain in lower case, such as example.com'),
+                                               params={"domain": domain})
         parts = self.project.split("/")
         if len(parts) != 3 or not all(parts):
-            raise Invalid("project", f'"{self.project}" is not ORG/TEAM/PROJECT')
+            raise Invalid("project", N_('"{project}" is not ORG/TEAM/PROJECT'), params={"project": self.project})
 
 
 @dataclass(frozen=True)
@@ -159,16 +163,17 @@ class AuthSettings:
 
     def validate(self) -> None:
         if self.unknown_key_rate < 1:
-            raise Invalid("unknown_key_rate", f"must be at least 1, got {self.unknown_key_rate}")
+            raise Invalid("unknown_key_rate", N_('must be at least 1, got {value}'),
+                                              params={"value": self.unknown_key_rate})
         for key in ("session_idle", "session_max", "sign_in_window"):
             if float(getattr(self, key)) <= 0:
-                raise Invalid(key, f"must be longer than 0, got {getattr(self, key)}")
+                raise Invalid(key, N_("must be longer than 0, got {value}"), params={"value": getattr(self, key)})
         if float(self.session_max) < float(self.session_idle):
-            raise Invalid("session_max", f"must be at least session_idle ({self.session_idle}), "
-                                         f"got {self.session_max}")
+            raise Invalid("session_max", N_('must be at least session_idle ({session_idle}), got {session_max}'),
+                                         params={"session_idle": self.session_idle, "session_max": self.session_max})
         for key in ("sign_in_per_account", "sign_in_per_address"):
             if getattr(self, key) < 1:
-                raise Invalid(key, f"must be at least 1, got {getattr(self, key)}")
+                raise Invalid(key, N_("must be at least 1, got {value}"), params={"value": getattr(self, key)})
 
 
 @dataclass(frozen=True)
@@ -183,10 +188,11 @@ class PortalSettings:
 
     def validate(self) -> None:
         if self.language not in PORTAL_LANGUAGES:
-            raise Invalid("language", f"{self.language} is not one of the portal's languages "
-                                      f"({', '.join(PORTAL_LANGUAGES)})")
+            raise Invalid("language", N_("{language} is not one of the portal's languages ({languages})"),
+                                      params={"language": self.language, "languages": ', '.join(PORTAL_LANGUAGES)})
         if self.address and not self.address.startswith(("http://", "https://")):
-            raise Invalid("address", f"{self.address} must start with http:// or https://")
+            raise Invalid("address", N_('{address} must start with http:// or https://'),
+                                     params={"address": self.address})
 
 
 @dataclass(frozen=True)
@@ -217,13 +223,15 @@ class ClusterSettings:
             if model.name in first:
                 raise Invalid(
                     f"models[{i}].name",
-                    f"{model.name} is already the name of models[{first[model.name]}]; each model needs its own",
+                    N_('{name} is already the name of models[{first}]; each model needs its own'),
+                    params={"name": model.name, "first": first[model.name]}
                 )
             first[model.name] = i
         for i, model in enumerate(self.models):
             for j, other in enumerate(model.fallbacks):
                 if other not in first:
-                    raise Invalid(f"models[{i}].fallbacks[{j}]", f"{other} is not one of the models")
+                    raise Invalid(f"models[{i}].fallbacks[{j}]", N_('{other} is not one of the models'),
+                                                                 params={"other": other})
 
 
 @dataclass(frozen=True)
@@ -250,8 +258,9 @@ class Listen:
                 if other.off or other.port != addr.port:
                     continue
                 if addr.host == other.host or addr.all_interfaces or other.all_interfaces:
-                    raise Invalid(key, f"{addr} takes the same port as listen.{other_key} ({other}); "
-                                       "each listener needs its own")
+                    raise Invalid(key, N_('{addr} takes the same port as listen.{other_key} ({other}); each listener '
+                                          'needs its own'),
+                                       params={"addr": addr, "other_key": other_key, "other": other})
 
 
 # Each worker is a whole router (its own engine connections, usage writer and
@@ -326,21 +335,25 @@ class ServerConfig(ClusterSettings):
         store = self.store.strip()
         if store.startswith("sqlite:"):
             if not store[len("sqlite:") :].strip():
-                raise Invalid("store", f"the sqlite: store needs a file after it; expected {_STORE_FORMS}")
+                raise Invalid("store", N_('the sqlite: store needs a file after it; expected {forms}'),
+                                       params={"forms": _STORE_FORMS})
         elif not store.startswith(("postgresql://", "postgres://")):
-            raise Invalid("store", f"expected {_STORE_FORMS}, got {describe(self.store)}")
+            raise Invalid("store", N_('expected {forms}, got {store}'),
+                                   params={"forms": _STORE_FORMS, "store": describe(self.store)})
         else:
             problem = several_hosts_problem(store)
             if problem:
-                raise Invalid("store", problem)
+                # This machine's own key, said in English for now.
+                raise Invalid("store", N_("{problem}"), params={"problem": problem})
         if not 1 <= self.workers <= MAX_WORKERS:
-            raise Invalid("workers", f"must be from 1 to {MAX_WORKERS}, got {self.workers}")
+            raise Invalid("workers", N_('must be from 1 to {most}, got {workers}'),
+                                     params={"most": MAX_WORKERS, "workers": self.workers})
         if not self.admin_allow_remote and not self.listen.admin.is_loopback:
             raise Invalid(
                 "listen.admin",
-                f"{self.listen.admin} can be reached from other machines; the admin API is for this machine's own "
-                "llmgw ctl, so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached "
-                "from elsewhere",
+                N_("{admin} can be reached from other machines; the admin API is for this machine's own llmgw ctl, "
+                   'so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached from elsewhere'),
+                params={"admin": self.listen.admin}
             )
 
 

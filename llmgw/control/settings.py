@@ -15,22 +15,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
-from collections.abc import Callable
 
-from llmgw.config import MACHINE_KEYS, ClusterSettings
+from llmgw.account import Actor
+from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig
+from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
+from llmgw.errors import ExpectedError, N_
+from llmgw.guard.policy import check_detectors
 from llmgw.store import AuditEntry, Conflict, Settings, Store, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.settings")
 
 
-class SettingsError(ValueError):
-    def __init__(self, message: str, status: int = 400, code: str = "invalid_settings"):
-        super().__init__(message)
+class SettingsError(ExpectedError, ValueError):
+    """A refused settings change, as a sentence; `status` is the HTTP status that fits it.
+
+    Its template and params say it in another language (the portal). A
+    refusal of one key keeps that key apart in `key`: str() is "key: sentence",
+    as the CLI and the admin API print it, while the template is the sentence alone.
+    """
+
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_settings", *,
+                 params: Mapping[str, object] | None = None, key: str = ""):
+        super().__init__(message, params=params)
         self.status = status
         self.code = code
+        self.key = key
+        if key:
+            self.args = (f"{key}: {self.args[0]}",)
 
 
 class ClusterSettingsWatcher:
@@ -112,7 +127,7 @@ class ClusterSettingsWatcher:
         try:
             value = get_path(from_dict(ClusterSettings, doc), path)
         except ConfigError as e:
-            raise SettingsError(str(e), 404, "unknown_key") from None
+            raise SettingsError(e.template, 404, "unknown_key", params=e.params or None) from None
         if hasattr(value, "__dataclass_fields__"):
             value = to_dict(value)
         elif isinstance(value, list):
@@ -131,13 +146,14 @@ class ClusterSettingsWatcher:
             top = path.split(".")[0].split("[")[0]
             if top in MACHINE_KEYS:
                 raise SettingsError(
-                    f"{path} is this machine's own setting, kept in its server.yaml, not one of the "
-                    "cluster's; edit server.yaml on that machine and restart llmgw server")
+                    N_("{path} is this machine's own setting, kept in its server.yaml, not one of the cluster's; "
+                       'edit server.yaml on that machine and restart llmgw server'), params={"path": path})
         version, before = await self.document()
         if expected_version is not None and expected_version != version:
             raise SettingsError(
-                f"the cluster's settings changed since you read them (version {expected_version}, "
-                f"now {version}); read them again", 409, "conflict")
+                N_("the cluster's settings changed since you read them (version {expected_version}, now {version}); "
+                   'read them again'),
+                409, "conflict", params={"expected_version": expected_version, "version": version})
         try:
             if whole is not None:
                 after = to_dict(from_dict(ClusterSettings, whole))
@@ -151,18 +167,48 @@ class ClusterSettingsWatcher:
             if check is not None:
                 check(from_dict(ClusterSettings, after))
         except (ConfigError, Invalid) as e:
-            raise SettingsError(str(e)) from None
+            raise _refused(e) from None
         if after == before:
             return version, before
         try:
             stored = await self.store.put_settings(after, version, f"{actor} via {via}")
         except Conflict as e:
-            raise SettingsError(str(e), 409, "conflict") from None
+            raise SettingsError(N_("{conflict}"), 409, "conflict", params={"conflict": str(e)}) from None
         await self.store.add_audit(AuditEntry(
             at=time.time(), actor=actor, via=via, action="config.set", target="cluster-settings",
             before=_changed(before, after), after=_changed(after, before)))
         self._apply(stored.doc, stored.version)
         return stored.version, stored.doc
+
+
+async def validated_change(settings: ClusterSettingsWatcher, cfg: ServerConfig, actor: Actor, *,
+                           set_: dict[str, str] | None = None, unset: list[str] | None = None,
+                           whole: dict[str, Any] | None = None,
+                           expected_version: int | None = None) -> tuple[int, dict[str, Any]]:
+    """A change to the cluster's settings, checked as every caller must (the admin API, the portal).
+
+    Beyond the loader's rules, it refuses what only this machine can judge:
+    a provider key file this machine may not read or that holds its own
+    secrets, and a guardrail naming a detector no installed plugin gives.
+    Refusals are SettingsError; the answer is the new (version, document).
+    """
+    own = own_secrets(cfg)
+
+    def check(candidate: ClusterSettings) -> None:
+        check_settings_key_files(candidate, own)
+        check_detectors(candidate.guard)
+
+    return await settings.change(actor.name, actor.via, set_=set_, unset=unset, whole=whole,
+                                 expected_version=expected_version, check=check)
+
+
+def _refused(e: ConfigError | Invalid) -> SettingsError:
+    """A loader refusal as a SettingsError, keeping the validate() template apart from its key to translate."""
+    if isinstance(e, Invalid):
+        return SettingsError(e.template, params=e.params or None, key=e.key)
+    if e.problem is not None:
+        return SettingsError(e.problem.template, params=e.problem.params or None, key=e.key)
+    return SettingsError(e.template, params=e.params or None)
 
 
 async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via: str) -> bool:
@@ -190,8 +236,8 @@ async def seeded_settings(store: Store) -> Settings:
     stored = await store.get_settings()
     if stored is None:
         # Only a store that lost a row it had committed, or a person deleting it in between, gets here.
-        raise SettingsError("the cluster's settings were written to the store but are not there now; "
-                            "is something else changing this store?", 500, "settings_missing")
+        raise SettingsError(N_("the cluster's settings were written to the store but are not there now; "
+                            "is something else changing this store?"), 500, "settings_missing")
     return stored
 
 

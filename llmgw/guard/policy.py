@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from llmgw.account import Principal
 from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service
 from llmgw.config.loader import Invalid
+from llmgw.errors import N_
 from llmgw.guard import detectors
 from llmgw.guard.decisions import RANK
 from llmgw.guard.rules import CompiledRules, Slot, combine
@@ -103,8 +104,9 @@ def check_detectors(guard: GuardSettings) -> None:
     missing = missing_detectors(guard)
     if missing:
         key, kind = missing[0]
-        raise Invalid(key, f"no installed plugin gives a detector of kind {kind!r}; the kinds are "
-                           f"{', '.join(detectors.kinds())} (`llmgw doctor` lists the plugins and any that failed)")
+        raise Invalid(key, N_("no installed plugin gives a detector of kind {kind!r}; the kinds are "
+                              "{kinds} (`llmgw doctor` lists the plugins and any that failed)"),
+                      params={"kind": kind, "kinds": ", ".join(detectors.kinds())})
 
 
 def _smallest(limits: Sequence[int]) -> int:

@@ -80,16 +80,18 @@ class ClusterSQL:
         )
 
     async def list_audit(self, limit: int = 100, since: float | None = None,
-                         target: str | None = None) -> list[AuditEntry]:
+                         target: str | None = None, *, actor: str | None = None, action: str | None = None,
+                         offset: int = 0) -> list[AuditEntry]:
         where, args = [], []
-        for column, value in (("at >=", since), ("target =", target)):
+        for column, value in (("at >=", since), ("target =", target), ("actor =", actor), ("action =", action)):
             if value is not None:
                 args.append(value)
                 where.append(f"{column} ${len(args)}")
-        args.append(int(limit))
+        args += [int(limit), int(offset)]
         clause = f"WHERE {' AND '.join(where)} " if where else ""
         rows = await self._db.fetch(
-            f"SELECT {_AUDIT} FROM audit {clause}ORDER BY at DESC, id DESC LIMIT ${len(args)}", *args
+            f"SELECT {_AUDIT} FROM audit {clause}ORDER BY at DESC, id DESC LIMIT ${len(args) - 1} OFFSET ${len(args)}",
+            *args,
         )
         return [_audit(r) for r in rows]
 

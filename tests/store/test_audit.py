@@ -36,3 +36,14 @@ async def test_the_audit_log_is_filtered_by_time_and_target_and_limited(store):
     assert [e.at for e in await store.list_audit(since=7.0)] == [9.0, 8.0, 7.0]
     assert [e.at for e in await store.list_audit(target="key_1", since=4.0)] == [9.0, 7.0, 5.0]
     assert [e.at for e in await store.list_audit(limit=2)] == [9.0, 8.0]
+
+
+async def test_the_audit_log_is_filtered_by_who_and_what_and_paged_on(store):
+    for n in range(6):
+        await store.add_audit(AuditEntry(at=float(n), actor="ada@example.com" if n % 2 else "root", via="portal",
+                                         action="person.create" if n < 3 else "key.revoke", target=f"t{n}"))
+
+    assert [e.at for e in await store.list_audit(actor="ada@example.com")] == [5.0, 3.0, 1.0]
+    assert [e.at for e in await store.list_audit(action="key.revoke", actor="root")] == [4.0]
+    assert [e.at for e in await store.list_audit(limit=2, offset=2)] == [3.0, 2.0]
+    assert await store.list_audit(limit=2, offset=6) == []

@@ -21,11 +21,9 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
 from llmgw.account import AccountError, Actor, LimitError, parse_money
-from llmgw.config import ClusterSettings, Duration
-from llmgw.config.keyfiles import check_settings_key_files, own_secrets
-from llmgw.control.settings import SettingsError
+from llmgw.config import Duration
+from llmgw.control.settings import SettingsError, validated_change
 from llmgw.control.token import DEFAULT_HOLDER
-from llmgw.guard.policy import check_detectors
 from llmgw.store import StoreError, redact_url
 
 if TYPE_CHECKING:
@@ -179,16 +177,9 @@ async def config_change(request: web.Request) -> web.Response:
     set_ = _field(data, "set", dict) or {}
     if not all(isinstance(v, str) for v in set_.values()):
         raise Refused(400, '"set" maps dotted paths to values written as text', "invalid_request")
-    own = own_secrets(plane.cfg)
-
-    def check(settings: ClusterSettings) -> None:
-        check_settings_key_files(settings, own)
-        check_detectors(settings.guard)
-
-    version, doc = await plane.settings.change(
-        who.name, who.via, set_=set_, unset=_field(data, "unset", list),
-        whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int),
-        check=check)
+    version, doc = await validated_change(
+        plane.settings, plane.cfg, who, set_=set_, unset=_field(data, "unset", list),
+        whole=_field(data, "settings", dict), expected_version=_field(data, "expected_version", int))
     return _json({"version": version, "value": doc})
 
 

@@ -15,12 +15,13 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, gb, static_refusal
 from llmgw.control.catalog.spec import GB, MB, SELF_SIZING, GPUNeed, ModelSpec, Profile, SpecError, load_spec
+from llmgw.errors import ExpectedError, N_
 from llmgw.store import Replica
 
 # Engines that spread one replica over several cards by tensor parallel,
@@ -31,11 +32,15 @@ ONE_CARD = ("comfyui", "strata")
 SERVE_MEMORY = 4 * GB
 
 
-class Refusal(Exception):
-    """A change refused, as the sentence to show; `status` is the HTTP status that fits it."""
+class Refusal(ExpectedError):
+    """A change refused, as the sentence to show; `status` is the HTTP status that fits it.
 
-    def __init__(self, message: str, status: int = 400, code: str = "refused"):
-        super().__init__(message)
+    Raised with an N_() template and its params, so the portal says it in the reader's language.
+    """
+
+    def __init__(self, message: str, status: int = 400, code: str = "refused", *,
+                 params: Mapping[str, object] | None = None):
+        super().__init__(message, params=params)
         self.status, self.code = status, code
 
 
@@ -44,7 +49,7 @@ def _reload(spec: ModelSpec) -> ModelSpec:
     try:
         return load_spec(spec.to_doc())
     except SpecError as e:
-        raise Refusal(str(e)) from None
+        raise Refusal(e.template, params=e.params or None) from None
 
 
 def _profiles(spec: ModelSpec, profile: str | None, want_gpus: bool = False) -> list[int]:
@@ -53,15 +58,16 @@ def _profiles(spec: ModelSpec, profile: str | None, want_gpus: bool = False) -> 
     if profile is None:
         found = [i for i, p in enumerate(spec.profiles) if p.gpus or not want_gpus]
         if not found:
-            raise Refusal(f"{spec.name} runs on CPUs only: none of its profiles has gpus; add one to its model "
-                          "file (llmgw ctl model add -f FILE after ctl model remove)")
+            raise Refusal(N_('{name} runs on CPUs only: none of its profiles has gpus; add one to its model file '
+                             '(llmgw ctl model add -f FILE after ctl model remove)'), params={"name": spec.name})
         return found
     if profile.isdigit() and int(profile) < len(spec.profiles):
         return [int(profile)]
     named = [i for i, p in enumerate(spec.profiles) if p.engine == profile]
     if not named:
         engines = ", ".join(f"{i} ({p.engine})" for i, p in enumerate(spec.profiles))
-        raise Refusal(f"{spec.name} has no profile {profile}; its profiles are {engines}")
+        raise Refusal(N_('{name} has no profile {profile}; its profiles are {engines}'),
+                      params={"name": spec.name, "profile": profile, "engines": engines})
     return named
 
 
@@ -91,23 +97,24 @@ def check_engines(spec: ModelSpec) -> None:
         try:
             adapter.validate(spec.engine_profile(i, list(range(count))))
         except engines.ProfileError as e:
-            raise Refusal(f"profiles[{i}].{e.field}: {e.reason}", code="invalid_model") from None
+            raise Refusal(N_('profiles[{i}].{field}: {reason}'),
+                          code="invalid_model", params={"i": i, "field": e.field, "reason": e.reason}) from None
 
 
 # --- scale and resources -----------------------------------------------------------------------
 
 def scale(spec: ModelSpec, min_: int | None, max_: int | None) -> tuple[ModelSpec, list[str]]:
     if min_ is None and max_ is None:
-        raise Refusal("say --min, --max or both", code="invalid_request")
+        raise Refusal(N_("say --min, --max or both"), code="invalid_request")
     sc = spec.scaling
     lo = sc.min if min_ is None else min_
     hi = (sc.max if max_ is None else max_)
     if min_ is not None and max_ is None and sc.max and sc.max < lo:
         hi = lo  # raising min past the old max raises max with it
     if lo < 0 or hi < 0:
-        raise Refusal("--min and --max are 0 or more", code="invalid_request")
+        raise Refusal(N_("--min and --max are 0 or more"), code="invalid_request")
     if hi and hi < lo:
-        raise Refusal(f"--max {hi} is fewer than --min {lo}", code="invalid_request")
+        raise Refusal(N_("--max {hi} is fewer than --min {lo}"), code="invalid_request", params={"hi": hi, "lo": lo})
     notes: list[str] = []
     if spec.stopped:
         notes.append(f"{spec.name} was stopped; it starts again at this number")
@@ -118,17 +125,18 @@ def scale(spec: ModelSpec, min_: int | None, max_: int | None) -> tuple[ModelSpe
 def resources(spec: ModelSpec, cores: int | None, memory: str | None, profile: str | None,
               nodes: Sequence[NodeView]) -> tuple[ModelSpec, list[str]]:
     if cores is None and memory is None:
-        raise Refusal("say --cores, --memory or both", code="invalid_request")
+        raise Refusal(N_("say --cores, --memory or both"), code="invalid_request")
     if cores is not None and cores < 0:
-        raise Refusal(f"--cores is 0 or more, got {cores}", code="invalid_request")
+        raise Refusal(N_("--cores is 0 or more, got {cores}"), code="invalid_request", params={"cores": cores})
     size = None
     if memory is not None:
         try:
             size = Size.parse(memory)
         except ValueError as e:
-            raise Refusal(f"--memory: {e}", code="invalid_request") from None
+            raise Refusal(N_("--memory: {e}"), code="invalid_request", params={"e": e}) from None
         if 0 < int(size) < 16 * MB:
-            raise Refusal(f"--memory: {memory} is {int(size)} bytes; write a size like 4GB", code="invalid_request")
+            raise Refusal(N_('--memory: {memory} is {size} bytes; write a size like 4GB'),
+                          code="invalid_request", params={"memory": memory, "size": int(size)})
     profiles = list(spec.profiles)
     notes: list[str] = []
     for i in _profiles(spec, profile):
@@ -163,7 +171,7 @@ def _check_hosts(spec: ModelSpec, nodes: Sequence[NodeView], what: str) -> None:
             said.append(f"profile {i} ({p.engine}) needs {need.cores} cores and the most on a node it may run "
                         f"on is {most_cores}")
     if said:
-        raise Refusal(f"{what} fit no node: " + "; ".join(said))
+        raise Refusal(N_("{what} fit no node: {reasons}"), params={"what": what, "reasons": "; ".join(said)})
 
 
 # --- context -----------------------------------------------------------------------------------
@@ -172,18 +180,19 @@ def context(spec: ModelSpec, tokens: int | None, slots: int | None, max_output: 
             nodes: Sequence[NodeView]) -> tuple[ModelSpec, list[str]]:
     """A new context (tokens a request), slots and longest answer, with the memory its KV cache takes."""
     if tokens is None and slots is None and max_output is None:
-        raise Refusal("say the context in tokens, --slots or --max-output", code="invalid_request")
+        raise Refusal(N_("say the context in tokens, --slots or --max-output"), code="invalid_request")
     notes: list[str] = []
     for name, value in (("the context", tokens), ("--slots", slots), ("--max-output", max_output)):
         if value is not None and value < (0 if name == "--max-output" else 1):
-            raise Refusal(f"{name} must be {'0' if name == '--max-output' else '1'} or more, got {value}",
-                          code="invalid_request")
+            raise Refusal(N_("{flag} must be {least} or more, got {got}"),
+                          code="invalid_request",
+                          params={"flag": name, "least": 0 if name == "--max-output" else 1, "got": value})
     old_ctx, old_slots = spec.context_length, spec.slots
     new_ctx = old_ctx if tokens is None else tokens
     new_slots = old_slots if slots is None else slots
     if spec.trained_context and new_ctx > spec.trained_context:
-        raise Refusal(f"a {new_ctx}-token context is longer than {spec.name} was trained for "
-                      f"({spec.trained_context} tokens)")
+        raise Refusal(N_('a {new_ctx}-token context is longer than {name} was trained for ({trained_context} tokens)'),
+                      params={"new_ctx": new_ctx, "name": spec.name, "trained_context": spec.trained_context})
     # The longest answer: given, it is set; left out, it follows the context
     # when it did before (0, or equal to it), and never exceeds it.
     out = spec.max_output
@@ -193,7 +202,8 @@ def context(spec: ModelSpec, tokens: int | None, slots: int | None, max_output: 
         out = new_ctx
     if new_ctx and out > new_ctx:
         if max_output is not None:
-            raise Refusal(f"--max-output {out} is more than the context ({new_ctx} tokens); an answer must fit in it")
+            raise Refusal(N_('--max-output {out} is more than the context ({new_ctx} tokens); an answer must fit in '
+                             'it'), params={"out": out, "new_ctx": new_ctx})
         notes.append(f"the longest answer was {out} tokens, more than the new context: now {new_ctx}")
         out = new_ctx
     profiles = list(spec.profiles)
@@ -246,7 +256,8 @@ def _resize_kv(spec: ModelSpec, new_ctx: int, new_slots: int, nodes: Sequence[No
                                           biggest.name, 0))
             profiles.append(dataclasses.replace(p, memory=Size(max(0, math.ceil(memory)) * MB)))
     if refusals and len(refusals) == sum(1 for p in spec.profiles if p.engine not in SELF_SIZING):
-        raise Refusal(refusals[0])
+        # Built by _too_long from figures, in English for now.
+        raise Refusal(N_("{reason}"), params={"reason": refusals[0]})
     notes += [f"{r}; that profile will not be placed" for r in refusals]
     notes.append(f"KV cache: {gb(old_kv)} → {gb(new_kv)} ({max(new_slots, 1)} × {new_ctx} tokens × "
                  f"{spec.kv_bytes_per_token} bytes)")
@@ -289,8 +300,8 @@ def gpus(spec: ModelSpec, count: int, profile: str | None, in_place: bool, nodes
          replicas: Sequence[Replica]) -> tuple[ModelSpec, list[str]]:
     """Each replica on `count` cards of one node, checked against what the nodes have and hold."""
     if count < 1:
-        raise Refusal(f"the count of cards is 1 or more, got {count}; serve it on CPUs with another profile",
-                      code="invalid_request")
+        raise Refusal(N_("the count of cards is 1 or more, got {count}; serve it on CPUs with another profile"),
+                      code="invalid_request", params={"count": count})
     notes: list[str] = []
     profiles = list(spec.profiles)
     indexes = _profiles(spec, profile, want_gpus=True)
@@ -298,7 +309,8 @@ def gpus(spec: ModelSpec, count: int, profile: str | None, in_place: bool, nodes
         p = profiles[i]
         old = p.gpus or GPUNeed(count=1)
         if p.engine in ONE_CARD and count > 1:
-            raise Refusal(f"{p.engine} runs on one card; profile {i} cannot have {count}")
+            raise Refusal(N_('{engine} runs on one card; profile {i} cannot have {count}'),
+                          params={"engine": p.engine, "i": i, "count": count})
         args = list(p.args)
         if p.engine == "llamacpp":
             args = _drop_flag(args, "--tensor-split", "-ts")
@@ -360,13 +372,16 @@ def _check_cards(spec: ModelSpec, index: int, count: int, nodes: Sequence[NodeVi
         kind.append(f" of compute capability {need.min_cc:g} or later")
     if best < count:
         most = f"the most on one is {best} ({where})" if best else "none has any"
-        raise Refusal(f"no node {spec.name} may run on has {count} GPUs{''.join(kind)}: {most}")
+        raise Refusal(N_('no node {name} may run on has {count} GPUs{kind}: {most}'),
+                      params={"name": spec.name, "count": count, "kind": ''.join(kind), "most": most})
     if need.gpu_mb:
         biggest, at = _largest_card(spec, index, nodes)
         if biggest is not None and need.gpu_mb > biggest:
-            raise Refusal(f"on {count} card{'s' if count != 1 else ''} each would need {gb(need.gpu_mb)} for the "
-                          f"weights and the context, and the largest card ({at}) has {gb(biggest)}; more cards, "
-                          "or a shorter context first (llmgw ctl model context)")
+            raise Refusal(N_('on {count} card{plural} each would need {need} for the weights and the context, and '
+                             'the largest card ({at}) has {has}; more cards, or a shorter context first (llmgw ctl '
+                             'model context)'),
+                          params={"count": count, "plural": 's' if count != 1 else '', "need": gb(need.gpu_mb),
+                                  "at": at, "has": gb(biggest)})
 
 
 def _rooms(nodes: Sequence[NodeView], replicas: Sequence[Replica]) -> dict[str, Room]:
@@ -389,9 +404,9 @@ def _check_beside(spec: ModelSpec, indexes: list[int], nodes: Sequence[NodeView]
             if room.fits(need) is not None:
                 return
             said.append(f"{room.node.name}: {room.why_not(need)[0]}")
-    raise Refusal(f"{spec.name}'s replacement on these cards fits beside its running replica on no node "
-                  f"({'; '.join(said[:3]) or 'no node may run it'}); --in-place stops each replica first and "
-                  "starts the new one on the cards it held and the free ones")
+    raise Refusal(N_("{name}'s replacement on these cards fits beside its running replica on no node ({why}); "
+                     '--in-place stops each replica first and starts the new one on the cards it held and the free '
+                     'ones'), params={"name": spec.name, "why": '; '.join(said[:3]) or 'no node may run it'})
 
 
 def _check_in_place(spec: ModelSpec, indexes: list[int], running: list[Replica], nodes: Sequence[NodeView],
@@ -406,8 +421,9 @@ def _check_in_place(spec: ModelSpec, indexes: list[int], running: list[Replica],
         if any(static_refusal(room.node, n) is None and freed.fits(n) is not None for n in needs):
             continue
         reason = freed.why_not(needs[0])
-        raise Refusal(f"{room.node.name} does not have the cards free even with {spec.name}'s replica {r.id} "
-                      f"stopped: {reason[0] if reason else 'the profile may not run there'}")
+        raise Refusal(N_("{name} does not have the cards free even with {model}'s replica {id} stopped: {why}"),
+                      params={"name": room.node.name, "model": spec.name, "id": r.id,
+                              "why": reason[0] if reason else 'the profile may not run there'})
 
 
 # --- serve -------------------------------------------------------------------------------------
@@ -427,8 +443,8 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
         elif gpus:
             engine = "vllm"
         else:
-            raise Refusal(f"say which engine serves {source} (--engine llamacpp, vllm, …): only a .gguf file is "
-                          "known to be llama.cpp's", code="invalid_request")
+            raise Refusal(N_('say which engine serves {source} (--engine llamacpp, vllm, …): only a .gguf file is '
+                             "known to be llama.cpp's"), code="invalid_request", params={"source": source})
     if engine == "sim":
         source = ""
     if name is None:
@@ -438,7 +454,7 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
         try:
             size = Size.parse(memory)
         except ValueError as e:
-            raise Refusal(f"--memory: {e}", code="invalid_request") from None
+            raise Refusal(N_("--memory: {e}"), code="invalid_request", params={"e": e}) from None
     elif gpus:
         size = Size(0)  # on cards: the host keeps nothing for the weights
     elif engine == "sim":
@@ -473,7 +489,7 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
     try:
         return load_spec(doc), notes
     except SpecError as e:
-        raise Refusal(str(e)) from None
+        raise Refusal(e.template, params=e.params or None) from None
 
 
 def _file_part(source: str) -> str:

@@ -23,6 +23,7 @@ from llmgw.control.catalog.explain import explain, view as explain_view
 from llmgw.control.catalog.fit import Room
 from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
+from llmgw.errors import N_
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, Conflict, NodeRecord, Replica, Store
 
@@ -61,7 +62,8 @@ class Catalog:
             if name in (m.spec.get("aliases") or []):
                 return m
         said = ", ".join(m.name for m in models) or "none yet"
-        raise Refusal(f"the catalog has no model named {name} (the models: {said})", 404, "not_found")
+        raise Refusal(N_('the catalog has no model named {name} (the models: {said})'),
+                      404, "not_found", params={"name": name, "said": said})
 
     async def _cluster(self) -> tuple[list[NodeView], list[Replica], dict[str, NodeRecord]]:
         records = await self.store.list_nodes()
@@ -86,7 +88,8 @@ class Catalog:
         try:
             return load_spec(record.spec, f"the catalog's model {record.name}")
         except SpecError as e:
-            raise Refusal(f"{e}; fix it with llmgw ctl model add -f FILE after removing it", 500, "bad_spec") from None
+            raise Refusal(N_('{e}; fix it with llmgw ctl model add -f FILE after removing it'),
+                          500, "bad_spec", params={"e": e}) from None
 
     def model_view(self, record: CatalogModel, replicas: list[Replica]) -> dict[str, Any]:
         spec = record.spec
@@ -144,7 +147,7 @@ class Catalog:
         try:
             spec = load_spec(doc)
         except SpecError as e:
-            raise Refusal(str(e), 400, "invalid_model") from None
+            raise Refusal(e.template, 400, "invalid_model", params=e.params or None) from None
         return await self._add(actor, spec, [], action)
 
     async def serve(self, actor, source: str, **choices) -> dict[str, Any]:
@@ -157,20 +160,22 @@ class Catalog:
         for other in await self.store.list_models(include_removed=True):
             theirs = {other.name, *(other.spec.get("aliases") or [])}
             if other.name == spec.name and other.removed_at is not None:
-                raise Refusal(f"{spec.name} is being removed and its replicas are stopping; add it again once "
-                              "llmgw ctl models no longer lists it", 409, "conflict")
+                raise Refusal(N_('{name} is being removed and its replicas are stopping; add it again once llmgw ctl '
+                                 'models no longer lists it'), 409, "conflict", params={"name": spec.name})
             taken = names & theirs
             if taken:
                 word = sorted(taken)[0]
-                raise Refusal(f"{word} is already {'the name' if word == other.name else 'an alias'} of "
-                              f"{other.name} in the catalog", 409, "conflict")
+                raise Refusal(N_('{word} is already {which} of {name} in the catalog'),
+                              409, "conflict",
+                              params={"word": word, "which": 'the name' if word == other.name else 'an alias',
+                                      "name": other.name})
         now = self.clock()
         record = CatalogModel(spec.name, spec.to_doc(), stopped=spec.stopped, created_at=now, updated_at=now,
                               updated_by=actor.name)
         try:
             saved = await self.store.add_model(record)
         except Conflict as e:
-            raise Refusal(str(e), 409, "conflict") from None
+            raise Refusal(N_("{conflict}"), 409, "conflict", params={"conflict": str(e)}) from None
         await self.audit(actor, action, f"model:{spec.name}", None, redacted(saved.spec))
         return {"model": self.model_view(saved, []), "notes": notes}
 
@@ -193,7 +198,8 @@ class Catalog:
                 saved = await self.store.put_model(after, record.version)
             except Conflict:
                 if attempt == TRIES - 1:
-                    raise Refusal(f"{name} kept being changed by someone else; try again", 409, "conflict") from None
+                    raise Refusal(N_('{name} kept being changed by someone else; try again'),
+                                  409, "conflict", params={"name": name}) from None
                 continue
             await self.audit(actor, action, f"model:{record.name}", redacted(record.spec), redacted(saved.spec))
             return {"model": self.model_view(saved, replicas), "notes": notes}
@@ -244,8 +250,8 @@ class Catalog:
             record = await self._record(name)
             spec = self._spec(record)
             if record.stopped or spec.stopped:
-                raise Refusal(f"{record.name} is stopped: it has no replica to restart "
-                              f"(llmgw ctl model start {record.name} runs it again)", 409, "stopped")
+                raise Refusal(N_('{name} is stopped: it has no replica to restart (llmgw ctl model start {name} runs '
+                                 'it again)'), 409, "stopped", params={"name": record.name})
             replicas = await self.store.list_replicas(model=record.name)
             # A parked replica counts: restarting is how its weights are tried again.
             running = [r for r in replicas if (r.state not in GONE or r.state == "parked") and r.desired == "run"]
@@ -259,7 +265,8 @@ class Catalog:
                 saved = await self.store.put_model(after, record.version)
             except Conflict:
                 if attempt == TRIES - 1:
-                    raise Refusal(f"{name} kept being changed by someone else; try again", 409, "conflict") from None
+                    raise Refusal(N_('{name} kept being changed by someone else; try again'),
+                                  409, "conflict", params={"name": name}) from None
                 continue
             await self.audit(actor, "model.restart", f"model:{record.name}", {"restarts": record.restarts},
                              {"restarts": saved.restarts})
@@ -285,8 +292,8 @@ class Catalog:
             try:
                 await self.store.put_model(after, record.version)
             except Conflict:
-                raise Refusal(f"{name} was changed by someone else meanwhile; look again and retry", 409,
-                              "conflict") from None
+                raise Refusal(N_("{name} was changed by someone else meanwhile; look again and retry"), 409,
+                              "conflict", params={"name": name}) from None
             notes = [f"its {len(replicas)} replica{'s' if len(replicas) != 1 else ''} stop, then it leaves the "
                      "catalog" if replicas else "it leaves the catalog"]
             notes.append("its files are deleted from the nodes once its replicas have stopped; adding it again "
@@ -321,10 +328,11 @@ class Catalog:
         if len(named) == 1:
             return named[0]
         if named:
-            raise Refusal(f"{len(named)} nodes are named {ident}; give its id ({', '.join(named)})", 409,
-                          "ambiguous")
+            raise Refusal(N_("{count} nodes are named {ident}; give its id ({ids})"), 409,
+                          "ambiguous", params={"count": len(named), "ident": ident, "ids": ', '.join(named)})
         said = ", ".join(sorted(n.name for n in nodes.values())) or "none yet"
-        raise Refusal(f"there is no node {ident} (the nodes: {said})", 404, "not_found")
+        raise Refusal(N_('there is no node {ident} (the nodes: {said})'),
+                      404, "not_found", params={"ident": ident, "said": said})
 
     def node_view(self, record: NodeRecord, view: NodeView | None, replicas: list[Replica]) -> dict[str, Any]:
         now = self.clock()

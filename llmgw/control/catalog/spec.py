@@ -35,6 +35,7 @@ from llmgw.config.agent import KNOWN_ENGINES
 from llmgw.config.capabilities import Capability
 from llmgw.config.loader import ConfigError, Invalid, from_dict, parse_yaml, to_dict
 from llmgw.config.types import Duration, Size, describe
+from llmgw.errors import N_
 from llmgw.protocol import EngineProfile
 
 MB = 1024 * 1024
@@ -58,11 +59,10 @@ SELF_SIZING = ("strata", "freetoken")
 ROLE_LABEL = "llmgw.role"
 
 
-def _bad_size(value: int) -> str | None:
+def _check_size(value: int) -> None:
     if 0 < value < 16 * MB:
-        return (f"{value} is {value} bytes; write a size like 4GB or 512MB "
-                "(a bare number counts bytes)")
-    return None
+        raise Invalid("memory", N_("{value} is {value} bytes; write a size like 4GB or 512MB "
+                                   "(a bare number counts bytes)"), params={"value": value})
 
 
 @dataclass
@@ -85,20 +85,21 @@ class GPUNeed:
 
     def validate(self) -> None:
         if self.count < 1:
-            raise Invalid("count", f"must be 1 or more, got {self.count}; leave gpus out for a profile on CPUs")
+            raise Invalid("count", N_('must be 1 or more, got {value}; leave gpus out for a profile on CPUs'),
+                                   params={"value": self.count})
         # The check of a new model numbers its cards 0..count-1: a count of
         # 2**63 once ran the admin API out of memory (a 500, found by the fuzz).
         if self.count > MAX_GPUS:
-            raise Invalid("count", f"must be at most {MAX_GPUS}, got {self.count}")
-        bad = _bad_size(int(self.memory))
-        if bad:
-            raise Invalid("memory", bad)
+            raise Invalid("count", N_('must be at most {most}, got {count}'),
+                                   params={"most": MAX_GPUS, "count": self.count})
+        _check_size(int(self.memory))
         if self.min_compute_capability and not _CC.match(self.min_compute_capability):
             raise Invalid("min_compute_capability",
-                          f'expected a compute capability like "8.9", got {describe(self.min_compute_capability)}')
+                          N_('expected a compute capability like "8.9", got {min_compute_capability}'),
+                          params={"min_compute_capability": describe(self.min_compute_capability)})
         for i, c in enumerate(self.classes):
             if not c.strip():
-                raise Invalid(f"classes[{i}]", "must not be empty")
+                raise Invalid(f"classes[{i}]", N_("must not be empty"))
 
     @property
     def min_cc(self) -> float:
@@ -140,15 +141,14 @@ class Profile:
         if self.engine not in KNOWN_ENGINES:
             near = difflib.get_close_matches(self.engine, KNOWN_ENGINES, n=1, cutoff=0.6)
             tail = f"did you mean {near[0]}?" if near else f"the engines are {', '.join(KNOWN_ENGINES)}"
-            raise Invalid("engine", f"unknown engine {describe(self.engine)}; {tail}")
+            raise Invalid("engine", N_('unknown engine {engine}; {tail}'),
+                                    params={"engine": describe(self.engine), "tail": tail})
         if self.cpu_cores < 0:
-            raise Invalid("cpu_cores", f"must be 0 or more, got {self.cpu_cores}")
-        bad = _bad_size(int(self.memory))
-        if bad:
-            raise Invalid("memory", bad)
+            raise Invalid("cpu_cores", N_("must be 0 or more, got {value}"), params={"value": self.cpu_cores})
+        _check_size(int(self.memory))
         for key in self.env:
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-                raise Invalid(f"env.{key}", "is not an environment variable's name")
+                raise Invalid(f"env.{key}", N_("is not an environment variable's name"))
 
 
 @dataclass
@@ -175,13 +175,13 @@ class Scaling:
 
     def validate(self) -> None:
         if self.min < 0:
-            raise Invalid("min", f"must be 0 or more, got {self.min}")
+            raise Invalid("min", N_("must be 0 or more, got {value}"), params={"value": self.min})
         if self.max < 0:
-            raise Invalid("max", f"must be 0 or more, got {self.max}")
+            raise Invalid("max", N_("must be 0 or more, got {value}"), params={"value": self.max})
         if self.max and self.max < self.min:
-            raise Invalid("max", f"{self.max} is fewer than min ({self.min})")
+            raise Invalid("max", N_("{max} is fewer than min ({min})"), params={"max": self.max, "min": self.min})
         if self.on_demand is None and self.min == 0 and self.max:
-            raise Invalid("min", "0 with a max runs nothing; for replicas loaded when asked, add on_demand: {}")
+            raise Invalid("min", N_("0 with a max runs nothing; for replicas loaded when asked, add on_demand: {}"))
 
     @property
     def most(self) -> int:
@@ -253,55 +253,60 @@ class ModelSpec:
 
     def validate(self) -> None:
         if not _NAME.match(self.name):
-            raise Invalid("name", f"{describe(self.name)} is not a model name: letters, digits and . _ : - "
-                                  "(no spaces or slashes), starting with a letter or digit")
+            raise Invalid("name", N_('{name} is not a model name: letters, digits and . _ : - (no spaces or '
+                                     'slashes), starting with a letter or digit'), params={"name": describe(self.name)})
         seen = {self.name}
         for i, alias in enumerate(self.aliases):
             if not _ALIAS.match(alias):
-                raise Invalid(f"aliases[{i}]", f"{describe(alias)} is not a model name")
+                raise Invalid(f"aliases[{i}]", N_("{alias} is not a model name"), params={"alias": describe(alias)})
             if alias in seen:
-                raise Invalid(f"aliases[{i}]", f"{alias} is given twice (or is the model's own name)")
+                raise Invalid(f"aliases[{i}]", N_("{alias} is given twice (or is the model's own name)"),
+                                               params={"alias": alias})
             seen.add(alias)
         if self.sha256 and not _SHA256.match(self.sha256):
-            raise Invalid("sha256", "expected 64 lowercase hexadecimal digits, as sha256sum prints")
+            raise Invalid("sha256", N_("expected 64 lowercase hexadecimal digits, as sha256sum prints"))
         if self.sha256 and self.files:
-            raise Invalid("files", "a set of files has a sha256 for each file, not one for the set")
+            raise Invalid("files", N_("a set of files has a sha256 for each file, not one for the set"))
         for name, digest in self.files.items():
             if name.startswith("/") or ".." in name.split("/") or not name.strip():
-                raise Invalid(f"files.{name}", "must be a name inside the set, not a path out of it")
+                raise Invalid(f"files.{name}", N_("must be a name inside the set, not a path out of it"))
             if not _SHA256.match(digest):
-                raise Invalid(f"files.{name}", "expected its sha256: 64 lowercase hexadecimal digits")
+                raise Invalid(f"files.{name}", N_("expected its sha256: 64 lowercase hexadecimal digits"))
         twice = capabilities.duplicate(self.capabilities)
         if twice:
-            raise Invalid("capabilities", f"{twice} is given twice")
+            raise Invalid("capabilities", N_("{twice} is given twice"), params={"twice": twice})
         if not self.profiles:
-            raise Invalid("profiles", "needs at least one profile: the engine and what a replica needs")
+            raise Invalid("profiles", N_("needs at least one profile: the engine and what a replica needs"))
         needs_source = any(p.engine not in _NO_WEIGHTS for p in self.profiles)
         if needs_source and not self.source:
             raise Invalid("source",
-                          "required: where the weights are (a path on the nodes, https://…, hf:org/repo/file)")
+                          N_("required: where the weights are (a path on the nodes, https://…, hf:org/repo/file)"))
         if self.source:
             if not self.source.startswith(_SOURCE_KINDS):
-                raise Invalid("source", f"{describe(self.source)} is neither an absolute path on the nodes nor "
-                                        "http(s)://, hf:org/repo/file nor mirror:…")
+                raise Invalid("source", N_('{source} is neither an absolute path on the nodes nor http(s)://, '
+                                           'hf:org/repo/file nor mirror:…'), params={"source": describe(self.source)})
             if not self.allow_pickle:
                 from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
 
                 pickled = [self.source] if is_pickle(self.source) else [n for n in self.files if is_pickle(n)]
                 if pickled:
                     raise Invalid("source" if pickled[0] == self.source else f"files.{pickled[0]}",
-                                  f"{pickled[0]} is in a pickle format ({', '.join(PICKLE_EXTENSIONS)}), which runs "
-                                  "code when it is loaded; use the model's safetensors or GGUF, or set "
-                                  "allow_pickle: true if its files were checked and it has no other form")
+                                  N_('{pickled} is in a pickle format ({extensions}), which runs code when it is '
+                                     "loaded; use the model's safetensors or GGUF, or set allow_pickle: true if its "
+                                     'files were checked and it has no other form'),
+                                  params={"pickled": pickled[0], "extensions": ', '.join(PICKLE_EXTENSIONS)})
         for key in ("context_length", "slots", "max_output", "trained_context", "kv_bytes_per_token"):
             if getattr(self, key) < 0:
-                raise Invalid(key, f"must be 0 or more, got {getattr(self, key)}")
+                raise Invalid(key, N_("must be 0 or more, got {value}"), params={"value": getattr(self, key)})
         if self.trained_context and self.context_length > self.trained_context:
-            raise Invalid("context_length", f"{self.context_length} is longer than the model was trained for "
-                                            f"({self.trained_context} tokens)")
+            raise Invalid("context_length", N_('{context_length} is longer than the model was trained for '
+                                               '({trained_context} tokens)'),
+                                            params={"context_length": self.context_length,
+                                                    "trained_context": self.trained_context})
         if self.context_length and self.max_output > self.context_length:
-            raise Invalid("max_output", f"{self.max_output} is more than context_length ({self.context_length}); "
-                                        "an answer must fit in the context")
+            raise Invalid("max_output", N_('{max_output} is more than context_length ({context_length}); an answer '
+                                           'must fit in the context'),
+                                        params={"max_output": self.max_output, "context_length": self.context_length})
 
     # --- what replicas run ---------------------------------------------------------------------
 
@@ -358,7 +363,7 @@ def load_spec(doc: Any, where: str = "") -> ModelSpec:
     try:
         return from_dict(ModelSpec, doc)
     except ConfigError as e:
-        raise SpecError(f"{prefix}{e}", key=e.key) from None
+        raise SpecError(f"{prefix}{e}", key=e.key, problem=e.problem) from None
 
 
 def parse_spec_text(text: str, where: str = "") -> ModelSpec:
