@@ -35,13 +35,20 @@ def _called(node: ast.Call) -> str | None:
     return None
 
 
+def _literal(message: ast.expr) -> bool:
+    """N_("literal"), or one of two by a condition (a sentence for one thing and one for several)."""
+    if isinstance(message, ast.IfExp):
+        return _literal(message.body) and _literal(message.orelse)
+    return (isinstance(message, ast.Call) and _called(message) == "N_" and len(message.args) == 1
+            and isinstance(message.args[0], ast.Constant) and isinstance(message.args[0].value, str))
+
+
 def _translatable(node: ast.Call, index: int) -> bool:
-    """N_("literal"), or a re-raise of another refusal's own template (`e.template, params=…`)."""
+    """An N_() literal, or a re-raise of another refusal's own template (`e.template, params=…`)."""
     message = node.args[index] if len(node.args) > index else None
     if message is None:
         return False
-    if (isinstance(message, ast.Call) and _called(message) == "N_" and len(message.args) == 1
-            and isinstance(message.args[0], ast.Constant) and isinstance(message.args[0].value, str)):
+    if _literal(message):
         return True
     if isinstance(message, ast.Name) and message.id in MSGID_VARIABLES:
         return True

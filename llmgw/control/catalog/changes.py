@@ -377,11 +377,14 @@ def _check_cards(spec: ModelSpec, index: int, count: int, nodes: Sequence[NodeVi
     if need.gpu_mb:
         biggest, at = _largest_card(spec, index, nodes)
         if biggest is not None and need.gpu_mb > biggest:
-            raise Refusal(N_('on {count} card{plural} each would need {need} for the weights and the context, and '
-                             'the largest card ({at}) has {has}; more cards, or a shorter context first (llmgw ctl '
-                             'model context)'),
-                          params={"count": count, "plural": 's' if count != 1 else '', "need": gb(need.gpu_mb),
-                                  "at": at, "has": gb(biggest)})
+            # One sentence for each number, as a translation may need more than an "s" for the plural.
+            raise Refusal(N_("on {count} card each would need {need} for the weights and the context, and the "
+                             "largest card ({at}) has {has}; more cards, or a shorter context first (llmgw ctl "
+                             "model context)") if count == 1 else
+                          N_("on {count} cards each would need {need} for the weights and the context, and the "
+                             "largest card ({at}) has {has}; more cards, or a shorter context first (llmgw ctl "
+                             "model context)"),
+                          params={"count": count, "need": gb(need.gpu_mb), "at": at, "has": gb(biggest)})
 
 
 def _rooms(nodes: Sequence[NodeView], replicas: Sequence[Replica]) -> dict[str, Room]:
