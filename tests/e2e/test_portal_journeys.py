@@ -22,8 +22,9 @@ from llmgw.portal import i18n
 
 ASK = [{"role": "user", "content": "Say something."}]
 # What docs/portal.md shows, each taken at this size so the page reads at a glance and the file stays small.
-DOCS_IMAGES = {"signin", "keys", "key-made", "usage", "connect", "admin", "admin-people", "admin-tree",
-               "admin-keys", "admin-audit", "admin-settings", "chat", "profile"}
+DOCS_IMAGES = {"signin", "profile", "chat", "keys", "key-made", "usage", "connect", "admin", "admin-people",
+               "admin-tree", "admin-keys", "admin-audit", "admin-settings", "admin-models", "admin-nodes",
+               "admin-guardrails", "admin-usage"}
 DOCS_VIEWPORT = {"width": 1100, "height": 720}
 
 
