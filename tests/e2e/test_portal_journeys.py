@@ -157,6 +157,13 @@ def test_every_page_a_member_or_an_admin_sees_is_shown_and_saved_as_a_screenshot
             seen.screenshot(shot_name(path))
             if docs and shot_name(path) in DOCS_IMAGES:
                 docs_image(seen, shot_name(path))
+    # Pages reached from a list rather than the nav: one person, one team's limits.
+    for listing, link, name in (("/admin/people", "main a[href^='/admin/people/']", "admin-person"),
+                                ("/admin/tree", "main a[href^='/admin/tree/team/']", "admin-tree-team")):
+        admin.page.goto(gateway.url + listing)
+        shown = admin.page.goto(gateway.url + admin.page.locator(link).first.get_attribute("href"))
+        assert shown.status == 200 and admin.page.inner_text("h1").strip(), listing
+        admin.screenshot(name)
     if docs:
         docs_image(signed_out, "signin")
         make_key(member.page, gateway.url, "for the picture")
