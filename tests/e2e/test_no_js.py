@@ -25,6 +25,11 @@ def test_with_javascript_off_every_page_but_the_chat_answers_200_with_its_headin
              (admin, [*nav_paths(admin, "main"), "/admin", *nav_paths(admin, "admin")]))
     assert {"/keys", "/usage", "/connect", "/admin/people", "/admin/tree"} <= {p for _, ps in walks for p in ps}
 
+    for listing, link in (("/admin/people", "main a[href^='/admin/people/']"),
+                          ("/admin/tree", "main a[href^='/admin/tree/team/']")):  # reached from a list
+        admin.goto(gateway.url + listing)
+        walks[1][1].append(admin.locator(link).first.get_attribute("href"))
+
     for page, paths in walks:
         for path in dict.fromkeys(paths):
             if path == "/chat":
