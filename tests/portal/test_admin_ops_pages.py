@@ -202,6 +202,7 @@ async def test_the_guardrails_page_shows_the_policies_and_the_latest_decisions_b
 
     page = text_of(html)
     assert "standard" in page and "every request" in page
+    assert "Enforced. When a check cannot answer" in page  # sentences read apart, not run together
     assert "pii:email" in page and "deny:codename" in page and "secrets" in page
     decisions = text_of(re.search(r'<table class="decisions">.*?</table>', html, re.S).group(0))
     assert "pii:email redact prompt qwen acme/ml/chat req_1" in decisions
@@ -231,6 +232,7 @@ async def test_usage_by_project_shows_each_tenants_sums_a_chart_and_a_csv_of_the
     assert table[1:] == ["acme/ml/chat 2 0 100 10 3.00", "acme/web/search 1 1 0 0 1.00",
                          "Total 3 1 100 10 4.00"]
     assert "<svg" in html and "<rect" in html
+    assert re.search(r'<link rel="stylesheet" href="/static/[0-9a-f]+/member.css">', html)  # the bars' colours
     by_model = text_of(await (await client.get("/admin/usage?days=90&by=model")).text())
     assert "qwen 3 1 100 10 12.50" in by_model and "Total 4 1 100 10 13.00" in by_model
     csv = await client.get("/admin/usage.csv?days=7")
