@@ -3,7 +3,7 @@
 Seeds, through the Store: 100 people (one password hash shared: 100 real
 scrypt hashes would be 5 s of nothing), 10 orgs with a team each, 100
 projects, memberships, 1,000 keys (10 a person, limits on a tenth), and
-ROWS usage rows over 90 days by 5 models, 3 % with a guardrail decision.
+ROWS (1,000,000 unless LLMGW_BENCH_PORTAL_ROWS says) usage rows over 90 days by 5 models, 3 % with a guardrail decision.
 The rows are a bulk load (apsw on SQLite, COPY on PostgreSQL) followed by
 rebuild_usage_daily(): add_usage keeps the same sums row by row, but at
 ~20,000 rows a second it alone would take the bench's minute.
@@ -13,6 +13,7 @@ administrator and as a member with 10 keys, and times GETs of every page
 that exists (a 404 is printed as absent, so the bench runs while pages land).
 
 Prints, for sqlite and then postgresql (skipped without initdb):
+  portal_rows_made_s: making the usage rows in Python, once for both dialects
   portal_seed_s_<dialect>: the seed, usage rows included
   portal_<page>_p50_<dialect> / _p95_: one page, WARM warm-up then TIMED timed GETs
   portal_usage_csv_<dialect>: a member's 30 days as CSV
@@ -45,7 +46,7 @@ from tests.support.pgcluster import PgCluster, find_bin  # noqa: E402
 from tests.support.servers import Server  # noqa: E402
 
 DAY = 86400
-ROWS = int(os.environ.get("LLMGW_BENCH_PORTAL_ROWS", "200000"))
+ROWS = int(os.environ.get("LLMGW_BENCH_PORTAL_ROWS", "1000000"))
 PEOPLE, KEYS_EACH, ORGS, PROJECTS = 100, 10, 10, 100
 MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-9b", "phi-3-mini")
 SPAN_DAYS = 90
@@ -91,6 +92,7 @@ async def seed_tree(url: str) -> list[str]:
 
 
 def usage_rows(end: float) -> list[tuple]:
+    """The same rows for both dialects (made once: a million of them take ~10 s of Python)."""
     chance = random.Random(13)
     out = []
     for n in range(ROWS):
@@ -132,10 +134,10 @@ async def load_postgres(url: str, rows: list[tuple]) -> None:
         await conn.close()
 
 
-async def seed(url: str, dialect: str) -> None:
+async def seed(url: str, dialect: str, made: list[tuple]) -> None:
     start = time.perf_counter()
     projects = await seed_tree(url)
-    rows = with_project_ids(usage_rows(time.time()), projects)
+    rows = with_project_ids(made, projects)
     if dialect == "sqlite":
         await asyncio.to_thread(load_sqlite, url, rows)
     else:
@@ -207,7 +209,7 @@ async def time_pages(base: str, admin_password: str, dialect: str) -> None:
         await admin.close()
 
 
-def bench(root: Path, dialect: str, url: str | None) -> None:
+def bench(root: Path, dialect: str, url: str | None, made: list[tuple]) -> None:
     server = Server(root, f"portal-{dialect}", store=url)
     done = server.init("--json")
     if done.returncode != 0:
@@ -215,7 +217,7 @@ def bench(root: Path, dialect: str, url: str | None) -> None:
     import json
 
     admin_password = json.loads(done.stdout)["administrator"]["password"]
-    asyncio.run(seed(server.store, dialect))
+    asyncio.run(seed(server.store, dialect, made))
     server.start()
     try:
         asyncio.run(time_pages(server.client_url, admin_password, dialect))
@@ -224,8 +226,11 @@ def bench(root: Path, dialect: str, url: str | None) -> None:
 
 
 def main() -> int:
+    start = time.perf_counter()
+    made = usage_rows(time.time())
+    print(f"portal_rows_made_s: {time.perf_counter() - start:.1f} s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        bench(Path(tmp), "sqlite", None)
+        bench(Path(tmp), "sqlite", None, made)
         try:
             find_bin()
         except RuntimeError as e:
@@ -233,7 +238,7 @@ def main() -> int:
             return 0
         cluster = PgCluster()
         try:
-            bench(Path(tmp), "postgresql", cluster.create_database())
+            bench(Path(tmp), "postgresql", cluster.create_database(), made)
         finally:
             cluster.stop()
     return 0
