@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from llmgw.cli.ctl import client
@@ -18,7 +19,7 @@ def register(sub, common) -> None:
                                       "set on each (llmgw keys limits changes them).")
     tree.set_defaults(run=run_tree)
     actions = tree.add_subparsers(dest="tree_command", metavar="ACTION")
-    add = actions.add_parser("add", parents=[common], help="make an org, a team or a project",
+    add = actions.add_parser("add", parents=[_shared_without_defaults()], help="make an org, a team or a project",
                              description="Make one place in the tree; its parent must exist. Limit flags set "
                                          "its limits as llmgw keys limits would, once it is made.")
     add.add_argument("kind", choices=KINDS)
@@ -30,9 +31,23 @@ def register(sub, common) -> None:
     add.set_defaults(run=run_add)
 
 
-def _count(text: str) -> int:
-    import argparse
+def _shared_without_defaults() -> argparse.ArgumentParser:
+    """The shared flags (--admin, --token-file, --json) with no defaults of their own.
 
+    `ctl tree --json add …`: argparse copies a sub-command's defaults over what
+    the command before it parsed, so `add` must not bring defaults, and tree's
+    stand. A parser of its own: parents share their action objects, so
+    changing `common`'s would change every command's.
+    """
+    from llmgw.cli.main import admin_options
+
+    shared = admin_options()
+    for action in shared._actions:
+        action.default = argparse.SUPPRESS
+    return shared
+
+
+def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:

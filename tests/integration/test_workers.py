@@ -32,6 +32,7 @@ def gateway(servers, tmp_path, engines):
         server = servers(name, config=config)
         done = server.init("--json")
         assert done.returncode == 0, done.stderr
+        (server.data_dir / "init.json").write_text(done.stdout)  # the first admin's password, for portal tests
         server.key = json.loads(done.stdout)["key"]["key"]
         server.start()
         server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
@@ -213,3 +214,39 @@ def test_workers_out_of_range_are_refused_naming_the_key(servers, tmp_path):
     done = llmgw("server", *s.args(), "--workers", "0", timeout=30)
     assert done.returncode == 1
     assert "workers: must be from 1 to 64, got 0" in done.stderr
+
+
+async def _revoke_on_the_portal(gw: Server, email: str, password: str, key_id: str) -> int:
+    """Sign in and revoke one's own key as a browser would; the status of the revoke's answer."""
+    import re
+
+    import aiohttp
+
+    async with aiohttp.ClientSession(gw.client_url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.get("/signin") as page:
+            csrf = re.search(r'name="_csrf" value="([^"]+)"', await page.text()).group(1)
+        async with http.post("/signin", data={"_csrf": csrf, "email": email, "password": password},
+                             allow_redirects=False) as signed:
+            assert signed.status == 303, await signed.text()
+        async with http.get("/keys") as keys:
+            csrf = re.search(r'name="_csrf" value="([^"]+)"', await keys.text()).group(1)
+        async with http.post(f"/keys/{key_id}/revoke", data={"_csrf": csrf}, allow_redirects=False) as revoked:
+            return revoked.status
+
+
+def test_a_key_revoked_on_the_portal_in_one_worker_is_refused_by_every_worker(gateway):
+    gw = gateway(workers=2)
+    # An hour's cache: only the worker -> main -> workers message can make the other worker forget the key.
+    gw.ctl_json("ctl", "config", "set", "auth.cache_ttl", "1h")
+    admin = json.loads((gw.data_dir / "init.json").read_text())["administrator"]
+    made = gw.ctl_json("keys", "create", "doomed", "--project", "Default/default/default",
+                       "--person", admin["email"])
+    before = [ask(gw, made["key"]) for _ in range(20)]
+    assert {s for s, _ in before} == {200} and len({w for _, w in before}) == 2  # cached on both
+
+    assert asyncio.run(_revoke_on_the_portal(gw, admin["email"], admin["password"], made["id"])) == 303
+
+    # The worker that served the page forgot it at once; the other within the message's trip through main.
+    wait_for(lambda: {s for s, _ in (ask(gw, made["key"]) for _ in range(10))} == {401}, timeout=10, interval=0.1)
+    after = [ask(gw, made["key"]) for _ in range(20)]
+    assert {s for s, _ in after} == {401} and len({w for _, w in after}) == 2
