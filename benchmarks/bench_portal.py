@@ -46,6 +46,9 @@ from tests.support.pgcluster import PgCluster, find_bin  # noqa: E402
 from tests.support.servers import Server  # noqa: E402
 
 DAY = 86400
+# build.py bench's limit for this bench: two stores of a million rows took 132 s on the project's
+# 2-core machine (the seed is ~70 s of it), past the 120 s every other bench keeps to.
+LIMIT_S = 300
 ROWS = int(os.environ.get("LLMGW_BENCH_PORTAL_ROWS", "1000000"))
 PEOPLE, KEYS_EACH, ORGS, PROJECTS = 100, 10, 10, 100
 MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-9b", "phi-3-mini")

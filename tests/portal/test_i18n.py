@@ -60,3 +60,16 @@ async def test_the_sign_in_page_speaks_turkish_to_a_turkish_browser(store):
         page = await (await client.get("/signin", headers={"Accept-Language": "tr-TR,tr;q=0.9"})).text()
 
     assert '<html lang="tr">' in page and "<h1>Giriş yap</h1>" in page
+
+
+@pytest.mark.parametrize("lang", ["en", "tr"])
+def test_money_reads_exactly_as_babel_writes_it_in_each_language(lang):
+    from babel import numbers
+
+    from llmgw.portal import i18n
+
+    amounts = [0, 1, 10, 999, 5_000, 10_000, 123_456, 1_000_000, 1_234_567, 12_345_678_901, -2_500_000,
+               -1, 999_999_999_999_999, 40_000_000, 7_000_010]
+    for micros in amounts:
+        babel = numbers.format_decimal(micros / 1_000_000, format="#,##0.00####", locale=lang)
+        assert i18n.money(lang, micros) == babel, micros
