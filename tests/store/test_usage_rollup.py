@@ -214,6 +214,7 @@ async def test_a_report_by_project_or_person_reads_the_same_sums_as_usage_daily(
                 total[i] += int(value)
     assert {(d.day, d.group): [getattr(d, s) for s in SUMS] for d in read} == expected
     assert {d.model for d in read} == {""}
+    assert {type(getattr(d, s)) for d in read for s in ("day", *SUMS)} == {int}  # read with no int()
     assert [(d.day, d.group) for d in read] == sorted(
         ((d.day, d.group) for d in read), key=lambda k: (k[0], k[1] is None, k[1] or ""))
     assert {d.group for d in narrowed} == {"prj_a"}
