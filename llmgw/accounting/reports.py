@@ -15,7 +15,7 @@ import datetime as dt
 import io
 import math
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import orjson
 
@@ -51,6 +51,14 @@ class Series:
 
 def _empty(day: int, group: str | None = None, model: str = "") -> UsageDay:
     return UsageDay(day, group, model, 0, 0, 0, 0, 0, 0)
+
+
+def _added(a: UsageDay, b: UsageDay) -> UsageDay:
+    """a's day, group and model with b's sums added."""
+    return replace(a, requests=a.requests + b.requests, errors=a.errors + b.errors,
+                   prompt_tokens=a.prompt_tokens + b.prompt_tokens, cached_tokens=a.cached_tokens + b.cached_tokens,
+                   completion_tokens=a.completion_tokens + b.completion_tokens,
+                   cost_micros=a.cost_micros + b.cost_micros)
 
 
 def day_span(since: float, until: float) -> tuple[int, int]:
@@ -102,24 +110,32 @@ class UsageReports:
         rows = await self.store.usage_by_day(first, after, person_id=person_id, project_ids=project_ids,
                                              key_id=key_id, by=by)
         days = list(range(first, after))
-        # Summed in plain lists and made into UsageDays once at the end: a
-        # cluster's month by project is ~15,000 rows, and a dataclass copy per
-        # row was most of the report's time (benchmarks/bench_usage_daily.py).
-        cells: dict[str, dict[int, list[int]]] = {}
-        totals = [0, 0, 0, 0, 0, 0]
+        # The store gives one row a day and group (a group's models already
+        # summed), so a row is the Series' UsageDay as it is: a cluster's
+        # month by project is 3,000 rows, and making each again, or adding
+        # it up field by field, was most of /admin/usage's time
+        # (benchmarks/bench_portal.py). A second row for a cell is added in.
+        cells: dict[str, dict[int, UsageDay]] = {}
         for row in rows:
-            sums = (row.requests, row.errors, row.prompt_tokens, row.cached_tokens, row.completion_tokens,
-                    row.cost_micros)
-            held = cells.setdefault(row.model if by == "model" else row.group or "", {}).setdefault(
-                row.day, [0, 0, 0, 0, 0, 0])
-            for i, value in enumerate(sums):
-                held[i] += value
-                totals[i] += value
+            name = row.model if by == "model" else row.group or ""
+            group, model = (None, name) if by == "model" else (name or None, "")
+            if row.group != group or row.model != model:
+                row = replace(row, group=group, model=model)
+            on_day = cells.get(name)
+            if on_day is None:
+                on_day = cells[name] = {}
+            held = on_day.get(row.day)
+            on_day[row.day] = row if held is None else _added(held, row)
+        totals = [sum(r.requests for r in rows), sum(r.errors for r in rows), sum(r.prompt_tokens for r in rows),
+                  sum(r.cached_tokens for r in rows), sum(r.completion_tokens for r in rows),
+                  sum(r.cost_micros for r in rows)]
         groups = {}
         for name, on_day in cells.items():
             group, model = (None, name) if by == "model" else (name or None, "")
-            groups[name] = [UsageDay(d, group, model, *on_day[d]) if d in on_day else _empty(d, group, model)
-                            for d in days]
+            if len(on_day) == len(days):
+                groups[name] = [on_day[d] for d in days]
+            else:
+                groups[name] = [on_day.get(d) or _empty(d, group, model) for d in days]
         ordered = dict(sorted(groups.items(), key=lambda g: (-sum(d.cost_micros for d in g[1]),
                                                               -sum(d.requests for d in g[1]), g[0])))
         totals_day = UsageDay(first, None, "", *totals)

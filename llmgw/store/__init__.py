@@ -157,7 +157,8 @@ class Store(Protocol):
     # day and model (group None); by key, project or person, one a day and
     # group, summed over the models (model ""). Where no key (and no person,
     # or no projects) narrows it, it reads a rollup (usage_project_daily or
-    # usage_person_daily) rather than usage_daily.
+    # usage_person_daily) rather than usage_daily; by project or person, the
+    # day totals (usage_project_day_totals, usage_person_day_totals) as they are.
     # StoreError for another `by`.
     async def usage_by_day(self, since_day: int, until_day: int | None = None, *,
                            person_id: str | None = None, project_ids: Sequence[str] | None = None,

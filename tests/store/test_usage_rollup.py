@@ -160,3 +160,112 @@ async def test_upgrading_from_version_8_sums_the_days_already_there_per_project(
         (10, "", "qwen"): [2, 1, 10, 0, 5, 11],
         (11, "", "llama"): [2, 1, 10, 0, 5, 0],
     }
+
+
+# The day totals (0010): the same sums per day and project (or person) over every model.
+TOTALS = {"usage_project_day_totals": "project_id", "usage_person_day_totals": "person_id"}
+
+
+async def totals_table(store_url: str, table: str) -> dict[tuple, list[int]]:
+    rows = await raw_fetch(store_url, f"SELECT day, {TOTALS[table]}, {', '.join(SUMS)} FROM {table}")
+    return {tuple(r[:2]): [int(v) for v in r[2:]] for r in rows}
+
+
+async def daily_summed_per_day(store_url: str, table: str) -> dict[tuple, list[int]]:
+    """What a day total should hold: usage_daily summed again per day and project (or person)."""
+    rows = await raw_fetch(store_url, f"SELECT day, {TOTALS[table]}, {', '.join(SUMS)} FROM usage_daily")
+    out: dict[tuple, list[int]] = {}
+    for r in rows:
+        total = out.setdefault(tuple(r[:2]), [0] * 6)
+        for i, value in enumerate(r[2:]):
+            total[i] += int(value)
+    return out
+
+
+@pytest.mark.parametrize("table", TOTALS)
+async def test_each_day_total_equals_the_day_sums_after_many_random_batches_and_a_retry(store, store_url, table):
+    batches = random_batches(17)
+    for batch in batches:
+        await store.add_usage(batch)
+    await store.add_usage(batches[1] + batches[6])  # sent again after a lost commit: counted once
+
+    totals = await totals_table(store_url, table)
+
+    assert totals == await daily_summed_per_day(store_url, table)
+    assert sum(r[0] for r in totals.values()) == sum(len(b) for b in batches)
+
+
+@pytest.mark.parametrize("by", ["project", "person"])
+async def test_a_report_by_project_or_person_reads_the_same_sums_as_usage_daily(store, by):
+    sent = [u for batch in random_batches(29) for u in batch]
+    await store.add_usage(sent)
+
+    read = await store.usage_by_day(11, 14, by=by)
+    narrowed = await store.usage_by_day(0, by="project", project_ids=["prj_a", "prj_x"])
+    theirs = await store.usage_by_day(0, by="person", person_id="usr_b")
+
+    expected: dict[tuple, list[int]] = {}
+    for u in sent:
+        day = int(u.at // DAY)
+        if 11 <= day < 14:
+            total = expected.setdefault((day, u.project_id if by == "project" else u.person_id), [0] * 6)
+            for i, value in enumerate((1, u.status >= 400, u.prompt_tokens, u.cached_tokens,
+                                       u.completion_tokens, u.cost_micros)):
+                total[i] += int(value)
+    assert {(d.day, d.group): [getattr(d, s) for s in SUMS] for d in read} == expected
+    assert {d.model for d in read} == {""}
+    assert {type(getattr(d, s)) for d in read for s in ("day", *SUMS)} == {int}  # read with no int()
+    assert [(d.day, d.group) for d in read] == sorted(
+        ((d.day, d.group) for d in read), key=lambda k: (k[0], k[1] is None, k[1] or ""))
+    assert {d.group for d in narrowed} == {"prj_a"}
+    assert sum(d.requests for d in narrowed) == sum(u.project_id == "prj_a" for u in sent)
+    assert {d.group for d in theirs} == {"usr_b"}
+    assert sum(d.requests for d in theirs) == sum(u.person_id == "usr_b" for u in sent)
+
+
+async def test_a_rebuild_sums_the_day_totals_again(store, store_url):
+    for batch in random_batches(23, batches=3):
+        await store.add_usage(batch)
+    for table in TOTALS:
+        await raw_fetch(store_url, f"DELETE FROM {table}")
+
+    await store.rebuild_usage_daily()
+
+    for table in TOTALS:
+        assert await totals_table(store_url, table) == await daily_summed_per_day(store_url, table)
+        assert await totals_table(store_url, table)
+
+
+async def test_upgrading_from_version_9_sums_the_days_already_there_per_project_and_person(store_url, monkeypatch):
+    every = migrate.known_migrations
+    monkeypatch.setattr(migrate, "known_migrations", lambda dialect: tuple(
+        m for m in every(dialect) if m.version < 10))
+    older = await open_store(store_url)  # migrated as far as the llmgw before the day totals
+    await older.close()
+    # That llmgw's add_usage kept usage_daily and the rollups: written here as it did.
+    for day, project, key, person, model, cost in ((10, "prj_a", "key_a", "usr_a", "llama", 5),
+                                                   (10, "prj_a", "key_b", "", "llama", 7),
+                                                   (10, "prj_a", "key_b", "", "qwen", 11),
+                                                   (11, "", "", "", "llama", 0)):
+        await raw_fetch(store_url, f"INSERT INTO usage_daily (day, project_id, key_id, person_id, model, "
+                                   f"{', '.join(SUMS)}) VALUES ($1, $2, $3, $4, $5, 2, 1, 10, 0, 5, $6)",
+                        day, project, key, person, model, cost)
+    for table, column in ROLLUPS.items():
+        await raw_fetch(store_url, f"INSERT INTO {table} (day, {column}, model, {', '.join(SUMS)}) "
+                                   f"SELECT day, {column}, model, {', '.join(f'SUM({s})' for s in SUMS)} "
+                                   f"FROM usage_daily GROUP BY day, {column}, model")
+    assert not [r for r in await raw_fetch(store_url, "SELECT version FROM schema_migrations") if r[0] >= 10]
+    monkeypatch.setattr(migrate, "known_migrations", every)
+
+    upgraded = await open_store(store_url)
+    await upgraded.close()
+
+    assert await totals_table(store_url, "usage_project_day_totals") == {
+        (10, "prj_a"): [6, 3, 30, 0, 15, 23],
+        (11, ""): [2, 1, 10, 0, 5, 0],
+    }
+    assert await totals_table(store_url, "usage_person_day_totals") == {
+        (10, "usr_a"): [2, 1, 10, 0, 5, 5],
+        (10, ""): [4, 2, 20, 0, 10, 18],
+        (11, ""): [2, 1, 10, 0, 5, 0],
+    }

@@ -1,8 +1,9 @@
 """/admin/usage: the cluster's usage by project, person or model over 7, 30 or 90 UTC days, and its CSV.
 
-The numbers are UsageReports.by_day's, read from the store's day sums: from
-the per-project or per-person rollup (0009), so a month of a busy cluster is
-a few thousand rows, not its millions of requests. The
+The numbers are UsageReports.by_day's, read from the store's day sums: by
+project or person from the day totals (0010), by model from the per-project
+rollup (0009), so a month of a busy cluster is a few thousand rows, not its
+millions of requests. The
 chart is charts.bars over the same Series the table shows. The CSV is
 UsageReports.export, the rows `llmgw usage export` writes. Admins only:
 usage is money, which an operator does not see.
