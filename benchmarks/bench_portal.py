@@ -55,7 +55,8 @@ MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-9b", "phi-3-mini"
 SPAN_DAYS = 90
 WARM, TIMED = 5, 50
 MEMBER_EMAIL, MEMBER_PASSWORD = "member042@bench.example", "bench-member-password"
-MEMBER_PAGES = ("/", "/chat", "/keys", "/usage", "/connect", "/profile")
+# "/" is left out: it is a redirect to /chat, not a page.
+MEMBER_PAGES = ("/chat", "/keys", "/usage", "/connect", "/profile")
 ADMIN_PAGES = tuple(f"/admin/{p}" for p in
                     ("people", "tree", "keys", "models", "nodes", "guardrails", "usage", "audit", "settings"))
 COLUMNS = ("id", "at", "key_id", "project_id", "person_id", "model", "status", "prompt_tokens",
