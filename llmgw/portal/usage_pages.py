@@ -11,6 +11,7 @@ import datetime as dt
 
 from aiohttp import web
 
+from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
 from llmgw.portal.charts import bars
@@ -79,13 +80,7 @@ async def usage_csv(request: web.Request, viewer: Viewer | None) -> web.StreamRe
         "Content-Disposition": f'attachment; filename="{name}"',
     })
     security.protect(response, request[NONCE], private=True)
-    await response.prepare(request)
-    await response.write(first)
-    # A store error from here on cuts the transfer, so a partial file never looks whole.
-    async for chunk in chunks:
-        await response.write(chunk)
-    await response.write_eof()
-    return response
+    return await send_export(request, response, first, chunks, what="a person's usage export")
 
 
 def _title(lang: str, metric: str, days: int) -> str:

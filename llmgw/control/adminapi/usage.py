@@ -12,7 +12,6 @@ Times are epoch seconds; `since` defaults to a day ago, `until` to now.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -21,14 +20,13 @@ from aiohttp import web
 
 from llmgw.account import format_money
 from llmgw.accounting import UsageReports
-from llmgw.accounting.reports import EXPORT_PAGE, FORMATS
+from llmgw.accounting.reports import FORMATS
 from llmgw.control.adminapi import PLANE, Refused, _json
-from llmgw.store import StoreError
+from llmgw.control.exports import send_export
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
 
-log = logging.getLogger("llmgw.adminapi")
 
 DAY = 86400.0
 BY = ("key", "project", "model")
@@ -116,24 +114,7 @@ async def export(request: web.Request) -> web.StreamResponse:
         "Content-Type": FORMATS[fmt],
         "Content-Disposition": f'attachment; filename="llmgw-usage.{fmt}"',
     })
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    await response.write(first)
-    written = 1
-    try:
-        async for chunk in chunks:
-            await response.write(chunk)
-            written += 1
-    except StoreError as e:
-        # The status line is long gone: end the connection without the
-        # closing chunk, so the client sees a cut-off transfer and not a
-        # short file that looks whole.
-        log.warning("usage export cut off after %d pages of %d rows: %s", written, EXPORT_PAGE, e)
-        if request.transport is not None:
-            request.transport.close()  # sends what is buffered, then closes
-        return response
-    await response.write_eof()
-    return response
+    return await send_export(request, response, first, chunks, what="the usage export")
 
 
 async def request_record(request: web.Request) -> web.Response:

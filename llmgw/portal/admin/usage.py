@@ -17,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from llmgw.accounting.reports import EXPORT_PAGE, Series
+from llmgw.accounting.reports import Series
+from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
 from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
@@ -104,20 +105,4 @@ async def usage_csv(request: web.Request, viewer: Viewer | None) -> web.StreamRe
         "Content-Disposition": f'attachment; filename="llmgw-usage-{days}d.csv"',
     })
     security.protect(response, request[NONCE], private=True)  # the frame cannot, once the answer has started
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    await response.write(first)
-    written = 1
-    try:
-        async for chunk in chunks:
-            await response.write(chunk)
-            written += 1
-    except StoreError as e:
-        # Cut the connection without the closing chunk, so the browser
-        # reports a failed download rather than keeping a short file.
-        log.warning("the admin usage export was cut off after %d pages of %d rows: %s", written, EXPORT_PAGE, e)
-        if request.transport is not None:
-            request.transport.close()
-        return response
-    await response.write_eof()
-    return response
+    return await send_export(request, response, first, chunks, what="the admin usage export")
