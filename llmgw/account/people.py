@@ -37,6 +37,7 @@ def person_view(person: Person) -> dict[str, Any]:
         "name": person.name,
         "role": person.role,
         "state": "suspended" if person.disabled else "active",
+        "suspended_by": person.suspended_by,
         "locale": person.locale,
         "must_change_password": person.must_change_password,
         "has_password": person.password_hash is not None,
@@ -100,6 +101,8 @@ class People:
     async def _full_view(self, person: Person) -> dict[str, Any]:
         view = person_view(person)
         view["member_of"] = [await self._place_name(m) for m in await self.store.memberships(person.id)]
+        view["identities"] = [{"source": i.source, "subject": i.subject, "seen_at": i.seen_at}
+                              for i in await self.store.identities_of(person.id)]
         view["sessions"] = [
             {"created_at": s.created_at, "last_seen_at": s.last_seen_at, "expires_at": s.expires_at,
              "address": s.address, "agent": s.agent}
@@ -181,7 +184,7 @@ class People:
         if not lift and before.role == "admin":
             await self._keep_an_admin(before)
         view = await self._change(actor, "person.unsuspend" if lift else "person.suspend",
-                                  before, replace(before, disabled=not lift))
+                                  before, replace(before, disabled=not lift, suspended_by=None if lift else "admin"))
         if not lift:
             await self.store.delete_sessions(before.id)
         return view
@@ -276,6 +279,15 @@ class People:
         if not others:
             raise AccountError(N_("{email} is the last active admin; make someone else an admin first"),
                                409, "conflict", params={"email": leaving.email})
+
+    async def resolve_place(self, place: str) -> tuple[str, str, str]:
+        """(scope, id, "scope:PATH") for "org:NAME", "team:ORG/TEAM" or "project:ORG/TEAM/PROJECT";
+        AccountError when it is not one, or not in the tree."""
+        return await self._place(place)
+
+    async def place_name(self, m: Membership) -> str:
+        """A membership's place as "scope:PATH"."""
+        return await self._place_name(m)
 
     async def _place(self, place: str) -> tuple[str, str, str]:
         """(scope, id, "scope:PATH") for "org:NAME", "team:ORG/TEAM" or "project:ORG/TEAM/PROJECT"."""

@@ -166,3 +166,14 @@ def check_settings_key_files(settings: ClusterSettings, own: OwnSecrets) -> None
             except KeyFileRefused as e:
                 # Why a file may not be a key file is said in English for now.
                 raise Invalid(f"models[{i}].external.{key}", N_("{reason}"), params={"reason": str(e)}) from None
+    # Sign-in's secret files are held to the same rules: whoever may change settings could
+    # otherwise point auth.ldap.bind_password_file at the master key and read it back in an error.
+    auth = settings.auth
+    for key, ref in (("auth.oidc.client_secret_file", auth.oidc.client_secret_file),
+                     ("auth.ldap.bind_password_file", auth.ldap.bind_password_file),
+                     ("auth.scim.token_file", auth.scim.token_file)):
+        if ref and not ref.startswith("store:"):
+            try:
+                check_key_file(ref, own)
+            except KeyFileRefused as e:
+                raise Invalid(key, N_("{reason}"), params={"reason": str(e)}) from None

@@ -19,6 +19,7 @@ import socket
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from llmgw.config.auth import LDAPSettings, OIDCSettings, SCIMSettings
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.loader import Invalid, load_file
@@ -160,6 +161,19 @@ class AuthSettings:
 
     sign_in_window: Duration = Duration("15m")
     """How far back failed sign-ins count; a refused account or address may try again once its failures are older."""
+
+    oidc: OIDCSettings = field(default_factory=OIDCSettings)
+    """Single sign-on through an OpenID Connect provider (Keycloak, Entra ID, Okta…): docs/sign-in.md."""
+
+    ldap: LDAPSettings = field(default_factory=LDAPSettings)
+    """Sign-in against an LDAP directory or Active Directory, kept in step by a sync: docs/sign-in.md."""
+
+    scim: SCIMSettings = field(default_factory=SCIMSettings)
+    """SCIM 2.0 provisioning at /scim/v2: a provider makes, changes and removes accounts."""
+
+    break_glass: str = "admin@localhost"
+    """The one account that keeps signing in with its password when `oidc.no_passwords` is on:
+    the way in while the provider is down."""
 
     def validate(self) -> None:
         if self.unknown_key_rate < 1:

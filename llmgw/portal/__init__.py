@@ -19,6 +19,8 @@ from aiohttp import web
 
 from llmgw.account import Accounts, Sessions
 from llmgw.accounting import UsageReports
+from llmgw.auth import DirectoryAccounts, Secrets
+from llmgw.config.keyfiles import own_secrets
 from llmgw.portal.web import (
     PAGES,
     PORTAL,
@@ -65,7 +67,10 @@ def mount(app: web.Application, plane: Any, *, registry: Registry | None = None)
     accounts = Accounts(store)
     portal = Portal(plane=plane, store=store, accounts=accounts, people=accounts.people,
                     sessions=Sessions(store, lambda: plane.settings.current.auth),
-                    reports=UsageReports(store), env=environment(), registry=pages, static=load_static())
+                    reports=UsageReports(store),
+                    secrets=Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),
+                    directory=DirectoryAccounts(store, accounts.people, accounts.audit),
+                    env=environment(), registry=pages, static=load_static())
     app[PORTAL] = portal
     for portal_page in pages.pages:
         handler = wrap(portal_page)

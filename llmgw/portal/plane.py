@@ -13,6 +13,7 @@ from llmgw.router.plane import ClientPlane
 
 if TYPE_CHECKING:
     from llmgw.account import Principal
+    from llmgw.config import ServerConfig
     from llmgw.store import Store
 
 
@@ -31,6 +32,9 @@ class DroppingKeys(Protocol):
 class PortalPlane(ClientPlane, Protocol):
     @property
     def store(self) -> Store: ...
+
+    @property
+    def cfg(self) -> ServerConfig: ...  # this machine's server.yaml: data_dir, for the master key
 
     @property
     def keys(self) -> DroppingKeys: ...

@@ -38,6 +38,7 @@ from multidict import MultiDict, MultiDictProxy
 
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
+from llmgw.auth import DirectoryAccounts, Secrets
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.settings import SettingsError
 from llmgw.errors import N_, ExpectedError
@@ -160,6 +161,8 @@ class Portal:
     people: People
     sessions: Sessions
     reports: UsageReports
+    secrets: Secrets  # sign-in's sealed secrets (OIDC client, LDAP bind), read with this machine's master key
+    directory: DirectoryAccounts  # accounts OIDC, LDAP and SCIM vouch for
     env: jinja2.Environment
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)

@@ -21,6 +21,7 @@ from llmgw.store.records import (
     CatalogModel,
     ClusterCA,
     ControlPlaneAddress,
+    Identity,
     JoinToken,
     Lease,
     Limits,
@@ -42,7 +43,8 @@ from llmgw.store.records import (
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
-    "ApiKey", "AuditEntry", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache", "ProjectPath",
+    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache",
+    "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica",
     "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
@@ -81,6 +83,19 @@ class Store(Protocol):
     async def remove_membership(self, person_id: str, scope: str, scope_id: str) -> None: ...
     async def memberships(self, person_id: str) -> list[Membership]: ...
     async def members_of(self, scope: str, scope_id: str) -> list[Membership]: ...
+
+    # identities: a person as a directory knows them (source: oidc | ldap | scim)
+    async def add_identity(self, identity: Identity) -> None: ...  # Conflict when (source, subject) is tied
+    async def identity(self, source: str, subject: str) -> Identity | None: ...
+    async def identities_of(self, person_id: str) -> list[Identity]: ...
+    async def list_identities(self, source: str) -> list[Identity]: ...
+    async def touch_identity(self, source: str, subject: str, at: float) -> None: ...  # never moves seen_at back
+    async def delete_identity(self, source: str, subject: str) -> None: ...
+
+    # secrets sealed under the master key by the caller (llmgw.auth.secrets); by name, such as "auth/ldap-bind"
+    async def put_sealed_secret(self, name: str, sealed: bytes, at: float) -> None: ...  # replaces
+    async def sealed_secret(self, name: str) -> bytes | None: ...
+    async def delete_sealed_secret(self, name: str) -> bool: ...  # whether there was one
 
     # failed sign-ins: subject is "account:<email_key>" or "address:<ip>"
     # Also forgets failures more than a day older than `at`.

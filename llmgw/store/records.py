@@ -29,6 +29,20 @@ class Person:
     locale: str | None = None  # "en" | "tr"; None: from the browser's Accept-Language
     must_change_password: bool = False  # set by a reset: the portal asks for a new one first
     password_changed_at: float | None = None
+    # Who suspended them: "admin" by hand, or the directory ("ldap", "scim") that did; None while active.
+    suspended_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A person as a directory knows them: `subject` is its immutable id (OIDC issuer|sub,
+    LDAP objectGUID/entryUUID, SCIM externalId), so a renamed person is the same account."""
+
+    source: str  # oidc | ldap | scim
+    subject: str
+    person_id: str
+    created_at: float
+    seen_at: float
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,7 @@ class Membership:
     scope: str  # org | team | project
     scope_id: str
     created_at: float = 0.0
+    given_by: str | None = None  # None by hand; the directory ("oidc", "ldap", "scim") whose group gave it
 
 
 @dataclass

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, Duplicate, MissingParent, Row
 from llmgw.store.errors import Conflict, StoreError
-from llmgw.store.records import ApiKey, Membership, Org, Person, Project, ProjectPath, Session, Team
+from llmgw.store.records import ApiKey, Identity, Membership, Org, Person, Project, ProjectPath, Session, Team
 
 _PERSON = (
     "id, email, name, role, password_hash, created_at, disabled, "
-    "locale, must_change_password, password_changed_at"
+    "locale, must_change_password, password_changed_at, suspended_by"
 )
+_IDENTITY = "source, subject, person_id, created_at, seen_at"
+_MEMBERSHIP = "person_id, scope, scope_id, created_at, given_by"
 _SESSION = "id, person_id, created_at, last_seen_at, expires_at, chat_digest, address, agent"
 # Failed sign-ins older than this are forgotten on the next write: longer than any throttle window.
 _FAILURES_KEPT_S = 86400.0
@@ -38,7 +40,7 @@ def _email_key(email: str) -> str:
 
 
 def _person(r: Row) -> Person:
-    return Person(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], bool(r[8]), r[9])
+    return Person(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], bool(r[8]), r[9], r[10])
 
 
 def _session(r: Row) -> Session:
@@ -94,11 +96,12 @@ class AccountSQL:
         try:
             await self._db.execute(
                 "INSERT INTO people (id, email, email_key, name, role, password_hash, created_at, disabled, "
-                "locale, must_change_password, password_changed_at) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                "locale, must_change_password, password_changed_at, suspended_by) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 person.id, person.email, _email_key(person.email), person.name, person.role,
                 person.password_hash, person.created_at, bool(person.disabled),
                 person.locale, bool(person.must_change_password), person.password_changed_at,
+                person.suspended_by,
             )
         except Duplicate:
             raise await self._taken(person) from None
@@ -117,11 +120,11 @@ class AccountSQL:
         try:
             row = await self._db.fetchrow(
                 "UPDATE people SET email = $2, email_key = $3, name = $4, role = $5, password_hash = $6, "
-                "disabled = $7, locale = $8, must_change_password = $9, password_changed_at = $10 "
-                "WHERE id = $1 RETURNING id",
+                "disabled = $7, locale = $8, must_change_password = $9, password_changed_at = $10, "
+                "suspended_by = $11 WHERE id = $1 RETURNING id",
                 person.id, person.email, _email_key(person.email), person.name, person.role,
                 person.password_hash, bool(person.disabled), person.locale,
-                bool(person.must_change_password), person.password_changed_at,
+                bool(person.must_change_password), person.password_changed_at, person.suspended_by,
             )
         except Duplicate:
             raise await self._taken(person) from None
@@ -197,9 +200,9 @@ class AccountSQL:
     async def add_membership(self, m: Membership) -> None:
         try:
             await self._db.execute(
-                "INSERT INTO memberships (person_id, scope, scope_id, created_at) VALUES ($1, $2, $3, $4) "
+                f"INSERT INTO memberships ({_MEMBERSHIP}) VALUES ($1, $2, $3, $4, $5) "
                 "ON CONFLICT (person_id, scope, scope_id) DO NOTHING",
-                m.person_id, m.scope, m.scope_id, m.created_at,
+                m.person_id, m.scope, m.scope_id, m.created_at, m.given_by,
             )
         except MissingParent:
             raise StoreError(f"there is no person with the id {m.person_id} to make a member") from None
@@ -212,17 +215,69 @@ class AccountSQL:
 
     async def memberships(self, person_id: str) -> list[Membership]:
         rows = await self._db.fetch(
-            "SELECT person_id, scope, scope_id, created_at FROM memberships WHERE person_id = $1 "
+            f"SELECT {_MEMBERSHIP} FROM memberships WHERE person_id = $1 "
             "ORDER BY scope, scope_id", person_id,
         )
         return [Membership(*r) for r in rows]
 
     async def members_of(self, scope: str, scope_id: str) -> list[Membership]:
         rows = await self._db.fetch(
-            "SELECT person_id, scope, scope_id, created_at FROM memberships WHERE scope = $1 AND scope_id = $2 "
+            f"SELECT {_MEMBERSHIP} FROM memberships WHERE scope = $1 AND scope_id = $2 "
             "ORDER BY person_id", scope, scope_id,
         )
         return [Membership(*r) for r in rows]
+
+    # identities: a person as a directory knows them
+
+    async def add_identity(self, identity: Identity) -> None:
+        try:
+            await self._db.execute(
+                f"INSERT INTO identities ({_IDENTITY}) VALUES ($1, $2, $3, $4, $5)",
+                identity.source, identity.subject, identity.person_id, identity.created_at, identity.seen_at,
+            )
+        except MissingParent:
+            raise StoreError(f"there is no person with the id {identity.person_id} to tie to a directory") from None
+        except Duplicate:
+            raise Conflict(f"{identity.source} already ties {identity.subject} to an account") from None
+
+    async def identity(self, source: str, subject: str) -> Identity | None:
+        row = await self._db.fetchrow(
+            f"SELECT {_IDENTITY} FROM identities WHERE source = $1 AND subject = $2", source, subject)
+        return None if row is None else Identity(*row)
+
+    async def identities_of(self, person_id: str) -> list[Identity]:
+        rows = await self._db.fetch(
+            f"SELECT {_IDENTITY} FROM identities WHERE person_id = $1 ORDER BY source, subject", person_id)
+        return [Identity(*r) for r in rows]
+
+    async def list_identities(self, source: str) -> list[Identity]:
+        rows = await self._db.fetch(
+            f"SELECT {_IDENTITY} FROM identities WHERE source = $1 ORDER BY subject", source)
+        return [Identity(*r) for r in rows]
+
+    async def touch_identity(self, source: str, subject: str, at: float) -> None:
+        await self._db.execute(
+            "UPDATE identities SET seen_at = $3 WHERE source = $1 AND subject = $2 AND seen_at < $3",
+            source, subject, at)
+
+    async def delete_identity(self, source: str, subject: str) -> None:
+        await self._db.execute("DELETE FROM identities WHERE source = $1 AND subject = $2", source, subject)
+
+    # sealed secrets (sealed under the master key by the caller; the store never sees them in the clear)
+
+    async def put_sealed_secret(self, name: str, sealed: bytes, at: float) -> None:
+        await self._db.execute(
+            "INSERT INTO sealed_secrets (name, sealed, updated_at) VALUES ($1, $2, $3) "
+            "ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+            name, bytes(sealed), at)
+
+    async def sealed_secret(self, name: str) -> bytes | None:
+        value = await self._db.fetchval("SELECT sealed FROM sealed_secrets WHERE name = $1", name)
+        return None if value is None else bytes(value)
+
+    async def delete_sealed_secret(self, name: str) -> bool:
+        rows = await self._db.fetch("DELETE FROM sealed_secrets WHERE name = $1 RETURNING name", name)
+        return bool(rows)
 
     # failed sign-ins
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from aiohttp import web
 
 from llmgw.account import Accounts, Actor
-from llmgw.config import ClusterSettings
+from llmgw.config import ClusterSettings, ServerConfig
 from llmgw.portal import mount
 from llmgw.portal.member import CLOCK
 
@@ -49,6 +49,7 @@ class Plane:
     def __init__(self, store, settings: ClusterSettings | None = None, models=("llama", "qwen")):
         self.store = store
         self.settings = SimpleNamespace(current=settings or ClusterSettings())
+        self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
         self.keys = Keys()
         self.router = SimpleNamespace(registry=SimpleNamespace(models={m: None for m in models}))
 

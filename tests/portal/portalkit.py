@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import aiohttp
 from aiohttp import web
 
-from llmgw.config import ClusterSettings
+from llmgw.config import ClusterSettings, ServerConfig
 from llmgw.portal import mount, registered
 from llmgw.portal.web import Registry
 
@@ -22,6 +22,7 @@ class Plane:
     def __init__(self, store, settings: ClusterSettings | None = None):
         self.store = store
         self.settings = SimpleNamespace(current=settings or ClusterSettings())
+        self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
 
 
 def portal_app(store, settings: ClusterSettings | None = None, *, pages: Registry | None = None,

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from llmgw.account import Accounts, Actor, ChatTokens
 from llmgw.account.sessions import chat_digest
-from llmgw.config import ClusterSettings
+from llmgw.config import ClusterSettings, ServerConfig
 from llmgw.portal import mount
 from llmgw.store import Limits
 
@@ -32,6 +32,7 @@ class Plane:
     def __init__(self, store):
         self.store = store
         self.settings = SimpleNamespace(current=ClusterSettings())
+        self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
         self.chat = ChatTokens(store, lambda: 5.0)
         self.router = SimpleNamespace(registry=SimpleNamespace(models={
             "qwen": _model("chat", "completions"), "llama": _model("chat"), "embed": _model("embeddings")}))

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from llmgw.store import ApiKey, Person, StoreError, Usage, UsageDay, migrate, open_store
+from llmgw.store import ApiKey, StoreError, Usage, UsageDay, migrate, open_store
 
 from .rawsql import raw_fetch
 
@@ -181,7 +181,9 @@ async def test_upgrading_fills_in_each_rows_person_from_its_key_and_sums_the_row
     older = await open_store(store_url)  # as the llmgw before usage_daily left it
     try:
         project = (await older.ensure_project("acme", "ml", "chat")).project
-        await older.add_person(Person(id="usr_a", email="a@example.com", name="A"))
+        # Written as that llmgw wrote it: today's add_person knows columns a version-7 store lacks.
+        await older._db.execute("INSERT INTO people (id, email, email_key, name, created_at) "
+                                "VALUES ('usr_a', 'a@example.com', 'a@example.com', 'A', 0)")
         for n, person in ((1, "usr_a"), (2, None)):
             await older.add_key(ApiKey(id=f"key_{n}", name=f"k{n}", project_id=project.id,
                                        digest=hashlib.sha256(str(n).encode()).digest(), prefix="sk", person_id=person))
