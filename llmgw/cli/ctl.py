@@ -67,6 +67,9 @@ def register(commands, common) -> None:
     from llmgw.cli import tree
 
     tree.register(sub, common)
+    from llmgw.cli import auth
+
+    auth.register(sub, common)
 
 
 def run_status(args) -> int:

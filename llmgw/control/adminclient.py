@@ -31,9 +31,11 @@ SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
 class AdminError(ExpectedError):
     """A refusal or a failure to reach the admin API, as a sentence; `status` when it answered."""
 
-    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+    def __init__(self, message: str, status: int | None = None, code: str | None = None,
+                 answer: dict[str, Any] | None = None):
         super().__init__(message)
         self.status, self.code = status, code
+        self.answer = answer or {}  # the whole refusal, for what it says beside the error (a trial's steps)
 
 
 def _read_config(path: str):
@@ -154,8 +156,9 @@ class AdminClient:
         except urllib.error.HTTPError as e:
             raw = e.read()
             try:
-                error = json.loads(raw)["error"]
-                raise AdminError(error["message"], e.code, error.get("code")) from None
+                answer = json.loads(raw)
+                error = answer["error"]
+                raise AdminError(error["message"], e.code, error.get("code"), answer) from None
             except (ValueError, KeyError, TypeError):
                 raise AdminError(f"the admin API answered {e.code} {e.reason}", e.code) from None
         except urllib.error.URLError as e:
@@ -197,6 +200,34 @@ class AdminClient:
 
     def person_membership(self, ident: str, place: str, *, remove: bool = False) -> dict[str, Any]:
         return self.call("POST", _person_path(ident, "memberships"), {"place": place, "remove": remove})
+
+    # sign-in from the directory (docs/sign-in.md)
+
+    def auth(self) -> dict[str, Any]:
+        return self.call("GET", "/api/v1/auth")
+
+    def auth_test(self, kind: str, settings: dict[str, Any] | None = None, login: str = "",
+                  redirect_url: str = "") -> dict[str, Any]:
+        return self.call("POST", f"/api/v1/auth/test/{kind}",
+                         {"settings": settings, "login": login or None, "redirect_url": redirect_url or None})
+
+    def auth_keep(self, kind: str, settings: dict[str, Any], login: str = "") -> dict[str, Any]:
+        return self.call("PUT", f"/api/v1/auth/{kind}", {"settings": settings, "login": login or None})
+
+    def auth_off(self, kind: str) -> dict[str, Any]:
+        return self.call("DELETE", f"/api/v1/auth/{kind}")
+
+    def auth_secret_put(self, name: str, value: str) -> str:
+        return self.call("PUT", f"/api/v1/auth/secrets/{urllib.parse.quote(name, safe='')}", {"value": value})["ref"]
+
+    def auth_secret_delete(self, name: str) -> None:
+        self.call("DELETE", f"/api/v1/auth/secrets/{urllib.parse.quote(name, safe='')}")
+
+    def scim_token(self) -> str:
+        return self.call("POST", "/api/v1/auth/scim-token")["token"]
+
+    def ldap_sync(self) -> dict[str, Any]:
+        return self.call("POST", "/api/v1/auth/ldap/sync")
 
     def tree(self) -> list[dict[str, Any]]:
         return self.call("GET", "/api/v1/tree")["orgs"]

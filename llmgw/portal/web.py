@@ -59,7 +59,7 @@ NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 FORM = web.RequestKey[MultiDictProxy[Any]]("form")
 NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
              "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/usage", "/admin/audit",
-             "/admin/settings")
+             "/admin/sign-in", "/admin/settings")
 MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
 

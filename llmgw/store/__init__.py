@@ -96,6 +96,7 @@ class Store(Protocol):
     async def put_sealed_secret(self, name: str, sealed: bytes, at: float) -> None: ...  # replaces
     async def sealed_secret(self, name: str) -> bytes | None: ...
     async def delete_sealed_secret(self, name: str) -> bool: ...  # whether there was one
+    async def list_sealed_secrets(self, prefix: str) -> list[str]: ...  # the names under prefix, never values
 
     # failed sign-ins: subject is "account:<email_key>" or "address:<ip>"
     # Also forgets failures more than a day older than `at`.

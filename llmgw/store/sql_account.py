@@ -279,6 +279,11 @@ class AccountSQL:
         rows = await self._db.fetch("DELETE FROM sealed_secrets WHERE name = $1 RETURNING name", name)
         return bool(rows)
 
+    async def list_sealed_secrets(self, prefix: str) -> list[str]:
+        # Names only: what is kept is shown (GET /api/v1/auth), what it holds never leaves the store.
+        rows = await self._db.fetch("SELECT name FROM sealed_secrets ORDER BY name")
+        return [r[0] for r in rows if r[0].startswith(prefix)]
+
     # failed sign-ins
 
     async def add_sign_in_failure(self, subjects: Sequence[str], at: float) -> None:

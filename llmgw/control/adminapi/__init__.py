@@ -306,4 +306,7 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
 
     people.register(r)
     tree.register(r)
+    from llmgw.control.adminapi import auth
+
+    auth.register(r)
     return app
