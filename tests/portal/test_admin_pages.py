@@ -8,6 +8,8 @@ and a browser-like client per person (its own cookie jar).
 from __future__ import annotations
 
 import io
+import os
+import socket
 import json
 import re
 import time
@@ -31,6 +33,8 @@ from llmgw.config import ClusterSettings
 from llmgw.config.server import ServerConfig
 from llmgw.control.settings import ClusterSettingsWatcher, seed_settings
 from llmgw.portal import i18n, mount, registered
+from llmgw.trust import ensure_master_key
+from llmgw.trust.masterkey import FILE_NAME as MASTER_KEY
 from tests.support.servers import Server, SimEngine, write_config
 
 ROOT = Actor("root", "cli")
@@ -100,7 +104,7 @@ async def _pages(store) -> list[str]:
     ada = await store.person_by_email("ada@example.com")
     org = await store.create_org("Acme")
     return ["/admin", "/admin/people", f"/admin/people/{ada.id}", "/admin/tree", f"/admin/tree/org/{org.id}",
-            "/admin/keys", "/admin/audit", "/admin/settings"]
+            "/admin/keys", "/admin/audit", "/admin/sign-in", "/admin/settings"]
 
 
 async def test_each_admin_page_renders_for_an_admin(store, browser):
@@ -344,3 +348,41 @@ async def test_on_a_real_server_a_team_made_with_a_budget_on_the_page_refuses_it
     finally:
         server.stop()
         engine.stop()
+
+
+# --- /admin/sign-in -----------------------------------------------------------------------------
+
+
+async def test_a_directory_block_tried_on_the_sign_in_page_shows_the_failed_step_and_is_not_kept(plane, browser):
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    block = (f"urls: [ldaps://127.0.0.1:{port}]\nbase_dn: ou=people,dc=corp,dc=example\ntimeout: 2s\n")
+    async with browser("ada@example.com") as ada:
+        answer = await _post(ada, "/admin/sign-in", {"action": "keep", "kind": "ldap", "block": block})
+        page = await answer.text()
+
+    assert answer.status == 422
+    assert "A step failed, so nothing was kept." in page and f"127.0.0.1:{port}" in page
+    assert not plane.settings.current.auth.ldap.urls
+
+
+async def test_a_block_that_is_not_yaml_on_the_sign_in_page_is_a_sentence_and_the_text_stays_to_fix(browser):
+    async with browser("ada@example.com") as ada:
+        answer = await _post(ada, "/admin/sign-in", {"action": "try", "kind": "oidc", "block": "issuer: [unclosed"})
+        page = await answer.text()
+
+    assert answer.status == 400 and "the block is not YAML" in page and "issuer: [unclosed" in page
+
+
+async def test_a_secret_sealed_on_the_sign_in_page_is_named_by_reference_and_its_value_never_shown(plane, browser,
+                                                                                                   store):
+    ensure_master_key(os.path.join(plane.cfg.data_dir, MASTER_KEY))
+    async with browser("ada@example.com") as ada:
+        answer = await _post(ada, "/admin/sign-in", {"action": "secret", "name": "ldap-bind",
+                                                     "value": "Bind-pa55word-never-shown"})
+        assert answer.status == 303
+        page = await (await ada.get(answer.headers["Location"])).text()
+
+    assert "store:auth/ldap-bind" in page and "Bind-pa55word-never-shown" not in page
+    assert b"Bind-pa55word-never-shown" not in await store.sealed_secret("auth/ldap-bind")
