@@ -35,7 +35,8 @@ def ensure_installed() -> None:
         return
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
-        raise RuntimeError("node and npm are needed for the OpenID provider the tests start: apt-get install nodejs npm")
+        raise RuntimeError("node and npm are needed for the OpenID provider the tests start: "
+                           "apt-get install nodejs npm")
     with open(HERE / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (HERE / "node_modules" / "oidc-provider" / "package.json").exists():
