@@ -19,6 +19,7 @@ import hmac
 import json
 import logging
 import re
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,8 +104,10 @@ def _b64json(part: str) -> dict[str, Any]:
 class OIDCClient:
     """The provider's discovery and keys, cached for DISCOVERY_TTL; nothing of any one sign-in."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, ttl: float = DISCOVERY_TTL):
+    def __init__(self, *, clock: Callable[[], float] = time.time, ttl: float = DISCOVERY_TTL,
+                 tls: ssl.SSLContext | None = None):
         self._clock = clock
+        self._tls = tls  # None: the system's trust store
         self._ttl = ttl
         self._providers: dict[str, tuple[float, Provider]] = {}  # issuer -> (fetched at, provider)
         self._keys: dict[str, tuple[float, KeySet]] = {}  # jwks_uri -> (fetched at, keys)
@@ -113,7 +116,7 @@ class OIDCClient:
         cached = self._providers.get(settings.issuer)
         if cached is not None and not fresh and self._clock() - cached[0] < self._ttl:
             return cached[1]
-        async with session(float(settings.timeout)) as http:
+        async with session(float(settings.timeout), self._tls) as http:
             doc = await get_json(http, discovery_url(settings.issuer), float(settings.timeout),
                                  "the discovery document")
         found = _provider(settings, doc)
@@ -124,7 +127,7 @@ class OIDCClient:
         cached = self._keys.get(provider.jwks_uri)
         if cached is not None and not fresh and self._clock() - cached[0] < self._ttl:
             return cached[1]
-        async with session(float(settings.timeout)) as http:
+        async with session(float(settings.timeout), self._tls) as http:
             doc = await get_json(http, provider.jwks_uri, float(settings.timeout), "the key set")
         try:
             found = KeySet.import_key_set(doc)  # type: ignore[arg-type]
@@ -162,7 +165,7 @@ class OIDCClient:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         else:
             form |= {"client_id": settings.client_id, "client_secret": secret}
-        async with session(float(settings.timeout)) as http:
+        async with session(float(settings.timeout), self._tls) as http:
             status, answer = await post_form(http, provider.token_endpoint, form, headers, float(settings.timeout))
         if status != 200 or "error" in answer:
             error = str(answer.get("error", f"HTTP {status}"))[:80]

@@ -116,6 +116,8 @@ async def post_form(session: aiohttp.ClientSession, url: str, form: dict[str, st
     return status, parse_object(url, body, "the token request")
 
 
-def session(timeout: float) -> aiohttp.ClientSession:
-    # The system's trust store, as for every outside service: a provider with a private CA is added there.
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False)
+def session(timeout: float, context: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
+    """A client for one exchange. `context`: None is the system's trust store, as for every outside service
+    (a provider with a private CA is added there); tests give one that trusts their own CA."""
+    connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), connector=connector, trust_env=False)
