@@ -60,14 +60,16 @@ def signin_offer(request: web.Request, target: str) -> dict[str, Any]:
     return {"sso": {"label": label, "href": href}, "passwords_folded": settings.no_passwords}
 
 
-def refused(request: web.Request, status: int, sentence: str, *, translated: bool = False) -> web.Response:
-    """The sign-in page with one sentence saying why single sign-on did not sign this person in."""
+def refused(request: web.Request, status: int, sentence: str, *, translated: bool = False,
+            target: str = "/") -> web.Response:
+    """The sign-in page with one sentence saying why single sign-on did not sign this person in;
+    `target`, where they were going, is kept for their next try."""
     lang = request[LANG]
     portal = request.app[PORTAL]
-    response = render(request, "signin.html", status=status, title=N_("Sign in"), next="/", email="",
+    response = render(request, "signin.html", status=status, title=N_("Sign in"), next=target, email="",
                       error=sentence if translated else i18n.gettext(lang, sentence),
                       signup_open=bool(portal.plane.settings.current.auth.signup.domains),
-                      **signin_offer(request, "/"))
+                      **signin_offer(request, target))
     response.del_cookie(COOKIE, path=COOKIE_PATH)  # a flow that failed is not tried twice
     return response
 
@@ -141,10 +143,10 @@ async def callback(request: web.Request, viewer: Viewer | None) -> web.StreamRes
         log.warning("single sign-on refused a sign-in: %s", e)
         status = getattr(e, "status", 502)
         return refused(request, status if isinstance(status, int) else 502, i18n.say(request[LANG], e),
-                       translated=True)
-    except ExpectedError as e:
+                       translated=True, target=flow.next)
+    except ExpectedError as e:  # the store's, say: still a sentence, never a traceback
         log.warning("single sign-on failed: %s", e)
-        return refused(request, 502, i18n.say(request[LANG], e), translated=True)
+        return refused(request, 502, i18n.say(request[LANG], e), translated=True, target=flow.next)
     signed = await portal.sessions.open(person, address=client_address(request, portal.trusted_proxies()),
                                         agent=request.headers.get("User-Agent", ""))
     old = request.cookies.get(security.SESSION_COOKIE)

@@ -88,10 +88,11 @@ async def test_the_provider_declining_is_said_on_the_sign_in_page_without_its_ow
 async def test_an_unknown_person_is_refused_when_accounts_are_not_made_at_sign_in(gateway, store, tmp_path):
     gateway.use(cluster(oidc_settings(gateway.provider.issuer, tmp_path, create_accounts=False)))
     async with browser() as session:
-        answer = await through_provider(session, gateway, "grace")
+        answer = await through_provider(session, gateway, "grace", start="/login/oidc?next=/keys")
         page = await answer.text()
     assert answer.status == 403
     assert "grace@corp.example has no account here" in page
+    assert 'href="/login/oidc?next=/keys"' in page  # the next try still goes where they were going
     assert await store.person_by_email("grace@corp.example") is None
 
 

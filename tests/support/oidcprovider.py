@@ -1,7 +1,7 @@
 """A real OpenID provider for the tests: npm's oidc-provider, run by `node provider.js` on a free loopback port.
 
 Its node_modules are installed into tests/support/oidc by
-`npm install --prefix tests/support/oidc --no-audit --no-fund` (.ci/run does
+`npm ci --prefix tests/support/oidc --no-audit --no-fund` (.ci/run does
 it; so does the first test that needs it, under a lock, on a fresh clone).
 The provider is plain http: the issuer is on loopback, where llmgw allows it.
 """
@@ -40,7 +40,7 @@ def ensure_installed() -> None:
     with open(HERE / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (HERE / "node_modules" / "oidc-provider" / "package.json").exists():
-            done = subprocess.run([npm, "install", "--prefix", str(HERE), "--no-audit", "--no-fund"],
+            done = subprocess.run([npm, "ci", "--prefix", str(HERE), "--no-audit", "--no-fund"],
                                   capture_output=True, text=True, timeout=600)
             if done.returncode != 0:
                 raise RuntimeError(f"npm install of oidc-provider failed:\n{done.stdout}\n{done.stderr}")
