@@ -6,6 +6,8 @@ test_oidc_browser.py drives the same in Chromium against a real `llmgw server`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from llmgw.account import Accounts, Actor
@@ -144,3 +146,18 @@ class _Client:
 
     async def post(self, path: str, **kw):
         return await self.session.post(self.base + path, **kw)
+
+
+async def test_the_redirect_address_is_the_settings_else_the_portals_address_else_the_browsers(gateway, tmp_path):
+    async def redirect_uri() -> str:
+        async with browser() as session:
+            start = await session.get(gateway.url + "/login/oidc", allow_redirects=False)
+            return query_of(start.headers["Location"])["redirect_uri"]
+
+    assert await redirect_uri() == gateway.callback
+    settings = cluster(oidc_settings(gateway.provider.issuer, tmp_path))
+    gateway.use(replace(settings, portal=replace(settings.portal, address="https://llm.corp.example/")))
+    assert await redirect_uri() == "https://llm.corp.example/login/oidc/callback"
+    gateway.use(cluster(oidc_settings(gateway.provider.issuer, tmp_path,
+                                      redirect_url="https://sso-back.corp.example/login/oidc/callback")))
+    assert await redirect_uri() == "https://sso-back.corp.example/login/oidc/callback"
