@@ -97,6 +97,12 @@ class Sessions:
         e-mail and a wrong password, which cost the same scrypt; 429 once the account or the
         address has failed too often within auth.sign_in_window."""
         settings = self._settings()
+        if settings.oidc.enabled and settings.oidc.no_passwords and _email_key(email) != _email_key(
+                settings.break_glass):
+            # Before the password is read: it is neither checked nor counted, so the answer says nothing
+            # of whether the account or the password exists.
+            raise AccountError(N_("passwords are not used here; sign in with the single sign-on button"),
+                               403, "forbidden")
         now = self._clock()
         account, place = f"account:{_email_key(email)}", f"address:{address}"
         since = now - float(settings.sign_in_window)

@@ -35,8 +35,12 @@ ROLE_ORDER = ("admin", "operator")  # the first whose groups match wins; none is
 
 
 class _Mapped(Protocol):
-    roles: dict[str, list[str]]
-    memberships: dict[str, str]
+    # Read-only properties: the settings blocks are frozen dataclasses.
+    @property
+    def roles(self) -> dict[str, list[str]]: ...
+
+    @property
+    def memberships(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ class Secrets:
                 raise SecretError(N_("{reason}"), params={"reason": str(e)}) from None
         return self._key
 
+    async def master_key(self) -> MasterKey:
+        """This machine's master key, for a value sealed for a moment rather than kept (OIDC's flow cookie)."""
+        return await self._master_key()
+
     async def read(self, ref: str, what: str) -> str:
         """The secret `ref` names; `what` says whose it is in a refusal ("auth.ldap.bind_password_file")."""
         if ref.startswith(STORE_SECRET_PREFIX):

@@ -10,6 +10,7 @@ from aiohttp import web
 from llmgw.account import AccountError
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
+from llmgw.portal.sso_pages import signin_offer
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render, render_error, secure
 from llmgw.router.clientaddr import client_address
 
@@ -29,7 +30,8 @@ async def signin(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
         if viewer is not None:
             return redirect(request, target)
         return render(request, "signin.html", title=N_("Sign in"), next=target, email="", error=None,
-                      signup_open=bool(request.app[PORTAL].plane.settings.current.auth.signup.domains))
+                      signup_open=bool(request.app[PORTAL].plane.settings.current.auth.signup.domains),
+                      **signin_offer(request, target))
     posted = await form(request)
     target = security.local_path(posted.get("next"))
     email = posted.get("email", "").strip()
@@ -40,7 +42,7 @@ async def signin(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
                                                agent=request.headers.get("User-Agent", ""))
     except AccountError as e:
         return render(request, "signin.html", status=e.status, title=N_("Sign in"), next=target, email=email,
-                      error=i18n.say(request[LANG], e))
+                      error=i18n.say(request[LANG], e), **signin_offer(request, target))
     old = request.cookies.get(security.SESSION_COOKIE)
     if old:
         await portal.sessions.sign_out(old)  # a new token at each sign-in: one planted before is worth nothing

@@ -39,6 +39,7 @@ from multidict import MultiDict, MultiDictProxy
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
 from llmgw.auth import DirectoryAccounts, Secrets
+from llmgw.auth.oidc import OIDCClient
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.settings import SettingsError
 from llmgw.errors import N_, ExpectedError
@@ -166,6 +167,7 @@ class Portal:
     env: jinja2.Environment
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)
+    oidc: OIDCClient = field(default_factory=OIDCClient)  # the provider's discovery and keys, cached
 
     def catalog(self) -> Catalog:
         """The model catalog's service, acting as the page's viewer (its changes are audited)."""

@@ -1,0 +1,105 @@
+"""A real OpenID provider for the tests: npm's oidc-provider, run by `node provider.js` on a free loopback port.
+
+Its node_modules are installed into tests/support/oidc by
+`npm ci --prefix tests/support/oidc --no-audit --no-fund` (.ci/run does
+it; so does the first test that needs it, under a lock, on a fresh clone).
+The provider is plain http: the issuer is on loopback, where llmgw allows it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.support.pgcluster import free_port
+
+HERE = Path(__file__).parent / "oidc"
+CLIENT_ID = "llmgw"
+CLIENT_SECRET = "test-client-secret-not-a-real-one"
+USERS = {
+    "ada": {"email": "ada@corp.example", "name": "Ada Lovelace", "groups": ["llmgw-admins", "ml-engineers"]},
+    "grace": {"email": "grace@corp.example", "name": "Grace Hopper", "groups": ["ml-engineers"]},
+}
+
+
+def ensure_installed() -> None:
+    """oidc-provider in tests/support/oidc/node_modules, installed once (under a lock) when missing."""
+    if (HERE / "node_modules" / "oidc-provider" / "package.json").exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise RuntimeError("node and npm are needed for the OpenID provider the tests start: "
+                           "apt-get install nodejs npm")
+    with open(HERE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (HERE / "node_modules" / "oidc-provider" / "package.json").exists():
+            done = subprocess.run([npm, "ci", "--prefix", str(HERE), "--no-audit", "--no-fund"],
+                                  capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                raise RuntimeError(f"npm install of oidc-provider failed:\n{done.stdout}\n{done.stderr}")
+
+
+class OIDCProvider:
+    """One provider process; `issuer` once started. `set_groups` changes a user's groups for the next sign-in."""
+
+    def __init__(self, root: Path, redirect_uris: list[str]):
+        ensure_installed()
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.issuer = f"http://127.0.0.1:{self.port}"
+        self.state_path = root / "provider.json"
+        self.log_path = root / "provider.log"
+        self.users = json.loads(json.dumps(USERS))
+        self.redirect_uris = redirect_uris
+        self.proc: subprocess.Popen | None = None
+
+    def _write(self) -> None:
+        state = {"port": self.port, "users": self.users,
+                 "client": {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+                            "redirect_uris": self.redirect_uris}}
+        temp = self.state_path.with_suffix(".tmp")
+        temp.write_text(json.dumps(state))
+        os.replace(temp, self.state_path)  # whole, never half-written, when the provider reads it
+
+    def set_groups(self, user: str, groups: list[str]) -> None:
+        self.users[user]["groups"] = groups
+        self._write()
+
+    def start(self) -> OIDCProvider:
+        self._write()
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(["node", str(HERE / "provider.js"), str(self.state_path)], cwd=HERE,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the OpenID provider exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(self.issuer + "/.well-known/openid-configuration", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"the OpenID provider did not answer its discovery in 30 s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
