@@ -25,6 +25,7 @@ from llmgw.control.settings import ClusterSettingsWatcher, SettingsError, valida
 from llmgw.errors import N_
 from llmgw.store import AuditEntry, Store
 
+CALLBACK = "/login/oidc/callback"  # the portal's (llmgw.portal.sso_pages), which control cannot import
 KINDS = ("oidc", "ldap")  # what can be tried; SCIM is answered, not dialled, so there is nothing to try
 SYNC_TARGET = "directory:ldap"  # the audit target each LDAP sync writes its report under
 
@@ -97,8 +98,15 @@ class SignInSetup:
                                 params={"kind": kind, "what": "issuer" if kind == "oidc" else "urls"})
         return built
 
+    def redirect_url(self, settings: OIDCSettings, given: str, origin: str) -> str:
+        """Where the provider would send people back: as asked, as set, portal.address's, else `origin`'s
+        (the address the browser used on the admin page; the client port's for the admin API)."""
+        address = str(self.watcher.current.portal.address or "")
+        return (given or settings.redirect_url or (address.rstrip("/") + CALLBACK if address else "")
+                or origin.rstrip("/") + CALLBACK)
+
     async def trial(self, kind: str, given: dict[str, Any] | None = None, *, login: str = "",
-                    redirect_url: str = "") -> Trial:
+                    redirect_url: str = "", origin: str = "") -> Trial:
         """Try a block (or the one in force): every step with what it found or why it failed."""
         settings = self.block(kind, given)
         if not settings.enabled:
@@ -107,16 +115,18 @@ class SignInSetup:
         if isinstance(settings, OIDCSettings):
             from llmgw.auth import oidc
 
-            return await oidc.trial(settings, self.secrets, redirect_url=redirect_url or settings.redirect_url)
+            return await oidc.trial(settings, self.secrets,
+                                    redirect_url=self.redirect_url(settings, redirect_url, origin))
         from llmgw.auth import ldap
 
         return await ldap.trial(settings, self.secrets, login=login)
 
     async def keep(self, kind: str, given: dict[str, Any], actor: Actor, *, login: str = "",
-                   redirect_url: str = "", expected_version: int | None = None) -> tuple[Trial, int | None]:
+                   redirect_url: str = "", origin: str = "",
+                   expected_version: int | None = None) -> tuple[Trial, int | None]:
         """Try `given`, and write it as auth.KIND only when every step passed; (trial, version) or (trial, None)."""
         settings = self.block(kind, given)
-        trial = await self.trial(kind, to_dict(settings), login=login, redirect_url=redirect_url)
+        trial = await self.trial(kind, to_dict(settings), login=login, redirect_url=redirect_url, origin=origin)
         if not trial.ok:
             return trial, None
         version, doc = await self.watcher.document()

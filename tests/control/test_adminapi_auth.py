@@ -33,6 +33,7 @@ class Plane:
     cfg: ServerConfig
     accounts: Accounts
     admin_token: AdminToken = field(default_factory=lambda: AdminToken(SECRET, "ops"))
+    listen_addresses: dict[str, str] = field(default_factory=lambda: {"client": "127.0.0.1:8080"})
 
 
 class Api:

@@ -18,7 +18,7 @@ from llmgw.control.settings import SettingsError
 from llmgw.control.signin import KINDS, SignInSetup
 from llmgw.errors import N_
 from llmgw.portal import i18n
-from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
+from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render, secure
 
 add_nav("admin", "/admin/sign-in", N_("Sign-in"), "admin")
 
@@ -53,10 +53,12 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
                 blocks[kind] = posted.get("block", "")
                 logins[kind] = posted.get("login", "").strip()
                 given = _parsed(blocks[kind])
+                origin = f"{'https' if secure(request) else 'http'}://{request.host}"
                 if action == "try":
-                    trials[kind] = (await setup.trial(kind, given, login=logins[kind])).view()
+                    trials[kind] = (await setup.trial(kind, given, login=logins[kind], origin=origin)).view()
                 else:
-                    trial, version = await setup.keep(kind, given, viewer.actor(), login=logins[kind])
+                    trial, version = await setup.keep(kind, given, viewer.actor(), login=logins[kind],
+                                                      origin=origin)
                     if version is not None:
                         said = i18n.gettext(lang, N_("Every step passed, and the block is kept; settings version "
                                                      "{version} is in force.")).format(version=version)
