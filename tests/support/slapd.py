@@ -60,7 +60,7 @@ def _name(cn: str) -> x509.Name:
 
 def make_ca(cn: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
@@ -71,7 +71,7 @@ def make_ca(cn: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
 
 def make_server_cert(ca: x509.Certificate, ca_key, names: list[str]):
     key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(_name(names[0])).issuer_name(ca.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
