@@ -360,7 +360,13 @@ async def look_up(settings: LDAPSettings, secrets: Secrets, subjects: Iterable[s
 # --- trying the settings ------------------------------------------------------------------------
 
 
-def _trial(settings: LDAPSettings, service_password: str, login: str, trial: Trial) -> None:
+def _trial(settings: LDAPSettings, service_password: str, login: str) -> Trial:
+    trial = Trial()
+    _steps(settings, service_password, login, trial)
+    return trial
+
+
+def _steps(settings: LDAPSettings, service_password: str, login: str, trial: Trial) -> None:
     reached: list[str] = []
     for url in settings.urls:
         try:
@@ -453,8 +459,9 @@ async def trial(settings: LDAPSettings, secrets: Secrets, *, login: str = "") ->
         result.failed("read the service account's password", str(e))
         return result
     try:
-        await asyncio.wait_for(asyncio.to_thread(_trial, settings, service_password, login, result),
-                               _limit(settings) * 2)
+        # The steps are made on the thread and handed back whole: one that runs past the limit adds none here.
+        return await asyncio.wait_for(asyncio.to_thread(_trial, settings, service_password, login),
+                                      _limit(settings) * 2)
     except TimeoutError:
         result.failed("answer in time", N_("the directory did not finish answering within {seconds} s").format(
             seconds=f"{_limit(settings) * 2:g}"))

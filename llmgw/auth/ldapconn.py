@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import logging
 import ssl
 from collections.abc import Mapping
@@ -106,6 +107,10 @@ def connect(settings: LDAPSettings, url: str) -> ldap3.Connection:
                                 "or set start_tls: true"), kind="reach", params={"url": url})
     if scheme not in ("ldap", "ldaps") or not host:
         raise DirectoryError(N_('"{url}" is not ldaps://HOST or ldap://HOST'), kind="reach", params={"url": url})
+    if settings.ca_file and not settings.ca and not os.path.isfile(settings.ca_file):
+        raise DirectoryError(N_("auth.ldap.ca_file {path} is not on this machine; put the CA there, or its PEM "
+                                "in auth.ldap.ca so no file is needed"), kind="reach",
+                             params={"path": settings.ca_file})
     timeout = float(settings.timeout)
     server = ldap3.Server(host, port=port, use_ssl=scheme == "ldaps", tls=_tls(settings, host),
                           get_info=ldap3.DSA, connect_timeout=timeout)

@@ -172,3 +172,17 @@ async def test_a_login_the_filter_leaves_out_is_named_in_the_trial(slapd, settin
 
     assert failed(trial) == ("find bob", "bob is not a person under ou=people,dc=corp,dc=example that "
                                          "auth.ldap.user_filter admits")
+
+
+async def test_a_ca_file_missing_from_this_machine_is_named(slapd, settings, secrets_, tmp_path):
+    trial = await ldap.trial(replace(settings, ca="", ca_file=str(tmp_path / "corp-ca.pem")), secrets_)
+
+    assert failed(trial)[1].startswith(f"auth.ldap.ca_file {tmp_path / 'corp-ca.pem'} is not on this machine")
+
+
+async def test_a_ca_file_on_this_machine_is_used(slapd, settings, secrets_, tmp_path):
+    (tmp_path / "corp-ca.pem").write_text(slapd.ca_pem)
+
+    trial = await ldap.trial(replace(settings, ca="", ca_file=str(tmp_path / "corp-ca.pem")), secrets_)
+
+    assert trial.ok, trial.view()
