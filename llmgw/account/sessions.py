@@ -21,7 +21,7 @@ import hmac
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from llmgw.account.errors import AccountError
@@ -105,14 +105,7 @@ class Sessions:
                                403, "forbidden")
         now = self._clock()
         account, place = f"account:{_email_key(email)}", f"address:{address}"
-        since = now - float(settings.sign_in_window)
-        if (await self.store.sign_in_failures(account, since) >= settings.sign_in_per_account
-                or await self.store.sign_in_failures(place, since) >= settings.sign_in_per_address):
-            raise AccountError(
-                N_("too many failed sign-ins; wait {minutes} minutes and try again, "
-                   "or ask an administrator to reset your password"),
-                429, "rate_limited", params={"minutes": math.ceil(float(settings.sign_in_window) / 60)},
-            )
+        await self._refuse_if_throttled(account, place, now)
         person = await self.store.person_by_email(email)
         stored = person.password_hash if person is not None else None
         matches = await asyncio.to_thread(check_password, password, stored or dummy_hash())
@@ -122,6 +115,34 @@ class Sessions:
                                401, "unauthorized")
         if person.disabled:
             raise AccountError(N_("your account is suspended; ask an administrator"), 403, "forbidden")
+        await self.store.clear_sign_in_failures(account)
+        return await self.open(person, address=address, agent=agent)
+
+    async def _refuse_if_throttled(self, account: str, place: str, now: float) -> None:
+        settings = self._settings()
+        since = now - float(settings.sign_in_window)
+        if (await self.store.sign_in_failures(account, since) >= settings.sign_in_per_account
+                or await self.store.sign_in_failures(place, since) >= settings.sign_in_per_address):
+            raise AccountError(
+                N_("too many failed sign-ins; wait {minutes} minutes and try again, "
+                   "or ask an administrator to reset your password"),
+                429, "rate_limited", params={"minutes": math.ceil(float(settings.sign_in_window) / 60)},
+            )
+
+    async def sign_in_vouched(self, login: str, vouch: Callable[[], Awaitable[Person]], *, address: str,
+                              agent: str = "") -> SignedIn:
+        """A new session for the person `vouch` names (a directory checked their password), under the
+        same throttle as password sign-ins: a refusal of 401 from `vouch` counts as a failed sign-in for
+        `login` and the address, so a guesser gets no more tries through the directory than here."""
+        now = self._clock()
+        account, place = f"account:{_email_key(login)}", f"address:{address}"
+        await self._refuse_if_throttled(account, place, now)
+        try:
+            person = await vouch()
+        except AccountError as e:
+            if e.status == 401:
+                await self.store.add_sign_in_failure([account, place], now)
+            raise
         await self.store.clear_sign_in_failures(account)
         return await self.open(person, address=address, agent=agent)
 

@@ -27,6 +27,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
+from llmgw.auth import DirectoryAccounts, Secrets
+from llmgw.auth.ldapsync import LdapSync
 from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
 from llmgw.control.adminapi import make_admin_app
@@ -100,6 +102,11 @@ class ControlPlane:
                                idle=lambda: float(self.settings.current.auth.session_idle))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
         self.accounts = Accounts(store)
+        # The directory sync runs here, on the leader; what it suspends, this plane's caches forget at once.
+        self.ldap_sync = LdapSync(store, lambda: self.settings.current.auth,
+                                  Secrets(store, cfg.data_dir, own_secrets(cfg)),
+                                  DirectoryAccounts(store, self.accounts.people, self.accounts.audit),
+                                  leading=lambda: self.lease.leading, on_suspended=self._forget_person)
         self.registry = CollectorRegistry()
         self._leader_gauge = Gauge("llmgw_leader", "1 while this control plane leads", registry=self.registry)
         self._settings_gauge = Gauge("llmgw_settings_version", "Cluster settings version in force",
@@ -171,6 +178,11 @@ class ControlPlane:
             log.info("the catalog from the store: %d model(s), %d with a replica that answers", len(placed), ready)
         self.routes.publish(Routes(placed))
 
+    def _forget_person(self, person) -> None:
+        """A person suspended or reinstated here: their keys and chat credentials are read again at once."""
+        self.keys.clear()
+        self.chat.clear()
+
     def _leadership_changed(self, leading: bool) -> None:
         self._leader_gauge.set(1 if leading else 0)
         self.cluster.leadership_changed(leading)
@@ -225,6 +237,7 @@ class ControlPlane:
             self._runners.append(runner)
         await self.cluster.start()
         self.exchange.start()
+        self.ldap_sync.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
 
@@ -238,6 +251,7 @@ class ControlPlane:
             # requests finish and their usage rows are written.
             await self.workers.stop()
         await self.exchange.stop()
+        await self.ldap_sync.stop()
         await self.lease.stop(release=True)
         await self.settings.stop()
         await self.cluster.stop()

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from llmgw.account import AccountError
 from llmgw.errors import N_
-from llmgw.portal import i18n, security
+from llmgw.portal import directory_signin, i18n, security
 from llmgw.portal.sso_pages import signin_offer
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render, render_error, secure
 from llmgw.router.clientaddr import client_address
@@ -31,18 +31,19 @@ async def signin(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
             return redirect(request, target)
         return render(request, "signin.html", title=N_("Sign in"), next=target, email="", error=None,
                       signup_open=bool(request.app[PORTAL].plane.settings.current.auth.signup.domains),
-                      **signin_offer(request, target))
+                      directory=directory_signin.form_label(request.app[PORTAL]), **signin_offer(request, target))
     posted = await form(request)
     target = security.local_path(posted.get("next"))
     email = posted.get("email", "").strip()
     portal = request.app[PORTAL]
     address = client_address(request, portal.trusted_proxies())
     try:
-        signed = await portal.sessions.sign_in(email, posted.get("password", ""), address=address,
-                                               agent=request.headers.get("User-Agent", ""))
+        signed = await directory_signin.sign_in(portal, email, posted.get("password", ""), address=address,
+                                                agent=request.headers.get("User-Agent", ""))
     except AccountError as e:
         return render(request, "signin.html", status=e.status, title=N_("Sign in"), next=target, email=email,
-                      error=i18n.say(request[LANG], e), **signin_offer(request, target))
+                      error=i18n.say(request[LANG], e), directory=directory_signin.form_label(portal),
+                      **signin_offer(request, target))
     old = request.cookies.get(security.SESSION_COOKIE)
     if old:
         await portal.sessions.sign_out(old)  # a new token at each sign-in: one planted before is worth nothing
