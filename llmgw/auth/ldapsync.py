@@ -33,11 +33,12 @@ from llmgw.auth.directory import DirectoryAccounts, GroupMap
 from llmgw.auth.ldapconn import DirectoryError
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.config import AuthSettings
-from llmgw.store import Person, Store, StoreError
+from llmgw.store import AuditEntry, Person, Store, StoreError
 
 log = logging.getLogger("llmgw.auth")
 
 SYNC_ACTOR = Actor("directory", "ldap")
+SYNC_TARGET = "directory:ldap"  # the audit target each sync's report is written under
 IDLE_CHECK_S = 1.0  # how often an off, not-yet-due or following sync looks at the settings (in memory) again
 
 
@@ -108,6 +109,13 @@ class LdapSync:
             self._last_run = time.monotonic()
             report = await self._run(actor)
             self.last = report
+            # Written down, so that every control plane and worker shows the last sync (GET /api/v1/auth,
+            # /admin/sign-in), not only the leader that ran it; and who a sync suspended is in ctl audit.
+            try:
+                await self.store.add_audit(AuditEntry(at=report["at"], actor=actor.name, via=actor.via,
+                                                      action="ldap.sync", target=SYNC_TARGET, after=report))
+            except StoreError as e:
+                log.warning("the directory sync's report was not written to the audit log: %s", e)
             return report
 
     async def _run(self, actor: Actor) -> dict[str, Any]:
@@ -135,7 +143,7 @@ class LdapSync:
         if len(leaving) * 2 > len(tied):
             report["refused"] = (f"it would suspend {len(leaving)} of the {len(tied)} accounts tied to the "
                                  f"directory, more than half; check auth.ldap.base_dn and user_filter, then run "
-                                 f"llmgw ctl auth ldap-sync")
+                                 f"llmgw ctl auth sync")
             log.error("directory sync refused, nothing changed: %s", report["refused"])
             return report
         # Not GroupMap.of: its protocol wants settable fields, and the settings are frozen.

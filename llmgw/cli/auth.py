@@ -132,8 +132,14 @@ def _sync_text(sync: dict[str, Any] | None) -> str:
         return "not yet"
     if sync.get("refused"):
         return f"{when(sync['at'])}: REFUSED: {sync['refused']}"
-    return (f"{when(sync['at'])}: {sync.get('checked', 0)} checked, {sync.get('suspended', 0)} suspended, "
-            f"{sync.get('reinstated', 0)} reinstated, {sync.get('changed', 0)} changed")
+    return (f"{when(sync['at'])}: {sync.get('checked', 0)} checked, {_named(sync, 'suspended')} suspended, "
+            f"{_named(sync, 'reinstated')} reinstated, {_named(sync, 'changed')} changed")
+
+
+def _named(report: dict[str, Any], what: str) -> str:
+    """How many, and who when few: "2 (ada@corp.example, bob@corp.example)"."""
+    who = report.get(what) or []
+    return f"{len(who)} ({', '.join(who)})" if 0 < len(who) <= 5 else str(len(who))
 
 
 def _token_text(scim: dict[str, Any]) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 
 from llmgw.account import Actor
 from llmgw.auth import Secrets, Trial
+from llmgw.auth.ldapsync import SYNC_TARGET
+from llmgw.auth.scim.tokens import make_token, token_made
 from llmgw.auth.secrets import check_name
 from llmgw.config import ServerConfig
 from llmgw.config.auth import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings
@@ -27,7 +29,6 @@ from llmgw.store import AuditEntry, Store
 
 CALLBACK = "/login/oidc/callback"  # the portal's (llmgw.portal.sso_pages), which control cannot import
 KINDS = ("oidc", "ldap")  # what can be tried; SCIM is answered, not dialled, so there is nothing to try
-SYNC_TARGET = "directory:ldap"  # the audit target each LDAP sync writes its report under
 
 
 class SignInSetup:
@@ -47,8 +48,6 @@ class SignInSetup:
         """How people get in now: each way on or off with what it says, the kept secrets, the last sync."""
         auth = self.watcher.current.auth
         oidc, ldap, scim = auth.oidc, auth.ldap, auth.scim
-        from llmgw.auth.scim.tokens import token_made
-
         made = await token_made(self.store)
         sync = await self.store.list_audit(limit=1, target=SYNC_TARGET)
         return {
@@ -176,8 +175,6 @@ class SignInSetup:
 
     async def make_scim_token(self, actor: Actor) -> str:
         """A new SCIM bearer token, shown once: the store keeps its digest, and the one before stops working."""
-        from llmgw.auth.scim.tokens import make_token
-
         token = await make_token(self.store)
         await self._audit(actor, "auth.scim_token", "scim", None, {"made": True})
         return token
