@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmgw.account import Principal, UnknownKeyThrottle
-    from llmgw.config import ClusterSettings
+    from llmgw.config import ClusterSettings, ServerConfig
     from llmgw.router.service import Router
-    from llmgw.store import Lease
+    from llmgw.store import Lease, Store
 
 
 class HeldLease(Protocol):
@@ -82,6 +82,12 @@ class ClientPlane(Protocol):
 
     @property
     def settings(self) -> LiveSettings: ...
+
+    @property
+    def store(self) -> Store: ...  # SCIM's users and groups (llmgw.auth.scim)
+
+    @property
+    def cfg(self) -> ServerConfig: ...  # this machine's server.yaml: data_dir, for the master key SCIM's token may need
 
     @property
     def keys(self) -> KeyLookup: ...
