@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
@@ -55,9 +56,6 @@ class ScimPlane(Protocol):
 
     @property
     def settings(self) -> _Settings: ...
-
-
-_Handler = Callable[[web.Request, str, list[str]], Awaitable[web.StreamResponse]]
 
 
 class Scim:
@@ -114,8 +112,7 @@ class Scim:
             return self._discovery(kind, rest, base)
         if kind == ".search":
             _allow(method, ("POST",))
-            raise ScimError(501, N_("search /Users/.search or /Groups/.search; one search of both is not "
-                                    "supported"))
+            return await self._search_all(Query.of(await _search_body(request)), base)
         if kind not in ("Users", "Groups") or len(rest) > 1:
             raise ScimError(404, N_("there is nothing at {path}"), params={"path": request.path[:200]})
         resources: Any = self.users if kind == "Users" else self.groups
@@ -129,10 +126,7 @@ class Scim:
         ident = rest[0]
         if ident == ".search":
             _allow(method, ("POST",))
-            body = await read_json(request)
-            if not isinstance(body, dict):
-                raise ScimError(400, N_("a search is a JSON object"), scim_type="invalidSyntax")
-            return await self._list(resources, Query.of(body), base)
+            return await self._list(resources, Query.of(await _search_body(request)), base)
         _allow(method, ("GET", "PUT", "PATCH", "DELETE"))
         if method == "GET":
             query = Query.of(request.query)
@@ -152,6 +146,13 @@ class Scim:
         return scim_json(schemas.list_response([query.project(r) for r in page] if query.count else [],
                                                total, query.start))
 
+    async def _search_all(self, query: Query, base: str) -> web.Response:
+        """POST /.search: users then groups, one filter over both, paged together."""
+        everything = replace(query, start=1, count=sys.maxsize)
+        found = [*(await self.users.search(everything, base))[1], *(await self.groups.search(everything, base))[1]]
+        page = found[query.start - 1:query.start - 1 + query.count]
+        return scim_json(schemas.list_response([query.project(r) for r in page], len(found), query.start))
+
     def _discovery(self, kind: str, rest: list[str], base: str) -> web.Response:
         if kind == "ServiceProviderConfig":
             if rest:
@@ -164,6 +165,13 @@ class Scim:
         if one is None or len(rest) > 1:
             raise ScimError(404, N_("there is no {kind} {id}"), params={"kind": kind, "id": "/".join(rest)[:200]})
         return scim_json(one)
+
+
+async def _search_body(request: web.Request) -> dict[str, Any]:
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise ScimError(400, N_("a search is a JSON object"), scim_type="invalidSyntax")
+    return body
 
 
 def _gmap(settings: SCIMSettings) -> GroupMap:

@@ -52,7 +52,7 @@ _USER_ATTRS = [
     _a("preferredLanguage"),
     _a("emails", "complex", multi=True, required=True,
        description="The primary (else the first) is the account's e-mail; a userName that is an e-mail will do.",
-       sub=[_a("value"), _a("type", canonical=["work", "home", "other"]), _a("primary", "boolean")]),
+       sub=[_a("value", required=True), _a("type", canonical=["work", "home", "other"]), _a("primary", "boolean")]),
     _a("active", "boolean", required=True,
        description="false suspends the account (its sessions end, its keys are refused); true lifts that."),
 ]
