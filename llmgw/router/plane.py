@@ -59,6 +59,8 @@ class KeyLookup(Protocol):
 
     async def lookup(self, secret: str) -> Principal | None: ...
 
+    def clear(self) -> None: ...  # forget every key: SCIM suspended or reinstated someone (llmgw.auth.scim)
+
 
 class ChatLookup(Protocol):
     """The portal's chat credential as the authenticating middleware asks for it (llmgw.account.ChatTokens).

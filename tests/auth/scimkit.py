@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from aiohttp import web
 
+from llmgw.account import KeyCache
 from llmgw.auth.scim import make_token, mount
 from llmgw.config import ClusterSettings, ServerConfig
 from llmgw.config.auth import SCIMSettings
@@ -28,6 +29,7 @@ class Plane:
         self.store = store
         self.settings = SimpleNamespace(current=settings_with(scim))
         self.cfg = replace(ServerConfig(), data_dir=data_dir)
+        self.keys = KeyCache(store, ttl=lambda: 3600.0)  # an hour: only SCIM's clear() explains a refusal
 
 
 def scim_app(plane: Plane) -> web.Application:

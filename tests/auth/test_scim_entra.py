@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -9,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.auth.scimkit import Plane, bearer, scim_app
 
-from llmgw.account import Sessions
+from llmgw.account import Accounts, Actor, Sessions
 from llmgw.config.auth import SCIMSettings
 from llmgw.store import Person
 
@@ -44,9 +45,13 @@ def op(*operations: dict) -> dict:
 
 
 @pytest.fixture
-async def gateway(store, tmp_path):
+async def plane(store, tmp_path):
     await store.ensure_project("Acme", "ml", "search")
-    plane = Plane(store, SETTINGS, str(tmp_path))
+    return Plane(store, SETTINGS, str(tmp_path))
+
+
+@pytest.fixture
+async def gateway(plane, store):
     async with TestClient(TestServer(scim_app(plane))) as client:
         client.headers = await bearer(store)
         yield client
@@ -87,6 +92,21 @@ async def test_entra_creates_a_user_who_is_then_suspended_by_a_string_false_and_
                              json=op({"op": "Replace", "value": {"active": "True"}})) as r:
         assert r.status == 200 and (await r.json())["active"] is True
     assert (await store.person_by_id(person.id)).disabled is False
+
+
+async def test_a_suspended_users_api_key_is_refused_at_once_and_let_in_again_on_reactivation(gateway, store, plane):
+    async with gateway.post("/scim/v2/Users", json=ENTRA_USER, headers=gateway.headers) as r:
+        made = await r.json()
+    _, secret = await Accounts(store).create_key(Actor("root", "cli"), name="laptop", project="Acme/ml/search",
+                                                 person_email="ada@corp.example")
+    assert (await plane.keys.lookup(secret)).refusal(time.time()) is None  # cached for an hour from now on
+
+    for value, refused in (("False", True), ("True", False)):
+        async with gateway.patch(f"/scim/v2/Users/{made['id']}", headers=gateway.headers,
+                                 json=op({"op": "Replace", "path": "active", "value": value})) as r:
+            assert r.status == 200
+        refusal = (await plane.keys.lookup(secret)).refusal(time.time())
+        assert (refusal is not None and "suspended" in refusal) == refused
 
 
 async def test_a_suspension_an_administrator_made_is_not_lifted_by_the_provider(gateway, store):

@@ -21,6 +21,17 @@ class Provisioning:
     directory: DirectoryAccounts
     audit: Callable[[Actor, str, str, Any, Any], Awaitable[None]]
     gmap: Callable[[], GroupMap]  # auth.scim's roles and memberships, read at each change
+    # Tells this process's key cache (and through it the other workers) that someone's keys are refused or
+    # let in again, at once rather than after auth.cache_ttl, as the admin API's suspension does.
+    keys_changed: Callable[[], None]
+
+    async def suspend(self, person: Person, why: str) -> None:
+        if await self.directory.suspend(person, SOURCE, actor=ACTOR, why=why):
+            self.keys_changed()
+
+    async def reinstate(self, person: Person) -> None:
+        if await self.directory.reinstate(person, SOURCE, actor=ACTOR):
+            self.keys_changed()
 
     async def group_names(self, person_id: str) -> frozenset[str]:
         return frozenset(g.display_name for g in await self.store.scim_groups_of(person_id))

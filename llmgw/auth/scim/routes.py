@@ -45,6 +45,10 @@ class _Settings(Protocol):
     def current(self) -> ClusterSettings: ...
 
 
+class _Keys(Protocol):
+    def clear(self) -> None: ...
+
+
 class ScimPlane(Protocol):
     """What SCIM reads of the process serving the client port (a control plane or a worker)."""
 
@@ -57,6 +61,9 @@ class ScimPlane(Protocol):
     @property
     def settings(self) -> _Settings: ...
 
+    @property
+    def keys(self) -> _Keys: ...
+
 
 class Scim:
     def __init__(self, plane: ScimPlane):
@@ -64,7 +71,8 @@ class Scim:
         self.plane = plane
         accounts = Accounts(store)
         directory = DirectoryAccounts(store, accounts.people, accounts.audit)
-        provisioning = Provisioning(store, directory, accounts.audit, lambda: _gmap(plane.settings.current.auth.scim))
+        provisioning = Provisioning(store, directory, accounts.audit, lambda: _gmap(plane.settings.current.auth.scim),
+                                    plane.keys.clear)
         self.users = Users(provisioning)
         self.groups = Groups(provisioning)
         self.tokens = TokenCheck(store, Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),

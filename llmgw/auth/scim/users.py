@@ -201,7 +201,7 @@ class Users:
 
     async def delete(self, user_id: str) -> None:
         user, person = await self.found(user_id)
-        await self.p.directory.suspend(person, SOURCE, actor=ACTOR, why="deleted at the SCIM provider")
+        await self.p.suspend(person, "deleted at the SCIM provider")
         await self.store.delete_identity(SOURCE, user.id)
         await self.store.delete_scim_user(user.id)  # and its group memberships
         await self.p.audit(ACTOR, "scim.user.delete", f"person:{person.id}", _view(user), None)
@@ -212,7 +212,7 @@ class Users:
     async def _settle(self, person: Person, vouched: Vouched, active: bool | None) -> Person:
         person = await self.p.directory.follow(person, vouched, self.p.gmap(), actor=ACTOR)
         if active is False:
-            await self.p.directory.suspend(person, SOURCE, actor=ACTOR, why="active set to false by the SCIM provider")
+            await self.p.suspend(person, "active set to false by the SCIM provider")
         elif active is True:
-            await self.p.directory.reinstate(person, SOURCE, actor=ACTOR)
+            await self.p.reinstate(person)
         return await self.store.person_by_id(person.id) or person
