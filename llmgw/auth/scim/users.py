@@ -90,7 +90,7 @@ def _taken_name(user_name: str) -> ScimError:
 
 
 def _taken_email(email: str) -> ScimError:
-    return ScimError(409, N_("{email} is already another provisioned user's e-mail"), scim_type="uniqueness",
+    return ScimError(409, N_("{email} is already another account's e-mail"), scim_type="uniqueness",
                      params={"email": email})
 
 
