@@ -189,8 +189,10 @@ class Users:
             await self.store.update_scim_user(after)
         except Conflict:
             raise _taken_name(user_name) from None
-        if _view(after) != _view(user):
-            await self.p.audit(ACTOR, "scim.user.update", f"person:{person.id}", _view(user), _view(after))
+        changed = sorted({k for k in user.data.keys() | data.keys() if user.data.get(k) != data.get(k)})
+        if _view(after) != _view(user) or changed:
+            await self.p.audit(ACTOR, "scim.user.update", f"person:{person.id}", _view(user),
+                               _view(after) | {"changed": changed})
         vouched = Vouched(SOURCE, user.id, email, _name(data), await self.p.group_names(person.id))
         person = await self._settle(person, vouched, active)
         return self.resource(after, person, base)

@@ -1,4 +1,4 @@
-"""What a provider is told when something is wrong: SCIM's error shape, the right status, one sentence."""
+"""What a provider is told and what is kept: SCIM's error shape with the right status, the token, the audit."""
 
 from __future__ import annotations
 
@@ -136,3 +136,43 @@ async def test_discovery_takes_only_get_and_a_wrong_method_is_405(gateway):
             await _error(r)
     async with gateway.put("/scim/v2/Users", json={}, headers=gateway.headers) as r:
         assert r.status == 405
+
+
+async def test_with_a_token_file_only_its_token_is_taken(gateway, plane, store, tmp_path):
+    made = gateway.headers["Authorization"]
+    path = tmp_path / "scim-token"
+    path.write_text("scim_from-the-file\n")
+    path.chmod(0o600)
+    plane.settings.current = settings_with(SCIMSettings(enabled=True, token_file=str(path)))
+
+    async def answers(header: str) -> int:
+        async with gateway.get("/scim/v2/Users", headers={"Authorization": header}) as r:
+            return r.status
+
+    deadline = time.monotonic() + 15
+    while await answers("Bearer scim_from-the-file") != 200:
+        assert time.monotonic() < deadline, "the token file's token was never taken"
+        await asyncio.sleep(0.1)
+    assert await answers(made) == 401
+
+
+async def test_every_change_is_in_the_audit_log(gateway, store):
+    async with gateway.post("/scim/v2/Users", json=ADA, headers=gateway.headers) as r:
+        ada = await r.json()
+    async with gateway.patch(f"/scim/v2/Users/{ada['id']}", headers=gateway.headers, json={
+            "Operations": [{"op": "add", "path": "title", "value": "Countess"}]}) as r:
+        assert r.status == 200
+    async with gateway.post("/scim/v2/Groups", json={"displayName": "Ops", "members": [{"value": ada["id"]}]},
+                            headers=gateway.headers) as r:
+        group = await r.json()
+    async with gateway.delete(f"/scim/v2/Groups/{group['id']}", headers=gateway.headers) as r:
+        assert r.status == 204
+    async with gateway.delete(f"/scim/v2/Users/{ada['id']}", headers=gateway.headers) as r:
+        assert r.status == 204
+    entries = await store.list_audit(limit=100)
+    actions = [e.action for e in entries]
+    for action in ("person.create", "person.link", "scim.user.create", "scim.user.update", "scim.group.create",
+                   "scim.group.delete", "person.suspend", "scim.user.delete"):
+        assert action in actions, action
+    update = next(e for e in entries if e.action == "scim.user.update")
+    assert update.actor == "scim" and update.after["changed"] == ["title"]
