@@ -29,7 +29,7 @@ from llmgw.auth.secrets import Secrets
 from llmgw.config.auth import SCIMSettings
 from llmgw.config.keyfiles import own_secrets
 from llmgw.errors import N_, ExpectedError
-from llmgw.store import StoreError, StoreUnavailable
+from llmgw.store import Conflict, StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
     from llmgw.config import ClusterSettings, ServerConfig
@@ -102,6 +102,8 @@ class Scim:
         except AccountError as e:
             return error_response(ScimError(e.status if e.status in (400, 403, 404, 409) else 400, e.template,
                                             params=e.params or None))
+        except Conflict as e:  # a race the checks before the write did not see: the database said it
+            return error_response(ScimError(409, e.template, scim_type="uniqueness", params=e.params or None))
         except StoreUnavailable:
             return error_response(ScimError(503, N_("the store does not answer; try again shortly")))
         except (StoreError, ExpectedError) as e:
@@ -128,8 +130,9 @@ class Scim:
             _allow(method, ("GET", "POST"))
             if method == "GET":
                 return await self._list(resources, Query.of(request.query), base)
+            body = await read_json(request)  # read before the lock: a slow upload holds up no one
             async with self._writing:
-                created = await resources.create(await read_json(request), base)
+                created = await resources.create(body, base)
             return scim_json(created, 201, {"Location": created["meta"]["location"]})
         ident = rest[0]
         if ident == ".search":
@@ -140,11 +143,12 @@ class Scim:
             query = Query.of(request.query)
             found = await (resources.read(ident, base, query) if kind == "Groups" else resources.read(ident, base))
             return scim_json(query.project(found))
-        async with self._writing:
-            if method == "DELETE":
+        if method == "DELETE":
+            async with self._writing:
                 await resources.delete(ident)
-                return web.Response(status=204)
-            body = await read_json(request)
+            return web.Response(status=204)
+        body = await read_json(request)
+        async with self._writing:
             changed = await (resources.replace(ident, body, base) if method == "PUT"
                              else resources.patch(ident, body, base))
         return scim_json(changed)
