@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, looks_like_key
+from llmgw.auth.scim import mount as mount_scim
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address
@@ -247,6 +248,9 @@ def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None
     app.router.add_get("/ready", ready)
     app.router.add_get("/v1/models", list_models)
     add_routes(app)
+    # SCIM provisioning (issue 14): before the portal's catch-all, and outside /v1, so no key check or
+    # standby pass-on touches it; it answers 404 in SCIM's shape while auth.scim.enabled is off.
+    mount_scim(app, plane)
     if extend is not None:
         extend(app)
     app.router.add_route("*", "/v1/{tail:.*}", not_found)

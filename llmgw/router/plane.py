@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from llmgw.account import Principal, UnknownKeyThrottle
-    from llmgw.config import ClusterSettings
+    from llmgw.config import ClusterSettings, ServerConfig
     from llmgw.router.service import Router
-    from llmgw.store import Lease
+    from llmgw.store import Lease, Store
 
 
 class HeldLease(Protocol):
@@ -59,6 +59,8 @@ class KeyLookup(Protocol):
 
     async def lookup(self, secret: str) -> Principal | None: ...
 
+    def clear(self) -> None: ...  # forget every key: SCIM suspended or reinstated someone (llmgw.auth.scim)
+
 
 class ChatLookup(Protocol):
     """The portal's chat credential as the authenticating middleware asks for it (llmgw.account.ChatTokens).
@@ -82,6 +84,12 @@ class ClientPlane(Protocol):
 
     @property
     def settings(self) -> LiveSettings: ...
+
+    @property
+    def store(self) -> Store: ...  # SCIM's users and groups (llmgw.auth.scim)
+
+    @property
+    def cfg(self) -> ServerConfig: ...  # this machine's server.yaml: data_dir, for the master key SCIM's token may need
 
     @property
     def keys(self) -> KeyLookup: ...

@@ -34,6 +34,8 @@ from llmgw.store.records import (
     ProjectCache,
     ProjectPath,
     Replica,
+    ScimGroup,
+    ScimUser,
     Session,
     Settings,
     Team,
@@ -46,7 +48,7 @@ __all__ = [
     "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache",
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
-    "CatalogModel", "NodeRecord", "Replica",
+    "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
     "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
 ]
 
@@ -97,6 +99,25 @@ class Store(Protocol):
     async def sealed_secret(self, name: str) -> bytes | None: ...
     async def delete_sealed_secret(self, name: str) -> bool: ...  # whether there was one
     async def list_sealed_secrets(self, prefix: str) -> list[str]: ...  # the names under prefix, never values
+
+    # SCIM provisioning (llmgw.auth.scim): userName and displayName are unique without regard to case
+    async def add_scim_user(self, user: ScimUser) -> None: ...  # Conflict: userName taken, or the person has one
+    async def update_scim_user(self, user: ScimUser) -> None: ...  # userName, externalId, data; Conflict when taken
+    async def scim_user(self, user_id: str) -> ScimUser | None: ...
+    async def scim_user_by_name(self, user_name: str) -> ScimUser | None: ...
+    async def scim_user_of(self, person_id: str) -> ScimUser | None: ...
+    async def list_scim_users(self) -> list[ScimUser]: ...
+    async def delete_scim_user(self, user_id: str) -> bool: ...  # and their group memberships; never the person
+    async def add_scim_group(self, group: ScimGroup) -> None: ...  # Conflict when the displayName is taken
+    async def update_scim_group(self, group: ScimGroup) -> None: ...
+    async def scim_group(self, group_id: str) -> ScimGroup | None: ...
+    async def scim_group_by_name(self, display_name: str) -> ScimGroup | None: ...
+    async def list_scim_groups(self) -> list[ScimGroup]: ...
+    async def delete_scim_group(self, group_id: str) -> list[str]: ...  # the person ids that were its members
+    async def scim_group_members(self, group_id: str) -> list[str]: ...  # person ids
+    async def add_scim_group_members(self, group_id: str, person_ids: Sequence[str]) -> None: ...
+    async def remove_scim_group_members(self, group_id: str, person_ids: Sequence[str]) -> None: ...
+    async def scim_groups_of(self, person_id: str) -> list[ScimGroup]: ...
 
     # failed sign-ins: subject is "account:<email_key>" or "address:<ip>"
     # Also forgets failures more than a day older than `at`.

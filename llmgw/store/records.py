@@ -351,3 +351,28 @@ class Replica:
     gpu_memory_mb: int = 0
     replaces: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScimUser:
+    """A person as a SCIM provider made them: `id` is ours (also the "scim" identity's subject),
+    `data` the attributes it sent (name parts, e-mails, extensions), kept to read back as written."""
+
+    id: str
+    person_id: str
+    user_name: str
+    external_id: str | None
+    data: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ScimGroup:
+    """A group a SCIM provider pushes; its display_name is what auth.scim.roles and memberships name."""
+
+    id: str
+    display_name: str
+    external_id: str | None
+    created_at: float
+    updated_at: float

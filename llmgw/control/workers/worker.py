@@ -146,7 +146,7 @@ class Worker:
         self.sockets = sockets  # every worker's, on the client port; sockets[index] is this one's
         self._adopted: dict[int, web.SockSite] = {}  # orphans' sockets accepted on for now
         self._adopting = asyncio.Lock()
-        self.store: Store | None = None
+        self._store: Store | None = None
         self.lease = SharedLease()
         self.registry = CollectorRegistry()
         # The parts the client app reads, made in start() once the store is open; the app is built after
@@ -171,7 +171,7 @@ class Worker:
         from llmgw.router.app import make_client_app
         from llmgw.store import open_store
 
-        store = self.store = await open_store(self.cfg.store)
+        store = self._store = await open_store(self.cfg.store)
         self._settings = ClusterSettingsWatcher(store)
         current = lambda: self.settings.current  # noqa: E731
         self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
@@ -227,9 +227,13 @@ class Worker:
             await self.router.stop()
         if self._settings:
             await self._settings.stop()
-        if self.store:
-            await self.store.close()
+        if self._store:
+            await self._store.close()
         await self.channel.close()
+
+    @property
+    def store(self) -> Store:
+        return _made(self._store, "store")
 
     @property
     def settings(self) -> ClusterSettingsWatcher:
