@@ -146,8 +146,7 @@ class LdapSync:
                                  f"llmgw ctl auth sync")
             log.error("directory sync refused, nothing changed: %s", report["refused"])
             return report
-        # Not GroupMap.of: its protocol wants settable fields, and the settings are frozen.
-        gmap = GroupMap(roles=settings.roles, memberships=settings.memberships)
+        gmap = GroupMap.of(settings)
         for subject, person in tied.items():
             try:
                 await self._one(person, seen[subject], gmap, actor, report)

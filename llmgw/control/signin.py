@@ -82,11 +82,13 @@ class SignInSetup:
         """The block to try: `given` (auth.KIND's keys, as in the settings) checked as the settings would
         check it, or the block in force. SettingsError names the key at fault."""
         _check_kind(kind)
+        auth = self.watcher.current.auth
         if given is None:
-            return getattr(self.watcher.current.auth, kind)  # type: ignore[no-any-return]
-        cls = OIDCSettings if kind == "oidc" else LDAPSettings
+            return auth.oidc if kind == "oidc" else auth.ldap
         try:
-            built = from_dict(cls, given, path=f"auth.{kind}")
+            built: OIDCSettings | LDAPSettings = (
+                from_dict(OIDCSettings, given, path="auth.oidc") if kind == "oidc"
+                else from_dict(LDAPSettings, given, path="auth.ldap"))
         except (ConfigError, Invalid) as e:
             problem = e.problem if isinstance(e, ConfigError) else e
             if problem is not None:

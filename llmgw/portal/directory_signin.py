@@ -42,7 +42,7 @@ async def sign_in(portal: Any, login: str, password: str, *, address: str, agent
     async def vouched_person() -> Person:
         vouched = await ldap.sign_in(settings, portal.secrets, login, password)
         person: Person = await portal.directory.account(
-            vouched, GroupMap(roles=settings.roles, memberships=settings.memberships), create=settings.create_accounts,
+            vouched, GroupMap.of(settings), create=settings.create_accounts,
             actor=Actor(vouched.email or vouched.subject, "ldap"))
         return person
 

@@ -187,7 +187,7 @@ async def _search_body(request: web.Request) -> dict[str, Any]:
 
 
 def _gmap(settings: SCIMSettings) -> GroupMap:
-    return GroupMap(roles=settings.roles, memberships=settings.memberships)
+    return GroupMap.of(settings)
 
 
 def _allow(method: str, allowed: tuple[str, ...]) -> None:

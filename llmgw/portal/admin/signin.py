@@ -75,9 +75,12 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
                 made_token = await setup.make_scim_token(viewer.actor())
             else:
                 return redirect(request, "/admin/sign-in")
-        except (SettingsError, SecretError) as e:
-            errors[kind or action] = f"{e.key}: {i18n.say(lang, e)}" if getattr(e, "key", "") else i18n.say(lang, e)
-            status = getattr(e, "status", 400) if 400 <= getattr(e, "status", 400) < 500 else 400
+        except SettingsError as e:
+            errors[kind or action] = f"{e.key}: {i18n.say(lang, e)}" if e.key else i18n.say(lang, e)
+            status = e.status if 400 <= e.status < 500 else 400
+        except SecretError as e:
+            errors[kind or action] = i18n.say(lang, e)
+            status = 400
     return render(request, "admin/signin.html", status=status, title=N_("Sign-in"), state=await setup.status(),
                   blocks=blocks, logins=logins, trials=trials, errors=errors, made_token=made_token)
 
