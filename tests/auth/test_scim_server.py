@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
 import aiohttp
 
@@ -71,8 +73,19 @@ async def test_with_two_workers_scim_is_answered_by_the_worker_processes(tmp_pat
             await store.close()
         assert server.ctl("ctl", "config", "set", "auth.scim.enabled", "true").returncode == 0
         headers = {"Authorization": f"Bearer {token}"}
-        wait_until(lambda: server.get("/scim/v2/ServiceProviderConfig", headers)[0] == 200, 15,
-                   "the workers read auth.scim.enabled")
+        # Each worker reads the settings on its own poll: wait until both answer, not just the first.
+        enabled: set[str] = set()
+
+        def both_enabled() -> bool:
+            request = urllib.request.Request(server.client_url + "/scim/v2/ServiceProviderConfig", headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=5) as r:
+                    enabled.add(r.headers.get("x-llmgw-worker", ""))
+            except urllib.error.HTTPError:
+                pass
+            return len(enabled - {""}) == 2
+
+        wait_until(both_enabled, 15, "both workers read auth.scim.enabled")
         async with aiohttp.ClientSession(server.client_url, headers=headers) as http:
             async with http.post("/scim/v2/Users", json=ADA) as r:
                 assert r.status == 201, await r.text()
