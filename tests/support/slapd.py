@@ -251,6 +251,8 @@ class Slapd:
             for ou in ("people", "groups", "services", "policies"):
                 c.add(f"ou={ou},{SUFFIX}", ["organizationalUnit"], {"ou": ou})
             # Without a policy that says pwdLockout, slapd keeps a locked account's bind working.
+            # pwdMaxFailure 0 is ppolicy's "never lock after failed binds": the tests' wrong passwords
+            # must not lock ada; a person is disabled only where a test sets pwdAccountLockedTime itself.
             c.add(f"cn=default,ou=policies,{SUFFIX}", ["organizationalRole", "pwdPolicy"],
                   {"cn": "default", "pwdAttribute": "userPassword", "pwdLockout": "TRUE", "pwdMaxFailure": "0"})
             c.add(READER_DN, ["organizationalRole", "simpleSecurityObject"], {"userPassword": READER_PW})
