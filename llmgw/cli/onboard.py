@@ -18,6 +18,10 @@ def register(commands) -> None:
     supervise.add_argument("--root", default="/", help="the install's root directory")
     supervise.add_argument("unit", help="the unit file's name, e.g. llmgw-agent.service")
     supervise.set_defaults(run=run_supervise)
+    node = sub.add_parser("node", description="Install this machine as a node: the plan (JSON, with the join code) "
+                                              "on stdin, progress as JSON lines on stdout. Run as root.")
+    node.add_argument("--root", default="/", help="the install's root directory")
+    node.set_defaults(run=run_node)
 
 
 def run_supervise(args: argparse.Namespace) -> int:
@@ -27,3 +31,9 @@ def run_supervise(args: argparse.Namespace) -> int:
     from llmgw.onboard.supervisor import detach
 
     return detach(Layout(Path(args.root)), args.unit)
+
+
+def run_node(args: argparse.Namespace) -> int:
+    from llmgw.onboard import machine
+
+    return machine.main(args.root)

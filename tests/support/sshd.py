@@ -1,0 +1,92 @@
+"""Debian's real sshd on a free loopback port, with a throwaway host key, client key and configuration.
+
+The SSH installs' tests log in to it as root (we run as root, in CI too)
+with a key made for the test: PermitRootLogin prohibit-password, so no
+password of the machine is ever involved. The daemon runs in the
+foreground (-D -e) as the test's child and is ended by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+from tests.support.pgcluster import free_port
+from tests.support.waiting import wait_until
+
+SSHD = "/usr/sbin/sshd"
+
+
+def keygen(path: Path, kind: str = "ed25519") -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "llmgw-test", "-f", str(path)], check=True,
+                   timeout=60)
+    return path
+
+
+class Sshd:
+    def __init__(self, root: Path):
+        self.dir = root / "sshd"
+        self.dir.mkdir(parents=True)
+        self.port = free_port()
+        self.host_key = keygen(self.dir / "host_ed25519")
+        self.client_key = keygen(self.dir / "client_ed25519")
+        self.authorized = self.dir / "authorized_keys"
+        self.authorized.write_text(Path(f"{self.client_key}.pub").read_text())
+        self.config = self.dir / "sshd_config"
+        self.config.write_text("\n".join([
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {self.host_key}",
+            f"PidFile {self.dir / 'sshd.pid'}",
+            f"AuthorizedKeysFile {self.authorized}",
+            # The test's files are in a temporary folder whose modes sshd's checks would refuse.
+            "StrictModes no",
+            "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "Subsystem sftp internal-sftp",
+            "LogLevel VERBOSE",
+        ]) + "\n")
+        self.log_path = self.dir / "sshd.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def host_public_key(self) -> str:
+        return Path(f"{self.host_key}.pub").read_text().split()[1]
+
+    def start(self) -> Sshd:
+        # sshd refuses to start without its privilege separation directory,
+        # which Debian makes only when the service runs.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        wait_until(self._listening, 30, f"sshd listens on 127.0.0.1:{self.port} (log: {self.log_path})")
+        return self
+
+    def _listening(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"sshd exited with {self.proc.returncode}:\n{self.output()}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        if self.proc:
+            self.log.close()
