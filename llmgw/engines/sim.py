@@ -6,6 +6,7 @@ run, so it is what proves a node end to end.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import llmgw
@@ -47,7 +48,10 @@ class Sim:
         """
         self.validate(profile)
         argv = program(binary, sys.executable, self.name)
-        argv += ["-m", "llmgw", "sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
+        # Under llmgw.pyz, `-m llmgw` finds nothing: the archive itself is the program.
+        pyz = os.environ.get("LLMGW_PYZ")
+        argv += [pyz] if pyz and not binary else ["-m", "llmgw"]
+        argv += ["sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]
         argv += list(profile.args)

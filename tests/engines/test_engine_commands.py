@@ -84,6 +84,15 @@ def test_the_sim_runs_as_llmgw_sim_engine_with_the_agents_own_python():
     assert engines.engine("sim").needs_weights is False
 
 
+def test_under_the_archive_the_sim_is_the_archive_again_since_python_m_llmgw_finds_nothing_there(monkeypatch):
+    # An agent installed by node add --ssh runs from /usr/local/bin/llmgw (the archive): its Python has no
+    # llmgw package, so `-m llmgw` failed and every sim replica was started again every 30 s.
+    monkeypatch.setenv("LLMGW_PYZ", "/usr/local/bin/llmgw")
+    launch = engines.engine("sim").command(profile("sim", model="sim-chat"), model_path="", port=18500,
+                                           host="127.0.0.1")
+    assert launch.argv[:3] == [sys.executable, "/usr/local/bin/llmgw", "sim-engine"]
+
+
 # --- vLLM and SGLang ---------------------------------------------------------------------------
 
 

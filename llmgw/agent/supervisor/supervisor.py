@@ -29,7 +29,9 @@ log = logging.getLogger("llmgw.agent.supervisor")
 # The engine's adapter adds what it needs in EngineSpec.env.
 _PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "TMPDIR",
                "CUDA_HOME", "CUDA_PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
-               "HTTPS_PROXY", "NO_PROXY")
+               "HTTPS_PROXY", "NO_PROXY",
+               # Where llmgw.pyz is unpacked: an engine that is the archive again (sim) finds it there.
+               "LLMGW_PYZ_CACHE")
 
 OnStatus = Callable[[ShardStatus], "Awaitable[None] | None"]
 

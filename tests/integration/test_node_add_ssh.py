@@ -1,0 +1,153 @@
+"""`llmgw node add --ssh` against a real sshd: the archive copied, the node installed into a root directory,
+joined, supervised and serving; run again and nothing changes; a wrong key is one sentence."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import openai
+import pytest
+import yaml
+
+from tests.support.pyz import pyz  # noqa: F401 - a fixture
+from tests.support.servers import llmgw
+from tests.support.sshd import Sshd, keygen
+from tests.support.waiting import wait_for
+
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.services import SupervisedManager
+
+UNIT = "llmgw-agent.service"
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    daemon = Sshd(tmp_path).start()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture
+def node_root(tmp_path):
+    """The remote machine's install root; its supervised agent and the engines it left are stopped at the end."""
+    root = tmp_path / "node-root"
+    root.mkdir()
+    yield root
+    layout = Layout(root)
+    if layout.unit_file(UNIT).exists():
+        SupervisedManager(layout).stop(UNIT)
+    # KillMode=process leaves the engines running, as on a real node; the test started them, so it ends them.
+    for record in layout.agent_data.glob("engines-run/shards/*/record.json"):
+        try:
+            os.killpg(json.loads(record.read_text())["pgid"], signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
+def node_add(server, sshd, root: Path, program: Path, *extra: str):
+    return server.ctl("node", "add", "--ssh", f"root@127.0.0.1:{sshd.port}", "--key", str(sshd.client_key),
+                      "--root", str(root), "--program", str(program), "--wait", "90", *extra, timeout=300)
+
+
+def snapshot(root: Path) -> dict[str, tuple[float, str]]:
+    """Every file the install wrote (not the agent's own records and logs), with its mtime and sha256."""
+    kept = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if not path.is_file() or relative.startswith(("var/log/", "run/", "var/cache/", "var/lib/llmgw-agent/engines")):
+            continue
+        kept[relative] = (path.stat().st_mtime, hashlib.sha256(path.read_bytes()).hexdigest())
+    return kept
+
+
+def ask(server, model: str):
+    client = openai.OpenAI(api_key=server.first_key, base_url=server.client_url + "/v1", max_retries=0, timeout=10)
+    try:
+        reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello"}],
+                                               max_tokens=8)
+    except (openai.APIError, openai.APIConnectionError):
+        return None
+    return reply.choices[0].message.content
+
+
+def test_node_add_over_ssh_installs_a_node_that_serves_a_model_and_a_second_run_changes_nothing(
+        server, sshd, node_root, pyz, tmp_path):
+    done = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--json")
+    assert done.returncode == 0, done.stderr + sshd.output()
+    first = json.loads(done.stdout)
+    states = {step["step"]: step["state"] for step in first["steps"]}
+    assert states == {"log in": "done", "check the machine": "done", "copy the program": "done",
+                      "make the llmgw user and directories": "done", "write agent.yaml": "done",
+                      "join the cluster": "done", "install the service": "done", "start the service": "done",
+                      "wait for the node to report": "done"}
+    assert first["node"]["name"] == "ssh-node"
+    login = first["steps"][0]["sentence"]
+    assert "host key SHA256:" in login and "recorded in" in login
+    known = (server.data_dir / "known_hosts").read_text()
+    assert known == f"[127.0.0.1]:{sshd.port} ssh-ed25519 {sshd.host_public_key}\n"
+
+    layout = Layout(node_root)
+    assert layout.program.read_bytes() == pyz.read_bytes()
+    config = yaml.safe_load(layout.agent_config.read_text())
+    assert config["data_dir"] == str(layout.agent_data) and config["name"] == "ssh-node"
+    assert config["control_planes"] == [f"127.0.0.1:{server.ports['agent']}"]
+
+    spec = tmp_path / "simmy.yaml"
+    spec.write_text(yaml.safe_dump({"name": "simmy", "profiles": [{"engine": "sim", "cpu_cores": 1,
+                                                                    "memory": "256MB"}]}))
+    assert server.ctl("ctl", "model", "add", "-f", str(spec)).returncode == 0
+    answer, _ = wait_for(lambda: ask(server, "simmy"), timeout=90, interval=0.5)
+    assert answer, server.output() + (layout.logs / f"{UNIT}.log").read_text()
+
+    before = snapshot(node_root)
+    pid = SupervisedManager(layout).status(UNIT).pid
+    again = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--json")
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    changing = {step["step"]: step["state"] for step in second["steps"]
+                if step["step"] not in ("log in", "check the machine")}
+    assert set(changing.values()) == {"unchanged"}, second["steps"]
+    assert len(changing) == 7
+    assert snapshot(node_root) == before
+    assert SupervisedManager(layout).status(UNIT).pid == pid
+    assert second["node"] == first["node"]
+
+
+def test_a_key_the_machine_does_not_know_is_refused_with_one_sentence(server, sshd, node_root, pyz, tmp_path):
+    stranger = keygen(tmp_path / "stranger")
+    done = server.ctl("node", "add", "--ssh", f"root@127.0.0.1:{sshd.port}", "--key", str(stranger),
+                      "--root", str(node_root), "--program", str(pyz))
+    assert done.returncode == 1
+    assert done.stderr == (f"llmgw: root@127.0.0.1:{sshd.port} did not accept the key {stranger}; put its public "
+                           "key in ~root/.ssh/authorized_keys there, or give --key FILE or --password\n")
+    assert not any(node_root.iterdir())
+
+
+def test_a_host_showing_another_key_than_the_one_recorded_is_refused_before_logging_in(server, sshd, node_root,
+                                                                                       pyz):
+    (server.data_dir / "known_hosts").write_text(
+        f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE5l0m8lmzIyl7bVHLtO6Rrz5Q36S1ZTwbqI3YZsO7LV\n")
+    done = node_add(server, sshd, node_root, pyz)
+    assert done.returncode == 1
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert message.startswith(f"llmgw: [127.0.0.1]:{sshd.port} now shows the host key SHA256:")
+    assert f"remove its line from {server.data_dir / 'known_hosts'}" in message
+    assert "Accepted publickey" not in sshd.output()
+
+
+def test_node_add_ssh_from_a_checkout_without_an_archive_says_how_to_build_one(server, sshd, node_root):
+    done = server.ctl("node", "add", "--ssh", f"root@127.0.0.1:{sshd.port}", "--key", str(sshd.client_key),
+                      "--root", str(node_root))
+    assert done.returncode == 1
+    assert "build one with `python3 build.py dist` and give --program dist/llmgw.pyz" in done.stderr
+
+
+def test_plain_node_add_refuses_ssh_options_without_ssh(server):
+    done = llmgw("node", "add", "--root", "/tmp/x", "--admin", server.admin, "--token-file", server.token_file)
+    assert done.returncode == 2
+    assert done.stderr == "llmgw: --root is for installing over SSH; give --ssh USER@HOST too\n"
