@@ -198,8 +198,10 @@ async def connect(target: Target, credentials: Credentials, known_hosts: Path) -
     except asyncssh.HostKeyNotVerifiable:
         raise StepFailed(STEP_LOGIN, keys.changed or f"{target.hostspec}'s host key could not be checked") from None
     except asyncssh.PermissionDenied:
+        if credentials.password is not None and not credentials.key_file:
+            raise StepFailed(STEP_LOGIN, f"{who} did not accept the password given; check it (and that sshd "
+                                         "there allows passwords), or log in with --key FILE") from None
         how = (f"the key {credentials.key_file}" if credentials.key_file
-               else "the password given" if credentials.password is not None
                else "the SSH agent's keys or ~/.ssh's default keys")
         raise StepFailed(STEP_LOGIN, f"{who} did not accept {how}; put its public key in ~{target.user}"
                                      "/.ssh/authorized_keys there, or give --key FILE or --password") from None

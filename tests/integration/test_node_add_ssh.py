@@ -6,14 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import signal
+import subprocess
 from pathlib import Path
 
 import openai
 import pytest
 import yaml
 
-from tests.support.pyz import pyz  # noqa: F401 - a fixture
+from tests.support.pyz import carrying, pyz  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
 from tests.support.sshd import Sshd, keygen
 from tests.support.waiting import wait_for
@@ -151,3 +153,31 @@ def test_plain_node_add_refuses_ssh_options_without_ssh(server):
     done = llmgw("node", "add", "--root", "/tmp/x", "--admin", server.admin, "--token-file", server.token_file)
     assert done.returncode == 2
     assert done.stderr == "llmgw: --root is for installing over SSH; give --ssh USER@HOST too\n"
+
+
+def test_a_machine_whose_python_the_archive_does_not_carry_is_refused_before_anything_is_copied(
+        server, sshd, node_root, pyz, tmp_path):
+    elsewhere = carrying(pyz, ["3.98", "3.99"], tmp_path / "elsewhere.pyz")
+    done = node_add(server, sshd, node_root, elsewhere)
+    assert done.returncode == 1
+    here = subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}).stdout.strip()
+    assert done.stderr == (f"llmgw: 127.0.0.1's python3 is {here}, and elsewhere.pyz carries CPython 3.98, 3.99 "
+                           f"on Linux {platform.machine()}; install one of those there, or build the program with "
+                           f"`python3 build.py dist --python {here}`\n")
+    assert not Layout(node_root).program.exists()
+
+
+def test_a_wrong_password_is_refused_with_one_sentence_and_never_shown(servers, server, node_root, pyz, tmp_path):
+    daemon = Sshd(tmp_path / "pw", passwords=True).start()
+    try:
+        secret = "not-the-password-" + os.urandom(4).hex()
+        done = llmgw("node", "add", "--ssh", f"root@127.0.0.1:{daemon.port}", "--password", "--root",
+                     str(node_root), "--program", str(pyz), "--admin", server.admin, "--token-file",
+                     server.token_file, stdin=secret + "\n")
+    finally:
+        daemon.stop()
+    assert done.returncode == 1
+    assert done.stderr == (f"llmgw: root@127.0.0.1:{daemon.port} did not accept the password given; check it "
+                           "(and that sshd there allows passwords), or log in with --key FILE\n")
+    assert secret not in done.stdout + done.stderr + daemon.output()

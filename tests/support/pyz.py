@@ -103,6 +103,15 @@ def with_version(pyz: Path, version: str, dest: Path) -> Path:
     return _rewrite(pyz, dest, {"lib/llmgw/__init__.py": changed.encode()})
 
 
+def carrying(pyz: Path, pythons: list[str], dest: Path) -> Path:
+    """A copy of `pyz` whose pyz-built-for.json says it carries `pythons` (its modules are unchanged)."""
+    import json
+
+    built_for = json.loads(_read(pyz, "pyz-built-for.json"))
+    built_for["pythons"] = pythons
+    return _rewrite(pyz, dest, {"pyz-built-for.json": (json.dumps(built_for, sort_keys=True) + "\n").encode()})
+
+
 def broken(pyz: Path, dest: Path, version: str | None = None) -> Path:
     """A copy of `pyz` whose `llmgw server` and `llmgw agent` exit 1 at start; `--version` still answers.
 

@@ -27,7 +27,7 @@ def keygen(path: Path, kind: str = "ed25519") -> Path:
 
 
 class Sshd:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, passwords: bool = False):
         self.dir = root / "sshd"
         self.dir.mkdir(parents=True)
         self.port = free_port()
@@ -44,8 +44,9 @@ class Sshd:
             f"AuthorizedKeysFile {self.authorized}",
             # The test's files are in a temporary folder whose modes sshd's checks would refuse.
             "StrictModes no",
-            "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no",
+            # With passwords, root may try one (root's is locked here, so every one is wrong).
+            f"PermitRootLogin {'yes' if passwords else 'prohibit-password'}",
+            f"PasswordAuthentication {'yes' if passwords else 'no'}",
             "KbdInteractiveAuthentication no",
             "UsePAM no",
             "Subsystem sftp internal-sftp",
