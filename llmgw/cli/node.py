@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from llmgw.cli.output import emit_json, when
@@ -31,27 +30,9 @@ def register(commands, common) -> None:
     add.add_argument("--control-plane", action="append", metavar="HOST:PORT", dest="control_planes",
                      help="an agent address the node dials, instead of the ones the control planes "
                           "recorded (repeat for several); for a node that reaches them by another name")
-    ssh = add.add_argument_group("installing over SSH")
-    ssh.add_argument("--ssh", metavar="USER@HOST[:PORT]", help="log in there and install the node")
-    ssh.add_argument("--key", metavar="FILE", help="the SSH private key to log in with (default: the SSH agent "
-                                                   "at $SSH_AUTH_SOCK, then ~/.ssh's keys)")
-    ssh.add_argument("--password", action="store_true",
-                     help="log in with a password, read from the terminal (or the first line of stdin)")
-    ssh.add_argument("--sudo-password", action="store_true",
-                     help="sudo there asks for a password other than the login's: read it from the terminal "
-                          "(or the next line of stdin); with --password alone, sudo is given that one")
-    ssh.add_argument("--port", type=int, metavar="N", help="the SSH port (default 22, or the one in --ssh)")
-    ssh.add_argument("--root", metavar="DIR",
-                     help="install under DIR on that machine instead of / (for tests); implies --services "
-                          "supervised")
-    ssh.add_argument("--services", choices=("systemd", "supervised"),
-                     help="who keeps llmgw-agent running there (default: systemd where it runs the machine)")
-    ssh.add_argument("--program", metavar="FILE",
-                     help="the llmgw.pyz to copy (default: the one this runs from)")
-    ssh.add_argument("--known-hosts", metavar="FILE",
-                     help="the host keys met before (default: known_hosts beside the admin token)")
-    ssh.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
-                     help="how long to wait for the node to report to the leader (default 120)")
+    from llmgw.cli.sshinstall import ssh_options
+
+    ssh_options(add, "the node")
     add.set_defaults(run=run_add)
 
     join = commands.add_parser(
@@ -80,11 +61,10 @@ def run_add(args) -> int:
         from llmgw.cli.sshinstall import run_node_add_ssh
 
         return run_node_add_ssh(args, client(args))
-    for flag in ("key", "password", "sudo_password", "port", "root", "services", "program", "known_hosts"):
-        if getattr(args, flag):
-            print(f"llmgw: --{flag.replace('_', '-')} is for installing over SSH; give --ssh USER@HOST too",
-                  file=sys.stderr)
-            return 2
+    from llmgw.cli.sshinstall import ssh_flags_without_ssh
+
+    if ssh_flags_without_ssh(args):
+        return 2
     made = client(args).call("POST", "/api/v1/nodes/join-codes",
                              {"name": args.name, "ttl": args.ttl, "control_planes": args.control_planes})
     if args.json:

@@ -22,6 +22,11 @@ def register(commands) -> None:
                                               "on stdin, progress as JSON lines on stdout. Run as root.")
     node.add_argument("--root", default="/", help="the install's root directory")
     node.set_defaults(run=run_node)
+    server = sub.add_parser("server", description="Install this machine as a standby control plane: the plan "
+                                                  "(JSON, with the store and master key) on stdin, progress as "
+                                                  "JSON lines on stdout. Run as root.")
+    server.add_argument("--root", default="/", help="the install's root directory")
+    server.set_defaults(run=run_server)
 
 
 def run_supervise(args: argparse.Namespace) -> int:
@@ -37,3 +42,9 @@ def run_node(args: argparse.Namespace) -> int:
     from llmgw.onboard import machine
 
     return machine.main(args.root)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    from llmgw.onboard import standby
+
+    return standby.main(args.root)

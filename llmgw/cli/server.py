@@ -55,17 +55,20 @@ def register(commands) -> None:
     init.set_defaults(run=run_init)
     # Not `shared`: of server.yaml, only the client listener (where /leader
     # is asked) matters here.
-    add = actions.add_parser("add", help="make this machine one of several control planes: "
-                             "keepalived's configuration for a floating address that follows the leader",
-                             description="Write keepalived's configuration for a floating address held by "
-                                         "whichever control plane leads (it asks /leader every second). Run it "
-                                         "with the same --vip on every control plane, then reload keepalived "
-                                         "on each. docs/ha.md says how the address moves.")
+    add = actions.add_parser("add", help="install a standby control plane over SSH, or make this machine one of "
+                             "several: keepalived's configuration for a floating address that follows the leader",
+                             description="With --ssh USER@HOST: install a standby control plane there that "
+                                         "shares this one's PostgreSQL store and master key "
+                                         "(docs/ssh-installs.md). With --vip: write keepalived's configuration "
+                                         "for a floating address held by whichever control plane leads (it asks "
+                                         "/leader every second). Run it with the same --vip on every control "
+                                         "plane, then reload keepalived on each. docs/ha.md says how the "
+                                         "address moves.")
     add.add_argument("--config", metavar="PATH",
                      help=f"server.yaml (default {SYSTEM_CONFIG} when it exists), for listen.client")
     add.add_argument("--listen-client", metavar="ADDR",
                      help="the client listener, where keepalived asks /leader (default server.yaml's, or :8080)")
-    add.add_argument("--vip", required=True, metavar="ADDR/LEN",
+    add.add_argument("--vip", metavar="ADDR/LEN",
                      help="the floating address with its network's prefix length, e.g. 10.0.0.160/24")
     add.add_argument("--interface", metavar="IF",
                      help="the interface on that network (default: the one this machine routes the address through)")
@@ -77,7 +80,14 @@ def register(commands) -> None:
                      help="print the configuration instead of writing it")
     add.add_argument("--force", action="store_true", help="replace a configuration llmgw did not write")
     add.add_argument("--json", action="store_true", help="print one JSON document")
-    add.set_defaults(run=run_add, store=None, data_dir=None, name=None, advertise=None, admin_token_file=None,
+    from llmgw.cli.sshinstall import ssh_options
+
+    ssh_options(add, "the standby")
+    add.add_argument("--name", help="with --ssh: the standby's name (default: its host name)")
+    add.add_argument("--standby-listen", action="append", metavar="ROLE=ADDR",
+                     help="with --ssh: one of the standby's listeners (client, agent, admin, metrics), e.g. "
+                          "client=:8080; repeat for several (default: those of server.yaml's defaults)")
+    add.set_defaults(run=run_add, store=None, data_dir=None, advertise=None, admin_token_file=None,
                      listen_agent=None, listen_admin=None, listen_metrics=None)
 
 
@@ -201,6 +211,19 @@ def run_add(args) -> int:
     from llmgw.onboard import keepalived
     from llmgw.onboard.interfaces import check_interface, interface_toward
 
+    from llmgw.cli import sshinstall
+
+    if args.ssh:
+        name, args.name = args.name, None  # --name is the standby's, not this control plane's
+        cfg, _ = _load(args)
+        args.name = name
+        return sshinstall.run_server_add_ssh(args, cfg)
+    if sshinstall.ssh_flags_without_ssh(args):
+        return 2
+    if not args.vip:
+        print("llmgw: server add needs --vip ADDR/LEN (the floating address), or --ssh USER@HOST to install a "
+              "standby there", file=sys.stderr)
+        return 2
     cfg, _ = _load(args)
     vip = keepalived.parse_vip(args.vip)
     interface = check_interface(args.interface) if args.interface else interface_toward(vip)

@@ -58,13 +58,21 @@ class NodePlan:
 Report = Callable[[Progress], None]
 
 
-def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, Any]:
-    """Every step of a node's install, in order; the node's id and name. StepFailed at the first that fails."""
+Step = tuple[str, Callable[[], tuple[bool, str]]]
+
+
+def run_steps(machine: str, report: Report, steps: list[Step],
+              start: Callable[[bool], tuple[bool, str]]) -> None:
+    """Each step in turn, reported as it goes, then `start(changed)`: whether any step changed something.
+
+    A step returns (changed, sentence); an expected error or an OSError
+    becomes StepFailed naming the step.
+    """
     changed = False
 
     def step(name: str, work: Callable[[], tuple[bool, str]]) -> None:
         nonlocal changed
-        report(Progress(plan.machine, name, "doing"))
+        report(Progress(machine, name, "doing"))
         try:
             did, sentence = work()
         except StepFailed:
@@ -75,15 +83,18 @@ def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, An
             where = f"{e.filename}: " if e.filename else ""
             raise StepFailed(name, f"{name}: {where}{e.strerror}; run it as root (sudo)") from None
         changed = changed or did
-        report(Progress(plan.machine, name, "done" if did else "unchanged", sentence))
+        report(Progress(machine, name, "done" if did else "unchanged", sentence))
 
-    step(STEP_USER, lambda: user_and_directories(layout))
-    step(STEP_CONFIG, lambda: write_agent_config(layout, plan))
-    step(STEP_JOIN, lambda: join_cluster(layout, plan))
+    for name, work in steps:
+        step(name, work)
+    step(STEP_START, lambda: start(changed))
+
+
+def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, Any]:
+    """Every step of a node's install, in order; the node's id and name. StepFailed at the first that fails."""
     manager = service_manager(layout, plan.services)
-    step(STEP_INSTALL, lambda: (manager.install(AGENT_UNIT), f"{AGENT_UNIT} ({manager.kind})"))
 
-    def start() -> tuple[bool, str]:
+    def start(changed: bool) -> tuple[bool, str]:
         if not manager.status(AGENT_UNIT).active:
             manager.start(AGENT_UNIT)
             return True, f"pid {wait_active(manager, AGENT_UNIT).pid}"
@@ -92,7 +103,12 @@ def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, An
             return True, f"restarted for its new files, pid {wait_active(manager, AGENT_UNIT).pid}"
         return False, f"running, pid {manager.status(AGENT_UNIT).pid}"
 
-    step(STEP_START, start)
+    run_steps(plan.machine, report, [
+        (STEP_USER, lambda: user_and_directories(layout)),
+        (STEP_CONFIG, lambda: write_agent_config(layout, plan)),
+        (STEP_JOIN, lambda: join_cluster(layout, plan)),
+        (STEP_INSTALL, lambda: (manager.install(AGENT_UNIT), f"{AGENT_UNIT} ({manager.kind})")),
+    ], start)
     from llmgw.trust.tls import node_identity
 
     config = _read_yaml(layout.agent_config)

@@ -125,6 +125,25 @@ async def add_node(job: NodeAdd, admin: Admin, report: Callable[[Progress], None
         changed = changed or progress.state == "done"
         report(progress)
 
+    session, machine = await prepare(job, layout, report, noted)
+    try:
+        code = None
+        if not machine["joined"]:
+            made = await asyncio.to_thread(admin.call, "POST", "/api/v1/nodes/join-codes",
+                                           {"name": job.name, "ttl": "30m", "control_planes": job.control_planes})
+            code = made["code"]
+        plan = NodePlan(machine=host, name=job.name, code=code, advertise=host, services=job.services)
+        node = await run_there(session, job, layout, "node", asdict(plan), noted)
+    finally:
+        session.close()
+    await wait_reporting(admin, host, node, job.wait, report, fresh=changed)
+    return node
+
+
+async def prepare(job: NodeAdd, layout: Layout, report: Callable[[Progress], None],
+                  noted: Callable[[Progress], None]) -> tuple[Session, dict[str, Any]]:
+    """Logged in as root there, the machine checked against the archive, the archive copied: what it has."""
+    host = job.target.host
     session, keys = await connect(job.target, job.credentials, job.known_hosts)
     try:
         await session.become_root()
@@ -137,23 +156,15 @@ async def add_node(job: NodeAdd, admin: Admin, report: Callable[[Progress], None
             said = (err.strip().splitlines() or [f"exit status {status}"])[-1]
             raise StepFailed(STEP_CHECK, f"{host} could not run python3 as root ({said}); install python3 there "
                                          "(apt install python3)")
-        machine = json.loads(out.strip().splitlines()[-1])
+        machine: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         carried = built_for(job.program)
         python_fits(machine, carried, host, job.program)
         report(Progress(host, STEP_CHECK, "done", f"python3 {machine['python']}, {machine['machine']}"))
-
         await copy_program(session, job, layout, machine, noted)
-        code = None
-        if not machine["joined"]:
-            made = await asyncio.to_thread(admin.call, "POST", "/api/v1/nodes/join-codes",
-                                           {"name": job.name, "ttl": "30m", "control_planes": job.control_planes})
-            code = made["code"]
-        plan = NodePlan(machine=host, name=job.name, code=code, advertise=host, services=job.services)
-        node = await run_there(session, job, layout, plan, noted)
-    finally:
+    except BaseException:
         session.close()
-    await wait_reporting(admin, host, node, job.wait, report, fresh=changed)
-    return node
+        raise
+    return session, machine
 
 
 async def copy_program(session: Session, job: NodeAdd, layout: Layout, machine: dict[str, Any],
@@ -176,15 +187,15 @@ async def copy_program(session: Session, job: NodeAdd, layout: Layout, machine: 
     report(Progress(host, STEP_COPY, "done", f"{layout.program}, sha256 {digest[:16]}…"))
 
 
-async def run_there(session: Session, job: NodeAdd, layout: Layout, plan: NodePlan,
+async def run_there(session: Session, job: NodeAdd, layout: Layout, command: str, plan: dict[str, Any],
                     report: Callable[[Progress], None]) -> dict[str, Any]:
-    """`llmgw onboard node` on the machine, its Progress lines passed on; the node it reports at the end."""
-    argv = ["python3", str(layout.program), "onboard", "node", "--root", job.root]
+    """`llmgw onboard COMMAND` on the machine, its Progress lines passed on; what it reports at the end."""
+    argv = ["python3", str(layout.program), "onboard", command, "--root", job.root]
     if not layout.real:
         argv = ["env", f"LLMGW_PYZ_CACHE={layout.cache}", *argv]
-    node: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
     stderr: list[str] = []
-    async for line in session.lines_as_root(argv, json.dumps(asdict(plan)) + "\n", stderr):
+    async for line in session.lines_as_root(argv, json.dumps(plan) + "\n", stderr):
         progress = Progress.parse(line)
         if progress is not None:
             if progress.state == "failed":
@@ -192,15 +203,15 @@ async def run_there(session: Session, job: NodeAdd, layout: Layout, plan: NodePl
             report(progress)
             continue
         try:
-            node = json.loads(line)["node"]
+            result = json.loads(line)[command]
         except (ValueError, KeyError, TypeError):
             continue
-    if node is None:
+    if result is None:
         said = [text for text in "".join(stderr[:-1]).strip().splitlines() if text.strip()]
-        raise StepFailed(STEP_RUN, f"llmgw onboard node ended on {job.target.host} without finishing "
+        raise StepFailed(STEP_RUN, f"llmgw onboard {command} ended on {job.target.host} without finishing "
                                    f"({stderr[-1] if stderr else 'no exit status'}): "
                                    f"{said[-1] if said else 'it said nothing'}")
-    return node
+    return result
 
 
 async def wait_reporting(admin: Admin, host: str, node: dict[str, Any], wait: float,
