@@ -104,6 +104,7 @@ def detach(layout: Layout, unit: str) -> int:
     if os.fork():
         os._exit(0)
     status = 0
+    supervisor: Supervisor | None = None
     try:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -111,12 +112,14 @@ def detach(layout: Layout, unit: str) -> int:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.chdir("/")
-        Supervisor(layout, unit, spec, ready_w).run()
-    except StepFailed as e:
-        _tell(ready_w, e.sentence)
-        status = 1
+        supervisor = Supervisor(layout, unit, spec, ready_w)
+        supervisor.run()
     except BaseException as e:  # noqa: BLE001 - a detached process has nobody else to say it to
-        _tell(ready_w, f"the supervisor of {unit} failed: {type(e).__name__}: {e}")
+        sentence = e.sentence if isinstance(e, StepFailed) else (f"the supervisor of {unit} failed: "
+                                                                 f"{type(e).__name__}: {e}")
+        print(sentence, file=sys.stderr, flush=True)  # into UNIT.log, for a failure after the start
+        # The starter is told only while it waits: once told "ok" the pipe is closed and its number may be reused.
+        _tell(supervisor.ready if supervisor else ready_w, sentence)
         status = 1
     os._exit(status)
 
@@ -138,6 +141,7 @@ class Supervisor:
         self.stopping = False
         self.restarts = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pidfd: int | None = None
         self.since = time.time()
         self.me = os.getpid()
         self.my_start = process_start(self.me)
@@ -189,6 +193,12 @@ class Supervisor:
         except PermissionError:
             raise StepFailed("start the service", f"{self.unit}: {argv[0]} cannot be run (permission denied); "
                                                   "make it executable (chmod 0755)") from None
+        # Opened at once, before anything could reap a child that exits at
+        # its first instruction: a pidfd outlives the wait that reaps it,
+        # a bare pid does not.
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        self.pidfd = os.pidfd_open(self.proc.pid)
         self.since = time.time()
         self.say(f"started {' '.join(argv)} as pid {self.proc.pid}")
         self.write_state("running")
@@ -231,23 +241,19 @@ class Supervisor:
 
     def wait_main(self, wake_r: int, timeout: float | None) -> int | None:
         """The main process's exit status once it ends, or None when asked to stop (or past `timeout`)."""
-        assert self.proc is not None
-        pidfd = os.pidfd_open(self.proc.pid)
-        try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([pidfd, wake_r], [], [], left)
-                if pidfd in ready:
-                    return self.proc.wait()
-                if wake_r in ready:
-                    os.read(wake_r, 512)
-                    if self.stopping and timeout is None:
-                        return None
-                if deadline is not None and time.monotonic() >= deadline:
+        assert self.proc is not None and self.pidfd is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.pidfd, wake_r], [], [], left)
+            if self.pidfd in ready:
+                return self.proc.wait()
+            if wake_r in ready:
+                os.read(wake_r, 512)
+                if self.stopping and timeout is None:
                     return None
-        finally:
-            os.close(pidfd)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
 
     def pause(self, wake_r: int, seconds: float) -> bool:
         """RestartSec, cut short by a stop: True when asked to stop meanwhile."""
@@ -306,7 +312,8 @@ class Supervisor:
 
     def write_state(self, state: str, **extra: Any) -> None:
         doc = {"unit": self.unit, "state": state, "supervisor": self.me, "supervisor_start": self.my_start,
-               "pid": self.proc.pid if self.proc and self.proc.poll() is None else None,
+               # returncode, not poll(): polling would reap the child here.
+               "pid": self.proc.pid if self.proc and self.proc.returncode is None else None,
                "since": self.since, "restarts": self.restarts, **extra}
         write_atomic(state_path(self.layout, self.unit), (json.dumps(doc) + "\n").encode(), 0o644)
 
