@@ -44,6 +44,7 @@ class NodePlan:
     code: str | None = None  # a join code, when the SSH side found the node not joined yet
     advertise: str = ""  # the address the control planes reach this node's engines at
     services: str | None = None  # "systemd" | "supervised" | None for this machine's default
+    program_changed: bool = False  # a new program was copied: a running service is restarted to run it
 
     @classmethod
     def from_json(cls, text: str) -> NodePlan:
@@ -62,13 +63,15 @@ Step = tuple[str, Callable[[], tuple[bool, str]]]
 
 
 def run_steps(machine: str, report: Report, steps: list[Step],
-              start: Callable[[bool], tuple[bool, str]]) -> None:
+              start: Callable[[bool], tuple[bool, str]], changed: bool = False) -> None:
     """Each step in turn, reported as it goes, then `start(changed)`: whether any step changed something.
+
+    `changed` starts true when the SSH side copied a new program, which
+    none of these steps sees.
 
     A step returns (changed, sentence); an expected error or an OSError
     becomes StepFailed naming the step.
     """
-    changed = False
 
     def step(name: str, work: Callable[[], tuple[bool, str]]) -> None:
         nonlocal changed
@@ -108,7 +111,7 @@ def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, An
         (STEP_CONFIG, lambda: write_agent_config(layout, plan)),
         (STEP_JOIN, lambda: join_cluster(layout, plan)),
         (STEP_INSTALL, lambda: (manager.install(AGENT_UNIT), f"{AGENT_UNIT} ({manager.kind})")),
-    ], start)
+    ], start, changed=plan.program_changed)
     from llmgw.trust.tls import node_identity
 
     config = _read_yaml(layout.agent_config)

@@ -132,7 +132,8 @@ async def add_node(job: NodeAdd, admin: Admin, report: Callable[[Progress], None
             made = await asyncio.to_thread(admin.call, "POST", "/api/v1/nodes/join-codes",
                                            {"name": job.name, "ttl": "30m", "control_planes": job.control_planes})
             code = made["code"]
-        plan = NodePlan(machine=host, name=job.name, code=code, advertise=host, services=job.services)
+        plan = NodePlan(machine=host, name=job.name, code=code, advertise=host, services=job.services,
+                        program_changed=machine["copied"])
         node = await run_there(session, job, layout, "node", asdict(plan), noted)
     finally:
         session.close()
@@ -160,7 +161,7 @@ async def prepare(job: NodeAdd, layout: Layout, report: Callable[[Progress], Non
         carried = built_for(job.program)
         python_fits(machine, carried, host, job.program)
         report(Progress(host, STEP_CHECK, "done", f"python3 {machine['python']}, {machine['machine']}"))
-        await copy_program(session, job, layout, machine, noted)
+        machine["copied"] = await copy_program(session, job, layout, machine, noted)
     except BaseException:
         session.close()
         raise
@@ -168,12 +169,13 @@ async def prepare(job: NodeAdd, layout: Layout, report: Callable[[Progress], Non
 
 
 async def copy_program(session: Session, job: NodeAdd, layout: Layout, machine: dict[str, Any],
-                       report: Callable[[Progress], None]) -> None:
+                       report: Callable[[Progress], None]) -> bool:
+    """True when a new program was put there (so the service is restarted to run it)."""
     host = job.target.host
     digest = sha256(job.program)
     if machine["program_sha256"] == digest:
         report(Progress(host, STEP_COPY, "unchanged", f"{layout.program} has the same sha256"))
-        return
+        return False
     report(Progress(host, STEP_COPY, "doing", f"{job.program.stat().st_size / 1e6:.0f} MB"))
     upload = f"/tmp/llmgw-upload-{secrets.token_hex(8)}.pyz"
     try:
@@ -185,6 +187,7 @@ async def copy_program(session: Session, job: NodeAdd, layout: Layout, machine: 
         raise StepFailed(STEP_COPY, f"the program could not be put at {layout.program} on {host}: "
                                     f"{err.strip() or f'exit status {status}'}")
     report(Progress(host, STEP_COPY, "done", f"{layout.program}, sha256 {digest[:16]}…"))
+    return True
 
 
 async def run_there(session: Session, job: NodeAdd, layout: Layout, command: str, plan: dict[str, Any],

@@ -54,10 +54,11 @@ def shared_parts(store: str, data_dir: str) -> bytes:
 async def add_server(job: ServerAdd, report: Callable[[Progress], None]) -> dict[str, Any]:
     host = job.target.host
     layout = Layout(Path(job.root))
-    session, _ = await prepare(job, layout, report, report)
+    session, machine = await prepare(job, layout, report, report)
     try:
         plan = ServerPlan(machine=host, store=job.store, master_key=base64.b64encode(job.master_key).decode(),
-                          name=job.name, listen=job.listen, services=job.services)
+                          name=job.name, listen=job.listen, services=job.services,
+                          program_changed=machine["copied"])
         server = await run_there(session, job, layout, "server", asdict(plan), report)
     finally:
         session.close()

@@ -39,6 +39,7 @@ class ServerPlan:
     listen: dict[str, str] = field(default_factory=dict)
     advertise: str = ""
     services: str | None = None
+    program_changed: bool = False  # a new program was copied: a running server is restarted to run it
 
     @classmethod
     def from_json(cls, text: str) -> ServerPlan:
@@ -128,7 +129,7 @@ def install_server(layout: Layout, plan: ServerPlan, report: Report) -> dict[str
         (STEP_CONFIG, lambda: write_server_config(layout, plan)),
         (STEP_KEY, lambda: put_master_key(layout, plan)),
         ("install the service", lambda: (manager.install(SERVER_UNIT), f"{SERVER_UNIT} ({manager.kind})")),
-    ], start)
+    ], start, changed=plan.program_changed)
     return {"name": plan.name or os.uname().nodename}
 
 

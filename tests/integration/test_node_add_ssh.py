@@ -15,7 +15,7 @@ import openai
 import pytest
 import yaml
 
-from tests.support.pyz import carrying, pyz  # noqa: F401 - pyz is a fixture
+from tests.support.pyz import carrying, pyz, with_version  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
 from tests.support.sshd import Sshd, keygen
 from tests.support.waiting import wait_for
@@ -117,6 +117,38 @@ def test_node_add_over_ssh_installs_a_node_that_serves_a_model_and_a_second_run_
     assert snapshot(node_root) == before
     assert SupervisedManager(layout).status(UNIT).pid == pid
     assert second["node"] == first["node"]
+    assert second["steps"][0]["sentence"].endswith("host key as recorded")
+
+
+def test_a_new_program_is_copied_and_the_agent_restarted_once_while_its_engine_keeps_answering(
+        server, sshd, node_root, pyz, tmp_path):
+    assert node_add(server, sshd, node_root, pyz).returncode == 0
+    spec = tmp_path / "simmy.yaml"
+    spec.write_text(yaml.safe_dump({"name": "simmy", "profiles": [{"engine": "sim", "cpu_cores": 1,
+                                                                    "memory": "256MB"}]}))
+    assert server.ctl("ctl", "model", "add", "-f", str(spec)).returncode == 0
+    assert wait_for(lambda: ask(server, "simmy"), timeout=90, interval=0.5)[0]
+    layout = Layout(node_root)
+    before = SupervisedManager(layout).status(UNIT).pid
+
+    newer = with_version(pyz, "0.1.1", tmp_path / "newer.pyz")
+    done = node_add(server, sshd, node_root, newer, "--json")
+    assert done.returncode == 0, done.stderr
+    states = {step["step"]: (step["state"], step["sentence"]) for step in json.loads(done.stdout)["steps"]}
+    assert states["copy the program"][0] == "done"
+    assert states["write agent.yaml"][0] == states["join the cluster"][0] == "unchanged"
+    assert states["start the service"][0] == "done"
+    assert states["start the service"][1].startswith("restarted for its new files")
+    after = SupervisedManager(layout).status(UNIT).pid
+    assert after != before
+
+    def version() -> str:
+        nodes = server.ctl_json("ctl", "nodes")
+        return nodes[0].get("version", "") if nodes else ""
+
+    assert wait_for(lambda: version() == "0.1.1", timeout=60, interval=0.5)[0], version()
+    assert ask(server, "simmy")
+    assert "adopted 1 engine(s)" in (layout.logs / f"{UNIT}.log").read_text()
 
 
 def test_a_key_the_machine_does_not_know_is_refused_with_one_sentence(server, sshd, node_root, pyz, tmp_path):
