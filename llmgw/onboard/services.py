@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -165,7 +166,7 @@ class SupervisedManager:
         except ProcessLookupError:
             return
         try:
-            os.kill(pid, 15)
+            os.kill(pid, signal.SIGTERM)
             # The supervisor waits TimeoutStopSec for the unit, then kills it.
             ready, _, _ = select.select([pidfd], [], [], spec.timeout_stop_sec + 30)
         finally:
