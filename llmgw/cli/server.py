@@ -65,7 +65,8 @@ def register(commands) -> None:
                                          "plane, then reload keepalived on each. docs/ha.md says how the "
                                          "address moves.")
     add.add_argument("--config", metavar="PATH",
-                     help=f"server.yaml (default {SYSTEM_CONFIG} when it exists), for listen.client")
+                     help=f"server.yaml (default {SYSTEM_CONFIG} when it exists): listen.client for --vip; "
+                          "the store and the data directory (its master key) for --ssh")
     add.add_argument("--listen-client", metavar="ADDR",
                      help="the client listener, where keepalived asks /leader (default server.yaml's, or :8080)")
     add.add_argument("--vip", metavar="ADDR/LEN",
