@@ -54,6 +54,9 @@ def build_parser() -> Parser:
 
     node_cli.register(commands, common)
     doctor.register(commands)
+    from llmgw.cli import firewall
+
+    firewall.register(commands)
     sim.register(commands)
     llama_server.register(commands)
     from llmgw.cli import unbuilt

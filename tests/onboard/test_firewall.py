@@ -1,0 +1,235 @@
+"""The firewall's rules: every set llmgw writes is one nft accepts, the SSH connection comes first, and on, status
+and off run for real in a network namespace of their own.
+
+Rules are checked with Debian's nft (`nft -c -f`, which applies nothing) and
+applied only inside `unshare --net`: never in this machine's own namespace,
+which other tests and the machine itself share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from llmgw.config import AgentConfig, ConfigError, ServerConfig, load_server_config
+from llmgw.config.server import Listen
+from llmgw.config.types import Address, AddressOrOff
+from llmgw.onboard import firewall
+from llmgw.onboard.firewall import FirewallError, Ports, Rules, parse_network, plan_rules, render
+
+NFT = shutil.which("nft") or "/usr/sbin/nft"
+HA_STORE = "postgresql://llmgw:pw@10.0.0.5:5432,10.0.0.6:5432,10.0.0.7:5432/llmgw?target_session_attrs=read-write"
+ENGINES = Ports(32768, 60999, "engines")
+ADDRESSES = [  # `ip -j addr show` of a machine on one IPv4 and one IPv6 network, trimmed
+    {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host"}]},
+    {"ifname": "eth0", "addr_info": [
+        {"family": "inet", "local": "10.0.0.5", "prefixlen": 24, "scope": "global"},
+        {"family": "inet6", "local": "fd00:0:0:1::5", "prefixlen": 64, "scope": "global"},
+        {"family": "inet6", "local": "fe80::1", "prefixlen": 64, "scope": "link"}]},
+]
+
+
+def nft_accepts(tmp_path, text: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "rules.nft"
+    path.write_text(text)
+    return subprocess.run([NFT, "-c", "-f", str(path)], capture_output=True, text=True, timeout=30)
+
+
+def llmgw(*args: str, env: dict | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "llmgw", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
+MACHINES = {
+    "control plane": dict(server=ServerConfig()),
+    "node": dict(agent=AgentConfig(control_planes=["10.0.0.5:7443"])),
+    "control plane and node": dict(server=ServerConfig(), agent=AgentConfig(control_planes=["127.0.0.1:7443"])),
+    "HA machine": dict(server=ServerConfig(store=HA_STORE)),
+}
+NETWORKS = {
+    "IPv4": ["10.0.0.0/24", "192.168.7.0/24"],
+    "IPv6": ["fd00:0:0:1::/64"],
+    "both": ["10.0.0.0/24", "fd00:0:0:1::/64", "10.9.9.9"],
+    "this machine's own": [],
+}
+CONNECTIONS = {"over SSH from IPv4": "10.0.0.99 51234 10.0.0.5 22",
+               "over SSH from IPv6 to port 2222": "fd00:0:0:1::99 51234 fd00:0:0:1::5 2222",
+               "not over SSH": None}
+
+
+@pytest.mark.skipif(not os.path.exists(NFT), reason="nftables is missing (.ci/run installs it)")
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("networks", NETWORKS)
+@pytest.mark.parametrize("connection", CONNECTIONS)
+def test_every_rule_set_llmgw_writes_is_one_nft_accepts(tmp_path, machine, networks, connection):
+    rules = plan_rules(**MACHINES[machine], networks=NETWORKS[networks], ssh_connection=CONNECTIONS[connection],
+                       addresses=ADDRESSES, engines=ENGINES)
+    checked = nft_accepts(tmp_path, render(rules))
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_the_ssh_connection_is_kept_by_the_first_rule_before_anything_is_closed():
+    rules = plan_rules(server=ServerConfig(), networks=["10.0.0.0/24"],
+                       ssh_connection="203.0.113.9 40000 10.0.0.5 2222")
+    chain = render(rules).split("chain input {", 1)[1].splitlines()
+    statements = [line.strip() for line in chain if line.strip() and not line.strip().startswith("type ")]
+    assert statements[0].startswith("ip saddr 203.0.113.9 tcp dport 2222 accept")
+    assert "drop" in statements[-3]
+
+
+def test_an_ipv6_ssh_client_is_kept_with_an_ipv6_rule():
+    rules = plan_rules(server=ServerConfig(), networks=["10.0.0.0/24"],
+                       ssh_connection="fd00::99 40000 fd00::5 22")
+    assert "ip6 saddr fd00::99 tcp dport 22 accept" in render(rules)
+
+
+def test_without_ssh_no_connection_is_kept_and_the_rest_is_the_same():
+    over_ssh = render(plan_rules(server=ServerConfig(), networks=["10.0.0.0/24"],
+                                 ssh_connection="10.0.0.99 1 10.0.0.5 22"))
+    local = render(plan_rules(server=ServerConfig(), networks=["10.0.0.0/24"], ssh_connection=None))
+    assert "SSH connection" not in local
+    assert [line for line in over_ssh.splitlines() if "SSH connection" not in line] == local.splitlines()
+
+
+def test_the_client_port_is_open_to_everyone_and_the_internal_ports_to_the_cluster_only():
+    cfg = ServerConfig(listen=Listen(client=Address(":8443"), metrics=AddressOrOff(":9191")))
+    text = render(plan_rules(server=cfg, networks=["10.0.0.0/24"], ha=True))
+    assert "set public_tcp {\n        type inet_service\n        flags interval\n        elements = { 8443 }" in text
+    assert "elements = { 2379-2380, 5432, 7443, 8008, 9191 }" in text
+    assert "elements = { 10.0.0.0/24 }" in text
+    # The admin API listens on loopback by default, which is always allowed: no rule names it.
+    assert "9090" not in text
+
+
+def test_a_node_opens_its_engine_ports_to_its_networks_and_its_control_planes():
+    rules = plan_rules(agent=AgentConfig(control_planes=["10.8.0.1:7443", "cp2.example:7443", "10.0.0.7:7443"]),
+                       addresses=ADDRESSES, engines=Ports(40000, 40999, "engines"))
+    assert rules.public == ()
+    assert [str(p) for p in rules.internal] == ["40000-40999"]
+    # 10.0.0.7 is on this machine's own network already; the name cannot be put in a rule.
+    assert [str(n) for n in rules.networks] == ["10.0.0.0/24", "fd00:0:0:1::/64", "10.8.0.1/32"]
+
+
+def test_a_store_naming_several_postgresql_hosts_opens_the_store_and_etcd_ports():
+    rules = plan_rules(server=ServerConfig(store=HA_STORE), networks=["10.0.0.0/24"])
+    assert "HA store" in rules.roles
+    assert {5432, 8008, 2379, 2380} <= {p.first for p in rules.internal}
+
+
+def test_networks_in_the_configuration_are_used_when_none_are_given(tmp_path):
+    cfg = ServerConfig(firewall_networks=["10.1.0.0/16", "fd00::/48"])
+    assert [str(n) for n in plan_rules(server=cfg).networks] == ["10.1.0.0/16", "fd00::/48"]
+    assert [str(n) for n in plan_rules(server=cfg, networks=["10.2.0.0/16"]).networks] == ["10.2.0.0/16"]
+
+
+@pytest.mark.parametrize("written", ["office", "10.0.0.0/33", "10.0.0.0/24,10.1.0.0/24", ""])
+def test_a_network_that_is_not_a_cidr_is_refused_with_what_to_write(written):
+    with pytest.raises(FirewallError) as refused:
+        parse_network(written)
+    assert str(refused.value) == (f"{written!r} is not a network; write one like 10.0.0.0/24 or fd00::/64 "
+                                  "(or one machine's address, like 10.0.0.7)")
+
+
+def test_the_command_says_a_bad_network_in_one_sentence_without_a_traceback(tmp_path):
+    (tmp_path / "server.yaml").write_text("{}\n")
+    done = llmgw("firewall", "on", "--print", "--config", str(tmp_path / "server.yaml"), "--network", "office")
+    assert done.returncode == 1
+    assert done.stderr == ("llmgw: 'office' is not a network; write one like 10.0.0.0/24 or fd00::/64 "
+                           "(or one machine's address, like 10.0.0.7)\n")
+
+
+def test_a_bad_network_in_server_yaml_is_refused_at_load_naming_the_key(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("firewall_networks: [10.0.0.0/24, the office]\n")
+    with pytest.raises(ConfigError) as refused:
+        load_server_config(str(path))
+    assert 'firewall_networks[1]: "the office" is not a network; write one like 10.0.0.0/24' in str(refused.value)
+
+
+def test_an_unreadable_ssh_connection_refuses_rather_than_risk_cutting_it():
+    with pytest.raises(FirewallError, match="cannot be kept open"):
+        plan_rules(server=ServerConfig(), networks=["10.0.0.0/24"], ssh_connection="10.0.0.99 22")
+
+
+def test_print_shows_the_rules_without_root_and_without_applying_them(tmp_path):
+    (tmp_path / "agent.yaml").write_text("control_planes: ['10.0.0.5:7443']\nfirewall_networks: [10.0.0.0/24]\n")
+    printed = llmgw("firewall", "on", "--print", "--agent-config", str(tmp_path / "agent.yaml"),
+                    env={"SSH_CONNECTION": "10.0.0.99 5 10.0.0.5 22"})
+    assert printed.returncode == 0, printed.stderr
+    assert "ip saddr 10.0.0.99 tcp dport 22 accept" in printed.stdout
+    assert nft_accepts(tmp_path, printed.stdout).returncode == 0
+
+
+def _as_nobody() -> tuple[str, ...]:
+    return ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop it (CI runs as root)")
+def test_changing_the_firewall_without_root_is_one_sentence():
+    for action in ("on", "off", "status"):
+        done = llmgw("firewall", action, *(["--ha"] if action == "on" else []), prefix=_as_nobody())
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == "llmgw: changing or reading the firewall needs root; run it with sudo\n"
+
+
+def in_own_namespace(tmp_path, script: str) -> subprocess.CompletedProcess:
+    """Run a shell script in a network namespace of its own: nothing it applies reaches this machine's."""
+    env = {**os.environ, "LLMGW": f"{sys.executable} -m llmgw", "DIR": str(tmp_path)}
+    env.pop("SSH_CONNECTION", None)
+    return subprocess.run(["unshare", "--net", "sh", "-euc", textwrap.dedent(script)], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
+def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_path):
+    (tmp_path / "server.yaml").write_text(f"store: {HA_STORE}\nfirewall_networks: [10.0.0.0/24, fd00::/64]\n")
+    done = in_own_namespace(tmp_path, """
+        nft add table inet site; nft add chain inet site input '{ type filter hook input priority 0; }'
+        SSH_CONNECTION='10.0.0.99 51234 10.0.0.5 22' $LLMGW firewall on --config $DIR/server.yaml \\
+            --rules-file $DIR/firewall.nft > $DIR/on.txt
+        $LLMGW firewall on --config $DIR/server.yaml --rules-file $DIR/firewall.nft > $DIR/again.txt
+        $LLMGW firewall status --json > $DIR/status.json
+        $LLMGW firewall status > $DIR/status.txt
+        $LLMGW firewall off --rules-file $DIR/firewall.nft > $DIR/off.txt
+        $LLMGW firewall status > $DIR/after.txt
+        $LLMGW firewall off --rules-file $DIR/firewall.nft > $DIR/off-again.txt
+        nft list tables > $DIR/tables.txt
+    """)
+    assert done.returncode == 0, done.stderr
+    on = (tmp_path / "on.txt").read_text()
+    assert on.startswith("firewall on (control plane and HA store): 8080 open to everyone; 7443, 9091, 5432, ")
+    assert "kept: this SSH connection, from 10.0.0.99 to port 22" in on
+    status = json.loads((tmp_path / "status.json").read_text())
+    # Run again without SSH_CONNECTION: the second `on` replaced the table whole.
+    assert status == {"on": True, "everyone": ["8080"], "cluster": ["2379-2380", "5432", "7443", "8008", "9091"],
+                      "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None, "refused_packets": 0}
+    assert "open to the cluster:    2379-2380, 5432, 7443, 8008, 9091" in (tmp_path / "status.txt").read_text()
+    assert (tmp_path / "off.txt").read_text() == "firewall off: llmgw's table deleted\n"
+    assert not (tmp_path / "firewall.nft").exists()
+    assert (tmp_path / "after.txt").read_text().startswith("firewall off: llmgw has no table here")
+    assert (tmp_path / "off-again.txt").read_text() == "firewall off: llmgw had no table here\n"
+    assert (tmp_path / "tables.txt").read_text() == "table inet site\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
+def test_the_kept_ssh_rule_is_in_force_after_on(tmp_path):
+    (tmp_path / "server.yaml").write_text("firewall_networks: [10.0.0.0/24]\n")
+    done = in_own_namespace(tmp_path, """
+        SSH_CONNECTION='203.0.113.9 51234 10.0.0.5 2222' $LLMGW firewall on --config $DIR/server.yaml \\
+            --rules-file $DIR/firewall.nft > /dev/null
+        $LLMGW firewall status --json > $DIR/status.json
+    """)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "status.json").read_text())["ssh_kept"] == "203.0.113.9 to port 2222"
+
+
+def test_rules_with_nothing_to_close_are_refused_in_one_sentence():
+    with pytest.raises(FirewallError, match="neither a control plane nor a node"):
+        render(Rules())
+    assert firewall.TABLE == "llmgw"
