@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import os
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -154,8 +155,6 @@ class StoreSecrets:
 
 
 def _open_new(path: Path) -> int:
-    import os
-
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
 
@@ -170,7 +169,7 @@ def check_machines(machines: list[StoreMachine]) -> None:
             raise StoreSetupError(
                 f"{m.name!r} cannot name a store member; use lower-case letters, digits and '-', like cp-1")
         try:
-            m.ip
+            ipaddress.ip_address(m.address)
         except ValueError:
             raise StoreSetupError(
                 f"{m.address!r} (for {m.name}) is not an IP address; give the address the other two reach it "
@@ -306,6 +305,9 @@ def patroni_config(machines: list[StoreMachine], me: StoreMachine, secrets_: Sto
                 "replication": {"username": REPLICATION_USER, "password": secrets_.replication},
             },
             "parameters": {"unix_socket_directories": paths.sockets},
+            # A new standby's copy starts at once: pg_basebackup's default, a
+            # spread checkpoint, kept one waiting 90 s on an idle primary.
+            "basebackup": [{"checkpoint": "fast"}],
         },
         "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False, "nosync": False},
     }
