@@ -233,3 +233,73 @@ def test_rules_with_nothing_to_close_are_refused_in_one_sentence():
     with pytest.raises(FirewallError, match="neither a control plane nor a node"):
         render(Rules())
     assert firewall.TABLE == "llmgw"
+
+
+# Run inside `unshare --net`: a second namespace (the "other machine") joined
+# to this one by a veth pair, with an address inside the cluster's network
+# and one outside it on each end. Listeners stand for the client and agent
+# ports; the other machine connects to each from each of its addresses.
+TWO_MACHINES = r'''
+import json, os, socket, subprocess, sys
+
+out, config, client_port, agent_port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def sh(command):
+    subprocess.run(command, shell=True, check=True)
+
+sh("ip link set lo up")
+other = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+try:
+    mine = os.readlink("/proc/self/ns/net")
+    while os.readlink(f"/proc/{other.pid}/ns/net") == mine:  # until the other has its own namespace
+        pass
+    sh(f"ip link add here type veth peer name there && ip link set there netns {other.pid}")
+    sh("ip addr add 10.0.0.1/24 dev here && ip addr add 10.9.9.1/24 dev here && ip link set here up")
+    enter = f"nsenter --net=/proc/{other.pid}/ns/net"
+    sh(f"{enter} sh -c 'ip link set lo up && ip addr add 10.0.0.2/24 dev there && "
+       "ip addr add 10.9.9.2/24 dev there && ip link set there up'")
+    listeners = []
+    for port in (client_port, agent_port):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen(16)
+        listeners.append(s)
+    sh(f"{sys.executable} -m llmgw firewall on --config {config} --rules-file {out}/firewall.nft > /dev/null")
+    probe = (
+        "import json, socket, sys\n"
+        "seen = {}\n"
+        "for source in ('10.0.0.2', '10.9.9.2'):\n"
+        "    for port in sys.argv[1:]:\n"
+        "        s = socket.socket(); s.bind((source, 0)); s.settimeout(3)\n"
+        "        try:\n"
+        "            s.connect(('10.0.0.1', int(port))); seen[source + ' ' + port] = 'connected'\n"
+        "        except OSError as e:\n"
+        "            seen[source + ' ' + port] = type(e).__name__\n"
+        "        s.close()\n"
+        "print(json.dumps(seen))\n")
+    done = subprocess.run([*enter.split(), sys.executable, "-c", probe, str(client_port), str(agent_port)],
+                          capture_output=True, text=True, check=True)
+    with open(f"{out}/seen.json", "w") as f:
+        f.write(done.stdout)
+    sh(f"{sys.executable} -m llmgw firewall status --json > {out}/status.json")
+finally:
+    other.kill()
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
+def test_another_machine_outside_the_cluster_reaches_the_client_port_but_not_the_agent_port(tmp_path):
+    client_port, agent_port = 18080, 17443  # in a namespace of the test's own: nothing else is there
+    config = tmp_path / "server.yaml"
+    config.write_text(f"listen: {{client: ':{client_port}', agent: ':{agent_port}', metrics: 'off'}}\n"
+                      "firewall_networks: [10.0.0.0/24]\n")
+    (tmp_path / "two.py").write_text(TWO_MACHINES)
+    done = subprocess.run(["unshare", "--net", sys.executable, str(tmp_path / "two.py"), str(tmp_path), str(config),
+                           str(client_port), str(agent_port)], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "SSH_CONNECTION"})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {f"10.0.0.2 {client_port}": "connected", f"10.0.0.2 {agent_port}": "connected",
+                    f"10.9.9.2 {client_port}": "connected", f"10.9.9.2 {agent_port}": "TimeoutError"}
+    assert json.loads((tmp_path / "status.json").read_text())["refused_packets"] >= 1
