@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
 from llmgw.onboard import patroni
 from tests.support.storemachines import StoreMachines
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +67,39 @@ def test_llmgw_server_on_the_generated_store_address_serves(store, servers):
 def test_written_again_every_file_is_unchanged(store):
     said = store.write()
     assert {p.state for p in said} == {"unchanged"}, [p.shown() for p in said]
+
+
+def _store_up(gw) -> bool:
+    done = gw.ctl("ctl", "status", "--json")
+    return done.returncode == 0 and json.loads(done.stdout)["store"]["up"] is True
+
+
+def _writes_go_to(url: str) -> str | None:
+    """Which port takes llmgw's writes now, through the generated address; None while none does."""
+    done = subprocess.run([os.path.join(patroni.BIN_DIR, "psql"), url + "&connect_timeout=2", "-Atc",
+                           "SELECT current_setting('port') WHERE NOT pg_is_in_recovery()"],
+                          capture_output=True, text=True, timeout=30)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def test_when_the_primarys_postgresql_dies_the_standby_takes_the_writes_and_the_gateway_follows(store, servers):
+    # Last in this file: it leaves the cluster with a new primary.
+    url = patroni.store_address(store.machines, store.secrets)
+    gw = servers("gw2", store=url)
+    assert gw.init("--json").returncode == 0
+    gw.start()
+    old = store.primary()
+    assert old is not None
+    pid_file = os.path.join(store.data_dir(old), "postmaster.pid")
+    with open(pid_file) as f:
+        os.kill(int(f.readline()), signal.SIGKILL)
+    killed = time.monotonic()
+
+    new = wait_until(lambda: (p := store.primary()) is not None and p != old and p, 60,
+                     "the standby was promoted")
+    promoted = time.monotonic() - killed
+    assert wait_until(lambda: _writes_go_to(url), 60, "the generated address reaches a primary") == \
+        str(new.ports.postgres)
+    wait_until(lambda: _store_up(gw), 60, "llmgw ctl status says the store answers")
+    print(f"\nthe standby {new.name} was promoted {promoted:.1f} s after {old.name}'s PostgreSQL was killed; "
+          f"the gateway's store answered again {time.monotonic() - killed:.1f} s after")

@@ -138,6 +138,9 @@ class StoreMachines:
         running = [mm for mm in members if mm.get("state") in ("running", "streaming")]
         return len(running) == sum(m.postgres for m in self.machines)
 
+    def data_dir(self, m: StoreMachine) -> str:
+        return hastore.paths_for(self.layouts[m.name]).data_dir
+
     def members(self) -> list[dict]:
         primary = self.primary()
         assert primary is not None
@@ -167,7 +170,7 @@ class StoreMachines:
                     proc.kill()
                     proc.wait(timeout=10)
         for m in self.machines:
-            pid_file = Path(hastore.paths_for(self.layouts[m.name]).data_dir) / "postmaster.pid"
+            pid_file = Path(self.data_dir(m)) / "postmaster.pid"
             try:
                 os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
             except (OSError, ValueError, IndexError):
