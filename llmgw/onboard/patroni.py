@@ -36,9 +36,9 @@ The timings, and why (docs/ha.md says the same for people):
   on one network; a leader lost is replaced in about a second, well inside
   retry_timeout.
 
-These are the timings tests/support/patronicluster.py runs the failover
-test under (tests/integration/test_store_failover.py: no request failed and
-no usage row was lost when the primary's PostgreSQL was killed).
+The failover test (tests/integration/test_store_failover.py) runs on the
+files written here (tests/support/storemachines.py): no request failed and
+no usage row was lost when the primary's PostgreSQL was killed.
 """
 
 from __future__ import annotations

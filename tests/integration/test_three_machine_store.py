@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 
@@ -90,9 +89,7 @@ def test_when_the_primarys_postgresql_dies_the_standby_takes_the_writes_and_the_
     gw.start()
     old = store.primary()
     assert old is not None
-    pid_file = os.path.join(store.data_dir(old), "postmaster.pid")
-    with open(pid_file) as f:
-        os.kill(int(f.readline()), signal.SIGKILL)
+    store.kill_postgres(old)
     killed = time.monotonic()
 
     new = wait_until(lambda: (p := store.primary()) is not None and p != old and p, 60,

@@ -141,6 +141,18 @@ class StoreMachines:
     def data_dir(self, m: StoreMachine) -> str:
         return hastore.paths_for(self.layouts[m.name]).data_dir
 
+    @property
+    def url(self) -> str:
+        """The `store:` llmgw writes for the three: every PostgreSQL host, writes to the primary."""
+        return patroni.store_address(self.machines, self.secrets)
+
+    def kill_postgres(self, m: StoreMachine) -> int:
+        """SIGKILL the member's postmaster (not Patroni): a crash, as the kernel's OOM killer would do it."""
+        with open(os.path.join(self.data_dir(m), "postmaster.pid")) as f:
+            pid = int(f.readline())
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
     def members(self) -> list[dict]:
         primary = self.primary()
         assert primary is not None
