@@ -40,6 +40,7 @@ def register(commands) -> None:
                     help=f"where the rules are kept for the next boot (default {RULES_FILE})")
     on.add_argument("--print", action="store_true", dest="print_only",
                     help="print the rules instead of applying them (needs no root)")
+    on.add_argument("--json", action="store_true", help="print one JSON document of what was opened to whom")
     on.set_defaults(run=run_on)
 
     off = actions.add_parser("off", help="delete llmgw's table, and only it",
@@ -87,11 +88,14 @@ def run_on(args) -> int:
     firewall.apply(text)
     os.makedirs(os.path.dirname(os.path.abspath(args.rules_file)), mode=0o755, exist_ok=True)
     write_atomic(args.rules_file, text.encode("utf-8"), 0o644)
-    networks = ", ".join(map(str, rules.networks)) or "none: loopback only"
-    print(f"firewall on ({' and '.join(rules.roles)}): {', '.join(map(str, rules.public)) or 'no port'} open to "
-          f"everyone; {', '.join(map(str, rules.internal))} open to {networks}")
-    if rules.keep is not None:
-        print(f"kept: this SSH connection, from {rules.keep.client} to port {rules.keep.port}")
+    said = firewall.summary(rules)
+    if args.json:
+        emit_json({"on": True, **said})
+        return 0
+    print(f"firewall on ({' and '.join(said['roles'])}): {', '.join(said['everyone']) or 'no port'} open to "
+          f"everyone; {', '.join(said['cluster'])} open to {', '.join(said['networks']) or 'none: loopback only'}")
+    if said["ssh_kept"]:
+        print(f"kept: this SSH connection, from {said['ssh_kept']}")
     return 0
 
 

@@ -94,6 +94,15 @@ class Rules:
     roles: tuple[str, ...] = field(default=())
 
 
+def summary(rules: Rules) -> dict:
+    """What the rules open to whom, as `status` says it of rules applied: for the plan, the CLI and --json."""
+    return {"roles": list(rules.roles),
+            "everyone": [str(p) for p in rules.public],
+            "cluster": [str(p) for p in rules.internal],
+            "networks": [str(n) for n in rules.networks],
+            "ssh_kept": f"{rules.keep.client} to port {rules.keep.port}" if rules.keep else None}
+
+
 def parse_network(text: str) -> Network:
     """A network written as CIDR (10.0.0.0/24, fd00::/64) or one address; else one sentence."""
     written = text.strip()

@@ -193,7 +193,7 @@ def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_p
         nft add table inet site; nft add chain inet site input '{ type filter hook input priority 0; }'
         SSH_CONNECTION='10.0.0.99 51234 10.0.0.5 22' $LLMGW firewall on --config $DIR/server.yaml \\
             --rules-file $DIR/firewall.nft > $DIR/on.txt
-        $LLMGW firewall on --config $DIR/server.yaml --rules-file $DIR/firewall.nft > $DIR/again.txt
+        $LLMGW firewall on --config $DIR/server.yaml --rules-file $DIR/firewall.nft --json > $DIR/again.json
         $LLMGW firewall status --json > $DIR/status.json
         $LLMGW firewall status > $DIR/status.txt
         $LLMGW firewall off --rules-file $DIR/firewall.nft > $DIR/off.txt
@@ -205,6 +205,10 @@ def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_p
     on = (tmp_path / "on.txt").read_text()
     assert on.startswith("firewall on (control plane and HA store): 8080 open to everyone; 7443, 9091, 5432, ")
     assert "kept: this SSH connection, from 10.0.0.99 to port 22" in on
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again == {"on": True, "roles": ["control plane", "HA store"], "everyone": ["8080"],
+                     "cluster": ["7443", "9091", "5432", "8008", "2379", "2380"],
+                     "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None}
     status = json.loads((tmp_path / "status.json").read_text())
     # Run again without SSH_CONNECTION: the second `on` replaced the table whole.
     assert status == {"on": True, "everyone": ["8080"], "cluster": ["2379-2380", "5432", "7443", "8008", "9091"],
