@@ -79,7 +79,7 @@ def run_on(args) -> int:
             f"neither {SYSTEM_CONFIG} nor {AGENT_CONFIG} is here, so this machine runs no llmgw part whose "
             "ports could be closed; give --config or --agent-config")
     rules = firewall.plan_rules(server=server, agent=agent, ha=args.ha, networks=args.network,
-                                ssh_connection=os.environ.get("SSH_CONNECTION"))
+                                ssh_connection=firewall.ssh_connection_here())
     text = firewall.render(rules)
     if args.print_only:
         print(text, end="")

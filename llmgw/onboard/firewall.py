@@ -138,6 +138,33 @@ def ssh_keep(value: str | None) -> SshKeep | None:
     return SshKeep(client, port)
 
 
+def ssh_connection_here() -> str | None:
+    """$SSH_CONNECTION; or, where sudo took it away, the nearest ancestor's.
+
+    sudo's env_reset (Debian's default) keeps no SSH_ variable, so under
+    `sudo llmgw firewall on` this process never sees the connection it was
+    typed over; the shell that ran sudo still has it in /proc/PID/environ,
+    which root may read. Set but empty means "not over SSH" and is kept.
+    """
+    if "SSH_CONNECTION" in os.environ:
+        return os.environ["SSH_CONNECTION"] or None
+    pid = os.getppid()
+    for _ in range(64):  # a bound, in case /proc shows a loop
+        if pid <= 1:
+            return None
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                for item in f.read().split(b"\0"):
+                    if item.startswith(b"SSH_CONNECTION="):
+                        return item.split(b"=", 1)[1].decode("utf-8", "replace") or None
+            with open(f"/proc/{pid}/stat") as f:
+                # "PID (name) STATE PPID …": the name may hold spaces and parentheses.
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
+
+
 def control_plane_ports(cfg: ServerConfig) -> tuple[list[Ports], list[Ports]]:
     """(open to everyone, open to the cluster) for a control plane's listeners."""
     public = [Ports(cfg.listen.client.port, cfg.listen.client.port, "the client API and portal")]

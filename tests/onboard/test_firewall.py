@@ -181,7 +181,7 @@ def test_changing_the_firewall_without_root_is_one_sentence():
 def in_own_namespace(tmp_path, script: str) -> subprocess.CompletedProcess:
     """Run a shell script in a network namespace of its own: nothing it applies reaches this machine's."""
     env = {**os.environ, "LLMGW": f"{sys.executable} -m llmgw", "DIR": str(tmp_path)}
-    env.pop("SSH_CONNECTION", None)
+    env["SSH_CONNECTION"] = ""  # set and empty: not over SSH, whatever the test's own ancestors were run over
     return subprocess.run(["unshare", "--net", "sh", "-euc", textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=120, env=env)
 
@@ -301,9 +301,21 @@ def test_another_machine_outside_the_cluster_reaches_the_client_port_but_not_the
     (tmp_path / "two.py").write_text(TWO_MACHINES)
     done = subprocess.run(["unshare", "--net", sys.executable, str(tmp_path / "two.py"), str(tmp_path), str(config),
                            str(client_port), str(agent_port)], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if k != "SSH_CONNECTION"})
+                          env={**os.environ, "SSH_CONNECTION": ""})
     assert done.returncode == 0, done.stderr
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {f"10.0.0.2 {client_port}": "connected", f"10.0.0.2 {agent_port}": "connected",
                     f"10.9.9.2 {client_port}": "connected", f"10.9.9.2 {agent_port}": "TimeoutError"}
     assert json.loads((tmp_path / "status.json").read_text())["refused_packets"] >= 1
+
+
+def test_under_sudo_which_drops_ssh_connection_the_shell_that_ran_it_still_names_the_connection(tmp_path):
+    (tmp_path / "server.yaml").write_text("firewall_networks: [10.0.0.0/24]\n")
+    # The shell has SSH_CONNECTION; the command it runs does not, as sudo's env_reset leaves it.
+    env = {k: v for k, v in os.environ.items() if k != "SSH_CONNECTION"}
+    shell = (f"env -u SSH_CONNECTION {sys.executable} -m llmgw firewall on --print "
+             f"--config {tmp_path / 'server.yaml'}; exit $?")  # two commands: the shell stays, as sudo's parent
+    done = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=60,
+                          env={**env, "SSH_CONNECTION": "198.51.100.7 50000 10.0.0.5 22"})
+    assert done.returncode == 0, done.stderr
+    assert "ip saddr 198.51.100.7 tcp dport 22 accept" in done.stdout
