@@ -59,6 +59,7 @@ DATABASE = "llmgw"
 APP_USER = "llmgw"
 SUPERUSER = "postgres"
 REPLICATION_USER = "replicator"
+REST_USER = "patroni"
 PG_VERSION = 15
 BIN_DIR = f"/usr/lib/postgresql/{PG_VERSION}/bin"
 # Not 15/main: Debian's postgresql package makes and starts a cluster called
@@ -127,8 +128,11 @@ class StoreSecrets:
     superuser: str = field(repr=False)
     replication: str = field(repr=False)
     app: str = field(repr=False)
+    # Patroni's REST API answers GETs to anyone it lets in (health checks, the
+    # other members); a switchover, restart or reinitialise needs this one.
+    rest: str = field(repr=False)
 
-    NAMES = ("superuser", "replication", "app")
+    NAMES = ("superuser", "replication", "app", "rest")
 
     @classmethod
     def load_or_make(cls, folder: Path) -> StoreSecrets:
@@ -151,7 +155,7 @@ class StoreSecrets:
             with open(fd, "w") as f:
                 f.write(made + "\n")
             found[name] = made
-        return cls(found["superuser"], found["replication"], found["app"])
+        return cls(found["superuser"], found["replication"], found["app"], found["rest"])
 
 
 def _open_new(path: Path) -> int:
@@ -271,7 +275,8 @@ def patroni_config(machines: list[StoreMachine], me: StoreMachine, secrets_: Sto
         "scope": SCOPE,
         "name": me.name,
         "log": {"level": "INFO"},
-        "restapi": {"listen": me.host(me.ports.patroni), "connect_address": me.host(me.ports.patroni)},
+        "restapi": {"listen": me.host(me.ports.patroni), "connect_address": me.host(me.ports.patroni),
+                    "authentication": {"username": REST_USER, "password": secrets_.rest}},
         "etcd3": {"hosts": [m.host(m.ports.etcd_client) for m in machines]},
         "bootstrap": {
             "dcs": {

@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -61,6 +63,16 @@ def test_llmgw_server_on_the_generated_store_address_serves(store, servers):
     assert gw.leads()
     status = gw.ctl_json("ctl", "status")
     assert status["store"]["up"] is True, status
+
+
+def test_patronis_rest_api_refuses_a_restart_from_anyone_without_its_password(store):
+    primary = store.primary()
+    assert primary is not None
+    request = urllib.request.Request(f"http://127.0.0.1:{primary.ports.patroni}/restart", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    assert store.primary() == primary
 
 
 def test_written_again_every_file_is_unchanged(store):

@@ -31,7 +31,7 @@ def test_the_passwords_are_made_once_in_files_only_root_reads_and_never_shown(tm
     made = StoreSecrets.load_or_make(tmp_path / "store")
     again = StoreSecrets.load_or_make(tmp_path / "store")
     assert made == again
-    assert len({made.superuser, made.replication, made.app}) == 3
+    assert len({made.superuser, made.replication, made.app, made.rest}) == 4
     for name in StoreSecrets.NAMES:
         assert stat.S_IMODE(os.stat(tmp_path / "store" / f"{name}.password").st_mode) == 0o600
     assert made.app not in repr(made) and made.superuser not in repr(made)
