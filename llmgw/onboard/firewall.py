@@ -408,6 +408,11 @@ def plan_rules(*, server: ServerConfig | None = None, agent: AgentConfig | None 
         chosen = connected_networks(addresses if addresses is not None else read_addresses())
         if agent is not None:
             chosen += [n for n in control_plane_hosts(agent.control_planes) if not _covered(n, chosen)]
+    for n in chosen:
+        if n.prefixlen == 0:
+            raise FirewallError(
+                f"{n} is every address, which would leave llmgw's internal ports open to everyone; name the "
+                "cluster's networks, or turn the firewall off with `llmgw firewall off`")
     unique: list[Network] = []
     for n in chosen:
         if n not in unique:

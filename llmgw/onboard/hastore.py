@@ -170,3 +170,15 @@ def install_packages(layout: Layout, machine: StoreMachine, say: Say = lambda p:
         raise StepFailed(step, f"apt-get could not install {', '.join(missing)} ({last}); run apt-get update, "
                                "or reach a Debian mirror, then run this again")
     say(Progress(machine.name, step, "done"))
+
+
+def setup_machine(layout: Layout, machines: list[StoreMachine], me: StoreMachine, secrets_: StoreSecrets,
+                  say: Say = lambda p: None) -> None:
+    """The whole step for one machine: Debian's packages where missing (on the machine itself), then its files.
+
+    Run on each of the three before etcd and Patroni are started on any:
+    etcd's first start waits for two of its three members.
+    """
+    if layout.real:
+        install_packages(layout, me, say)
+    write_machine(layout, machines, me, secrets_, say)

@@ -319,3 +319,11 @@ def test_under_sudo_which_drops_ssh_connection_the_shell_that_ran_it_still_names
                           env={**env, "SSH_CONNECTION": "198.51.100.7 50000 10.0.0.5 22"})
     assert done.returncode == 0, done.stderr
     assert "ip saddr 198.51.100.7 tcp dport 22 accept" in done.stdout
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0"])
+def test_a_network_of_every_address_is_refused_since_it_would_close_nothing(everyone):
+    with pytest.raises(FirewallError) as refused:
+        plan_rules(server=ServerConfig(), networks=["10.0.0.0/24", everyone])
+    assert str(refused.value).startswith(f"{everyone} is every address, which would leave llmgw's internal ports "
+                                         "open to everyone; name the cluster's networks")

@@ -1,7 +1,7 @@
 """The three-machine store as llmgw writes it, started for real on loopback.
 
 Each of three "machines" is a directory (a Layout root) into which
-llmgw.onboard.hastore.write_machine writes that machine's files: etcd's
+llmgw.onboard.hastore.setup_machine writes that machine's files: etcd's
 environment file, and on the machines carrying PostgreSQL, patroni.yml,
 the bootstrap script and llmgw's password. Then each etcd is started with
 the variables of its own environment file, as Debian's etcd.service would,
@@ -79,7 +79,7 @@ class StoreMachines:
     def write(self) -> list[Progress]:
         said: list[Progress] = []
         for m in self.machines:
-            hastore.write_machine(self.layouts[m.name], self.machines, m, self.secrets, said.append)
+            hastore.setup_machine(self.layouts[m.name], self.machines, m, self.secrets, said.append)
         self.said += said
         return said
 
