@@ -65,6 +65,9 @@ def plan(machines: list[StoreMachine], secrets_: StoreSecrets | None = None) -> 
             lines.append(PlanLine(m.name, "PostgreSQL", "none here: etcd's third member and a control plane"))
     if secrets_ is not None:
         lines.append(PlanLine("all three", "store", redact_url(patroni.store_address(machines, secrets_))))
+    lines.append(PlanLine("all three", "firewall",
+                          "PostgreSQL, Patroni's REST API and etcd open to the cluster's networks only "
+                          "(llmgw firewall on, docs/firewall.md)"))
     lines.append(PlanLine("all three", "timings",
                           f"leader key {patroni.TTL} s, checked every {patroni.LOOP_WAIT} s; "
                           "a commit waits for one standby (docs/ha.md#three-machines)"))

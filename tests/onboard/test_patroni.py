@@ -111,6 +111,7 @@ def test_the_plan_says_what_runs_where_without_a_password(secrets_):
     assert "cp-3: PostgreSQL: none here: etcd's third member and a control plane" in shown
     assert "cp-1: PostgreSQL: PostgreSQL 15 under Patroni on 5432" in shown
     assert "all three: store: postgresql://llmgw:***@10.0.0.5:5432,10.0.0.6:5432/llmgw" in shown
+    assert "all three: firewall: PostgreSQL, Patroni's REST API and etcd open to the cluster's networks only" in shown
     for password in (secrets_.app, secrets_.superuser, secrets_.replication):
         assert password not in shown
 
@@ -143,3 +144,11 @@ def test_one_machines_files_are_written_private_and_written_again_unchanged(tmp_
 def test_packages_are_never_installed_into_a_directory(tmp_path):
     with pytest.raises(hastore.StepFailed, match="installed on the machine itself"):
         hastore.install_packages(Layout(tmp_path), THREE[0])
+
+
+def test_on_a_machine_with_debians_packages_nothing_is_installed_and_the_step_says_unchanged():
+    # .ci/run installs etcd-server, patroni, python3-etcd and postgresql (15 on Debian 12): this machine has them.
+    said: list = []
+    hastore.install_packages(Layout(), THREE[0], said.append)
+    assert [(p.step, p.state) for p in said] == [("Debian's packages", "unchanged")]
+    assert hastore.missing_packages(THREE[2]) == []
