@@ -60,7 +60,8 @@ def test_llmgw_server_on_the_generated_store_address_serves(store, servers):
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["already"] is False
     gw.start()
-    assert gw.leads()
+    # /health answers before the first lease is taken: leading follows within the lease's first round.
+    wait_until(gw.leads, 30, "llmgw server on the generated store leads")
     status = gw.ctl_json("ctl", "status")
     assert status["store"]["up"] is True, status
 
