@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from llmgw.config.loader import Invalid, load_file
-from llmgw.config.server import LogSettings
+from llmgw.config.server import LogSettings, check_networks
 from llmgw.config.types import Address, describe
 from llmgw.errors import N_
 
@@ -147,11 +147,16 @@ class AgentConfig:
     engines: EngineSettings = field(default_factory=EngineSettings)
     """Which engines this node runs, and where their programs are."""
 
+    firewall_networks: list[str] = field(default_factory=list)
+    """The cluster's networks, as CIDR (10.0.0.0/24, fd00::/64): what `llmgw firewall on` opens this node's engine
+    ports to, besides its control planes. Empty is the networks this machine is on (docs/firewall.md)."""
+
     @property
     def node_name(self) -> str:
         return self.name or socket.gethostname()
 
     def validate(self) -> None:
+        check_networks(self.firewall_networks)
         for i, entry in enumerate(self.control_planes):
             try:
                 addr = Address(entry)

@@ -14,6 +14,7 @@ person editing the file.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field, fields
@@ -315,6 +316,10 @@ class ServerConfig(ClusterSettings):
     """Allow `listen.admin` on an address other machines can reach. The admin API is guarded by its token, but it is
     meant for this machine's own `llmgw ctl`."""
 
+    firewall_networks: list[str] = field(default_factory=list)
+    """The cluster's networks, as CIDR (10.0.0.0/24, fd00::/64): what `llmgw firewall on` opens this machine's agent,
+    metrics and store ports to, and nothing else. Empty is the networks this machine is on (docs/firewall.md)."""
+
     log: LogSettings = field(default_factory=LogSettings)
     """What this control plane writes to its log."""
 
@@ -359,6 +364,7 @@ class ServerConfig(ClusterSettings):
             if problem:
                 # This machine's own key, said in English for now.
                 raise Invalid("store", N_("{problem}"), params={"problem": problem})
+        check_networks(self.firewall_networks)
         if not 1 <= self.workers <= MAX_WORKERS:
             raise Invalid("workers", N_('must be from 1 to {most}, got {workers}'),
                                      params={"most": MAX_WORKERS, "workers": self.workers})
@@ -369,6 +375,17 @@ class ServerConfig(ClusterSettings):
                    'so listen on 127.0.0.1, or set admin_allow_remote: true if it must be reached from elsewhere'),
                 params={"admin": self.listen.admin}
             )
+
+
+def check_networks(networks: list[str]) -> None:
+    """firewall_networks: each a network in CIDR or one address, as the firewall will read it."""
+    for i, text in enumerate(networks):
+        try:
+            ipaddress.ip_network(str(text).strip(), strict=False)
+        except ValueError:
+            raise Invalid(f"firewall_networks[{i}]",
+                          N_("{network} is not a network; write one like 10.0.0.0/24 or fd00::/64"),
+                          params={"network": describe(text)}) from None
 
 
 CLUSTER_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ClusterSettings))

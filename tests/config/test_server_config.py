@@ -122,7 +122,7 @@ def test_the_cluster_part_carries_the_cluster_settings_only():
 
 def test_the_machine_keys_are_server_configs_own():
     assert MACHINE_KEYS == ("name", "store", "data_dir", "admin_token_file", "advertise", "listen",
-                            "admin_allow_remote", "log", "workers")
+                            "admin_allow_remote", "firewall_networks", "log", "workers")
 
 
 def test_cluster_keys_in_a_file_are_found_so_they_can_be_pointed_out():

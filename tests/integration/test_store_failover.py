@@ -1,8 +1,10 @@
 """A gateway on a Patroni store whose primary's PostgreSQL is SIGKILLed: no request fails, no usage row is lost.
 
-Real parts throughout: one etcd and two PostgreSQL members under Debian's
-Patroni (tests/support/patronicluster.py), a real `llmgw server` on the address
-listing both members with target_session_attrs=read-write, a sim-engine
+Real parts throughout: three etcd members and two PostgreSQL members under
+Debian's Patroni, started from the files llmgw writes for the three-machine
+store (tests/support/storemachines.py, llmgw/onboard/patroni.py: so the
+timings measured are the product's), a real `llmgw server` on the address
+it generates, listing both members with target_session_attrs=read-write, a sim-engine
 behind a static model, and clients on loopback. The figures are printed
 (run with -s to see them); what is asserted is what a user would see: every
 request answered, every answered request's usage row in the store once.
@@ -19,7 +21,8 @@ import time
 
 import pytest
 
-from tests.support.patronicluster import LOOP_WAIT, RETRY_TIMEOUT, TTL, PatroniCluster
+from llmgw.onboard.patroni import BIN_DIR, LOOP_WAIT, RETRY_TIMEOUT, TTL
+from tests.support.storemachines import StoreMachines
 from tests.support.servers import Server, write_config
 
 CLIENTS = 2
@@ -32,14 +35,13 @@ BODY = json.dumps({"model": "sim", "messages": [{"role": "user", "content": "Say
 @pytest.fixture(scope="module")
 def patroni():
     try:
-        cluster = PatroniCluster()
+        cluster = StoreMachines(postgres_on=2)
     except RuntimeError as e:
         # Fail, never skip (as for PostgreSQL): a skipped failover test passes
         # while the failover goes untested.
         pytest.fail(str(e), pytrace=False)
     try:
         cluster.start()
-        cluster.create_database("llmgw")
         yield cluster
     finally:
         cluster.destroy()
@@ -95,10 +97,10 @@ class Clients:
             return len(self.answered)
 
 
-def _psql(cluster: PatroniCluster, sql: str) -> str | None:
+def _psql(cluster: StoreMachines, sql: str) -> str | None:
     """One query on whichever member takes writes now; None while none does."""
     done = subprocess.run(
-        [os.path.join(cluster.bin, "psql"), cluster.url("llmgw") + "&connect_timeout=2", "-Atc", sql],
+        [os.path.join(BIN_DIR, "psql"), cluster.url + "&connect_timeout=2", "-Atc", sql],
         capture_output=True, text=True, timeout=30)
     return done.stdout.strip() if done.returncode == 0 else None
 
@@ -120,7 +122,7 @@ def _store_up(server: Server) -> bool:
 def test_killing_the_primarys_postgresql_fails_no_request_and_loses_no_usage_row(patroni, servers, engines, tmp_path):
     engine = engines("sim")
     config = write_config(tmp_path / "gw.yaml", {"models": [{"name": "sim", "endpoints": [engine.url]}]})
-    gw = servers("gw", store=patroni.url("llmgw"), config=config)
+    gw = servers("gw", store=patroni.url, config=config)
     made = gw.init("--json")
     assert made.returncode == 0, made.stderr
     key = json.loads(made.stdout)["key"]["key"]

@@ -4,12 +4,12 @@ servers      `llmgw server` processes (Server), sim-engines (SimEngine), `llmgw 
 agents       `llmgw agent` processes joined to a server (AgentProcess)
 simengines   sim-engines on a port they choose themselves, read from the line they print (Sim)
 pgcluster    a throwaway PostgreSQL server (PgCluster) and free loopback ports (free_port)
-patronicluster  PostgreSQL under Patroni with etcd, for failover (PatroniCluster)
+storemachines  the three-machine store from the files llmgw writes: three etcd, PostgreSQL under Patroni (StoreMachines)
 waiting      wait_until: poll what a test can observe, and fail with a sentence naming what never happened
 rewordings   forty rewordings of one question, for the similar-answer cache
 
 A starter that waits for its child (Server.start, SimEngine.start, Sim.start,
-PgCluster, PatroniCluster) fails at once when the child dies, with what it said.
+PgCluster, StoreMachines) fails at once when the child dies, with what it said.
 
 Imported as `tests.support.…` (the repository's root is on pytest's path through
 setup.cfg's `pythonpath`), never through sys.path edits.
