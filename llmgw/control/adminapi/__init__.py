@@ -147,7 +147,7 @@ async def status(request: web.Request) -> web.Response:
         schema, store_up = None, False
     try:
         # The lease's holder is NAME#INSTANCE; the control planes are listed by NAME.
-        cluster = await machines(plane.store, leader["holder"].rsplit("#", 1)[0] if leader else "")
+        cluster = await machines(plane.store, lease.holder.rsplit("#", 1)[0] if leader and lease else "")
     except StoreError:
         cluster = {"control_planes": [], "nodes": []}
     return _json({
