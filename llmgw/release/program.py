@@ -18,6 +18,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VERSION_WITHIN = 120.0  # seconds `python3 FILE --version` may take: the first start unpacks tens of MB
 _VERSION = re.compile(r"llmgw (\S+)")
@@ -32,7 +33,7 @@ class Program:
     path: Path
     version: str
     sha256: str
-    built_for: dict
+    built_for: dict[str, Any]
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -55,7 +56,7 @@ def running_program() -> Path:
     return Path(given)
 
 
-def _built_for(path: Path) -> dict:
+def _built_for(path: Path) -> dict[str, Any]:
     try:
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
