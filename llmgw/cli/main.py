@@ -57,6 +57,9 @@ def build_parser() -> Parser:
 
     onboard.register(commands)
     doctor.register(commands)
+    from llmgw.cli import upgrade
+
+    upgrade.register(commands, common)
     sim.register(commands)
     llama_server.register(commands)
     from llmgw.cli import unbuilt

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmgw.errors import ExpectedError
+
 VERSION_WITHIN = 120.0  # seconds `python3 FILE --version` may take: the first start unpacks tens of MB
 _VERSION = re.compile(r"llmgw (\S+)")
 
 
-class ReleaseError(Exception):
+class ReleaseError(ExpectedError):
     """One sentence naming the file and what is wrong with it, and what to do."""
 
 

@@ -316,4 +316,7 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import auth
 
     auth.register(r)
+    from llmgw.control.adminapi import upgrade
+
+    upgrade.register(r)
     return app

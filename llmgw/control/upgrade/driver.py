@@ -160,6 +160,8 @@ class Upgrader:
         if record is not None:
             body["sha256"] = self._sha256(record.doc, m["to"])
         context = self.plane.exchange.client_context()
+        if context is None:
+            return None, "this control plane has no cluster certificate to reach it with"
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session, \
                     session.post(f"https://{m['address']}/upgrade/self", json=body, ssl=context) as r:
@@ -173,6 +175,8 @@ class Upgrader:
     async def _whoami(self, address: str) -> str:
         """The version the control plane at `address` runs, "" when it does not answer."""
         context = self.plane.exchange.client_context()
+        if context is None:
+            return ""
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=ASK_TIMEOUT)) as session, \
                     session.get(f"https://{address}/whoami", ssl=context) as r:
