@@ -132,7 +132,7 @@ class Upgrader:
                     return
             said = await self._whoami(m["address"])
             if said == m["to"]:
-                m["state"] = DONE
+                m["state"], m["done_at"] = DONE, time.time()
                 return
             answer, why = await self._tell(m, confirm_within)
             if answer is None:
@@ -144,7 +144,7 @@ class Upgrader:
         # DOING: back on the new version?
         said = await self._whoami(m["address"])
         if said == m["to"]:
-            m["state"], m["sentence"] = DONE, ""
+            m["state"], m["sentence"], m["done_at"] = DONE, "", time.time()
             log.info("upgrade: control plane %s is on %s", m["name"], m["to"])
         elif now - m["since"] > up:
             back = await self._back(m["address"], m["from"], back_within)
@@ -223,7 +223,7 @@ class Upgrader:
                     m["sentence"] = f"Node {m['name']} was not upgraded: {node.upgrade_refusal}."
                 elif node is not None and node.connected and node.register.version == m["to"]:
                     if _ready(node) >= m["ready_before"]:
-                        m["state"], m["sentence"] = DONE, ""
+                        m["state"], m["sentence"], m["done_at"] = DONE, "", time.time()
                         log.info("upgrade: node %s is on %s", m["name"], m["to"])
                     elif now - m["since"] > 2 * up:
                         m["state"] = FAILED
