@@ -6,6 +6,7 @@ run, so it is what proves a node end to end.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import llmgw
@@ -47,7 +48,11 @@ class Sim:
         """
         self.validate(profile)
         argv = program(binary, sys.executable, self.name)
-        argv += ["-m", "llmgw", "sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
+        # An agent run from llmgw.pyz has no llmgw for `-m` to find: the archive is the program
+        # ($LLMGW_PYZ, which its bootstrap sets), as the control plane's workers are started.
+        pyz = os.environ.get("LLMGW_PYZ") if binary is None else None
+        argv += [pyz] if pyz else ["-m", "llmgw"]
+        argv += ["sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]
         argv += list(profile.args)

@@ -75,13 +75,22 @@ def test_llamacpp_can_run_through_a_program_and_its_first_arguments():
 # --- sim ---------------------------------------------------------------------------------------
 
 
-def test_the_sim_runs_as_llmgw_sim_engine_with_the_agents_own_python():
+def test_the_sim_runs_as_llmgw_sim_engine_with_the_agents_own_python(monkeypatch):
+    monkeypatch.delenv("LLMGW_PYZ", raising=False)
     p = profile("sim", model="sim-chat", context_length=4096, args=["--tokens-per-second", "50"])
     launch = engines.engine("sim").command(p, model_path="", port=18500, host="127.0.0.1")
     assert launch.argv == [sys.executable, "-m", "llmgw", "sim-engine", "--host", "127.0.0.1", "--port", "18500",
                            "--model", "sim-chat", "--context-length", "4096", "--tokens-per-second", "50"]
     assert launch.env == {}
     assert engines.engine("sim").needs_weights is False
+
+
+def test_an_agent_run_from_llmgw_pyz_runs_the_sim_from_the_same_archive(monkeypatch):
+    # -m llmgw finds nothing on a machine where llmgw is the one archive (issue 15's installs).
+    monkeypatch.setenv("LLMGW_PYZ", "/usr/local/bin/llmgw")
+    launch = engines.engine("sim").command(profile("sim", model="sim-chat"), model_path="", port=18500,
+                                           host="127.0.0.1")
+    assert launch.argv[:3] == [sys.executable, "/usr/local/bin/llmgw", "sim-engine"]
 
 
 # --- vLLM and SGLang ---------------------------------------------------------------------------
