@@ -97,7 +97,7 @@ async def start(request: web.Request) -> web.Response:
                     leader=leader, nodes=cluster["nodes"], wave_size=wave_size, by=actor(request).name)
     if up_within:
         doc["up_within"] = float(up_within)
-    return await _put(plane, doc, record.revision if record else 0, "upgrade.start")
+    return await _put(request, doc, record.revision if record else 0, "upgrade.start")
 
 
 async def resume(request: web.Request) -> web.Response:
@@ -112,7 +112,7 @@ async def resume(request: web.Request) -> web.Response:
         if m["state"] == FAILED:
             m["state"], m["sentence"], m["since"] = PENDING, "", 0.0
     doc["state"], doc["sentence"] = RUNNING, ""
-    return await _put(plane, doc, record.revision, "upgrade.resume")
+    return await _put(request, doc, record.revision, "upgrade.resume")
 
 
 async def rollback(request: web.Request) -> web.Response:
@@ -133,16 +133,21 @@ async def rollback(request: web.Request) -> web.Response:
                            "the program with `llmgw upgrade FILE`", "not_found")
     doc = rollback_plan(record.doc, {v: releases.sha256(v) for v in versions}, actor(request).name)
     doc["up_within"] = record.doc.get("up_within", 0)
-    return await _put(plane, doc, record.revision, "upgrade.rollback")
+    return await _put(request, doc, record.revision, "upgrade.rollback")
 
 
-async def _put(plane: ControlPlane, doc: dict[str, Any], revision: int, action: str) -> web.Response:
+async def _put(request: web.Request, doc: dict[str, Any], revision: int, action: str) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
     try:
         saved = await plane.store.put_upgrade(doc, revision, time.time())
     except Conflict:
         raise Refused(409, "another control plane changed the upgrade meanwhile; "
                            "`llmgw upgrade --status` shows it", "conflict") from None
     plane.upgrader.wake.set()
+    versions = sorted({m["to"] for m in doc["machines"]})
+    await plane.accounts.audit(actor(request), action, "cluster", None,
+                               {"to": ", ".join(versions), "machines": len(doc["machines"]),
+                                "wave_size": doc["wave_size"]})
     return _json({"upgrade": saved.doc, "revision": saved.revision, "action": action}, 202)
 
 
