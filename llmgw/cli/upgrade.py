@@ -74,7 +74,7 @@ def run(args) -> int:
             emit_json(answer)
         else:
             _show(answer.get("upgrade"), answer.get("releases") or [])
-        return 0 if not answer.get("upgrade") or answer["upgrade"]["state"] != "stopped" else 1
+        return 0
     if args.resume:
         started = api.call("POST", "/api/v1/upgrade/resume", {})
     elif args.rollback:

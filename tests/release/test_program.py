@@ -132,7 +132,7 @@ def test_a_bundle_gives_its_program_and_wheels_each_checked(pyz, tmp_path):
     files = {"llmgw.pyz": pyz.read_bytes(), "wheels/xllamacpp-1-py3-none-any.whl": b"wheel"}
     bundle = open_bundle(_bundle(tmp_path / "b.tar", files, wheels=["xllamacpp-1-py3-none-any.whl"]),
                          tmp_path / "out")
-    assert bundle.version == "0.9.2" and check_program(bundle.pyz).version == __version__
+    assert bundle.version == "0.9.2" and check_program(bundle.program).version == __version__
     assert [w.name for w in bundle.wheels] == ["xllamacpp-1-py3-none-any.whl"]
 
 
