@@ -26,10 +26,10 @@ from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
-from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
+from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
 from llmgw import __version__
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
-from llmgw.release import ReleaseError, confirm, upgrade_self
+from llmgw.release import ReleaseError, confirm, fetch_wheels, upgrade_self
 from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
@@ -123,6 +123,9 @@ class Agent:
         if not self.link.leader:
             return "the node lost its control plane before it could fetch the program"
         try:
+            if message.wheels:
+                # Where the llama.cpp install takes them without a registry (engines/llamacpp_install.py).
+                await fetch_wheels(self.link.leader, message.wheels, self.ssl, wheels_dir(self.cfg.data_dir))
             await upgrade_self(self.link.leader, message.version, message.sha256, self.ssl, self.cfg.data_dir,
                                message.confirm_within_s)
         except ReleaseError as e:

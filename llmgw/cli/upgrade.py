@@ -24,7 +24,7 @@ from typing import Any
 
 from llmgw.cli.output import emit_json
 from llmgw.control.adminclient import AdminClient, AdminError
-from llmgw.release import check_program, open_bundle, watch
+from llmgw.release import check_program, open_bundle, sha256_of, watch
 
 FOLLOW_EVERY = 1.0
 UNREACHABLE_FOR = 180.0  # this very control plane restarts into the new version: its admin API is away a while
@@ -102,6 +102,8 @@ def _held_version(api: AdminClient, given: str, bundle: bool) -> str:
             opened = open_bundle(path, folder)
             print(f"bundle {path.name}: llmgw {opened.version}, "
                   f"{len(opened.wheels)} wheel(s), every file matching its sha256", file=sys.stderr)
+            for wheel in opened.wheels:
+                _upload(api, f"/api/v1/wheels/{wheel.name}", wheel, {"X-Llmgw-Sha256": sha256_of(wheel)})
             return _send(api, opened.program)
     return _send(api, path)
 
@@ -110,11 +112,17 @@ def _send(api: AdminClient, path: Path) -> str:
     program = check_program(path)  # here first: a bad file is refused before it travels
     print(f"{path.name}: llmgw {program.version}, sha256 {program.sha256[:16]}…, built for "
           f"{program.built_for.get('system')} {program.built_for.get('machine')}; starts", file=sys.stderr)
+    _upload(api, "/api/v1/releases", path, {})
+    return program.version
+
+
+def _upload(api: AdminClient, route: str, path: Path, headers: dict[str, str]) -> None:
+    """POST a file's bytes as they are (a program is tens of MB: not JSON)."""
     with open(path, "rb") as f:
         request = urllib.request.Request(
-            api._base() + "/api/v1/releases", data=f, method="POST",
+            api._base() + route, data=f, method="POST",
             headers={"Authorization": f"Bearer {api.token()}", "Content-Type": "application/octet-stream",
-                     "Content-Length": str(path.stat().st_size), "X-Llmgw-Via": "cli"})
+                     "Content-Length": str(path.stat().st_size), "X-Llmgw-Via": "cli", **headers})
         try:
             with urllib.request.urlopen(request, timeout=300) as response:
                 response.read()
@@ -122,7 +130,6 @@ def _send(api: AdminClient, path: Path) -> str:
             raise AdminError(_message(e.read()) or f"the admin API answered {e.code}", e.code) from None
         except urllib.error.URLError as e:
             raise AdminError(f"cannot reach the llmgw server at {api.address}: {e.reason}") from None
-    return program.version
 
 
 def _message(raw: bytes) -> str:

@@ -274,6 +274,9 @@ class Upgrade:
     version: str
     sha256: str
     confirm_within_s: float = 90.0
+    wheels: dict[str, str] = field(default_factory=dict)
+    """Engine wheels the control plane holds from an offline bundle (file name: sha256): fetched first
+    (GET /release/wheels/NAME) into DATA/wheels, where the llama.cpp install takes them without a registry."""
 
 
 # --- the connection --------------------------------------------------------------------------

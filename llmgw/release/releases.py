@@ -14,6 +14,7 @@ from pathlib import Path
 from llmgw.release.program import Program, ReleaseError, sha256_of
 
 PROGRAM_NAME = "llmgw.pyz"
+WHEELS = "wheels"  # DATA/releases/wheels/NAME.whl with NAME.whl.sha256: the engine wheels of an offline bundle
 
 
 class Releases:
@@ -54,4 +55,33 @@ class Releases:
     def versions(self) -> list[str]:
         if not self.directory.is_dir():
             return []
-        return sorted(p.name for p in self.directory.iterdir() if self.find(p.name) is not None)
+        # Beside the versions: wheels/, and uploads and fetches under way (.upload-…, .incoming-wheels).
+        return sorted(p.name for p in self.directory.iterdir()
+                      if p.is_dir() and p.name != WHEELS and not p.name.startswith(".") and self.find(p.name))
+
+    # the engine wheels an offline bundle brought, handed to the nodes with an upgrade
+
+    def hold_wheel(self, path: Path, name: str) -> str:
+        """Keep the wheel at `path` as `name`; its sha256."""
+        if not name.endswith(".whl") or "/" in name or name.startswith("."):
+            raise ReleaseError(f"{name!r} is not a wheel's file name (NAME-VERSION-TAGS.whl)")
+        folder = self.directory / WHEELS
+        folder.mkdir(parents=True, exist_ok=True)
+        digest = sha256_of(path)
+        partial = folder / (name + ".partial")
+        shutil.copyfile(path, partial)
+        os.replace(partial, folder / name)
+        (folder / (name + ".sha256")).write_text(digest + "\n")
+        return digest
+
+    def wheels(self) -> dict[str, str]:
+        """Each wheel held, by file name, with its sha256."""
+        folder = self.directory / WHEELS
+        if not folder.is_dir():
+            return {}
+        return {p.name: (folder / (p.name + ".sha256")).read_text().strip() for p in sorted(folder.glob("*.whl"))
+                if (folder / (p.name + ".sha256")).is_file()}
+
+    def wheel(self, name: str) -> Path | None:
+        path = self.directory / WHEELS / name
+        return path if name in self.wheels() else None

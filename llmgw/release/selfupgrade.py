@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 
-from llmgw.release.program import ReleaseError, running_program
+from llmgw.release.program import ReleaseError, running_program, sha256_of
 from llmgw.release.swap import install_program, previous_of
 from llmgw.release.watchdog import start_watchdog
 
@@ -25,10 +25,15 @@ RELEASE_PATH = "/release/{version}"
 FETCH_TIMEOUT = 600.0
 
 
-async def fetch_program(address: str, version: str, ssl: ssl_module.SSLContext | None, into: Path) -> None:
-    """GET https://ADDRESS/release/VERSION into `into`, or ReleaseError saying what the control plane said."""
+WHEEL_PATH = "/release/wheels/{name}"
+
+
+async def fetch_program(address: str, version: str, ssl: ssl_module.SSLContext | None, into: Path,
+                        path: str = "") -> None:
+    """GET https://ADDRESS/release/VERSION (or `path`) into `into`, or ReleaseError saying what the control plane
+    said."""
     scheme = "https" if ssl is not None else "http"
-    url = f"{scheme}://{address}{RELEASE_PATH.format(version=version)}"
+    url = f"{scheme}://{address}{path or RELEASE_PATH.format(version=version)}"
     timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session, \
@@ -43,6 +48,29 @@ async def fetch_program(address: str, version: str, ssl: ssl_module.SSLContext |
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
         raise ReleaseError(f"llmgw {version} could not be fetched from control plane {address}: "
                            f"{e or type(e).__name__}") from None
+
+
+async def fetch_wheels(address: str, wheels: dict[str, str], ssl: ssl_module.SSLContext | None,
+                       folder: Path) -> list[Path]:
+    """Each of `wheels` (name: sha256) not already in `folder`, fetched from the control plane and checked."""
+    folder.mkdir(parents=True, exist_ok=True)
+    got = []
+    for name, digest in wheels.items():
+        if "/" in name or not name.endswith(".whl"):
+            continue
+        target = folder / name
+        if target.is_file() and sha256_of(target) == digest:
+            got.append(target)
+            continue
+        partial = folder / (name + ".partial")
+        await fetch_program(address, name, ssl, partial, WHEEL_PATH.format(name=name))
+        if sha256_of(partial) != digest:
+            partial.unlink()
+            raise ReleaseError(f"the wheel {name} fetched from control plane {address} does not match its sha256; "
+                               "nothing was replaced")
+        os.replace(partial, target)
+        got.append(target)
+    return got
 
 
 async def upgrade_self(address: str, version: str, sha256: str, ssl: ssl_module.SSLContext | None,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from llmgw.release import check_program, open_bundle
+from llmgw.release import check_program, fetch_wheels, open_bundle, sha256_of
+from llmgw.trust import client_ssl_context
 from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
+from tests.support.servers import llmgw
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,10 +47,21 @@ def test_the_bundle_holds_the_program_the_engine_wheel_and_their_sums_and_reads_
     assert check_program(opened.program).version == "0.2.0"
 
 
-def test_upgrade_from_a_bundle_checks_it_and_holds_its_program_on_the_control_plane(server, bundle):
-    path, _ = bundle
+def test_upgrade_from_a_bundle_holds_its_program_and_hands_its_wheel_to_nodes_over_mutual_tls(server, bundle,
+                                                                                               tmp_path):
+    path, wheel = bundle
     done = server.ctl("upgrade", "--from-bundle", str(path), "--no-wait", timeout=300)
     assert done.returncode == 0, done.stderr
     assert "llmgw 0.2.0, 1 wheel(s), every file matching its sha256" in done.stderr
     # Held by the version it said; this control plane runs from a checkout, so it holds no program of its own.
-    assert server.ctl_json("upgrade", "--status")["releases"] == ["0.2.0"]
+    status = server.ctl_json("upgrade", "--status")
+    assert status["releases"] == ["0.2.0"]
+    sent = open_bundle(path, tmp_path / "sent").wheels[0]
+    assert status["wheels"] == {wheel: sha256_of(sent)}
+    # What a node's agent fetches into DATA/wheels when it is told to upgrade: with its cluster certificate.
+    code = server.ctl_json("node", "add", "--name", "gpu-1")["code"]
+    joined = llmgw("join", code, "--data-dir", str(tmp_path / "node"), "--config", str(tmp_path / "agent.yaml"))
+    assert joined.returncode == 0, joined.stderr
+    got = asyncio.run(fetch_wheels(f"127.0.0.1:{server.ports['agent']}", status["wheels"],
+                                   client_ssl_context(str(tmp_path / "node")), tmp_path / "node" / "wheels"))
+    assert [g.read_bytes() for g in got] == [sent.read_bytes()]

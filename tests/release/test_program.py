@@ -148,3 +148,16 @@ def test_a_bundle_holding_a_path_outside_itself_is_refused_before_anything_is_wr
     with pytest.raises(ReleaseError, match=r"holds '\.\./escape', which no llmgw bundle holds"):
         open_bundle(hostile, tmp_path / "out")
     assert not (tmp_path / "escape").exists() and not (tmp_path / "out").exists()
+
+
+def test_held_wheels_and_uploads_under_way_are_not_taken_for_versions(tmp_path):
+    releases = Releases(tmp_path / "releases")
+    wheel = tmp_path / "xllamacpp-1-py3-none-any.whl"
+    wheel.write_bytes(b"wheel")
+    digest = releases.hold_wheel(wheel, wheel.name)
+    (releases.directory / ".upload-abc").write_bytes(b"half")
+    (releases.directory / ".incoming-wheels").mkdir()
+    assert releases.versions() == []
+    assert releases.wheels() == {wheel.name: digest} and releases.wheel(wheel.name) is not None
+    with pytest.raises(ReleaseError, match="is not a wheel's file name"):
+        releases.hold_wheel(wheel, "../escape.whl")

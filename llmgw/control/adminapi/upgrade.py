@@ -1,6 +1,7 @@
 """The admin API's upgrade routes: hold a program, start an upgrade, resume it, roll it back, read how far it got.
 
     POST /api/v1/releases            the program's bytes (application/octet-stream): checked and held here
+    POST /api/v1/wheels/NAME         an engine wheel of an offline bundle, handed to the nodes with the upgrade
     GET  /api/v1/upgrade             the upgrade record ({"upgrade": doc or null, "releases": [versions held]})
     POST /api/v1/upgrade             {"version", "wave_size", "up_within"}: a new upgrade, driven by the leader
     POST /api/v1/upgrade/resume      carry on a stopped upgrade from where it stopped
@@ -53,11 +54,37 @@ async def hold_release(request: web.Request) -> web.Response:
     return _json({"version": held.version, "sha256": held.sha256, "releases": releases.versions()}, 201)
 
 
+async def hold_wheel(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    releases = plane.upgrades.releases
+    releases.directory.mkdir(parents=True, exist_ok=True)
+    upload = releases.directory / f".upload-{secrets.token_hex(6)}"
+    size = 0
+    try:
+        with open(upload, "wb") as out:
+            async for chunk in request.content.iter_chunked(1 << 20):
+                size += len(chunk)
+                if size > MAX_PROGRAM:
+                    raise Refused(413, f"a wheel here is under {MAX_PROGRAM >> 20} MiB", "too_large")
+                out.write(chunk)
+        expected = request.headers.get("X-Llmgw-Sha256", "")
+        try:
+            digest = await asyncio.to_thread(releases.hold_wheel, upload, request.match_info["name"])
+        except ReleaseError as e:
+            raise Refused(400, str(e), "invalid_request") from None
+        if expected and digest != expected:
+            raise Refused(400, f"the wheel {request.match_info['name']} arrived damaged (its sha256 is not the "
+                               "bundle's); send it again", "invalid_request")
+    finally:
+        upload.unlink(missing_ok=True)
+    return _json({"name": request.match_info["name"], "sha256": digest}, 201)
+
+
 async def show(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     record = await plane.store.get_upgrade()
     return _json({"upgrade": record.doc if record else None, "revision": record.revision if record else 0,
-                  "releases": plane.upgrades.releases.versions()})
+                  "releases": plane.upgrades.releases.versions(), "wheels": plane.upgrades.releases.wheels()})
 
 
 def _leader_name(plane: ControlPlane) -> str:
@@ -153,6 +180,7 @@ async def _put(request: web.Request, doc: dict[str, Any], revision: int, action:
 
 def register(r: web.UrlDispatcher) -> None:
     r.add_post("/api/v1/releases", hold_release)
+    r.add_post("/api/v1/wheels/{name}", hold_wheel)
     r.add_get("/api/v1/upgrade", show)
     r.add_post("/api/v1/upgrade", start)
     r.add_post("/api/v1/upgrade/resume", resume)

@@ -155,7 +155,7 @@ class Upgrader:
 
     async def _tell(self, m: dict[str, Any], confirm_within: float) -> tuple[dict[str, Any] | None, str]:
         body: dict[str, Any] = {"version": m["to"], "sha256": "", "from": self.plane.trust.agent_address,
-                                "confirm_within_s": confirm_within}
+                                "confirm_within_s": confirm_within, "wheels": self.plane.upgrades.releases.wheels()}
         record = await self.plane.store.get_upgrade()
         if record is not None:
             body["sha256"] = self._sha256(record.doc, m["to"])
@@ -211,7 +211,8 @@ class Upgrader:
                     continue
                 m["ready_before"] = _ready(node)
                 node.upgrade_refusal = ""
-                if not await agents.send(m["id"], Upgrade(m["to"], self._sha256(doc, m["to"]), confirm_within)):
+                if not await agents.send(m["id"], Upgrade(m["to"], self._sha256(doc, m["to"]), confirm_within,
+                                                        self.plane.upgrades.releases.wheels())):
                     m["state"], m["sentence"] = FAILED, f"Node {m['name']} could not be told to upgrade."
                     continue
                 m["state"], m["since"] = DOING, now

@@ -24,7 +24,7 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
-from llmgw.release import Releases, ReleaseError, check_program, running_program, upgrade_self
+from llmgw.release import Releases, ReleaseError, check_program, fetch_wheels, running_program, upgrade_self
 from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class UpgradeMachine:
         self.upgrading = False
 
     def mount(self, app: web.Application) -> None:
+        app.router.add_get("/release/wheels/{name}", self.wheel)
         app.router.add_get("/release/{version}", self.release)
         app.router.add_post(SELF_PATH, self.handle_self)
 
@@ -70,6 +71,13 @@ class UpgradeMachine:
             return _error(404, f"control plane {self.plane.name} holds no llmgw {version}", "not_found")
         return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
+    async def wheel(self, request: web.Request) -> web.StreamResponse:
+        path = self.releases.wheel(request.match_info["name"])
+        if path is None:
+            return _error(404, f"control plane {self.plane.name} holds no wheel {request.match_info['name']}",
+                          "not_found")
+        return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
     async def handle_self(self, request: web.Request) -> web.Response:
         if peer_control_plane(request) is None:
             return _error(403, "only a control plane of this cluster tells another to upgrade", "control_plane_only")
@@ -77,6 +85,7 @@ class UpgradeMachine:
             data = orjson.loads(await request.read())
             version, sha256, source = str(data["version"]), str(data["sha256"]), str(data["from"])
             within = float(data.get("confirm_within_s", 90.0))
+            wheels = {str(k): str(v) for k, v in (data.get("wheels") or {}).items()}
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return _error(400, 'an upgrade takes {"version", "sha256", "from"}', "invalid_request")
         if version == __version__:
@@ -86,6 +95,10 @@ class UpgradeMachine:
         self.upgrading = True
         try:
             await asyncio.to_thread(self.hold_running)
+            # The bundle's wheels first: this control plane may lead when the nodes ask for them.
+            for got in await fetch_wheels(source, wheels, self.plane.exchange.client_context(),
+                                          self.releases.directory / ".incoming-wheels"):
+                await asyncio.to_thread(self.releases.hold_wheel, got, got.name)
             target = await upgrade_self(source, version, sha256, self.plane.exchange.client_context(),
                                         self.plane.cfg.data_dir, within)
             # Held for the nodes and for the next leader: this control plane may lead when they fetch it.
