@@ -49,5 +49,9 @@ def test_a_control_plane_not_run_from_an_archive_stops_the_upgrade_saying_why_an
     status = server.ctl_json("upgrade", "--status")
     assert status["upgrade"]["state"] == "stopped" and status["releases"] == ["0.2.0"]
     assert server.get("/health")[0] == 200
+    # --resume carries on from the machine that stopped it, and stops there again while nothing changed.
+    resumed = server.ctl("upgrade", "--resume", timeout=300)
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert "wave 1: control plane cp1 (leader) 0.1.0 → 0.2.0: FAILED" in resumed.stdout
     audit = server.ctl_json("ctl", "audit", "--target", "cluster")
-    assert [e["action"] for e in audit] == ["upgrade.start"]
+    assert [e["action"] for e in audit] == ["upgrade.resume", "upgrade.start"]
