@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("llmgw.upgrade")
 
 SELF_PATH = "/upgrade/self"
-LINGER_S = 0.5  # the 202 reaches the driver before this process stops
+LINGER_S = 2.0  # the 202 reaches the driver, and the driver has written it, before this process stops
 
 
 def _error(status: int, message: str, code: str) -> web.Response:
