@@ -22,6 +22,7 @@ if sys.version_info < (3, 11):  # noqa: UP036 - the check is for the interpreter
 import configparser
 import fcntl
 import hashlib
+import io
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -91,11 +93,16 @@ commands:
                      and compile locales/<lang>/LC_MESSAGES/*.po into the
                      portal's catalogues (`run`, `test` and `dist` compile
                      too). Exits 1 when a language lacks a sentence.
-  dist [--python X.Y ...]
+  dist [--python X.Y ...] [--bundle [--wheels DIR]]
                      build dist/llmgw.pyz, one file carrying llmgw and its
                      pinned dependencies, runnable with `python3 llmgw.pyz`
                      under each CPython version carried (default 3.11, 3.12
-                     and 3.13; --python, repeatable, names others).
+                     and 3.13; --python, repeatable, names others). With
+                     --bundle, also dist/llmgw-VERSION-bundle.tar: the
+                     program, the llama.cpp engine's xllamacpp wheel for
+                     this architecture (pip download, or taken from --wheels
+                     DIR) and their sha256s, for a site with no registry
+                     (`llmgw upgrade --from-bundle FILE`, docs/upgrade.md).
 
 ARGS after the command are passed on untouched, `--help` included.
 See docs/building.md.
@@ -1540,7 +1547,96 @@ def smoke_test(pyz: Path, versions: list[str]) -> None:
         say(f"not checked: CPython {', '.join(missing)}, no interpreter found on PATH or in ~/.pyenv/versions")
 
 
+def bundle_options(args: list[str]) -> tuple[list[str], bool, Path | None]:
+    """dist's own --bundle and --wheels DIR taken out of ARGS; the rest are --python's."""
+    rest, bundle, wheels = [], False, None
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg == "--bundle":
+            bundle = True
+        elif arg == "--wheels" and args:
+            wheels = Path(args.pop(0))
+        elif arg.startswith("--wheels="):
+            wheels = Path(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    if wheels is not None and not bundle:
+        fail("dist --wheels DIR goes with --bundle: it names where the bundle's wheels come from", 2)
+    return rest, bundle, wheels
+
+
+def xllamacpp_version() -> str:
+    """The xllamacpp the agents install (llmgw/engines/llamacpp_install.py), read without importing llmgw."""
+    text = (ROOT / "llmgw" / "engines" / "llamacpp_install.py").read_text()
+    match = re.search(r'^XLLAMACPP_VERSION = "([^"]+)"', text, re.M)
+    if not match:
+        fail("llmgw/engines/llamacpp_install.py no longer sets XLLAMACPP_VERSION on a line of its own")
+    return match.group(1)
+
+
+def bundle_wheels(folder: Path, given: Path | None) -> list[Path]:
+    """The xllamacpp wheel for this machine: from `given` (a folder of wheels), or fetched by pip."""
+    version = xllamacpp_version()
+    folder.mkdir(parents=True, exist_ok=True)
+    if given is not None:
+        found = sorted(given.glob(f"xllamacpp-{version}-*.whl"))
+        if not found:
+            fail(f"{given} has no xllamacpp-{version}-*.whl; put the wheel the agents install there, or leave "
+                 "out --wheels for pip to fetch it")
+        for wheel in found:
+            shutil.copy2(wheel, folder / wheel.name)
+    else:
+        say(f"fetching the xllamacpp {version} wheel for {platform_name()} with pip")
+        done = subprocess.run([str(VENV_PYTHON), "-m", "pip", "download", "--disable-pip-version-check",
+                               "--no-deps", "--only-binary", ":all:", "-d", str(folder),
+                               f"xllamacpp=={version}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"pip could not fetch xllamacpp {version}: {done.stderr.strip().splitlines()[-1:]}; on a "
+                 "machine without a registry, give the wheel with --wheels DIR")
+    return sorted(folder.glob("*.whl"))
+
+
+def platform_name() -> str:
+    return f"{os.uname().sysname} {os.uname().machine}"
+
+
+def pyz_version(pyz: Path) -> str:
+    """llmgw.__version__ as the archive carries it (read, not run: this python may not be one it carries)."""
+    with zipfile.ZipFile(pyz) as zf:
+        text = zf.read("lib/llmgw/__init__.py").decode()
+    match = re.search(r'^__version__ = "([^"]+)"', text, re.M)
+    if not match:
+        fail(f"{shown(pyz)} carries no llmgw.__version__")
+    return match.group(1)
+
+
+def make_bundle(pyz: Path, wheels: list[Path], out: Path) -> Path:
+    """One tar: bundle.json, SHA256SUMS, llmgw.pyz, wheels/… (llmgw/release/bundle.py reads it)."""
+    version = pyz_version(pyz)
+    files = {"llmgw.pyz": pyz, **{f"wheels/{w.name}": w for w in wheels}}
+    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {name}\n" for name, p in files.items())
+    manifest = json.dumps({"version": version, "wheels": [w.name for w in wheels],
+                           "xllamacpp": xllamacpp_version()}, indent=1) + "\n"
+    partial = out.with_name(out.name + ".partial")
+    with tarfile.open(partial, "w") as tar:
+        for name, data in (("bundle.json", manifest.encode()), ("SHA256SUMS", sums.encode())):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 315532800
+            tar.addfile(info, io.BytesIO(data))
+        for name, path in files.items():
+            info = tar.gettarinfo(str(path), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mtime = 315532800
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    os.replace(partial, out)
+    return out
+
+
 def cmd_dist(args: list[str]) -> int:
+    args, bundle, wheels_from = bundle_options(args)
     versions = dist_pythons(args)
     ensure_venv()
     started = time.monotonic()
@@ -1617,6 +1713,11 @@ def cmd_dist(args: list[str]) -> int:
         f"{', '.join(versions)} on {platform['system']} {platform['machine']}, "
         f"built in {time.monotonic() - started:.0f} s")
     smoke_test(pyz, versions)
+    if bundle:
+        wheels = bundle_wheels(work / "bundle-wheels", wheels_from)
+        out = make_bundle(pyz, wheels, DIST / f"llmgw-{pyz_version(pyz)}-bundle.tar")
+        say(f"{shown(out)}: the program, {', '.join(w.name for w in wheels)} and their sha256s "
+            f"({out.stat().st_size / 1e6:.1f} MB); `llmgw upgrade --from-bundle {out.name}` on a control plane")
     return 0
 
 

@@ -26,8 +26,10 @@ from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
-from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server
-from llmgw.protocol import GPU, Heartbeat, Host, Storage
+from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
+from llmgw import __version__
+from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
+from llmgw.release import ReleaseError, confirm, fetch_wheels, upgrade_self
 from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
@@ -108,7 +110,30 @@ class Agent:
                                   key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
                                 ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
-                                shards=self.runner, labels=dict(cfg.labels))
+                                shards=self.runner, labels=dict(cfg.labels),
+                                on_welcome=lambda _: confirm(cfg.data_dir, __version__),
+                                on_upgrade=self._upgrade)
+        self._stop: asyncio.Event | None = None
+
+    async def _upgrade(self, message: Upgrade) -> str | None:
+        """Replace this node's program and stop, for the service manager to start the new one; None, or why not.
+
+        The engines keep running (an agent stops without stopping them) and
+        the new agent adopts them, so the node's models answer throughout."""
+        if not self.link.leader:
+            return "the node lost its control plane before it could fetch the program"
+        try:
+            if message.wheels:
+                # Where the llama.cpp install takes them without a registry (engines/llamacpp_install.py).
+                await fetch_wheels(self.link.leader, message.wheels, self.ssl, wheels_dir(self.cfg.data_dir))
+            await upgrade_self(self.link.leader, message.version, message.sha256, self.ssl, self.cfg.data_dir,
+                               message.confirm_within_s)
+        except ReleaseError as e:
+            return str(e)
+        log.info("upgraded to %s; restarting into it", message.version)
+        if self._stop is not None:
+            self._stop.set()
+        return None
 
     async def _on_status(self, status) -> None:
         await self.runner.on_status(status)
@@ -131,6 +156,7 @@ class Agent:
             self.own_log.detach()
 
     async def _run(self, stop: asyncio.Event, stop_engines: bool) -> None:
+        self._stop = stop
         adopted = await self.supervisor.adopt()
         if adopted:
             log.info("adopted %d engine(s) still running: %s", len(adopted),

@@ -16,7 +16,7 @@ import logging
 import ssl as ssl_module
 import time
 from typing import Any, Protocol
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 
@@ -38,6 +38,7 @@ from llmgw.protocol import (
     StartShard,
     Storage,
     StopShard,
+    Upgrade,
     Welcome,
 )
 from llmgw.protocol.link import Link, LinkLost
@@ -70,13 +71,15 @@ class Hardware(Protocol):
 class ClusterLink:
     def __init__(self, *, node_id: str, name: str, control_planes: list[str], ssl: ssl_module.SSLContext | None,
                  hardware: Hardware, shards: Shards, labels: dict[str, str] | None = None,
-                 on_welcome: Callable[[Welcome], None] | None = None) -> None:
+                 on_welcome: Callable[[Welcome], None] | None = None,
+                 on_upgrade: Callable[[Upgrade], Awaitable[str | None]] | None = None) -> None:
         self.node_id, self.name = node_id, name
         self.known = list(dict.fromkeys(control_planes))
         self.ssl = ssl
         self.hardware, self.shards = hardware, shards
         self.labels = labels or {}
         self.on_welcome = on_welcome
+        self.on_upgrade = on_upgrade  # None, or why this node cannot upgrade itself
         self.leader = ""  # the control plane this agent is connected to, "" while none
         self.connected = asyncio.Event()
         self._next: str | None = None  # a leader a standby named: dialled first
@@ -191,6 +194,12 @@ class ClusterLink:
             await link.send(await self.shards.logs(message))
         elif isinstance(message, Provision):
             log.info("provision: %s", ", ".join(f"{k} {v}" for k, v in message.engines.items()) or "nothing")
+        elif isinstance(message, Upgrade):
+            refusal = ("this agent does not upgrade itself" if self.on_upgrade is None
+                       else await self.on_upgrade(message))
+            if refusal:
+                log.warning("not upgraded to %s: %s", message.version, refusal)
+                await link.send(Error(refusal, "upgrade"))
         elif isinstance(message, Error):
             log.warning("the control plane says: %s (%s)", message.message, message.about or "-")
         else:

@@ -90,6 +90,13 @@ def run_status(args) -> int:
         ("up for", f"{status['uptime_s']:.0f} s"),
         *_plugin_fields(status.get("plugins", [])),
     ])
+    cluster = status.get("machines") or {}
+    rows = [(cp["name"], f"control plane ({cp['role']})", cp["version"], cp["address"])
+            for cp in cluster.get("control_planes", [])]
+    rows += [(n["name"], "node", n["version"], n["state"]) for n in cluster.get("nodes", [])]
+    if rows:
+        print()
+        table(["machine", "is", "version", "where / state"], rows)
     return 0
 
 

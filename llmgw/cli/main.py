@@ -60,6 +60,9 @@ def build_parser() -> Parser:
     from llmgw.cli import firewall
 
     firewall.register(commands)
+    from llmgw.cli import upgrade
+
+    upgrade.register(commands, common)
     sim.register(commands)
     llama_server.register(commands)
     from llmgw.cli import unbuilt

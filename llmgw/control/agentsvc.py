@@ -53,6 +53,7 @@ class Node:
     last_seen: float = 0.0  # monotonic: the last message of any kind
     lost_at: float | None = None  # monotonic: when its link went; None while connected
     shards: dict[str, ShardStatus] = field(default_factory=dict)
+    upgrade_refusal: str = ""  # why the node said it could not upgrade itself (an Error about "upgrade")
 
     @property
     def name(self) -> str:
@@ -186,6 +187,8 @@ class AgentService:
                         future.set_result(message)
                     continue
                 elif isinstance(message, Error):
+                    if message.about == "upgrade":
+                        node.upgrade_refusal = message.message
                     log.warning("node %s says: %s (%s)", node.name, message.message, message.about or "-")
                     continue
                 elif isinstance(message, Register):

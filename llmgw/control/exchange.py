@@ -203,7 +203,7 @@ class Exchange:
         if not address:
             self._failed("no control plane leads now")
             return False
-        context = self._context()
+        context = self.client_context()
         if context is None:
             self._failed(f"this control plane cannot prove itself to the leader: {self.plane.trust.problem}")
             return False
@@ -243,7 +243,7 @@ class Exchange:
             log.warning("routing exchange: %s%s", why, after)
             self._said = why
 
-    def _context(self) -> ssl.SSLContext | None:
+    def client_context(self) -> ssl.SSLContext | None:
         trust = self.plane.trust
         if trust.ssl_context is None:
             return None

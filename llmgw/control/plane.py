@@ -41,9 +41,11 @@ from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_por
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
+from llmgw.control.upgrade import Upgrader, UpgradeMachine
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.guard.policy import missing_detectors
 from llmgw.plugins import Plugins
+from llmgw.release import confirm
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, StoreError, open_store
@@ -131,6 +133,11 @@ class ControlPlane:
         self.agent_mounts.append(self.cluster.mount)
         self.exchange = Exchange(self, self.workers if self.workers else RouterCounts(self.router))
         self.agent_mounts.append(self.exchange.mount)
+        # Set to stop this control plane as SIGTERM does: an upgrade that put the new program in place.
+        self.stop_requested = asyncio.Event()
+        self.upgrades = UpgradeMachine(self)
+        self.agent_mounts.append(self.upgrades.mount)
+        self.upgrader = Upgrader(self)
         self._runners: list[web.AppRunner] = []
 
     @property
@@ -238,8 +245,11 @@ class ControlPlane:
         await self.cluster.start()
         self.exchange.start()
         self.ldap_sync.start()
+        self.upgrader.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
+        # Serving: what a watchdog of an upgrade into this version waits for (docs/upgrade.md).
+        confirm(self.cfg.data_dir, __version__)
 
     def _client_extension(self) -> Callable[[web.Application], None] | None:
         extend = self.extend
@@ -250,6 +260,7 @@ class ControlPlane:
             # First, while the store is open and the lease held: their
             # requests finish and their usage rows are written.
             await self.workers.stop()
+        await self.upgrader.stop()
         await self.exchange.stop()
         await self.ldap_sync.stop()
         await self.lease.stop(release=True)
@@ -321,7 +332,7 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | No
             sock.close()
         raise
     plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared, plugins=plugins, extend=extend)
-    stop = asyncio.Event()
+    stop = plane.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)

@@ -8,7 +8,10 @@ In order:
 3. llama.cpp's own server from PyPI, pinned: the `xllamacpp` wheel, prebuilt
    for CPUs, installed into an engine environment of the agent's own,
    DATA/engines/llamacpp-VERSION, and run through llamacpp_runner.py (copied
-   in beside it), which takes llama-server's flags.
+   in beside it), which takes llama-server's flags. A node that reaches no
+   registry takes the wheel from DATA/wheels/ instead (`pip --no-index`):
+   an upgrade from the offline bundle puts it there (docs/upgrade.md), or a
+   person copies it in.
 
 Measured on a 2-core CI machine: the environment in 0.1 s (`venv
 --without-pip`, pip brought by the agent's own Python), the 34 MB wheel
@@ -44,6 +47,8 @@ __all__ = [
     "LlamaServerUnavailable",
     "XLLAMACPP_VERSION",
     "engine_dir",
+    "offline_wheel",
+    "wheels_dir",
     "ensure_llama_server",
     "installed_llama_server",
 ]
@@ -152,7 +157,7 @@ async def _installed(data_dir: Path, say: Progress) -> LlamaServer:
             try:
                 if (ready := _ready(env)) is not None:
                     return ready
-                return await _install(env, say)
+                return await _install(env, say, offline_wheel(data_dir))
             finally:
                 fcntl.flock(held, fcntl.LOCK_UN)
 
@@ -206,7 +211,18 @@ def _runner_source() -> bytes:
     return Path(llamacpp_runner.__file__).read_bytes()
 
 
-async def _install(env: Path, say: Progress) -> LlamaServer:
+def wheels_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where a node keeps the engine wheels it installs from without a registry: DATA/wheels."""
+    return Path(data_dir) / "wheels"
+
+
+def offline_wheel(data_dir: str | os.PathLike[str]) -> Path | None:
+    """The pinned xllamacpp wheel in DATA/wheels, when one is there."""
+    found = sorted(wheels_dir(data_dir).glob(f"xllamacpp-{XLLAMACPP_VERSION}-*.whl"))
+    return found[0] if found else None
+
+
+async def _install(env: Path, say: Progress, wheel: Path | None = None) -> LlamaServer:
     started = time.monotonic()
     partial = env.with_name(env.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -215,11 +231,14 @@ async def _install(env: Path, say: Progress) -> LlamaServer:
         # of the same name: nothing in it is trusted.
         shutil.rmtree(env, ignore_errors=True)
     base = await _base_python()
-    say(f"installing llama.cpp's server (xllamacpp {XLLAMACPP_VERSION}, from PyPI) into {env}")
+    where = f"from {wheel.parent}, asking no registry" if wheel else "from PyPI"
+    say(f"installing llama.cpp's server (xllamacpp {XLLAMACPP_VERSION}, {where}) into {env}")
+    # The wheel's folder alone when there is one: a node without a registry must not wait on one.
+    source = ["--no-index", "--find-links", str(wheel.parent)] if wheel else []
     try:
         pip = await _make_env(base, partial)
         await _run(pip + ["install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
-                          "--no-warn-script-location", "--only-binary", "xllamacpp",
+                          "--no-warn-script-location", "--only-binary", "xllamacpp", *source,
                           f"xllamacpp=={XLLAMACPP_VERSION}"],
                    "pip could not install xllamacpp", say)
         out = await _run([str(partial / "bin" / "python"), "-I", "-c",

@@ -48,9 +48,10 @@ class Sim:
         """
         self.validate(profile)
         argv = program(binary, sys.executable, self.name)
-        # Under llmgw.pyz, `-m llmgw` finds nothing: the archive itself is the program.
-        pyz = os.environ.get("LLMGW_PYZ")
-        argv += [pyz] if pyz and not binary else ["-m", "llmgw"]
+        # An agent run from llmgw.pyz has no llmgw for `-m` to find: the archive is the program
+        # ($LLMGW_PYZ, which its bootstrap sets), as the control plane's workers are started.
+        pyz = os.environ.get("LLMGW_PYZ") if binary is None else None
+        argv += [pyz] if pyz else ["-m", "llmgw"]
         argv += ["sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]

@@ -166,6 +166,10 @@ class Supervisor:
             # The archive unpacks itself under the install's root, not in root's home.
             env["LLMGW_PYZ_CACHE"] = str(self.layout.cache)
         env.update(self.spec.environment)
+        # Which unit this is, and under which root: what a program that upgrades itself hands its watchdog,
+        # so that it restarts this very unit (llmgw.release.watchdog).
+        env["LLMGW_UNIT"] = self.unit
+        env["LLMGW_ROOT"] = str(self.layout.root)
         return env
 
     def user(self) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from llmgw.protocol.messages import (  # the messages are this package's interfa
     StartShard,
     StopShard,
     Storage,
+    Upgrade,
     Welcome,
 )
 
@@ -59,6 +60,6 @@ __all__ = [
     "encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES", "PROTOCOL_VERSION",
     "SHARD_STATES", "ShardState",
     "Register", "Heartbeat", "ShardStatus", "NodeLogs", "Welcome", "NotLeader", "Provision", "StartShard",
-    "StopShard", "RemoveWeights", "LogsRequest", "Error",
+    "StopShard", "RemoveWeights", "LogsRequest", "Upgrade", "Error",
     "Host", "GPU", "MIGDevice", "Storage", "GPUSensor", "ShardLoad", "FetchProgress", "EngineProfile", "LogLine",
 ]

@@ -10,7 +10,8 @@ Agent → control plane: Register (first, once per connection), Heartbeat
 moves), NodeLogs (an answer to LogsRequest).
 Control plane → agent: Welcome (the answer to Register), NotLeader (a
 standby's refusal, naming the leader), Provision, StartShard, StopShard,
-RemoveWeights, LogsRequest.
+RemoveWeights, LogsRequest, Upgrade (an agent that cannot answers Error
+about "upgrade"; one that can restarts into the new program).
 """
 
 from __future__ import annotations
@@ -260,6 +261,24 @@ class NodeLogs:
     error: str = ""
 
 
+@dataclass
+class Upgrade:
+    """Replace this node's program with `version` and restart into it (docs/upgrade.md).
+
+    The agent fetches it from the control plane it is connected to over the
+    same mutual TLS (GET /release/VERSION), checks it against `sha256`, keeps
+    its own program as llmgw.previous, and exits for its service manager to
+    start the new one. A watchdog of the old program puts llmgw.previous back
+    when the new one has not connected within `confirm_within_s`."""
+
+    version: str
+    sha256: str
+    confirm_within_s: float = 90.0
+    wheels: dict[str, str] = field(default_factory=dict)
+    """Engine wheels the control plane holds from an offline bundle (file name: sha256): fetched first
+    (GET /release/wheels/NAME) into DATA/wheels, where the llama.cpp install takes them without a registry."""
+
+
 # --- the connection --------------------------------------------------------------------------
 
 
@@ -301,6 +320,7 @@ MESSAGES: dict[str, type] = {
     "stop_shard": StopShard,
     "remove_weights": RemoveWeights,
     "logs_request": LogsRequest,
+    "upgrade": Upgrade,
     "error": Error,
 }
 TYPE_OF: dict[type, str] = {cls: name for name, cls in MESSAGES.items()}

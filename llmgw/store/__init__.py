@@ -21,6 +21,7 @@ from llmgw.store.records import (
     CatalogModel,
     ClusterCA,
     ControlPlaneAddress,
+    UpgradeRecord,
     Identity,
     JoinToken,
     Lease,
@@ -49,7 +50,7 @@ __all__ = [
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
-    "ClusterCA", "ControlPlaneAddress", "JoinToken", "NodeCertificate",
+    "ClusterCA", "ControlPlaneAddress", "UpgradeRecord", "JoinToken", "NodeCertificate",
 ]
 
 
@@ -243,6 +244,10 @@ class Store(Protocol):
     async def list_node_certificates(self, node_id: str | None = None) -> list[NodeCertificate]: ...
     async def put_control_plane(self, cp: ControlPlaneAddress) -> None: ...  # by name, replaced whole
     async def list_control_planes(self) -> list[ControlPlaneAddress]: ...  # last written first
+    # The cluster's upgrade (docs/upgrade.md): one record; put compares `expected_revision` (0: none yet) and
+    # raises Conflict when another control plane wrote it meanwhile.
+    async def get_upgrade(self) -> UpgradeRecord | None: ...
+    async def put_upgrade(self, doc: dict[str, Any], expected_revision: int, at: float) -> UpgradeRecord: ...
 
     # the catalog, the nodes and their replicas (docs/models.md)
     async def add_model(self, model: CatalogModel) -> CatalogModel: ...  # version 1; Conflict on a name in use

@@ -275,6 +275,16 @@ class ControlPlaneAddress:
     name: str
     agent_address: str
     updated_at: float
+    version: str = ""  # the llmgw version it runs; "" written by one older than cluster upgrades
+
+
+@dataclass(frozen=True)
+class UpgradeRecord:
+    """The cluster's upgrade as far as it got (llmgw.control.upgrade owns `doc`); `revision` counts its writes."""
+
+    revision: int
+    doc: dict[str, Any]
+    updated_at: float
 
 
 # "parked": the leader's own, not an agent's: its weights could not be had, and it waits for a retry or removal.

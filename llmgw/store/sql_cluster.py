@@ -17,6 +17,7 @@ from llmgw.store.records import (
     Lease,
     NodeCertificate,
     Settings,
+    UpgradeRecord,
 )
 from llmgw.store.sql_json import dump_json, load_json
 
@@ -219,13 +220,37 @@ class ClusterSQL:
 
     async def put_control_plane(self, cp: ControlPlaneAddress) -> None:
         await self._db.execute(
-            "INSERT INTO control_planes (name, agent_address, updated_at) VALUES ($1, $2, $3) "
+            "INSERT INTO control_planes (name, agent_address, updated_at, version) VALUES ($1, $2, $3, $4) "
             "ON CONFLICT (name) DO UPDATE SET agent_address = excluded.agent_address, "
-            "updated_at = excluded.updated_at",
-            cp.name, cp.agent_address, cp.updated_at,
+            "updated_at = excluded.updated_at, version = excluded.version",
+            cp.name, cp.agent_address, cp.updated_at, cp.version,
         )
 
     async def list_control_planes(self) -> list[ControlPlaneAddress]:
         rows = await self._db.fetch(
-            "SELECT name, agent_address, updated_at FROM control_planes ORDER BY updated_at DESC, name")
+            "SELECT name, agent_address, updated_at, version FROM control_planes ORDER BY updated_at DESC, name")
         return [ControlPlaneAddress(*r) for r in rows]
+
+    # the cluster's upgrade
+
+    async def get_upgrade(self) -> UpgradeRecord | None:
+        row = await self._db.fetchrow("SELECT revision, doc, updated_at FROM upgrades WHERE id = 1")
+        return None if row is None else UpgradeRecord(row[0], load_json(row[1]), row[2])
+
+    async def put_upgrade(self, doc: dict[str, Any], expected_revision: int, at: float) -> UpgradeRecord:
+        # Compare-and-set in one statement: of two control planes driving the same upgrade, one write wins
+        # and the other is told, rather than both moving machines.
+        text = dump_json(doc)
+        if expected_revision == 0:
+            try:
+                await self._db.execute("INSERT INTO upgrades (id, revision, doc, updated_at) VALUES (1, 1, $1, $2)",
+                                       text, at)
+            except Duplicate:
+                raise Conflict("another upgrade was recorded meanwhile; read it again") from None
+            return UpgradeRecord(1, doc, at)
+        row = await self._db.fetchrow(
+            "UPDATE upgrades SET revision = revision + 1, doc = $1, updated_at = $2 "
+            "WHERE id = 1 AND revision = $3 RETURNING revision", text, at, expected_revision)
+        if row is None:
+            raise Conflict("the upgrade's record was changed by another control plane meanwhile; read it again")
+        return UpgradeRecord(row[0], doc, at)

@@ -17,6 +17,7 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from llmgw import __version__
 from llmgw.store import StoreError
 from llmgw.trust.authority import ClusterTrust, JoinRefused
 from llmgw.trust.tls import peer_identity
@@ -88,7 +89,8 @@ async def whoami(request: web.Request) -> web.Response:
     node asks to check that its certificate is accepted."""
     trust: ClusterTrust = request.app[TRUST]
     kind, ident = request[PEER]
-    return web.Response(body=orjson.dumps({"kind": kind, "id": ident, "control_plane": trust.name}),
+    return web.Response(body=orjson.dumps({"kind": kind, "id": ident, "control_plane": trust.name,
+                                           "version": __version__}),
                         content_type="application/json")
 
 

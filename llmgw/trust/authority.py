@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from llmgw import __version__
 from llmgw.files import write_atomic
 from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
 from llmgw.trust import pki
@@ -132,7 +133,7 @@ class ClusterTrust:
         self.ca_pem = ca.cert_pem
         self.ca_fingerprint = pki.fingerprint(self._ca_cert)
         self.agent_address = agent_address(agent_sock, advertise)
-        await self.store.put_control_plane(ControlPlaneAddress(self.name, self.agent_address, time.time()))
+        await self.store.put_control_plane(ControlPlaneAddress(self.name, self.agent_address, time.time(), __version__))
         if key is None:
             self._refuse_agents(f"there is no master key at {self.master_key_path}")
             return

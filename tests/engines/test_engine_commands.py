@@ -75,7 +75,8 @@ def test_llamacpp_can_run_through_a_program_and_its_first_arguments():
 # --- sim ---------------------------------------------------------------------------------------
 
 
-def test_the_sim_runs_as_llmgw_sim_engine_with_the_agents_own_python():
+def test_the_sim_runs_as_llmgw_sim_engine_with_the_agents_own_python(monkeypatch):
+    monkeypatch.delenv("LLMGW_PYZ", raising=False)
     p = profile("sim", model="sim-chat", context_length=4096, args=["--tokens-per-second", "50"])
     launch = engines.engine("sim").command(p, model_path="", port=18500, host="127.0.0.1")
     assert launch.argv == [sys.executable, "-m", "llmgw", "sim-engine", "--host", "127.0.0.1", "--port", "18500",

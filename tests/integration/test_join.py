@@ -15,6 +15,7 @@ import yaml
 
 from tests.support.servers import llmgw
 
+from llmgw import __version__
 from llmgw.trust import client_ssl_context
 from llmgw.trust import pki
 
@@ -56,7 +57,7 @@ def test_a_joined_node_opens_mutual_tls_to_the_agent_port_and_is_known_by_its_id
 
     status, who = asyncio.run(agent_port_get(server, "/whoami", client_ssl_context(str(data))))
     assert status == 200
-    assert who == {"kind": "node", "id": joined["node_id"], "control_plane": "cp1"}
+    assert who == {"kind": "node", "id": joined["node_id"], "control_plane": "cp1", "version": __version__}
 
 
 def test_the_same_code_joins_one_node_and_is_refused_to_the_next(server, tmp_path):

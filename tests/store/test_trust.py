@@ -107,3 +107,23 @@ async def test_each_control_plane_has_one_agent_address_the_last_written_listed_
     await store.put_control_plane(ControlPlaneAddress("cp-a", "10.0.0.7:7443", 30.0))
     assert await store.list_control_planes() == [
         ControlPlaneAddress("cp-a", "10.0.0.7:7443", 30.0), ControlPlaneAddress("cp-b", "10.0.0.6:7443", 20.0)]
+
+
+async def test_each_control_plane_keeps_the_version_it_last_started_on(store):
+    await store.put_control_plane(ControlPlaneAddress("cp-a", "10.0.0.5:7443", 10.0, "0.1.0"))
+    await store.put_control_plane(ControlPlaneAddress("cp-a", "10.0.0.5:7443", 20.0, "0.2.0"))
+    assert [(cp.name, cp.version) for cp in await store.list_control_planes()] == [("cp-a", "0.2.0")]
+
+
+async def test_the_upgrade_record_is_written_once_then_only_over_the_revision_read(store):
+    assert await store.get_upgrade() is None
+    first = await store.put_upgrade({"to": "0.2.0"}, 0, 10.0)
+    assert first.revision == 1
+    with pytest.raises(Conflict):
+        await store.put_upgrade({"to": "0.3.0"}, 0, 11.0)
+    second = await store.put_upgrade({"to": "0.2.0", "done": ["cp-a"]}, 1, 12.0)
+    assert second.revision == 2
+    with pytest.raises(Conflict):
+        await store.put_upgrade({"to": "0.2.0", "done": []}, 1, 13.0)
+    kept = await store.get_upgrade()
+    assert kept is not None and (kept.revision, kept.doc) == (2, {"to": "0.2.0", "done": ["cp-a"]})

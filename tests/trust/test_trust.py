@@ -18,6 +18,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from llmgw import __version__
 from llmgw.store import open_store
 from llmgw.trust import (
     ClusterTrust,
@@ -136,7 +137,7 @@ async def test_a_joined_node_is_accepted_on_the_agent_port_with_the_id_it_was_gi
     assert node_identity(data_dir).node_id == done.node_id
     assert await get(port.url + "/node", client_ssl_context(data_dir)) == (200, {"node": done.node_id})
     whoami = await get(port.url + "/whoami", client_ssl_context(data_dir))
-    assert whoami == (200, {"kind": "node", "id": done.node_id, "control_plane": "cp1"})
+    assert whoami == (200, {"kind": "node", "id": done.node_id, "control_plane": "cp1", "version": __version__})
     written = yaml.safe_load(open(config))
     assert written["control_planes"] == [port.trust.agent_address] and written["name"] == "gpu-1"
     assert [c.node_id for c in await port.store.list_node_certificates()] == [done.node_id]

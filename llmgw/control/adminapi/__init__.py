@@ -24,6 +24,7 @@ from llmgw.account import AccountError, Actor, LimitError, parse_money
 from llmgw.config import Duration
 from llmgw.control.settings import SettingsError, validated_change
 from llmgw.control.token import DEFAULT_HOLDER
+from llmgw.control.versions import machines
 from llmgw.store import StoreError, redact_url
 
 if TYPE_CHECKING:
@@ -144,6 +145,11 @@ async def status(request: web.Request) -> web.Response:
         store_up = True
     except StoreError:
         schema, store_up = None, False
+    try:
+        # The lease's holder is NAME#INSTANCE; the control planes are listed by NAME.
+        cluster = await machines(plane.store, lease.holder.rsplit("#", 1)[0] if leader and lease else "")
+    except StoreError:
+        cluster = {"control_planes": [], "nodes": []}
     return _json({
         "name": plane.name,
         "version": __version__,
@@ -157,6 +163,7 @@ async def status(request: web.Request) -> web.Response:
         "agents": {"address": plane.trust.agent_address, "ca_fingerprint": plane.trust.ca_fingerprint,
                    "taking": plane.trust.ssl_context is not None, "problem": plane.trust.problem},
         "uptime_s": round(time.monotonic() - plane.started, 1),
+        "machines": cluster,
         # llmgw's own included: they come through the same seam, and a script sees what a name is provided by.
         "plugins": plane.plugins.as_list(builtin=True),
     })
@@ -309,4 +316,7 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import auth
 
     auth.register(r)
+    from llmgw.control.adminapi import upgrade
+
+    upgrade.register(r)
     return app

@@ -1,0 +1,67 @@
+"""The offline bundle: made by build.py, read back with every file checked, and taken by `llmgw upgrade`."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from llmgw.release import check_program, fetch_wheels, open_bundle, sha256_of
+from llmgw.trust import client_ssl_context
+from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
+from tests.support.servers import llmgw
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def build():
+    spec = importlib.util.spec_from_file_location("build_for_bundle", ROOT / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def bundle(build, pyz, tmp_path):  # noqa: F811 - the fixture
+    """A bundle of a 0.2.0 program and the xllamacpp wheel taken from a folder, as `dist --bundle --wheels` makes."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    name = f"xllamacpp-{build.xllamacpp_version()}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    (wheels / name).write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: a wheel's bytes travel as they are
+    (wheels / "xllamacpp-0.0.1-py3-none-any.whl").write_bytes(b"another release: not taken")
+    program = with_version(pyz, "0.2.0", tmp_path / "llmgw.pyz")
+    taken = build.bundle_wheels(tmp_path / "picked", wheels)
+    return build.make_bundle(program, taken, tmp_path / "llmgw-0.2.0-bundle.tar"), name
+
+
+def test_the_bundle_holds_the_program_the_engine_wheel_and_their_sums_and_reads_back_checked(bundle, tmp_path):
+    path, wheel = bundle
+    with tarfile.open(path) as tar:
+        assert sorted(tar.getnames()) == sorted(["bundle.json", "SHA256SUMS", "llmgw.pyz", f"wheels/{wheel}"])
+    opened = open_bundle(path, tmp_path / "out")
+    assert opened.version == "0.2.0" and [w.name for w in opened.wheels] == [wheel]
+    assert check_program(opened.program).version == "0.2.0"
+
+
+def test_upgrade_from_a_bundle_holds_its_program_and_hands_its_wheel_to_nodes_over_mutual_tls(server, bundle,
+                                                                                               tmp_path):
+    path, wheel = bundle
+    done = server.ctl("upgrade", "--from-bundle", str(path), "--no-wait", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "llmgw 0.2.0, 1 wheel(s), every file matching its sha256" in done.stderr
+    # Held by the version it said; this control plane runs from a checkout, so it holds no program of its own.
+    status = server.ctl_json("upgrade", "--status")
+    assert status["releases"] == ["0.2.0"]
+    sent = open_bundle(path, tmp_path / "sent").wheels[0]
+    assert status["wheels"] == {wheel: sha256_of(sent)}
+    # What a node's agent fetches into DATA/wheels when it is told to upgrade: with its cluster certificate.
+    code = server.ctl_json("node", "add", "--name", "gpu-1")["code"]
+    joined = llmgw("join", code, "--data-dir", str(tmp_path / "node"), "--config", str(tmp_path / "agent.yaml"))
+    assert joined.returncode == 0, joined.stderr
+    got = asyncio.run(fetch_wheels(f"127.0.0.1:{server.ports['agent']}", status["wheels"],
+                                   client_ssl_context(str(tmp_path / "node")), tmp_path / "node" / "wheels"))
+    assert [g.read_bytes() for g in got] == [sent.read_bytes()]
