@@ -15,13 +15,16 @@ import logging
 import os
 import signal
 import socket
+import time
 
+from llmgw import __version__
 from llmgw import engines as engine_registry
 from llmgw.agent.discovery import Discovery
 from llmgw.agent.link import ClusterLink
 from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
+from llmgw.agent.statefile import WRITE_EVERY, AgentState, WarningsFile, write_state
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
@@ -125,10 +128,29 @@ class Agent:
 
     async def run(self, stop: asyncio.Event, *, stop_engines: bool = False) -> None:
         self.own_log.attach()
+        warnings = WarningsFile(self.cfg.data_dir)
+        logging.getLogger().addHandler(warnings)
         try:
             await self._run(stop, stop_engines)
         finally:
+            logging.getLogger().removeHandler(warnings)
             self.own_log.detach()
+
+    async def _keep_state(self) -> None:
+        """Rewrite agent-state.json every few seconds, for the node's overview (statefile.py)."""
+        _, gpus, _ = await asyncio.to_thread(self.discovery.register_parts)
+        state = AgentState(pid=os.getpid(), version=__version__, node=self.cfg.node_name, node_id=self.node_id,
+                           started_at=time.time(), since=time.time(),
+                           gpus=[{"index": g.index, "name": g.name, "memory_mb": g.memory_mb} for g in gpus])
+        while True:
+            if state.leader != self.link.leader:
+                state.leader, state.since = self.link.leader, time.time()
+            state.control_planes = list(self.link.known)
+            try:
+                await asyncio.to_thread(write_state, self.cfg.data_dir, state)
+            except OSError as e:
+                log.debug("agent-state.json not written: %s", e)
+            await asyncio.sleep(WRITE_EVERY)
 
     async def _run(self, stop: asyncio.Event, stop_engines: bool) -> None:
         adopted = await self.supervisor.adopt()
@@ -137,6 +159,7 @@ class Agent:
                      ", ".join(f"{s.shard_id} (pid {s.pid})" for s in adopted))
         self.discovery.start()
         link = asyncio.create_task(self.link.run(), name="cluster-link")
+        keeping = asyncio.create_task(self._keep_state(), name="agent-state")
         stopping = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait({link, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -145,7 +168,8 @@ class Agent:
         finally:
             link.cancel()
             stopping.cancel()
-            await asyncio.gather(link, stopping, return_exceptions=True)
+            keeping.cancel()
+            await asyncio.gather(link, stopping, keeping, return_exceptions=True)
             if stop_engines:
                 await self.supervisor.stop_all()
             await self.supervisor.close()

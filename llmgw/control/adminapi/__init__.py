@@ -159,7 +159,47 @@ async def status(request: web.Request) -> web.Response:
         "uptime_s": round(time.monotonic() - plane.started, 1),
         # llmgw's own included: they come through the same seam, and a script sees what a name is provided by.
         "plugins": plane.plugins.as_list(builtin=True),
+        "control_planes": await _control_planes(plane, leader),
+        "traffic": _traffic(plane),
     })
+
+
+async def _control_planes(plane: ControlPlane, leader: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every control plane the store knows, as each wrote itself at its last start, and which one leads.
+
+    The console's overview shows them; the store's list, not this process's,
+    so a standby that is down still has its row (with when it last started).
+    """
+    leading = leader["holder"].rsplit("#", 1)[0] if leader else None
+    try:
+        known = await plane.store.list_control_planes()
+    except StoreError:
+        known = []
+    rows = {cp.name: {"name": cp.name, "agent_address": cp.agent_address, "started_at": cp.updated_at,
+                      "leads": cp.name == leading} for cp in known}
+    rows.setdefault(plane.name, {"name": plane.name, "agent_address": plane.trust.agent_address,
+                                 "started_at": None, "leads": plane.name == leading})
+    return sorted(rows.values(), key=lambda r: r["name"])
+
+
+def _traffic(plane: ControlPlane) -> dict[str, float]:
+    """Client API requests answered since this process started, and how many of them failed (a 5xx).
+
+    Counts, not rates: a caller that samples twice divides by the time
+    between (the console does, every 3 s). Read from the same counters
+    /metrics shows, so the two never disagree.
+    """
+    requests = errors = 0.0
+    for metric in plane.registry.collect():
+        if metric.name != "llmgw_requests":
+            continue
+        for sample in metric.samples:
+            if sample.name != "llmgw_requests_total":
+                continue
+            requests += sample.value
+            if str(sample.labels.get("status", "")).startswith("5"):
+                errors += sample.value
+    return {"requests": requests, "errors": errors}
 
 
 # cluster settings
