@@ -70,9 +70,10 @@ class App:
         self.body: urwid.WidgetPlaceholder = urwid.WidgetPlaceholder(urwid.Filler(urwid.Text("loading…")))
         self.tabs = urwid.Text("")
         self.keyline = urwid.Text("")
+        self.shell = urwid.Text("")
         self.note = urwid.Text("")
         self.frame = urwid.Frame(self.body, header=urwid.Pile([self.tabs, urwid.Divider("─")]),
-                                 footer=urwid.Pile([urwid.Divider("─"), self.note,
+                                 footer=urwid.Pile([urwid.Divider("─"), self.note, self.shell,
                                                     urwid.AttrMap(self.keyline, "keys")]))
         self.top: urwid.WidgetPlaceholder = urwid.WidgetPlaceholder(self.frame)
         self.loop: urwid.MainLoop | None = None
@@ -158,8 +159,8 @@ class App:
             markup += [" ", ("tab on" if i == self.current else "tab", f" {i + 1} {screen.title} ")]
         self.tabs.set_text(markup)
         own = f"{self.screen.keys}  " if self.screen.keys else ""
-        self.keyline.set_text(f" {own}1-{len(self.screens)}/Tab screens  q quit   "
-                              f"shell: {self.screen.command}")
+        self.keyline.set_text(f" {own}1-{len(self.screens)}/Tab screens  q quit")
+        self.shell.set_text(("dim", f"from a shell: {self.screen.command}"))
 
     def say(self, text: str, bad: bool = False) -> None:
         self.note.set_text(("bad" if bad else "note", text))

@@ -1,0 +1,87 @@
+"""The console's Overview and Models against a real control plane, agent and sim model, in a real terminal."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.support.agents import AgentProcess
+from tests.support.waiting import wait_until
+
+
+def _console(terminal, server):
+    return terminal().start("console", "--admin", server.admin, "--admin-token-file", server.token_file)
+
+
+def test_the_overview_shows_a_replica_go_from_starting_to_ready(server, terminal, capture, tmp_path,
+                                                                checkout_python):
+    node = AgentProcess(tmp_path, "node-a").join(server).start(python=checkout_python)
+    try:
+        wait_until(lambda: server.ctl_json("ctl", "nodes"), 30, "node-a connected")
+        screen = _console(terminal, server)
+        screen.wait_for("Control planes", "leads", "cp1 (this one)", "node-a", "Store  up")
+        model = tmp_path / "slow.yaml"
+        # The sim answers /health with 503 for its first seconds, as an engine loading weights does.
+        model.write_text(yaml.safe_dump({"name": "slow", "profiles": [
+            {"engine": "sim", "cpu_cores": 1, "memory": "256MB", "args": ["--load-seconds", "6"]}]}))
+        assert server.ctl("ctl", "model", "add", "-f", str(model)).returncode == 0
+
+        starting = screen.wait_for("slow", "starting", timeout=60)
+        replica = wait_until(lambda: server.ctl_json("ctl", "replicas", "--model", "slow"), 30, "a replica")[0]
+        assert replica["id"] in starting
+        capture(screen, "overview-starting")
+        ready = screen.wait_for(f"ready     {replica['id']} on node-a", "1/1 ready", timeout=60)
+        assert "requests a second" in ready and "errors a second" in ready
+        capture(screen, "overview")
+    finally:
+        node.stop(stop_engines=True)
+
+
+def test_a_model_is_served_scaled_and_stopped_from_the_models_screen(server, terminal, capture, tmp_path):
+    screen = _console(terminal, server)
+    screen.wait_for("Overview")
+    screen.keys("2")
+    screen.wait_for("No models yet")
+    screen.keys("v")
+    screen.wait_for("Serve weights", "source")
+    screen.type("/nowhere/tiny.gguf")
+    screen.keys("Enter", "Enter")
+    screen.type("tiny")
+    screen.keys("F2")
+    screen.wait_for("tiny", "version 1", timeout=30)
+    assert server.ctl_json("ctl", "model", "show", "tiny")["source"] == "/nowhere/tiny.gguf"
+
+    screen.keys("s")
+    screen.wait_for("Scale tiny", "at least")
+    screen.type("0")
+    screen.keys("F2")
+    screen.wait_for("tiny: ", "version 2", timeout=30)
+    assert server.ctl_json("ctl", "model", "show", "tiny")["scaling"]["min"] == 0
+
+    screen.keys("t")
+    screen.wait_for("tiny: stopped", timeout=30)
+    capture(screen, "models")
+    assert server.ctl_json("ctl", "model", "show", "tiny")["state"] == "stopped"
+    # The shell command that does the same is on every screen.
+    assert "llmgw ctl model add|serve|scale|stop|start" in screen.screen()
+
+
+def test_a_refused_action_is_one_sentence_on_the_screen(server, terminal):
+    screen = _console(terminal, server)
+    screen.wait_for("Overview")
+    screen.keys("2")
+    screen.wait_for("No models yet")
+    screen.keys("a")
+    screen.wait_for("Add a model from a model file")
+    screen.type("/nowhere/model.yaml")
+    screen.keys("Enter")
+    shown = screen.wait_for("/nowhere/model.yaml: no such file or directory")
+    assert "Traceback" not in shown
+
+
+def test_without_a_terminal_the_console_says_so_in_one_sentence(server):
+    from tests.support.servers import llmgw
+
+    done = llmgw("console", "--admin", server.admin, "--admin-token-file", server.token_file)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith("llmgw: the console needs a terminal;") and "Traceback" not in done.stderr
