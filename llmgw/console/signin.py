@@ -53,14 +53,14 @@ class SignIn:
     def keypress(self, app: App, key: str) -> bool:
         if key == "d":
             app.form("Directory (LDAP, Active Directory): tried before it is kept", [
-                ("urls", "servers", "ldaps://"), ("base_dn", "where people are", ""),
+                ("urls", "servers (ldaps://…)", ""), ("base_dn", "where people are", ""),
                 ("bind_dn", "service account", ""), ("password", "its password", ""),
                 ("ca_file", "CA (PEM file here)", ""), ("domain", "domain (CORP)", ""),
                 ("login", "a login to look up", "")],
                 lambda v: self._keep(app, "ldap", v), secret=("password",))
         elif key == "e":
             app.form("Single sign-on (OIDC, Entra ID): tried before it is kept", [
-                ("issuer", "issuer URL", "https://"), ("client_id", "client ID", ""),
+                ("issuer", "issuer URL", ""), ("client_id", "client ID", ""),
                 ("password", "client secret", ""), ("admins", "administrators' group", "")],
                 lambda v: self._keep(app, "oidc", v), secret=("password",))
         elif key in ("t", "o"):

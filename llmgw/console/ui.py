@@ -159,7 +159,8 @@ class App:
             markup += [" ", ("tab on" if i == self.current else "tab", f" {i + 1} {screen.title} ")]
         self.tabs.set_text(markup)
         own = f"{self.screen.keys}  " if self.screen.keys else ""
-        self.keyline.set_text(f" {own}1-{len(self.screens)}/Tab screens  q quit")
+        screens = f"1-{len(self.screens)}/Tab screens  " if len(self.screens) > 1 else ""
+        self.keyline.set_text(f" {own}{screens}q quit")
         self.shell.set_text(("dim", f"from a shell: {self.screen.command}"))
 
     def say(self, text: str, bad: bool = False) -> None:

@@ -62,6 +62,11 @@ class Terminal:
         except AssertionError as e:
             raise AssertionError(f"{e}\n--- the screen ---\n{self.screen()}") from None
 
+    def wait_gone(self, text: str, timeout: float = 30) -> str:
+        """Wait until `text` is no longer on the screen (a box closed); the screen then."""
+        return wait_until(lambda: (lambda screen: screen if text not in screen else "")(self.screen()), timeout,
+                          f"{text!r} gone from the screen", interval=0.2)
+
     def save(self, path: Path) -> None:
         """The screen as text, for docs/console.md."""
         path.parent.mkdir(parents=True, exist_ok=True)
