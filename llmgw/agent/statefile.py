@@ -63,9 +63,10 @@ def read_state(data_dir: str) -> AgentState | None:
 class WarningsFile(logging.Handler):
     """A logging handler that appends each warning and error to agent-warnings.log."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, max_bytes: int = WARNINGS_MAX_BYTES) -> None:
         super().__init__(logging.WARNING)
         self.path = Path(data_dir) / WARNINGS
+        self.max_bytes = max_bytes
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -76,7 +77,7 @@ class WarningsFile(logging.Handler):
                 os.write(fd, line.encode())
             finally:
                 os.close(fd)
-            if self.path.stat().st_size > WARNINGS_MAX_BYTES:
+            if self.path.stat().st_size > self.max_bytes:
                 data = self.path.read_bytes()
                 kept = data[len(data) // 2:]
                 write_atomic(self.path, kept[kept.find(b"\n") + 1:], 0o600)

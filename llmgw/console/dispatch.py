@@ -24,21 +24,29 @@ class Choice:
 
 
 def choose(*, config: str | None = None, admin: str | None = None, token_file: str | None = None,
-           agent_config: str | None = None) -> Choice:
-    """What `sudo llmgw` opens here, first found wins: the flags, then what is installed."""
+           agent_config: str | None = None, system_server: str | None = None,
+           system_agent: str = SYSTEM_AGENT_CONFIG) -> Choice:
+    """What `sudo llmgw` opens here, first found wins: the flags, then what is installed.
+
+    A control plane is known by its server.yaml ($LLMGW_CONFIG, or
+    /etc/llmgw/server.yaml) or by an admin token llmgw ctl would find (a
+    checkout's var/admin-token); a node by /etc/llmgw/agent.yaml. A machine
+    that is both opens the console, from which the cluster is run.
+    """
     from llmgw.config.server import SYSTEM_CONFIG
     from llmgw.control.adminclient import token_file as found_token
 
+    system_server = system_server or SYSTEM_CONFIG
     if config or admin or token_file:
         return Choice("console", config or "")
     if agent_config:
         return Choice("node", agent_config)
-    if os.environ.get("LLMGW_CONFIG") or os.path.exists(SYSTEM_CONFIG):
-        return Choice("console", os.environ.get("LLMGW_CONFIG") or SYSTEM_CONFIG)
+    if os.environ.get("LLMGW_CONFIG") or os.path.exists(system_server):
+        return Choice("console", os.environ.get("LLMGW_CONFIG") or system_server)
     if os.path.exists(found_token(None)):
         return Choice("console")
-    if os.path.exists(SYSTEM_AGENT_CONFIG):
-        return Choice("node", SYSTEM_AGENT_CONFIG)
+    if os.path.exists(system_agent):
+        return Choice("node", system_agent)
     return Choice("setup")
 
 
