@@ -13,7 +13,8 @@ def bare(tmp_path, monkeypatch):
     for name in ("LLMGW_CONFIG", "LLMGW_TOKEN_FILE", "LLMGW_ADMIN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
-    return {"system_server": str(tmp_path / "etc" / "server.yaml"), "system_agent": str(tmp_path / "etc" / "agent.yaml")}
+    etc = tmp_path / "etc"
+    return {"system_server": str(etc / "server.yaml"), "system_agent": str(etc / "agent.yaml")}
 
 
 def test_a_machine_with_nothing_installed_opens_setup(bare):
