@@ -88,14 +88,21 @@ def run(args) -> int:
             cfg = load_agent_config(choice.config)
         except (OSError, ConfigError) as e:
             raise ExpectedError(f"{choice.config} cannot be read: {e}") from None
-        App([NodeOverview(choice.config, cfg)], heading=f"llmgw node {cfg.node_name}").run()
+        from llmgw.console.manual import Manual
+
+        App([NodeOverview(choice.config, cfg), Manual()], heading=f"llmgw node {cfg.node_name}").run()
         return 0
+    from llmgw.console.guardrails import Guardrails
+    from llmgw.console.manual import Manual
     from llmgw.console.models import Models
     from llmgw.console.nodes import Nodes
     from llmgw.console.overview import Overview
+    from llmgw.console.people import People
+    from llmgw.console.settings import Settings
     from llmgw.console.signin import SignIn
 
     client = admin_client(choice, args.admin, args.admin_token_file)
     client.token()  # no token: one sentence now, rather than the same on every screen
-    App([Overview(client), Models(client), Nodes(client), SignIn(client)], heading="llmgw console").run()
+    App([Overview(client), Models(client), Nodes(client), SignIn(client), People(client), Guardrails(client),
+         Settings(client), Manual()], heading="llmgw console").run()
     return 0

@@ -56,6 +56,7 @@ class Models:
     title = "Models"
     command = "llmgw ctl models; llmgw ctl model add|serve|scale|stop|start"
     keys = "↑↓ choose  a add  v serve  s scale  t stop  r start"
+    chooses_focus = True  # show() puts the focus back on the model chosen
 
     def __init__(self, client: AdminClient) -> None:
         self.client = client

@@ -107,7 +107,7 @@ def node_rows(r: NodeReading) -> list[Any]:
     s = r.state
     if r.running and s is not None:
         who = f"connected to {s.leader}" if s.leader else "not connected: dialling the control planes"
-        agent = [("good", "running"), f" (pid {s.pid}) since {span(r.at - s.started_at)} ago; {who}"
+        agent = [("good", "running"), f" (pid {s.pid}) for {span(r.at - s.started_at)}; {who}"
                  f" for {span(r.at - s.since)}"]
     elif s is not None:
         agent = [("bad", "NOT RUNNING"), f": its last state was written {span(r.at - s.written_at)} ago "

@@ -125,10 +125,13 @@ class App:
     def screen(self) -> Screen:
         return self.screens[self.current]
 
-    def refresh(self) -> None:
+    def refresh(self, again: bool = True) -> None:
+        """Load the screen in view now; and again every `every` seconds unless it is one read on demand."""
         if self._alarm is not None and self.loop is not None:
             self.loop.remove_alarm(self._alarm)
-        self._alarm = self.loop.set_alarm_in(self.every, lambda *_: self.refresh()) if self.loop else None
+            self._alarm = None
+        if again and getattr(self.screen, "refreshes", True) and self.loop is not None:
+            self._alarm = self.loop.set_alarm_in(self.every, lambda *_: self.refresh())
         if self._loading:
             return
         self._loading = True
@@ -137,7 +140,14 @@ class App:
         def shown(data: Any) -> None:
             self._loading = False
             if screen is self.screen:
-                self.body.original_widget = screen.show(data)
+                old, new = self.body.original_widget, screen.show(data)
+                if isinstance(old, urwid.ListBox) and isinstance(new, urwid.ListBox) and \
+                        not getattr(screen, "chooses_focus", False):
+                    # A refresh keeps the reader where they were rather than back at the top.
+                    count = len(new.body)  # type: ignore[arg-type]  # our walkers are lists
+                    if count:
+                        new.set_focus(min(old.focus_position, count - 1))
+                self.body.original_widget = new
 
         def failed(error: BaseException) -> None:
             self._loading = False
@@ -215,7 +225,10 @@ class App:
                         return None
                     values = {k: e.edit_text.strip() for k, e in edits.items()}
                     app.close_dialog()
-                    submit(values)
+                    try:
+                        submit(values)
+                    except Exception as e:  # noqa: BLE001 - a form's refusal is a sentence, never a traceback
+                        app.say(sentence(e), bad=True)
                     return None
                 return super().keypress(size, key)
 

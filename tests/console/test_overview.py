@@ -32,6 +32,11 @@ def test_the_overview_shows_a_replica_go_from_starting_to_ready(server, terminal
         ready = screen.wait_for(f"ready     {replica['id']} on node-a", "1/1 ready", timeout=60)
         assert "requests a second" in ready and "errors a second" in ready
         capture(screen, "overview")
+
+        screen.keys("3")
+        nodes = screen.wait_for("node-a", "no GPUs: CPU models only", "1 replicas", "engines: ")
+        assert "sim " in nodes and "llmgw ctl nodes" in nodes
+        capture(screen, "nodes")
     finally:
         node.stop(stop_engines=True)
 
