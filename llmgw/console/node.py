@@ -116,7 +116,8 @@ def node_rows(r: NodeReading) -> list[Any]:
         agent = [("bad", "NEVER RAN"), f": no agent-state.json in {r.cfg.data_dir} (systemctl start llmgw-agent)"]
     rows: list[Any] = [
         ["Agent        ", *agent],
-        f"Node         {r.cfg.node_name}" + (f" ({s.node_id})" if s else "") + f", agent.yaml {r.config_path}",
+        f"Node         {r.cfg.node_name}" + (f" ({s.node_id})" if s else ""),
+        f"agent.yaml   {r.config_path}",
         f"llmgw        {__version__} here" + (f", the agent runs {s.version}" if s and s.version != __version__
                                               else ""),
         "", ("title", "Control planes"),
@@ -138,7 +139,7 @@ def node_rows(r: NodeReading) -> list[Any]:
     if not r.engines:
         rows.append(("dim", "  none running"))
     for rec, up in r.engines:
-        program = os.path.basename(rec.command[0]) if rec.command else "-"
+        program = _program(rec.command)
         age = span(r.at - (rec.started_at or rec.create_time))
         rows.append(["  ", ("good", "running") if up else ("bad", "GONE   "),
                      f" {rec.shard_id}  {rec.model or '-'}  {program}  port {rec.port or '-'}  pid {rec.pid}"
@@ -154,6 +155,16 @@ def node_rows(r: NodeReading) -> list[Any]:
                       f"  {time.strftime('%H:%M:%S', time.localtime(w['at']))} {w.get('level', '')}"),
                      f" {w.get('text', '')}"])
     return rows
+
+
+def _program(command: list[str]) -> str:
+    """What an engine runs, for a person: `llmgw sim-engine` rather than the interpreter that runs it."""
+    if not command:
+        return "-"
+    if os.path.basename(command[0]).startswith("python") and "-m" in command[:-1]:
+        at = command.index("-m")
+        return " ".join(command[at + 1:at + 3])
+    return os.path.basename(command[0])
 
 
 class NodeOverview:
