@@ -16,6 +16,7 @@ from typing import Any
 
 import urwid
 
+from llmgw.config.auth import STORE_SECRET_PREFIX
 from llmgw.console.ui import App, text_list
 from llmgw.control.adminclient import AdminClient, AdminError
 
@@ -93,8 +94,13 @@ class SignIn:
                 secret_name = f"{kind}-{secrets.token_hex(4)}"
                 block["bind_password_file" if kind == "ldap" else "client_secret_file"] = (
                     self.client.auth_secret_put(secret_name, values["password"]))
+            before = self.client.auth()[kind].get("secret") or "" if secret_name else ""
             try:
-                return self.client.auth_keep(kind, block, login=values.get("login", ""))
+                answer = self.client.auth_keep(kind, block, login=values.get("login", ""))
+                if before.startswith(f"{STORE_SECRET_PREFIX}{kind}-") and answer.get("kept"):
+                    # The one a console trial made for the settings now replaced: nothing names it any more.
+                    self.client.auth_secret_delete(before[len(STORE_SECRET_PREFIX):])
+                return answer
             except AdminError as e:
                 if secret_name:
                     self.client.auth_secret_delete(secret_name)

@@ -21,7 +21,7 @@ def _directory_form(server, terminal, slapd, tmp_path, password: str):
     screen = terminal().start("console", "--admin", server.admin, "--admin-token-file", server.token_file)
     screen.wait_for("Overview")
     screen.keys("4")
-    screen.wait_for("directory", "d sets it up")
+    screen.wait_for("directory ", "provisioning ")
     screen.keys("d")
     screen.wait_for("Directory (LDAP, Active Directory)")
     for value in (slapd.ldaps_url, PEOPLE, READER_DN, password, str(ca), "CORP", "ada"):
@@ -61,3 +61,17 @@ def test_a_passing_directory_trial_is_kept_and_shown_on(server, terminal, slapd,
     on = screen.wait_for(f"on   {slapd.ldaps_url} under {PEOPLE}")
     assert READER_PW not in on
     capture(screen, "signin")
+
+
+def test_keeping_the_directory_again_with_a_new_password_leaves_one_secret(server, terminal, slapd, tmp_path):
+    first = _directory_form(server, terminal, slapd, tmp_path, READER_PW)
+    first.wait_for("kept: auth.ldap is in force", timeout=60)
+    kept_first = _ldap(server)["bind_password_file"]
+    first.close()
+
+    again = _directory_form(server, terminal, slapd, tmp_path, READER_PW)
+    again.wait_for("kept: auth.ldap is in force, settings version 3", timeout=60)
+
+    now = _ldap(server)["bind_password_file"]
+    assert now != kept_first
+    assert server.ctl_json("ctl", "auth")["secrets"] == [now]
