@@ -15,7 +15,7 @@ def slapd(tmp_path_factory):
     server.destroy()
 
 
-def _directory_form(server, terminal, slapd, tmp_path, password: str):
+def _directory_form(server, terminal, slapd, tmp_path, password: str, capture=None):
     ca = tmp_path / "corp-ca.pem"
     ca.write_text(slapd.ca_pem)
     screen = terminal().start("console", "--admin", server.admin, "--admin-token-file", server.token_file)
@@ -26,6 +26,11 @@ def _directory_form(server, terminal, slapd, tmp_path, password: str):
     screen.wait_for("Directory (LDAP, Active Directory)")
     for value in (slapd.ldaps_url, PEOPLE, READER_DN, password, str(ca), "CORP", "ada"):
         screen.type(value)
+        if value == "ada":
+            filled = screen.wait_for("ada", "*" * len(password))
+            assert password not in filled  # typed masked
+            if capture is not None:
+                capture(screen, "signin-form")
         screen.keys("Enter")  # the next field; on the last, done
     return screen
 
@@ -48,7 +53,7 @@ def test_a_failed_directory_trial_shows_its_steps_and_keeps_nothing(server, term
 
 
 def test_a_passing_directory_trial_is_kept_and_shown_on(server, terminal, slapd, tmp_path, capture):
-    screen = _directory_form(server, terminal, slapd, tmp_path, READER_PW)
+    screen = _directory_form(server, terminal, slapd, tmp_path, READER_PW, capture)
 
     shown = screen.wait_for("every step passed", "kept: auth.ldap is in force", timeout=60)
     assert "FAIL" not in shown
