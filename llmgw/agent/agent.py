@@ -41,13 +41,15 @@ class NodeHardware:
 
     def __init__(self, discovery: Discovery, supervisor: Supervisor) -> None:
         self.discovery, self.supervisor = discovery, supervisor
+        self.last: Heartbeat | None = None  # the last sample, for agent-state.json (never sampled twice)
 
     def describe(self) -> tuple[Host, list[GPU], list[Storage]]:
         return self.discovery.register_parts()
 
     def sample(self) -> Heartbeat:
         pids = [s.pid for s in (self.supervisor.get(st.shard_id) for st in self.supervisor.statuses()) if s and s.pid]
-        return self.discovery.sample(pids)
+        self.last = self.discovery.sample(pids)
+        return self.last
 
 
 def reach_address(control_planes: list[str]) -> str:
@@ -109,8 +111,9 @@ class Agent:
                                   advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
                                   own_log=self.own_log.lines,
                                   key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user)
+        self.hardware = NodeHardware(self.discovery, self.supervisor)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
-                                ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
+                                ssl=self.ssl, hardware=self.hardware,
                                 shards=self.runner, labels=dict(cfg.labels))
 
     async def _on_status(self, status) -> None:
@@ -146,6 +149,14 @@ class Agent:
             if state.leader != self.link.leader:
                 state.leader, state.since = self.link.leader, time.time()
             state.control_planes = list(self.link.known)
+            state.shard_gpus = self.runner.cards()
+            # Busy, memory and heat as of the last heartbeat: sampled once, for the leader and for this file.
+            sensors = {g.index: g for g in (self.hardware.last.gpus if self.hardware.last else [])}
+            for card in state.gpus:
+                sensor = sensors.get(card["index"])
+                if sensor is not None:
+                    card.update(utilization_percent=sensor.utilization_percent,
+                                memory_used_mb=sensor.memory_used_mb, temperature_c=sensor.temperature_c)
             try:
                 await asyncio.to_thread(write_state, self.cfg.data_dir, state)
             except OSError as e:

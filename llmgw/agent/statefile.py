@@ -42,7 +42,8 @@ class AgentState:
     leader: str = ""  # the control plane connected to; "" while none answers
     since: float = 0.0  # when `leader` last changed (connected, or lost)
     control_planes: list[str] = field(default_factory=list)
-    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)  # index, name, memory_mb; busy, used, heat when sampled
+    shard_gpus: dict[str, list[int]] = field(default_factory=dict)  # shard id -> its GPUs, when this agent started it
     written_at: float = 0.0
 
 

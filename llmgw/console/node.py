@@ -131,10 +131,17 @@ def node_rows(r: NodeReading) -> list[Any]:
     cards = s.gpus if s else []
     if not cards:
         rows.append(("dim", "  none found: CPU engines only"))
+    models = {rec.shard_id: rec.model for rec, _ in r.engines}
     for g in cards:
-        on = [rec.model for rec, _ in r.engines]  # the agent's records do not say which card; list the models
-        rows.append(f"  GPU {g.get('index')}  {g.get('name') or '-'}  {_size(g.get('memory_mb', 0) << 20)}"
-                    + (f"  models here: {', '.join(sorted(set(on)))}" if on else ""))
+        index = g.get("index")
+        on = sorted({models.get(shard, shard) for shard, gpus in (s.shard_gpus if s else {}).items()
+                     if index in gpus and shard in models})
+        sensed = ""
+        if "utilization_percent" in g:
+            sensed = (f", {g['utilization_percent']:.0f}% busy, {_size(g['memory_used_mb'] << 20)} used, "
+                      f"{g['temperature_c']:.0f}°C")
+        rows.append(f"  GPU {index}  {g.get('name') or '-'}  {_size(g.get('memory_mb', 0) << 20)}{sensed}"
+                    + (f"  models: {', '.join(on)}" if on else ""))
     rows += ["", ("title", "Engines (the agent's own records)")]
     if not r.engines:
         rows.append(("dim", "  none running"))
