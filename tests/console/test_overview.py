@@ -90,3 +90,15 @@ def test_without_a_terminal_the_console_says_so_in_one_sentence(server):
 
     assert done.returncode == 1
     assert done.stderr.startswith("llmgw: the console needs a terminal;") and "Traceback" not in done.stderr
+
+
+def test_a_control_plane_that_stops_answering_is_one_sentence_and_the_console_keeps_running(server, terminal):
+    screen = _console(terminal, server)
+    screen.wait_for("Control planes", "leads")
+
+    server.stop()
+
+    shown = screen.wait_for(f"no llmgw server answers at {server.admin}; is it running?")
+    assert "Traceback" not in shown and "[exited" not in shown
+    screen.keys("2")  # another screen says the same, and the keys still work
+    screen.wait_for("Models", f"no llmgw server answers at {server.admin}")
