@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
 import yaml
 
 from tests.support.agents import AgentProcess
@@ -17,9 +22,17 @@ def _serve_sim(server, tmp_path, name: str = "simmy") -> dict:
                                if r["state"] == "ready"], 60, f"{name} ready")[0]
 
 
+@pytest.fixture
+def short_dir():
+    """A directory with a short path: the screen captured for docs/console.md then wraps no line for a path."""
+    path = Path(tempfile.mkdtemp(prefix="llmgw-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def test_the_node_overview_shows_the_agent_its_control_plane_its_engine_and_its_warnings(
-        server, terminal, capture, tmp_path, checkout_python):
-    node = AgentProcess(tmp_path, "node-a").join(server)
+        server, terminal, capture, tmp_path, short_dir, checkout_python):
+    node = AgentProcess(short_dir, "node-a").join(server)
     # A record that is not one: the agent warns as it starts, and removes it.
     bogus = node.dir / "data" / "engines-run" / "shards" / "bogus"
     bogus.mkdir(parents=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import openai
 import yaml
 
 from tests.support.agents import AgentProcess
@@ -31,6 +34,14 @@ def test_the_overview_shows_a_replica_go_from_starting_to_ready(server, terminal
         capture(screen, "overview-starting")
         ready = screen.wait_for(f"ready     {replica['id']} on node-a", "1/1 ready", timeout=60)
         assert "requests a second" in ready and "errors a second" in ready
+
+        # Requests answered show as a rate between two refreshes, from /api/v1/status's counts.
+        client = openai.OpenAI(api_key=server.first_key, base_url=server.client_url + "/v1", max_retries=0)
+        for _ in range(3):
+            client.chat.completions.create(model="slow", messages=[{"role": "user", "content": "Hello"}],
+                                           max_tokens=4)
+        wait_until(lambda: re.search(r"Traffic  (?!0\.0 )[0-9.]+ requests a second", screen.screen()), 30,
+                   "a rate above zero on the Traffic line")
         capture(screen, "overview")
 
         screen.keys("3")
