@@ -42,7 +42,7 @@ class Directory:
 class People:
     title = "People"
     command = "llmgw ctl tree; llmgw people list|add; llmgw keys list"
-    keys = "p add a person  n add an org, team or project"
+    keys = "p add a person  n add an org, team or project  l limits"
 
     def __init__(self, client: AdminClient) -> None:
         self.client = client
@@ -63,9 +63,47 @@ class People:
             app.form("Add to the tree", [("kind", "org, team or project", "team"),
                                          ("path", "path (Acme/web/app)", "")],
                      lambda v: app.work(lambda: self._add_place(v), lambda made: self._placed(app, made)))
+        elif key == "l":
+            app.form("Limits of a place or a key (blank: unchanged; none: no limit of its own)",
+                     [("place", "place (Acme/web) or key id", ""), ("rpm", "requests a minute", ""),
+                      ("tpm", "tokens a minute", ""), ("budget", "budget (25.00)", ""),
+                      ("period", "budget's period (day, month)", "")],
+                     lambda v: app.work(lambda: self._limits(v), lambda answer: self._limited(app, answer)))
         else:
             return False
         return True
+
+    def _limits(self, v: dict[str, str]) -> dict[str, Any]:
+        """PUT /api/v1/limits for the place named by its path (or a key by its id), as `llmgw keys limits` does."""
+        place = v.get("place", "").strip().strip("/")
+        if not place:
+            raise AdminError("say whose limits: a place's path, like Acme/web, or a key's id, like key_0123abcd")
+        if place.startswith("key_"):
+            scope, ident = "key", place
+        else:
+            scope, ident = find_place(self.client.tree(), place)
+        given: dict[str, Any] = {}
+        for name in ("rpm", "tpm"):
+            text = v.get(name, "")
+            if text:
+                if text.lower() == "none":
+                    given[name] = None
+                elif text.isdigit():
+                    given[name] = int(text)
+                else:
+                    raise AdminError(f"{name} takes a whole number or none, not {text!r}")
+        if v.get("budget"):
+            given["budget"] = None if v["budget"].lower() == "none" else v["budget"]
+        if v.get("period"):
+            given["period"] = v["period"]
+        if not given:
+            raise AdminError("nothing to change: give requests or tokens a minute, or a budget")
+        answer = self.client.call("PUT", "/api/v1/limits", {"scope": scope, "id": ident, "limits": given})
+        return {**answer, "place": place}
+
+    def _limited(self, app: App, answer: dict[str, Any]) -> None:
+        app.say(f"{answer['place']}: {limits_text(answer.get('limits'))}")
+        app.refresh()
 
     def _add_person(self, v: dict[str, str]) -> dict[str, Any]:
         if not v.get("email"):
@@ -92,6 +130,21 @@ class People:
                      "They sign in on the portal with it and are asked to choose their own."]
         app.message("A person added", rows)
         app.refresh()
+
+
+def find_place(tree: list[dict[str, Any]], path: str) -> tuple[str, str]:
+    """(org|team|project, its id) for a path of the tree; a refusal naming the orgs when there is none."""
+    for org in tree:
+        if org["name"] == path:
+            return "org", org["id"]
+        for team in org.get("teams") or []:
+            if team["path"] == path:
+                return "team", team["id"]
+            for project in team.get("projects") or []:
+                if project["path"] == path:
+                    return "project", project["id"]
+    known = ", ".join(org["name"] for org in tree) or "none yet"
+    raise AdminError(f"there is no {path} in the tree (its orgs: {known}); give a path like Acme/web/app")
 
 
 def people_rows(d: Directory) -> list[Any]:

@@ -204,10 +204,11 @@ class App:
         """
         edits: dict[str, urwid.Edit] = {}
         rows: list[Any] = [urwid.Text(("title", title)), urwid.Divider()]
+        width = min(40, max(len(label) for _, label, _ in fields) + 2)  # every label on one line
         for key, label, default in fields:
             edit = urwid.Edit(mask="*" if key in secret else None, edit_text=default)
             edits[key] = edit
-            rows.append(urwid.Columns([(24, urwid.Text(label)), urwid.AttrMap(edit, "field", "focus")]))
+            rows.append(urwid.Columns([(width, urwid.Text(label)), urwid.AttrMap(edit, "field", "focus")]))
         rows += [urwid.Divider(), urwid.Text(("dim", "Enter next field (on the last: done)  F2 done  Esc cancel"))]
         walker: urwid.SimpleFocusListWalker = urwid.SimpleFocusListWalker(rows)
         box = urwid.ListBox(walker)
