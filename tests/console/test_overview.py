@@ -113,3 +113,20 @@ def test_a_control_plane_that_stops_answering_is_one_sentence_and_the_console_ke
     assert "Traceback" not in shown and "[exited" not in shown
     screen.keys("2")  # another screen says the same, and the keys still work
     screen.wait_for("Models", f"no llmgw server answers at {server.admin}")
+
+
+def test_two_control_planes_are_listed_with_the_one_that_leads_and_a_handover_is_seen(servers, postgres_cluster,
+                                                                                     terminal):
+    url = postgres_cluster.create_database()
+    a, b = servers("cp-a", store=url), servers("cp-b", store=url)
+    assert a.init().returncode == 0
+    a.start()
+    wait_until(a.leads, 15, "cp-a leads")
+    b.start()
+    screen = terminal().start("console", "--admin", b.admin, "--admin-token-file", b.token_file)
+
+    # Seen from the standby: the store's list of control planes, the leader marked.
+    screen.wait_for("leads    cp-a", "standby  cp-b (this one)")
+
+    assert a.stop() == 0  # hands the lease over at once
+    screen.wait_for("leads    cp-b (this one)", "standby  cp-a", timeout=60)
