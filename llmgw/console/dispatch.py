@@ -64,7 +64,7 @@ def admin_client(choice: Choice, admin: str | None, token_file: str | None):
         host = "127.0.0.1" if listen.all_interfaces else listen.host
         admin = admin or (f"[{host}]:{listen.port}" if ":" in host else f"{host}:{listen.port}")
         token_file = token_file or cfg.admin_token_path
-    return AdminClient(admin, token_file, timeout=10.0)
+    return AdminClient(admin, token_file, timeout=10.0, via="console")
 
 
 def run(args) -> int:

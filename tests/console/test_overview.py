@@ -77,6 +77,9 @@ def test_a_model_is_served_scaled_and_stopped_from_the_models_screen(server, ter
     screen.wait_for("tiny: stopped", timeout=30)
     capture(screen, "models")
     assert server.ctl_json("ctl", "model", "show", "tiny")["state"] == "stopped"
+    # The audit log says the changes came through the console.
+    scaled = next(e for e in server.ctl_json("ctl", "audit", "--target", "model:tiny") if e["action"] == "model.scale")
+    assert scaled["via"] == "console" and scaled["actor"].endswith(" via the console)")
     # The shell command that does the same is on every screen.
     assert "llmgw ctl model add|serve|scale|stop|start" in screen.screen()
 

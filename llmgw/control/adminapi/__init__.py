@@ -35,6 +35,8 @@ AUTHENTICATED = "llmgw.authenticated"  # the request's key for who authenticated
 # What a claimed name may hold: a login's characters; anything else is shown as "?".
 _CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
 MAX_BODY = 1024 * 1024
+# The admin API's own clients on this machine, by their X-Llmgw-Via marker, as the audit log names them.
+_CLIENTS = {"cli": "llmgw ctl", "console": "the console"}
 
 
 class Refused(Exception):
@@ -84,14 +86,16 @@ def actor(request: web.Request) -> Actor:
 
     The headers X-Llmgw-Actor and X-Llmgw-Via are anyone's to write; they
     were written into the audit log as they came (issue 10). Now the actor is
-    the token's holder, and `llmgw ctl`'s claim of the login that ran it is
-    added only from this machine (loopback) with the CLI's marker, and only
-    as a claim: "admin (claimed: ada via llmgw ctl)".
+    the token's holder, and `llmgw ctl`'s (or the console's) claim of the
+    login that ran it is added only from this machine (loopback) with its
+    marker, and only as a claim: "admin (claimed: ada via llmgw ctl)",
+    "admin (claimed: ada via the console)".
     """
     who = request.get(AUTHENTICATED) or DEFAULT_HOLDER
     claimed = request.headers.get("X-Llmgw-Actor", "").strip()
-    if claimed and request.headers.get("X-Llmgw-Via") == "cli" and _loopback(request.remote):
-        return Actor(f"{who} (claimed: {_CLAIM.sub('?', claimed[:64])} via llmgw ctl)", "cli")
+    via = request.headers.get("X-Llmgw-Via", "")
+    if claimed and via in _CLIENTS and _loopback(request.remote):
+        return Actor(f"{who} (claimed: {_CLAIM.sub('?', claimed[:64])} via {_CLIENTS[via]})", via)
     return Actor(who, "api")
 
 
