@@ -1670,6 +1670,11 @@ def cmd_dist(args: list[str]) -> int:
     units.mkdir()
     for unit in sorted((ROOT / "systemd").glob("*.service")):
         shutil.copyfile(unit, units / unit.name)
+    # The manual travels inside the package: the console's Manual screen reads llmgw/manual/*.md
+    # (llmgw/console/manual.py), on a machine that has the program and no checkout.
+    (lib / "llmgw" / "manual").mkdir()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        shutil.copy2(page, lib / "llmgw" / "manual" / page.name)
     layout = split_shared(installs, lib)
     # What the bootstrap checks before unpacking native modules into an
     # interpreter they were not built for, where the failure would be an

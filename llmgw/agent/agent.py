@@ -15,13 +15,16 @@ import logging
 import os
 import signal
 import socket
+import time
 
+from llmgw import __version__
 from llmgw import engines as engine_registry
 from llmgw.agent.discovery import Discovery
 from llmgw.agent.link import ClusterLink
 from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
 from llmgw.agent.shards import ShardRunner
+from llmgw.agent.statefile import WRITE_EVERY, AgentState, WarningsFile, write_state
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
@@ -40,13 +43,15 @@ class NodeHardware:
 
     def __init__(self, discovery: Discovery, supervisor: Supervisor) -> None:
         self.discovery, self.supervisor = discovery, supervisor
+        self.last: Heartbeat | None = None  # the last sample, for agent-state.json (never sampled twice)
 
     def describe(self) -> tuple[Host, list[GPU], list[Storage]]:
         return self.discovery.register_parts()
 
     def sample(self) -> Heartbeat:
         pids = [s.pid for s in (self.supervisor.get(st.shard_id) for st in self.supervisor.statuses()) if s and s.pid]
-        return self.discovery.sample(pids)
+        self.last = self.discovery.sample(pids)
+        return self.last
 
 
 def reach_address(control_planes: list[str]) -> str:
@@ -108,8 +113,9 @@ class Agent:
                                   advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
                                   own_log=self.own_log.lines,
                                   key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user)
+        self.hardware = NodeHardware(self.discovery, self.supervisor)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
-                                ssl=self.ssl, hardware=NodeHardware(self.discovery, self.supervisor),
+                                ssl=self.ssl, hardware=self.hardware,
                                 shards=self.runner, labels=dict(cfg.labels),
                                 on_welcome=lambda _: confirm(cfg.data_dir, __version__),
                                 on_upgrade=self._upgrade)
@@ -150,10 +156,37 @@ class Agent:
 
     async def run(self, stop: asyncio.Event, *, stop_engines: bool = False) -> None:
         self.own_log.attach()
+        warnings = WarningsFile(self.cfg.data_dir)
+        logging.getLogger().addHandler(warnings)
         try:
             await self._run(stop, stop_engines)
         finally:
+            logging.getLogger().removeHandler(warnings)
             self.own_log.detach()
+
+    async def _keep_state(self) -> None:
+        """Rewrite agent-state.json every few seconds, for the node's overview (statefile.py)."""
+        _, gpus, _ = await asyncio.to_thread(self.discovery.register_parts)
+        state = AgentState(pid=os.getpid(), version=__version__, node=self.cfg.node_name, node_id=self.node_id,
+                           started_at=time.time(), since=time.time(),
+                           gpus=[{"index": g.index, "name": g.name, "memory_mb": g.memory_mb} for g in gpus])
+        while True:
+            if state.leader != self.link.leader:
+                state.leader, state.since = self.link.leader, time.time()
+            state.control_planes = list(self.link.known)
+            state.shard_gpus = self.runner.cards()
+            # Busy, memory and heat as of the last heartbeat: sampled once, for the leader and for this file.
+            sensors = {g.index: g for g in (self.hardware.last.gpus if self.hardware.last else [])}
+            for card in state.gpus:
+                sensor = sensors.get(card["index"])
+                if sensor is not None:
+                    card.update(utilization_percent=sensor.utilization_percent,
+                                memory_used_mb=sensor.memory_used_mb, temperature_c=sensor.temperature_c)
+            try:
+                await asyncio.to_thread(write_state, self.cfg.data_dir, state)
+            except OSError as e:
+                log.debug("agent-state.json not written: %s", e)
+            await asyncio.sleep(WRITE_EVERY)
 
     async def _run(self, stop: asyncio.Event, stop_engines: bool) -> None:
         self._stop = stop
@@ -163,6 +196,7 @@ class Agent:
                      ", ".join(f"{s.shard_id} (pid {s.pid})" for s in adopted))
         self.discovery.start()
         link = asyncio.create_task(self.link.run(), name="cluster-link")
+        keeping = asyncio.create_task(self._keep_state(), name="agent-state")
         stopping = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait({link, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -171,7 +205,8 @@ class Agent:
         finally:
             link.cancel()
             stopping.cancel()
-            await asyncio.gather(link, stopping, return_exceptions=True)
+            keeping.cancel()
+            await asyncio.gather(link, stopping, keeping, return_exceptions=True)
             if stop_engines:
                 await self.supervisor.stop_all()
             await self.supervisor.close()

@@ -77,6 +77,7 @@ class ShardRunner:
         self._pending: dict[str, ShardStatus] = {}  # fetching or being launched, before the supervisor has it
         self._tasks: dict[str, asyncio.Task] = {}
         self._sources: dict[str, str] = {}  # shard id -> weights source, for RemoveWeights' "in use"
+        self._cards: dict[str, list[int]] = {}  # shard id -> the GPUs it was started on, for the node's overview
 
     # --- the Shards seam ----------------------------------------------------------------------
 
@@ -86,6 +87,10 @@ class ShardRunner:
     def statuses(self) -> list[ShardStatus]:
         running = {s.shard_id: self._public(s) for s in self.supervisor.statuses()}
         return list({**self._pending, **running}.values())
+
+    def cards(self) -> dict[str, list[int]]:
+        """The GPUs of each shard started since this agent started (an adopted one's are not known)."""
+        return {k: list(v) for k, v in self._cards.items()}
 
     def loads(self) -> list[ShardLoad]:
         return self.supervisor.loads()
@@ -108,6 +113,7 @@ class ShardRunner:
         self._pending[shard_id] = ShardStatus(shard_id, "starting", message.profile.model, message="queued",
                                               since=time.time())
         self._sources[shard_id] = message.profile.source
+        self._cards[shard_id] = list(message.profile.gpus)
         task = asyncio.create_task(self._launch(message), name=f"shard-{shard_id}")
         self._tasks[shard_id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(shard_id, None))
@@ -119,6 +125,7 @@ class ShardRunner:
             await asyncio.gather(task, return_exceptions=True)
         self._pending.pop(message.shard_id, None)
         self._sources.pop(message.shard_id, None)
+        self._cards.pop(message.shard_id, None)
         status = await self.supervisor.stop(message.shard_id, message.grace_s, message.reason)
         await self.updates.put(self._public(status))
 

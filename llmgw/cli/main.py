@@ -68,6 +68,9 @@ def build_parser() -> Parser:
     from llmgw.cli import unbuilt
 
     unbuilt.register(commands)
+    from llmgw.cli import console
+
+    console.register(commands)
     return parser
 
 
@@ -75,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     from llmgw.errors import explain
 
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        # `sudo llmgw`: the console, the node's overview or setup, as `llmgw console` chooses.
+        argv = ["console"]
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)

@@ -84,6 +84,9 @@ def register(commands) -> None:
                    help="answer chat as a guard model (Qwen3Guard-Gen) does, judging the last message: "
                         "\"Safety: Unsafe\" naming CATEGORY when it contains WORD (repeatable), else "
                         "\"Safety: Safe\"; e.g. --guard stab=Violent")
+    p.add_argument("--load-seconds", type=_rate, default=0.0, metavar="SECONDS",
+                   help="answer /health with 503 for this long after start, as an engine loading its weights "
+                        "does (default 0)")
     fail = p.add_argument_group("failures, for a router's tests")
     fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
                       help="take only requests with this key (repeatable); others get 401")
@@ -118,7 +121,7 @@ def run_sim(args) -> int:
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
         fail_words=dict(args.fail_on),
         cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
-        guard_words=dict(args.guard),
+        guard_words=dict(args.guard), loading=args.load_seconds,
     )
     try:
         sock = bind(cfg.host, cfg.port)

@@ -109,10 +109,12 @@ def admin_address() -> str:
 
 
 class AdminClient:
-    def __init__(self, address: str | None = None, token_path: str | None = None, timeout: float = 30.0):
+    def __init__(self, address: str | None = None, token_path: str | None = None, timeout: float = 30.0,
+                 via: str = "cli"):
         self.address = address or os.environ.get("LLMGW_ADMIN") or admin_address()
         self.token_path = token_file(token_path)
         self.timeout = timeout
+        self.via = via  # "cli" or "console": what the audit log says the change came through
         self._token: str | None = None
 
     def _base(self) -> str:
@@ -148,7 +150,7 @@ class AdminClient:
             "Authorization": f"Bearer {self.token()}",
             "Content-Type": "application/json",
             "X-Llmgw-Actor": _who(),
-            "X-Llmgw-Via": "cli",
+            "X-Llmgw-Via": self.via,
         })
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -244,7 +246,7 @@ class AdminClient:
         request = urllib.request.Request(url, method="GET", headers={
             "Authorization": f"Bearer {self.token()}",
             "X-Llmgw-Actor": _who(),
-            "X-Llmgw-Via": "cli",
+            "X-Llmgw-Via": self.via,
         })
         try:
             return urllib.request.urlopen(request, timeout=self.timeout)

@@ -34,6 +34,9 @@ class SimConfig:
     # with the category of each of these words found in the last message,
     # else "Safety: Safe". Empty: not a guard model.
     guard_words: dict[str, str] = field(default_factory=dict)
+    # Seconds /health answers 503 after start, as vLLM's does while it loads
+    # weights: a replica that stays "starting" long enough to be seen so.
+    loading: float = 0.0
 
     @property
     def interval(self) -> float:

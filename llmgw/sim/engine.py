@@ -52,6 +52,7 @@ class Engine:
             ("GET", "/metrics"): self._metrics,
         }
         self._paths = {path for _, path in self._routes}
+        self._loaded_at = time.monotonic() + cfg.loading
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         route = self._routes.get((request.method, request.path))
@@ -158,6 +159,8 @@ class Engine:
         return web.Response(body=self._models, headers=_JSON)
 
     async def _health(self, request: web.BaseRequest) -> web.StreamResponse:
+        if time.monotonic() < self._loaded_at:
+            return _error(503, "the model is still loading (--load-seconds).")
         return web.Response(body=b"")
 
     async def _metrics(self, request: web.BaseRequest) -> web.StreamResponse:

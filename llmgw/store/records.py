@@ -14,7 +14,7 @@ from typing import Any
 ROLES = ("admin", "operator", "billing", "viewer", "member")
 SCOPES = ("org", "team", "project", "key")
 PERIODS = ("day", "month")
-VIAS = ("api", "cli", "portal", "system")
+VIAS = ("api", "cli", "console", "portal", "system")
 
 
 @dataclass

@@ -168,3 +168,15 @@ def test_a_dependency_another_version_needs_is_found_missing_though_pip_judged_i
 
     assert missing("3.12") == ["typing-extensions>=4.1.0"]
     assert missing("3.13") == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_archive_carries_the_manual_inside_the_package_where_the_console_reads_it(built):
+    _, pyz = built
+
+    names = set(zipfile.ZipFile(pyz).namelist())
+
+    # llmgw/console/manual.py reads llmgw/manual/*.md beside the package before a checkout's docs/.
+    assert {"lib/llmgw/manual/console.md", "lib/llmgw/manual/sign-in.md", "lib/llmgw/console/manual.py"} <= names
+    assert {f"lib/llmgw/manual/{p.name}" for p in (ROOT / "docs").glob("*.md")} <= names

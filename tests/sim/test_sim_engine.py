@@ -424,3 +424,18 @@ def test_a_bad_refuse_key_is_a_usage_error():
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "expected KEY=STATUS" in done.stderr
+
+
+
+def test_load_seconds_keeps_health_at_503_saying_it_is_loading(sims):
+    # The turn to 200 once loaded is seen end to end in tests/console/test_overview.py (starting, then ready).
+    import urllib.error
+    import urllib.request
+
+    s = sims("--load-seconds", "600")
+
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(s.url + "/health", timeout=5)
+
+    assert e.value.code == 503 and b"still loading" in e.value.read()
+    assert [m.id for m in client(s).models.list().data] == ["sim"]  # only /health waits

@@ -44,9 +44,10 @@ class AgentProcess:
                 os.symlink(engines_dir, link)
         return self
 
-    def start(self) -> AgentProcess:
+    def start(self, python: str | None = None) -> AgentProcess:
+        """Start the agent with `python` (default this test's): its engines run with the same interpreter."""
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "agent", "--config", str(self.config)],
+        self.proc = subprocess.Popen([python or sys.executable, "-m", "llmgw", "agent", "--config", str(self.config)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         return self
 

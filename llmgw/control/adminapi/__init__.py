@@ -36,6 +36,8 @@ AUTHENTICATED = "llmgw.authenticated"  # the request's key for who authenticated
 # What a claimed name may hold: a login's characters; anything else is shown as "?".
 _CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
 MAX_BODY = 1024 * 1024
+# The admin API's own clients on this machine, by their X-Llmgw-Via marker, as the audit log names them.
+_CLIENTS = {"cli": "llmgw ctl", "console": "the console"}
 
 
 class Refused(Exception):
@@ -85,14 +87,16 @@ def actor(request: web.Request) -> Actor:
 
     The headers X-Llmgw-Actor and X-Llmgw-Via are anyone's to write; they
     were written into the audit log as they came (issue 10). Now the actor is
-    the token's holder, and `llmgw ctl`'s claim of the login that ran it is
-    added only from this machine (loopback) with the CLI's marker, and only
-    as a claim: "admin (claimed: ada via llmgw ctl)".
+    the token's holder, and `llmgw ctl`'s (or the console's) claim of the
+    login that ran it is added only from this machine (loopback) with its
+    marker, and only as a claim: "admin (claimed: ada via llmgw ctl)",
+    "admin (claimed: ada via the console)".
     """
     who = request.get(AUTHENTICATED) or DEFAULT_HOLDER
     claimed = request.headers.get("X-Llmgw-Actor", "").strip()
-    if claimed and request.headers.get("X-Llmgw-Via") == "cli" and _loopback(request.remote):
-        return Actor(f"{who} (claimed: {_CLAIM.sub('?', claimed[:64])} via llmgw ctl)", "cli")
+    via = request.headers.get("X-Llmgw-Via", "")
+    if claimed and via in _CLIENTS and _loopback(request.remote):
+        return Actor(f"{who} (claimed: {_CLAIM.sub('?', claimed[:64])} via {_CLIENTS[via]})", via)
     return Actor(who, "api")
 
 
@@ -166,7 +170,47 @@ async def status(request: web.Request) -> web.Response:
         "machines": cluster,
         # llmgw's own included: they come through the same seam, and a script sees what a name is provided by.
         "plugins": plane.plugins.as_list(builtin=True),
+        "control_planes": await _control_planes(plane, leader),
+        "traffic": _traffic(plane),
     })
+
+
+async def _control_planes(plane: ControlPlane, leader: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every control plane the store knows, as each wrote itself at its last start, and which one leads.
+
+    The console's overview shows them; the store's list, not this process's,
+    so a standby that is down still has its row (with when it last started).
+    """
+    leading = leader["holder"].rsplit("#", 1)[0] if leader else None
+    try:
+        known = await plane.store.list_control_planes()
+    except StoreError:
+        known = []
+    rows = {cp.name: {"name": cp.name, "agent_address": cp.agent_address, "started_at": cp.updated_at,
+                      "leads": cp.name == leading} for cp in known}
+    rows.setdefault(plane.name, {"name": plane.name, "agent_address": plane.trust.agent_address,
+                                 "started_at": None, "leads": plane.name == leading})
+    return sorted(rows.values(), key=lambda r: r["name"])
+
+
+def _traffic(plane: ControlPlane) -> dict[str, float]:
+    """Client API requests answered since this process started, and how many of them failed (a 5xx).
+
+    Counts, not rates: a caller that samples twice divides by the time
+    between (the console does, every 3 s). Read from the same counters
+    /metrics shows, so the two never disagree.
+    """
+    requests = errors = 0.0
+    for metric in plane.registry.collect():
+        if metric.name != "llmgw_requests":
+            continue
+        for sample in metric.samples:
+            if sample.name != "llmgw_requests_total":
+                continue
+            requests += sample.value
+            if str(sample.labels.get("status", "")).startswith("5"):
+                errors += sample.value
+    return {"requests": requests, "errors": errors}
 
 
 # cluster settings

@@ -1,0 +1,145 @@
+"""Models: the catalog, each model's state and replicas; add, serve, scale, stop and start.
+
+The same admin API calls as `llmgw ctl models` and `llmgw ctl model add |
+serve | scale | stop | start` (llmgw/cli/models.py): the rules and their
+sentences are the control plane's, so a refusal here reads as it does in
+a shell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import urwid
+
+from llmgw.console.overview import STATE_COLOUR
+from llmgw.console.ui import App
+from llmgw.control.adminclient import AdminClient, AdminError
+
+
+def _path(name: str) -> str:
+    return "/api/v1/models/" + quote(name, safe="")
+
+
+def _number(values: dict[str, str], key: str, label: str) -> int | None:
+    text = values.get(key, "")
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise AdminError(f"{label} must be a whole number, like 2; got {text!r}") from None
+
+
+def read_model_file(path: str) -> dict[str, Any]:
+    """A model file (YAML or JSON) as the document `llmgw ctl model add -f` sends."""
+    import yaml
+
+    from llmgw.config.loader import parse_yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise AdminError(f"{path}: {(e.strerror or str(e)).lower()}") from None
+    try:
+        doc = parse_yaml(text)
+    except yaml.YAMLError as e:
+        raise AdminError(f"{path} is not YAML or JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise AdminError(f"{path} must hold one model: a mapping with name and profiles (docs/models.md)")
+    return doc
+
+
+class Models:
+    title = "Models"
+    command = "llmgw ctl models; llmgw ctl model add|serve|scale|stop|start"
+    keys = "↑↓ choose  a add  v serve  s scale  t stop  r start"
+    chooses_focus = True  # show() puts the focus back on the model chosen
+
+    def __init__(self, client: AdminClient) -> None:
+        self.client = client
+        self.walker: urwid.SimpleFocusListWalker | None = None
+        self.names: list[str] = []  # the model on each row of the walker ("" for rows that are not one)
+        self.chosen = ""
+
+    def load(self) -> list[dict[str, Any]]:
+        return self.client.call("GET", "/api/v1/models")
+
+    def selected(self) -> str:
+        if self.walker is not None and self.walker.focus is not None and self.names:
+            return self.names[self.walker.focus]
+        return ""
+
+    def show(self, models: list[dict[str, Any]]) -> urwid.Widget:
+        self.chosen = self.selected() or self.chosen
+        rows: list[urwid.Widget] = [urwid.Text(("dim", f"  {'state':<10}{'name':<30}{'replicas':<12}"
+                                                       f"{'engine':<12}source"))]
+        self.names = [""]
+        for m in models:
+            scaling = m["scaling"]
+            count = f"{m['replicas']['ready']}/{scaling['min']}" + (
+                f"-{scaling['max']}" if scaling["max"] != scaling["min"] else "")
+            text: list[Any] = [(STATE_COLOUR.get(m["state"], ""), f"  {m['state']:<10}"),
+                    f"{m['name']:<30}{count:<12}{','.join(e or '-' for e in m['engines']):<12}{m['source'] or '-'}"]
+            rows.append(urwid.AttrMap(urwid.SelectableIcon(text, cursor_position=0), None, "focus"))
+            self.names.append(m["name"])
+            if m.get("parked"):
+                rows.append(urwid.Text(("bad", f"      {m['parked']}")))
+                self.names.append(m["name"])
+        if not models:
+            rows.append(urwid.Text(("dim", "  No models yet: a adds one from a model file, v serves weights "
+                                           "from a path, https:// or hf: source.")))
+            self.names.append("")
+        self.walker = urwid.SimpleFocusListWalker(rows)
+        if self.chosen in self.names:
+            self.walker.set_focus(self.names.index(self.chosen))
+        elif len(self.names) > 1:
+            self.walker.set_focus(1)
+        return urwid.ListBox(self.walker)
+
+    def keypress(self, app: App, key: str) -> bool:
+        name = self.selected()
+        if key == "a":
+            app.form("Add a model from a model file (docs/models.md)", [("file", "model file", "")],
+                     lambda v: self._act(app, lambda: self.client.call(
+                         "POST", "/api/v1/models", {"spec": read_model_file(v["file"])})))
+        elif key == "v":
+            app.form("Serve weights", [
+                ("source", "source", ""), ("engine", "engine (blank: by file)", ""), ("name", "name", ""),
+                ("gpus", "GPUs a replica", ""), ("context", "context (tokens)", ""), ("min", "replicas", "1")],
+                lambda v: self._act(app, lambda: self.client.call("POST", "/api/v1/models/serve", _serve_body(v))))
+        elif key == "s" and name:
+            app.form(f"Scale {name}", [("min", "at least", ""), ("max", "at most", "")],
+                     lambda v: self._act(app, lambda: self.client.call(
+                         "POST", _path(name) + "/scale",
+                         {"min": _number(v, "min", "at least"), "max": _number(v, "max", "at most")})))
+        elif key == "t" and name:
+            self._act(app, lambda: self.client.call("POST", _path(name) + "/stop", {}))
+        elif key == "r" and name:
+            self._act(app, lambda: self.client.call("POST", _path(name) + "/start", {}))
+        else:
+            return False
+        return True
+
+    def _act(self, app: App, call) -> None:
+        app.say("asking the control plane…")
+
+        def done(answer: dict[str, Any]) -> None:
+            model = answer.get("model") or {}
+            said = f"{model['name']}: {model['state']}, version {model['version']}" if model else "done"
+            app.say("; ".join([said, *(answer.get("notes") or [])]))
+            app.refresh()
+
+        app.work(call, done)
+
+
+def _serve_body(values: dict[str, str]) -> dict[str, Any]:
+    if not values.get("source"):
+        raise AdminError("serve needs a source: a path on the nodes, https://… or hf:org/repo/file.gguf")
+    body: dict[str, Any] = {"source": values["source"], "engine": values.get("engine") or None,
+                            "name": values.get("name") or None, "gpus": _number(values, "gpus", "GPUs a replica"),
+                            "context": _number(values, "context", "context"),
+                            "min": _number(values, "min", "replicas")}
+    return {k: v for k, v in body.items() if v is not None}
