@@ -56,6 +56,9 @@ def build_parser() -> Parser:
     doctor.register(commands)
     sim.register(commands)
     llama_server.register(commands)
+    from llmgw.cli import setup as setup_cli
+
+    setup_cli.register(commands)
     from llmgw.cli import unbuilt
 
     unbuilt.register(commands)
