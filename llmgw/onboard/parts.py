@@ -15,6 +15,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from llmgw.errors import ExpectedError
+
 
 @dataclass(frozen=True)
 class Part:
@@ -108,7 +110,7 @@ HF_GGUF = re.compile(r"^hf:[A-Za-z0-9][\w.-]*/[\w.-]+/[\w./-]+\.gguf(@[\w.-]+)?$
 LISTEN_DEFAULTS = {"client": ":8080", "agent": ":7443", "admin": "127.0.0.1:9090", "metrics": ":9091"}
 
 
-class ChoiceError(ValueError):
+class ChoiceError(ExpectedError):
     """A choice that cannot be installed, said in one sentence; `part` names the setting to open."""
 
     def __init__(self, part: str, sentence: str):

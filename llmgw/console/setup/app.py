@@ -134,7 +134,7 @@ class SetupApp:
         self.pipe = self.loop.watch_pipe(self._drain)
         try:
             self.loop.run()
-        except urwid.display.common.InputClosedError if hasattr(urwid, "display") else OSError:
+        except urwid.display.common.InputClosedError:
             # The terminal went away (an SSH session dropped): nothing to show anything on.
             return 1 if self.failed or self.result is None else 0
         if self.failed:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import urwid
 
-from llmgw.onboard.parts import PART, STARTERS, Choices
+from llmgw.onboard.parts import PART, STARTERS, ChoiceError, Choices
 
 OTHER_GGUF = "other"
 
@@ -83,8 +83,8 @@ def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog
             choices.max_key_ttl = value
             try:
                 choices.check()
-            except ValueError as e:
-                if getattr(e, "part", "") == "limits":
+            except ChoiceError as e:
+                if e.part == "limits":
                     choices.max_key_ttl = before
                     return str(e)
             return ""
@@ -133,8 +133,8 @@ def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog
         choices.starter, choices.starter_context = value, tokens
         try:
             choices.check()
-        except ValueError as e:
-            if getattr(e, "part", "") == "starter":
+        except ChoiceError as e:
+            if e.part == "starter":
                 choices.starter, choices.starter_context = before
                 return str(e)
         return ""
