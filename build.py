@@ -1568,6 +1568,12 @@ def cmd_dist(args: list[str]) -> int:
         ROOT / "llmgw", lib / "llmgw",
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
     )
+    # The unit files travel inside the package: `node add --ssh` installs
+    # them on a machine that has only the archive (llmgw/onboard/units.py).
+    units = lib / "llmgw" / "onboard" / "units"
+    units.mkdir()
+    for unit in sorted((ROOT / "systemd").glob("*.service")):
+        shutil.copyfile(unit, units / unit.name)
     layout = split_shared(installs, lib)
     # What the bootstrap checks before unpacking native modules into an
     # interpreter they were not built for, where the failure would be an

@@ -44,6 +44,8 @@ def render_cli() -> str:
             out.extend([f"## `llmgw {' '.join(words)}`", "", "```", _help(parser).rstrip(), "```", ""])
         for action in subs:
             for name, child in action.choices.items():
+                if getattr(child, "hidden", False):  # the program's own commands (llmgw onboard)
+                    continue
                 walk(child, [*words, name])
 
     walk(build_parser(), [])

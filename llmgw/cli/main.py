@@ -53,6 +53,9 @@ def build_parser() -> Parser:
     from llmgw.cli import node as node_cli
 
     node_cli.register(commands, common)
+    from llmgw.cli import onboard
+
+    onboard.register(commands)
     doctor.register(commands)
     sim.register(commands)
     llama_server.register(commands)

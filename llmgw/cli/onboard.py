@@ -1,0 +1,29 @@
+"""`llmgw onboard …`: the program's own half of an install, run on the machine being installed.
+
+Hidden from --help and docs/cli.md: people run `llmgw node add --ssh`, which
+copies this program to the machine and runs these there.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(commands) -> None:
+    onboard = commands.add_parser("onboard", description="The machine's half of an install (run by llmgw itself).")
+    onboard.hidden = True  # docs cli leaves it out
+    sub = onboard.add_subparsers(dest="onboard_command", metavar="COMMAND")
+    supervise = sub.add_parser("supervise", description="Start UNIT under a detached supervisor (the supervised "
+                                                        "service manager) and return once it runs.")
+    supervise.add_argument("--root", default="/", help="the install's root directory")
+    supervise.add_argument("unit", help="the unit file's name, e.g. llmgw-agent.service")
+    supervise.set_defaults(run=run_supervise)
+
+
+def run_supervise(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from llmgw.onboard.layout import Layout
+    from llmgw.onboard.supervisor import detach
+
+    return detach(Layout(Path(args.root)), args.unit)
