@@ -58,8 +58,10 @@ class PartRow(urwid.WidgetWrap):
             box, when = "[*]", "always"
         else:
             box, when = ("[x]", "on") if c.is_on(self.key) else ("[ ]", "off")
-        line = f"{box} {part.name:<28}{when:<15}{part.what}"
-        below = f"    {'':<28}{'':<15}without it: {part.without}" if part.without and not c.is_on(self.key) \
+            if self.key == "starter" and c.is_on(self.key):
+                when = f"on: {c.starter_source()[0]}"
+        line = f"{box} {part.name:<28}{when[:17]:<18}{part.what}"
+        below = f"    {'':<28}{'':<18}without it: {part.without}" if part.without and not c.is_on(self.key) \
             and part.built else ""
         self.text.set_text([("dim" if not part.built else "", line), *([("dim", "\n" + below)] if below else [])])
 

@@ -1,0 +1,136 @@
+"""`llmgw setup` in a terminal, from nothing to a first answer; and `server init --install`, its script form.
+
+The screens run in a detached tmux session of a fixed size and are answered
+with keys, as a person would; the install goes into a root directory the
+test made, with supervised services on ports the test picked. What the
+screens showed is kept in var/e2e/setup/ (or $LLMGW_E2E_OUT/setup), where
+docs/setup.md's captures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.support.installs import end_install
+from tests.support.pgcluster import free_port
+from tests.support.tmux import Terminal
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ("client", "agent", "admin", "metrics")
+
+
+def captures_dir() -> Path:
+    base = Path(os.environ["LLMGW_E2E_OUT"]) if os.environ.get("LLMGW_E2E_OUT") else ROOT / "var" / "e2e"
+    out = base / "setup"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture
+def install_root(tmp_path):
+    """A root to install into and the ports its listeners take; whatever the install started is ended after."""
+    root = tmp_path / "root"
+    ports = {role: free_port() for role in ROLES}
+    yield root, ports
+    end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
+
+
+def listen_flags(ports: dict[str, int]) -> list[str]:
+    return [arg for role in ROLES for arg in (f"--listen-{role}", f"127.0.0.1:{ports[role]}")]
+
+
+def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(install_root):
+    root, ports = install_root
+    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), "--services", "supervised",
+            *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal(argv, env, str(ROOT))
+    shots = captures_dir()
+    try:
+        shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
+        term.send("n")
+        parts = term.wait_for("the parts of an install")
+        assert "[-] Model mirror" in parts and "not built yet" in parts
+        assert "[x] Starter model" in parts and "[x] Firewall" in parts
+        shots.joinpath("2-parts.txt").write_text(parts)
+
+        # Down to the starter model (control, store, mirror, node, starter) and open its settings.
+        term.send("Down", "Down", "Down", "Down", "Enter")
+        dialog = term.wait_for("Simulated model (no internet, no weights)")
+        assert "Qwen3 8B" in dialog and "Another GGUF on Hugging Face" in dialog
+        shots.joinpath("3-starter.txt").write_text(dialog)
+        term.send("Space")  # the first choice, which has the focus: the simulated model
+        term.wait_for("(X) Simulated model")
+        term.send("Escape")
+        term.wait_for("on: sim")
+        # Down to the firewall (media, judge, firewall) and turn it off.
+        term.send("Down", "Down", "Down", "Space")
+        term.wait_for("[ ] Firewall")
+        term.send("n")
+
+        checks = term.wait_for("Every check passed.")
+        assert f"port {ports['client']} (client) is free" in checks
+        shots.joinpath("4-checks.txt").write_text(checks)
+        term.send("n")
+        planned = term.wait_for("The same install from a script:")
+        assert "--starter sim --no-firewall" in planned
+        assert " - Firewall: left out" in planned
+        shots.joinpath("5-plan.txt").write_text(planned)
+        term.send("i")
+
+        end = term.wait_for("llmgw is installed and answers.", timeout=180)
+        shots.joinpath("6-end.txt").write_text(end)
+        key = re.search(r"API key\s+(\S+)", end).group(1)
+        api = re.search(r"client API\s+(\S+)", end).group(1)
+        assert re.search(r"password\s+\S{12,}", end)
+        assert "llmgw server init --install" in end
+
+        answer = openai.OpenAI(base_url=api, api_key=key).chat.completions.create(
+            model="sim", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+        assert answer.choices[0].message.content
+
+        term.send("q")
+        assert term.wait_until_exit() == 0
+    finally:
+        term.close()
+
+
+def install(root: Path, ports: dict[str, int], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
+                           "--services", "supervised", "--starter", "sim", "--no-firewall", *listen_flags(ports),
+                           *flags], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_server_init_install_serves_the_starter_and_run_again_changes_nothing(install_root):
+    root, ports = install_root
+    first = install(root, ports, "--json")
+    assert first.returncode == 0, first.stderr
+    done = json.loads(first.stdout)
+    assert done["model"] == "sim" and done["answer"] and done["password"] and done["api_key"]
+    assert set(done["steps"].values()) == {"done"}
+    assert done["password"] not in first.stderr
+
+    again = install(root, ports, "--json")
+    assert again.returncode == 0, again.stderr
+    redone = json.loads(again.stdout)
+    assert set(redone["steps"].values()) == {"unchanged"}
+    assert redone["password"] is None and redone["api_key"] is None
+
+
+def test_an_unknown_starter_is_refused_in_one_sentence_before_anything_is_installed(tmp_path):
+    root = tmp_path / "root"
+    done = subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
+                           "--starter", "llama-9000"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1
+    assert done.stderr.startswith('llmgw: "llama-9000" is not a starter model; choose one of the list')
+    assert "Traceback" not in done.stderr
+    assert not root.exists()

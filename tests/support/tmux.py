@@ -1,0 +1,71 @@
+"""A program on a terminal of its own: a detached tmux session on a private server, driven as a person would.
+
+Each Terminal starts its own tmux server (`-L` with a name of its own), of a
+fixed size, so what capture-pane returns is the same on every machine; keys
+go in with send-keys and the screen comes back as text. Waiting is on what
+the screen shows (wait_for), never on the clock. close() ends that one
+server, and with it the program, by the socket the test made.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import uuid
+
+from tests.support.waiting import wait_until
+
+WIDTH, HEIGHT = 120, 40
+
+
+class Terminal:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str):
+        self.socket = f"llmgw-test-{uuid.uuid4().hex[:12]}"
+        command = " ".join(shlex.quote(a) for a in argv)
+        # Only what the program needs: tmux gives the pane the server's
+        # environment, and the server is started here with this one.
+        self._tmux("new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
+                   env={**env, "TERM": "xterm-256color"}, cwd=cwd)
+        # The pane stays after the program ends, so its last screen and exit status can be read.
+        self._tmux("set-option", "-t", "t", "remain-on-exit", "on")
+        self.server_pid = int(self._tmux("display-message", "-p", "#{pid}").strip())
+
+    def _tmux(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
+                              env=env or os.environ, cwd=cwd, timeout=30)
+        if done.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def send(self, *keys: str) -> None:
+        for key in keys:
+            self._tmux("send-keys", "-t", "t", key)
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "t")
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        """The screen once it shows `text`."""
+        def showing() -> str:
+            shown = self.screen()
+            return shown if text in shown else ""
+        return wait_until(showing, timeout, f"the terminal showed {text!r}")
+
+    def exit_status(self) -> int | None:
+        """The program's exit status once it has ended, else None."""
+        words = self._tmux("display-message", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}").split()
+        return int(words[1]) if len(words) == 2 and words[0] == "1" else None
+
+    def wait_until_exit(self, timeout: float = 30) -> int:
+        """The program's exit status, once it has ended."""
+        return wait_until(lambda: (s := self.exit_status()) is not None and [s], timeout,
+                          "the program in the terminal ended")[0]
+
+    def close(self) -> None:
+        """End this terminal's tmux server (and the program in it, which gets SIGHUP) by its PID."""
+        try:
+            os.kill(self.server_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
