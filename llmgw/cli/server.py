@@ -209,7 +209,13 @@ def run_install(args) -> int:
             choices.listen[role] = getattr(args, f"listen_{role}")
     choices.check()
     layout = Layout(Path(choices.root))
-    report = (lambda p: print(p.line(), file=sys.stderr, flush=True)) if args.json else (lambda p: print(p.shown(), flush=True))
+    # With --json the progress goes to stderr as JSON lines: stdout is the one document at the end.
+    if args.json:
+        def report(p) -> None:
+            print(p.line(), file=sys.stderr, flush=True)
+    else:
+        def report(p) -> None:
+            print(p.shown(), flush=True)
     result = install(choices, layout, service_manager(layout, choices.services), report)
     if args.json:
         emit_json({"portal": result.portal, "client_api": result.client_api, "admin_email": result.admin_email,
@@ -224,7 +230,8 @@ def run_install(args) -> int:
     if result.api_key:
         print(f"  API key         {result.api_key}")
     if result.model:
-        print(f"  model           {result.model}" + (f", which answered: {result.answer[:60]}" if result.answer else ""))
+        answered = f", which answered: {result.answer[:60]}" if result.answer else ""
+        print(f"  model           {result.model}{answered}")
     return 0
 
 

@@ -142,7 +142,7 @@ def failed(checks: list[Check]) -> list[Check]:
 
 
 def _os_release() -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     try:
         text = Path("/etc/os-release").read_text()
     except OSError:

@@ -188,7 +188,7 @@ class FirstPlane:
                 continue  # never overwritten: run again, the settings page and ctl config change it
             from_dict(kind, doc)  # a bad choice is refused here, before anything is written
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"# Written by llmgw setup; keys: docs/reference.md\n"
+            path.write_text("# Written by llmgw setup; keys: docs/reference.md\n"
                             + yaml.safe_dump(doc, sort_keys=False))
             written.append(str(path))
         if not written:
@@ -269,12 +269,20 @@ class FirstPlane:
         return "done", f"started; node {name} reports to the control plane"
 
     def step_firewall(self) -> tuple[str, str]:
-        try:
-            from llmgw.onboard import firewall  # type: ignore[attr-defined]
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("llmgw.onboard.firewall") is None:
             raise self._fail("firewall", "this build has no firewall yet; run setup again with the firewall "
-                                         "turned off (--no-firewall).") from None
-        return firewall.install_for_setup(self.choices, self.layout)  # type: ignore[no-any-return]
+                                         "turned off (--no-firewall).")
+        # The firewall's own command, as an administrator would run it: it writes the rule that keeps
+        # this SSH connection before it closes anything.
+        done = subprocess.run([str(self.layout.program), "firewall", "on", "--config",
+                               str(self.layout.server_config)], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            said = (done.stderr.strip() or done.stdout.strip()).removeprefix("llmgw: ")
+            raise self._fail("firewall", f"{said}; fix it and run again, or leave the firewall out "
+                                         "(--no-firewall).")
+        return "done", (done.stdout.strip().splitlines() or ["rules written"])[-1]
 
     def step_starter(self) -> tuple[str, str]:
         name, source, engine = self.choices.starter_source()

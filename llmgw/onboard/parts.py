@@ -33,6 +33,8 @@ class Part:
     three_machines_only: bool = False
     settings: str = ""
     """What Enter lets you set, said in the settings dialog."""
+    missing: str = "not built yet"
+    """What a part that is not `built` is, on the list: not in the program, or in it but not placed by setup."""
 
 
 PARTS: tuple[Part, ...] = (
@@ -65,9 +67,10 @@ PARTS: tuple[Part, ...] = (
          "ComfyUI on the nodes for pictures and meshes", "no pictures or 3D", built=False),
     Part("judge", "Guardrails' judge",
          "a small model that reads prompts and answers for harm",
-         "the baseline policy still refuses secrets and masks card numbers, without a judge", built=False),
+         "the baseline policy still refuses secrets and masks card numbers, without a judge", built=False,
+         missing="not in setup yet"),
     Part("firewall", "Firewall",
-         "nftables: the client port open, the cluster's own ports to its networks only",
+         "nftables: the client port open, the rest to the cluster",
          "the agent, metrics and engine ports are open to anyone who reaches this machine",
          settings="Rules written with nftables; the rule that keeps your SSH connection is written first."),
     Part("notify", "Notifications",
@@ -166,6 +169,8 @@ class Choices:
         """Turn a part on or off; a sentence when it cannot be."""
         part = PART[key]
         if not part.built:
+            if part.missing != "not built yet":
+                return f"{part.name} is {part.missing}: add it once the cluster runs (docs/guardrails.md)."
             return f"{part.name} is not built yet in this version (docs/not-yet-built.md)."
         if part.always:
             return f"{part.name} is always part of an install."
@@ -229,7 +234,7 @@ def plan(choices: Choices) -> list[PlanLine]:
         if not choices.applies(part):
             continue
         if not part.built:
-            lines.append(PlanLine(part.key, False, f"{part.name}: not built yet in this version; {part.without}."))
+            lines.append(PlanLine(part.key, False, f"{part.name}: {part.missing}; {part.without}."))
         elif choices.is_on(part.key):
             lines.append(PlanLine(part.key, True, f"{part.name}: {_installs(choices, part.key)}"))
         else:
@@ -256,7 +261,8 @@ def _installs(choices: Choices, key: str) -> str:
     if key == "firewall":
         return "nftables rules; the client port open to all, the cluster's ports to its networks."
     if key == "limits":
-        return f"API keys live at most {choices.max_key_ttl}." if choices.max_key_ttl else "API keys live until revoked."
+        return (f"API keys live at most {choices.max_key_ttl}." if choices.max_key_ttl
+                else "API keys live until revoked.")
     return PART[key].what + "."
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from llmgw.onboard.firstplane import Result
 from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
 
 
@@ -27,7 +28,7 @@ def choices_from(args) -> Choices:
     return choices
 
 
-def install_with(choices: Choices, report: Callable) -> object:
+def install_with(choices: Choices, report: Callable) -> Result:
     from pathlib import Path
 
     from llmgw.onboard.firstplane import install
@@ -50,8 +51,7 @@ def run_setup(args) -> int:
     result = app.result
     if result is not None:
         # After the screens close: what is not secret, for the terminal's scrollback.
-        print(f"llmgw is installed. Portal: {getattr(result, 'portal', '')}  "
-              f"client API: {getattr(result, 'client_api', '')}")
+        print(f"llmgw is installed. Portal: {result.portal}  client API: {result.client_api}")
     elif app.failed:
         print(f"llmgw: the install stopped: {app.failed}", file=sys.stderr)
     return status

@@ -14,11 +14,13 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import urwid
 
 from llmgw.console.setup.dialogs import message_dialog, part_dialog
 from llmgw.onboard import checks as checking
+from llmgw.onboard.firstplane import Result
 from llmgw.onboard.parts import PARTS, ChoiceError, Choices, Machine, command, plan
 
 PALETTE = [
@@ -53,7 +55,7 @@ class PartRow(urwid.WidgetWrap):
         c = self.app.choices
         part = next(p for p in PARTS if p.key == self.key)
         if not part.built:
-            box, when = "[-]", "not built yet"
+            box, when = "[-]", part.missing
         elif part.always:
             box, when = "[*]", "always"
         else:
@@ -79,25 +81,27 @@ class PartRow(urwid.WidgetWrap):
 
 
 class SetupApp:
-    def __init__(self, choices: Choices, install: Callable[[Choices, Callable], object]):
+    def __init__(self, choices: Choices, install: Callable[[Choices, Callable], Result]):
         self.choices = choices
         self.install = install
-        self.result: object | None = None
+        self.result: Result | None = None
         self.failed = ""
         self.loop: urwid.MainLoop | None = None
         self.header = urwid.AttrMap(urwid.Text(""), "title")
         self.footer = urwid.AttrMap(urwid.Text(""), "footer")
         self.status = urwid.Text("")
-        self.frame = urwid.Frame(urwid.SolidFill(" "), header=self.header, footer=urwid.Pile([self.status,
+        # Any: the body is a list, or a dialog over one; urwid's generics would pin it to the first.
+        self.frame: Any = urwid.Frame(urwid.SolidFill(" "), header=self.header, footer=urwid.Pile([self.status,
                                                                                             self.footer]))
         self.keys: dict[str, Callable[[], None]] = {}
         self.progress: queue.Queue = queue.Queue()
         self.progress_rows: dict[tuple[str, str], urwid.Text] = {}
         self.progress_walker: urwid.SimpleFocusListWalker | None = None
+        self.part_rows: list[PartRow] = []
 
     # -- the frame
 
-    def show(self, title: str, body: list[urwid.Widget], keys: dict[str, tuple[str, Callable[[], None]]]) -> None:
+    def show(self, title: str, body: list[Any], keys: dict[str, tuple[str, Callable[[], None]]]) -> None:
         self.header.original_widget.set_text(f" llmgw setup: {title}")
         self.keys = {k: fn for k, (_, fn) in keys.items()}
         self.footer.original_widget.set_text("  ".join(f"{k}: {what}" for k, (what, _) in keys.items()))
@@ -119,10 +123,7 @@ class SetupApp:
             row.refresh()
 
     def _rows(self) -> list[PartRow]:
-        body = self.frame.body
-        if isinstance(body, urwid.ListBox):
-            return [w for w in body.body if isinstance(w, PartRow)]
-        return []
+        return self.part_rows
 
     def unhandled(self, key) -> bool | None:
         if isinstance(key, str) and key in self.keys:
@@ -168,7 +169,7 @@ class SetupApp:
         ], {"n": ("next", next_), "q": ("quit", self.quit)})
 
     def screen_parts(self) -> None:
-        rows = [PartRow(self, p.key) for p in PARTS if self.choices.applies(p)]
+        rows = self.part_rows = [PartRow(self, p.key) for p in PARTS if self.choices.applies(p)]
         self.show("the parts of an install", [
             urwid.Text("Space turns a part on or off; Enter opens its settings, which say more."),
             urwid.Divider(), *rows,
@@ -184,7 +185,8 @@ class SetupApp:
                 self.screen_others()
                 return
             # Closing the message opens the setting that is wrong.
-            self.open_dialog(message_dialog("This cannot go together", str(e), lambda: self._reopen(e.part)))
+            wrong = e.part
+            self.open_dialog(message_dialog("This cannot go together", str(e), lambda: self._reopen(wrong)))
             return
         if self.choices.machines == 3:
             self.screen_others()
@@ -208,9 +210,9 @@ class SetupApp:
             key_path = urwid.Edit(("dim", "SSH key file: "), m.key_path)
             password = urwid.Edit(("dim", "Password: "), m.password, mask="*")
             sudo = urwid.Edit(("dim", "sudo password (if sudo asks): "), m.sudo_password, mask="*")
+            inputs: list[Any] = [address, user, *ways.values(), key_path, password, sudo]
             fields += [urwid.Text(("title", f"Machine {i}")),
-                       *(urwid.AttrMap(w, None, "focus") for w in (address, user, *ways.values(), key_path,
-                                                                    password, sudo)),
+                       *(urwid.AttrMap(w, None, "focus") for w in inputs),
                        urwid.Divider()]
             readers.append((m, address, user, ways, key_path, password, sudo))
 
@@ -327,21 +329,18 @@ class SetupApp:
     def screen_end(self) -> None:
         r = self.result
         c = self.choices
+        assert r is not None
         lines: list[urwid.Widget] = [urwid.Text(("ok", "llmgw is installed and answers.")), urwid.Divider()]
-        rows = [("portal", getattr(r, "portal", "")), ("client API", getattr(r, "client_api", "")),
-                ("administrator", getattr(r, "admin_email", ""))]
-        password = getattr(r, "password", None)
-        key = getattr(r, "api_key", None)
-        if password:
-            rows.append(("password", password))
+        rows = [("portal", r.portal), ("client API", r.client_api), ("administrator", r.admin_email)]
+        if r.password:
+            rows.append(("password", r.password))
         else:
             rows.append(("password", f"set before; a new one: llmgw people reset-password {c.admin_email}"))
-        if key:
-            rows.append(("API key", key))
-        if getattr(r, "model", ""):
-            rows.append(("model", f"{r.model}" + (f", which answered: {r.answer[:50]}"  # type: ignore[attr-defined]
-                                                  if getattr(r, "answer", "") else "")))
-        rows.append(("admin token", getattr(r, "admin_token_file", "")))
+        if r.api_key:
+            rows.append(("API key", r.api_key))
+        if r.model:
+            rows.append(("model", r.model + (f", which answered: {r.answer[:50]}" if r.answer else "")))
+        rows.append(("admin token", r.admin_token_file))
         for label, value in rows:
             lines.append(urwid.Text([("dim", f"  {label:<15}"), ("secret" if label in ("password", "API key")
                                                                   else "", value)]))

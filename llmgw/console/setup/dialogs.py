@@ -58,9 +58,11 @@ def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog
     intro = [_text(("title", part.name)), _text(part.what + "."),
              *([_text(("dim", f"Without it: {part.without}."))] if part.without else []), urwid.Divider()]
     if not part.built:
-        return Dialog(part.name, [*intro, _text(("warn", "Not built yet in this version: it is left out of the "
-                                                           "install. docs/not-yet-built.md says what to do "
-                                                           "meanwhile."))], lambda: "", close)
+        said = ("Not built yet in this version: it is left out of the install. docs/not-yet-built.md says what "
+                "to do meanwhile." if part.missing == "not built yet" else
+                "This program has it, but setup does not place it yet: it is left out of the install; add it "
+                "once the cluster runs (docs/guardrails.md).")
+        return Dialog(part.name, [*intro, _text(("warn", said))], lambda: "", close)
     intro.append(_text(part.settings))
     intro.append(urwid.Divider())
     if key == "control":
