@@ -78,6 +78,10 @@ PARTS: tuple[Part, ...] = (
     Part("limits", "Limits and keys",
          "the longest an API key lives", "", always=True,
          settings="The longest lifetime of a new API key (e.g. 90d); empty is no limit."),
+    Part("turns", "Taking turns on a card",
+         "an on-demand model loads when asked and gives its card back when unused", "", always=True,
+         settings="Set per model, not here: a model's on_demand.evict_after_idle (2 minutes unless set) says how "
+                  "long it goes unused before another may have its card (docs/models.md)."),
     Part("bundle", "Offline bundle",
          "installs from one file with no registry reachable", "the install needs nothing offline here",
          built=False),
@@ -260,6 +264,8 @@ def _installs(choices: Choices, key: str) -> str:
         return f"{name} from {source}, context {choices.starter_context} tokens."
     if key == "firewall":
         return "nftables rules; the client port open to all, the cluster's ports to its networks."
+    if key == "turns":
+        return "on-demand models give their card back after 2 minutes unused, unless a model says otherwise."
     if key == "limits":
         return (f"API keys live at most {choices.max_key_ttl}." if choices.max_key_ttl
                 else "API keys live until revoked.")

@@ -18,12 +18,16 @@ import uuid
 from tests.support.waiting import wait_until
 
 WIDTH, HEIGHT = 120, 40
+EXITED = "[the program ended with exit status"
 
 
 class Terminal:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str):
         self.socket = f"llmgw-test-{uuid.uuid4().hex[:12]}"
-        command = " ".join(shlex.quote(a) for a in argv)
+        # The exit status is written on the screen by the shell around the program: tmux's own
+        # #{pane_dead_status} came back empty now and then while the pane was already dead.
+        command = (" ".join(shlex.quote(a) for a in argv)
+                   + f'; echo "{EXITED} $?"')
         # Only what the program needs: tmux gives the pane the server's
         # environment, and the server is started here with this one.
         self._tmux("new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
@@ -55,8 +59,10 @@ class Terminal:
 
     def exit_status(self) -> int | None:
         """The program's exit status once it has ended, else None."""
-        words = self._tmux("display-message", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}").split()
-        return int(words[1]) if len(words) == 2 and words[0] == "1" else None
+        for line in self.screen().splitlines():
+            if line.startswith(EXITED):
+                return int(line[len(EXITED):].strip())
+        return None
 
     def wait_until_exit(self, timeout: float = 30) -> int:
         """The program's exit status, once it has ended."""
