@@ -43,7 +43,7 @@ PARTS: tuple[Part, ...] = (
          "", always=True,
          settings="The first administrator's e-mail and the portal's language."),
     Part("store", "Store",
-         "the cluster's people, keys, models and usage: SQLite on this machine",
+         "the cluster's people, keys, models and usage",
          "", always=True,
          settings="One machine keeps its store in SQLite under /var/lib/llmgw. With three machines, "
                   "PostgreSQL under Patroni on all three."),
@@ -79,7 +79,7 @@ PARTS: tuple[Part, ...] = (
          "the longest an API key lives", "", always=True,
          settings="The longest lifetime of a new API key (e.g. 90d); empty is no limit."),
     Part("turns", "Taking turns on a card",
-         "an on-demand model loads when asked and gives its card back when unused", "", always=True,
+         "on-demand models load when asked, give the card back unused", "", always=True,
          settings="Set per model, not here: a model's on_demand.evict_after_idle (2 minutes unless set) says how "
                   "long it goes unused before another may have its card (docs/models.md)."),
     Part("bundle", "Offline bundle",

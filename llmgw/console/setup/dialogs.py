@@ -117,7 +117,8 @@ def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog
     known = {s.key for s in STARTERS}
     buttons = {}
     for s in STARTERS:
-        label = f"{s.label}" + ("" if s.engine == "sim" else f"  ({s.size}, {s.source})")
+        repo = "/".join(s.source.removeprefix("hf:").split("/")[:2])
+        label = s.label if s.engine == "sim" else f"{s.label:<14}{s.size:>7}  {repo}"
         buttons[s.key] = urwid.RadioButton(group, label, state=(choices.starter == s.key))
     buttons[OTHER_GGUF] = urwid.RadioButton(group, "Another GGUF on Hugging Face:",
                                             state=choices.starter not in known)
