@@ -47,6 +47,9 @@ def _build(work: Path) -> Path:
     spec.loader.exec_module(build)
     build.BUILD = work / "build"
     build.DIST = work / "dist"
+    # The environment running the tests (a worktree may borrow another checkout's .venv).
+    build.VENV = Path(sys.prefix)
+    build.VENV_PYTHON = Path(sys.prefix) / "bin" / "python"
     # The tests run in .venv already; making it again is not what is wanted.
     build.ensure_venv = lambda *a, **k: None
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
