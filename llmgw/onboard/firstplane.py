@@ -139,7 +139,7 @@ class FirstPlane:
         for d in made:
             d.mkdir(parents=True, exist_ok=True)
         users = []
-        if self.layout.root == Path("/") and os.geteuid() == 0:
+        if self.layout.real and os.geteuid() == 0:
             for user in ("llmgw", "llmgw-engine"):
                 if _has_user(user):
                     continue
@@ -173,7 +173,7 @@ class FirstPlane:
             # One machine: engines answer only this machine's control plane.
             "advertise": "127.0.0.1",
         }
-        if self.layout.root != Path("/"):
+        if not self.layout.real:
             # A test's root has no llmgw-engine user: engines run as whoever runs the install.
             doc["engines"] = {"user": ""}
         return doc
@@ -206,6 +206,11 @@ class FirstPlane:
         cfg = self.server_config()
         self.result.admin_token_file = cfg.admin_token_path
         done = asyncio.run(init_server(cfg, admin_email=self.choices.admin_email, project="Default/default/default"))
+        if self.layout.real and os.geteuid() == 0:
+            # Seeded as root; the server runs as llmgw (the unit's User=) and must own its store and token.
+            for top, dirs, files in os.walk(self.layout.server_data):
+                for name in [*dirs, *files]:
+                    shutil.chown(os.path.join(top, name), "llmgw", "llmgw")
         if done["already"]:
             return "unchanged", f"the store has its people already ({done['people']}); no secret is made again"
         self.result.password = done["administrator"]["password"]
