@@ -134,3 +134,11 @@ def test_an_unknown_starter_is_refused_in_one_sentence_before_anything_is_instal
     assert done.stderr.startswith('llmgw: "llama-9000" is not a starter model; choose one of the list')
     assert "Traceback" not in done.stderr
     assert not root.exists()
+
+
+def test_the_setup_screens_without_a_terminal_point_to_the_command_for_scripts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "llmgw", "setup", "--root", str(tmp_path / "root")],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr == ("llmgw: the setup screens need a terminal; from a script, run `llmgw server init "
+                           "--install` with the parts as flags (llmgw server init --help).\n")
