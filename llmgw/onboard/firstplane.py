@@ -276,13 +276,20 @@ class FirstPlane:
     def step_firewall(self) -> tuple[str, str]:
         import importlib.util
 
+        if not self.layout.real:
+            # nftables rules are the machine's own, whatever the root: an install into a directory
+            # must not close the ports of the machine it runs on.
+            raise self._fail("firewall", f"an install under {self.layout.root} cannot write this machine's "
+                                         "firewall; leave the firewall out (--no-firewall).")
         if importlib.util.find_spec("llmgw.onboard.firewall") is None:
             raise self._fail("firewall", "this build has no firewall yet; run setup again with the firewall "
                                          "turned off (--no-firewall).")
         # The firewall's own command, as an administrator would run it: it writes the rule that keeps
         # this SSH connection before it closes anything.
-        done = subprocess.run([str(self.layout.program), "firewall", "on", "--config",
-                               str(self.layout.server_config)], capture_output=True, text=True, timeout=120)
+        argv = [str(self.layout.program), "firewall", "on", "--config", str(self.layout.server_config)]
+        if self.choices.is_on("node"):
+            argv += ["--agent-config", str(self.layout.agent_config)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             said = (done.stderr.strip() or done.stdout.strip()).removeprefix("llmgw: ")
             raise self._fail("firewall", f"{said}; fix it and run again, or leave the firewall out "
