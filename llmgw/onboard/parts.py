@@ -209,6 +209,9 @@ class Choices:
             if not self.is_on("node") and self.machines == 1:
                 raise ChoiceError("starter", "a starter model needs a node to run on; turn on "
                                              "\"This machine as a node\" or turn the starter model off.")
+        if self.is_on("firewall") and self.root != "/":
+            raise ChoiceError("firewall", f"an install under {self.root} cannot write this machine's firewall "
+                                          "(its rules are the machine's own); turn the firewall off.")
         if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
             raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
                                         "or leave it empty for no limit.")

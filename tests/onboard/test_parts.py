@@ -57,6 +57,13 @@ def test_a_choice_that_cannot_be_installed_names_the_setting_to_open(change, par
     assert e.value.part == part and str(e.value).startswith(sentence)
 
 
+def test_an_install_into_a_directory_leaves_the_machines_firewall_alone():
+    c = Choices(root="/tmp/trial")
+    with pytest.raises(ChoiceError, match="an install under /tmp/trial cannot write this machine's firewall") as e:
+        c.check()
+    assert e.value.part == "firewall"
+
+
 def test_a_starter_model_without_a_node_to_run_on_is_refused():
     c = Choices()
     c.toggle("node")
