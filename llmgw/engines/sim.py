@@ -6,6 +6,7 @@ run, so it is what proves a node end to end.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import llmgw
@@ -46,8 +47,13 @@ class Sim:
         passed on: the sim answers anyone who reaches it, as a test engine.
         """
         self.validate(profile)
-        argv = program(binary, sys.executable, self.name)
-        argv += ["-m", "llmgw", "sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
+        pyz = os.environ.get("LLMGW_PYZ")
+        if binary is None and pyz:
+            # An agent run from llmgw.pyz: `-m llmgw` finds no llmgw in the interpreter, the archive is it.
+            argv = [sys.executable, pyz]
+        else:
+            argv = [*program(binary, sys.executable, self.name), "-m", "llmgw"]
+        argv += ["sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]
         argv += list(profile.args)

@@ -373,6 +373,10 @@ def program_bytes() -> tuple[bytes, str]:
     """This program as a file to install: the llmgw.pyz it runs from, or a launcher for the Python it runs in."""
     import llmgw
 
+    archive = os.environ.get("LLMGW_PYZ")
+    if archive and os.path.isfile(archive):
+        # Run from llmgw.pyz, which unpacks itself into a cache and says where it came from here.
+        return Path(archive).read_bytes(), Path(archive).name
     here = Path(llmgw.__file__).resolve()
     for parent in here.parents:
         if parent.is_file():  # a zipapp: llmgw.pyz/llmgw/__init__.py

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
+from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
 from tests.support.tmux import Terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +143,14 @@ def test_the_setup_screens_without_a_terminal_point_to_the_command_for_scripts(t
     assert done.returncode == 2
     assert done.stderr == ("llmgw: the setup screens need a terminal; from a script, run `llmgw server init "
                            "--install` with the parts as flags (llmgw server init --help).\n")
+
+
+def test_run_from_llmgw_pyz_the_install_puts_that_very_file_in_place_and_serves_from_it(install_root, pyz):
+    root, ports = install_root
+    done = subprocess.run([sys.executable, str(pyz), "server", "init", "--install", "--root", str(root),
+                           "--services", "supervised", "--starter", "sim", "--no-firewall", *listen_flags(ports),
+                           "--json"], capture_output=True, text=True, timeout=600, cwd=root.parent,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["answer"]
+    assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()
