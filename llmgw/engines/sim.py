@@ -47,12 +47,10 @@ class Sim:
         passed on: the sim answers anyone who reaches it, as a test engine.
         """
         self.validate(profile)
+        argv = program(binary, sys.executable, self.name)
+        # Under llmgw.pyz, `-m llmgw` finds nothing: the archive itself is the program.
         pyz = os.environ.get("LLMGW_PYZ")
-        if binary is None and pyz:
-            # An agent run from llmgw.pyz: `-m llmgw` finds no llmgw in the interpreter, the archive is it.
-            argv = [sys.executable, pyz]
-        else:
-            argv = [*program(binary, sys.executable, self.name), "-m", "llmgw"]
+        argv += [pyz] if pyz and not binary else ["-m", "llmgw"]
         argv += ["sim-engine", "--host", host, "--port", str(port), "--model", profile.model]
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]
