@@ -222,7 +222,8 @@ def run_install(args) -> int:
                    "password": result.password, "api_key": result.api_key, "model": result.model,
                    "answer": result.answer, "admin_token_file": result.admin_token_file, "steps": result.steps})
         return 0
-    print("\nllmgw is installed. The password and key are shown once and kept nowhere: copy them now.\n")
+    print("\nllmgw is installed." + (" The password and key are shown once and kept nowhere: copy them now."
+                                     if result.password else "") + "\n")
     print(f"  portal          {result.portal}")
     print(f"  client API      {result.client_api}")
     print(f"  administrator   {result.admin_email}  password "

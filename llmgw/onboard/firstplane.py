@@ -100,7 +100,7 @@ class FirstPlane:
                 continue
             if step in ("starter", "answer") and not self.choices.is_on("starter"):
                 continue
-            self._say(step, "doing", f"{STEP_NAMES[step]}…")
+            self._say(step, "doing", "")
             try:
                 state, sentence = getattr(self, f"step_{step}")()
             except StepFailed as e:

@@ -20,7 +20,7 @@ import urwid
 
 from llmgw.console.setup.dialogs import message_dialog, part_dialog
 from llmgw.onboard import checks as checking
-from llmgw.onboard.firstplane import Result
+from llmgw.onboard.firstplane import STEP_NAMES, Result
 from llmgw.onboard.parts import PARTS, ChoiceError, Choices, Machine, command, plan
 
 PALETTE = [
@@ -324,7 +324,8 @@ class SetupApp:
             self.progress_walker.append(row)
             self.progress_walker.set_focus(len(self.progress_walker) - 1)
         attr, mark = STATE_MARK[p.state]
-        row.set_text([(attr, f"[{mark}]"), f" {p.machine:<14}{p.step:<10}{p.sentence}"])
+        said = p.sentence or f"{STEP_NAMES.get(p.step, p.step)}…"
+        row.set_text([(attr, f"[{mark}]"), f" {p.machine:<14}{p.step:<10}{said}"])
 
     def screen_end(self) -> None:
         r = self.result
