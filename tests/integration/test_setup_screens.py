@@ -54,7 +54,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
             *listen_flags(ports)]
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
            "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
-    term = Terminal(argv, env, str(ROOT))
+    term = Terminal(argv, env, str(ROOT), root.parent)
     shots = captures_dir()
     try:
         shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
@@ -73,6 +73,17 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         term.wait_for("(X) Simulated model")
         term.send("Escape")
         term.wait_for("on: sim")
+        # The firewall cannot be written by an install into a directory: said before anything is done,
+        # and closing the message opens the firewall's settings.
+        term.send("n")
+        refused = term.wait_for("This cannot go together")
+        assert "turn the firewall off." in refused
+        shots.joinpath("2b-refused.txt").write_text(refused)
+        term.send("Escape")
+        term.wait_for("Rules written with nftables")
+        term.send("Escape")
+        # Waited for before the next key: an Esc followed at once by Down reads as one escape sequence.
+        term.wait_for("[x] Firewall                    on")
         # Down to the firewall (media, judge, firewall) and turn it off.
         term.send("Down", "Down", "Down", "Space")
         term.wait_for("[ ] Firewall")

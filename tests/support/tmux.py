@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import uuid
+from pathlib import Path
 
 from tests.support.waiting import wait_until
 
@@ -22,18 +23,20 @@ EXITED = "[the program ended with exit status"
 
 
 class Terminal:
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str):
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, workdir: Path):
         self.socket = f"llmgw-test-{uuid.uuid4().hex[:12]}"
+        # Set before the pane exists (a configuration the server reads at its start), so a program that
+        # ends at once still leaves its last screen and its exit status to read; no user's ~/.tmux.conf.
+        conf = workdir / "tmux.conf"
+        conf.write_text("set-option -g remain-on-exit on\n")
         # The exit status is written on the screen by the shell around the program: tmux's own
         # #{pane_dead_status} came back empty now and then while the pane was already dead.
         command = (" ".join(shlex.quote(a) for a in argv)
                    + f'; echo "{EXITED} $?"')
         # Only what the program needs: tmux gives the pane the server's
         # environment, and the server is started here with this one.
-        self._tmux("new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
+        self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
                    env={**env, "TERM": "xterm-256color"}, cwd=cwd)
-        # The pane stays after the program ends, so its last screen and exit status can be read.
-        self._tmux("set-option", "-t", "t", "remain-on-exit", "on")
         self.server_pid = int(self._tmux("display-message", "-p", "#{pid}").strip())
 
     def _tmux(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
@@ -52,10 +55,15 @@ class Terminal:
 
     def wait_for(self, text: str, timeout: float = 30) -> str:
         """The screen once it shows `text`."""
+        last = [""]
+
         def showing() -> str:
-            shown = self.screen()
-            return shown if text in shown else ""
-        return wait_until(showing, timeout, f"the terminal showed {text!r}")
+            last[0] = self.screen()
+            return last[0] if text in last[0] else ""
+        try:
+            return wait_until(showing, timeout, f"the terminal showed {text!r}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the screen was:\n{last[0]}") from None
 
     def exit_status(self) -> int | None:
         """The program's exit status once it has ended, else None."""

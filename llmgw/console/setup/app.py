@@ -111,9 +111,11 @@ class SetupApp:
     def say(self, sentence: str, attr: str = "warn") -> None:
         self.status.set_text((attr, sentence))
 
-    def open_dialog(self, dialog: urwid.Widget) -> None:
+    def open_dialog(self, dialog: urwid.Widget, height: int | None = None) -> None:
+        """Over the screen: a part's settings take most of it; a message (`height` lines) no more than it needs."""
         self.frame.body = urwid.Overlay(dialog, self.frame.body, align="center", width=("relative", 80),
-                                        valign="middle", height=("relative", 80), min_width=40, min_height=12)
+                                        valign="middle", height=height or ("relative", 80), min_width=40,
+                                        min_height=height or 12)
 
     def close_dialog(self) -> None:
         body = self.frame.body
@@ -186,7 +188,8 @@ class SetupApp:
                 return
             # Closing the message opens the setting that is wrong.
             wrong = e.part
-            self.open_dialog(message_dialog("This cannot go together", str(e), lambda: self._reopen(wrong)))
+            self.open_dialog(message_dialog("This cannot go together", str(e), lambda: self._reopen(wrong)),
+                             height=9)
             return
         if self.choices.machines == 3:
             self.screen_others()

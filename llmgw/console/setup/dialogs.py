@@ -19,10 +19,11 @@ OTHER_GGUF = "other"
 class Dialog(urwid.WidgetWrap):
     """A framed Pile with Keep at its foot; Esc keeps too."""
 
-    def __init__(self, title: str, body: list[urwid.Widget], keep: Callable[[], str], close: Callable[[], None]):
+    def __init__(self, title: str, body: list[urwid.Widget], keep: Callable[[], str], close: Callable[[], None],
+                 button_label: str = "Keep"):
         self._keep, self._close = keep, close
         self.message = urwid.Text("")
-        button = urwid.AttrMap(urwid.Button("Keep", on_press=lambda _b: self.done()), None, "focus")
+        button = urwid.AttrMap(urwid.Button(button_label, on_press=lambda _b: self.done()), None, "focus")
         pile = urwid.Pile([*body, urwid.Divider(), urwid.AttrMap(self.message, "fail"),
                            urwid.Padding(button, width=10)])
         super().__init__(urwid.LineBox(urwid.Filler(pile, valign="top"), title=title))
@@ -147,4 +148,4 @@ def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog
 
 
 def message_dialog(title: str, sentence: str, close: Callable[[], None]) -> Dialog:
-    return Dialog(title, [_text(sentence)], lambda: "", close)
+    return Dialog(title, [_text(sentence)], lambda: "", close, button_label="Close")
