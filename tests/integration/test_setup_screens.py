@@ -112,6 +112,10 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
 
         term.send("q")
         assert term.wait_until_exit() == 0
+        # Left on the terminal once the screens close: where the portal is, and no secret.
+        after = term.screen(scrollback=True)
+        assert f"llmgw is installed. Portal: {api.removesuffix('v1')}" in after
+        assert key not in after
     finally:
         term.close()
 
@@ -146,6 +150,23 @@ def test_an_unknown_starter_is_refused_in_one_sentence_before_anything_is_instal
     assert done.stderr.startswith('llmgw: "llama-9000" is not a starter model; choose one of the list')
     assert "Traceback" not in done.stderr
     assert not root.exists()
+
+
+def test_quitting_the_setup_screens_installs_nothing_and_says_so(tmp_path):
+    root = tmp_path / "root"
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal([sys.executable, "-m", "llmgw", "setup", "--root", str(root)], env, str(ROOT), tmp_path)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.send("n")
+        term.wait_for("the parts of an install")
+        term.send("q")
+        assert term.wait_until_exit() == 0
+        assert "Nothing was installed." in term.screen(scrollback=True)
+        assert not root.exists()
+    finally:
+        term.close()
 
 
 def test_the_setup_screens_without_a_terminal_point_to_the_command_for_scripts(tmp_path):

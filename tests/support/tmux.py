@@ -50,8 +50,10 @@ class Terminal:
         for key in keys:
             self._tmux("send-keys", "-t", "t", key)
 
-    def screen(self) -> str:
-        return self._tmux("capture-pane", "-p", "-t", "t")
+    def screen(self, scrollback: bool = False) -> str:
+        """What the terminal shows; with scrollback, the lines scrolled off its top too (a program's last
+        words after it leaves the full-screen view can land there)."""
+        return self._tmux("capture-pane", "-p", "-t", "t", *(["-S", "-"] if scrollback else []))
 
     def wait_for(self, text: str, timeout: float = 30) -> str:
         """The screen once it shows `text`."""
@@ -67,7 +69,7 @@ class Terminal:
 
     def exit_status(self) -> int | None:
         """The program's exit status once it has ended, else None."""
-        for line in self.screen().splitlines():
+        for line in self.screen(scrollback=True).splitlines():
             if line.startswith(EXITED):
                 return int(line[len(EXITED):].strip())
         return None

@@ -54,4 +54,6 @@ def run_setup(args) -> int:
         print(f"llmgw is installed. Portal: {result.portal}  client API: {result.client_api}")
     elif app.failed:
         print(f"llmgw: the install stopped: {app.failed}", file=sys.stderr)
+    else:
+        print("Nothing was installed.")
     return status

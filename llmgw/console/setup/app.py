@@ -144,7 +144,8 @@ class SetupApp:
             return 1 if self.failed or self.result is None else 0
         if self.failed:
             return 1
-        return 0 if self.result is not None else 130
+        # Quitting before the install is a choice, not a failure.
+        return 0
 
     def quit(self) -> None:
         raise urwid.ExitMainLoop()
