@@ -24,6 +24,8 @@ from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
 from tests.support.tmux import Terminal
 
+from llmgw.control.adminclient import AdminClient
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("client", "agent", "admin", "metrics")
 
@@ -128,12 +130,16 @@ def install(root: Path, ports: dict[str, int], *flags: str) -> subprocess.Comple
 
 def test_server_init_install_serves_the_starter_and_run_again_changes_nothing(install_root):
     root, ports = install_root
-    first = install(root, ports, "--json")
+    first = install(root, ports, "--json", "--language", "tr", "--max-key-ttl", "90d")
     assert first.returncode == 0, first.stderr
     done = json.loads(first.stdout)
     assert done["model"] == "sim" and done["answer"] and done["password"] and done["api_key"]
     assert set(done["steps"].values()) == {"done"}
     assert done["password"] not in first.stderr
+    # The settings chosen are the cluster's first settings.
+    admin = AdminClient(f"127.0.0.1:{ports['admin']}", done["admin_token_file"])
+    assert admin.call("GET", "/api/v1/config", query={"path": "portal.language"})["value"] == "tr"
+    assert admin.call("GET", "/api/v1/config", query={"path": "auth.max_key_ttl"})["value"] == "90d"
 
     again = install(root, ports, "--json")
     assert again.returncode == 0, again.stderr
