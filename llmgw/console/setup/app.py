@@ -21,7 +21,7 @@ import urwid
 from llmgw.console.setup.dialogs import message_dialog, part_dialog
 from llmgw.onboard import checks as checking
 from llmgw.onboard.firstplane import STEP_NAMES, Result
-from llmgw.onboard.parts import PARTS, ChoiceError, Choices, Machine, command, plan
+from llmgw.onboard.parts import PARTS, ChoiceError, Choices, command, plan
 
 PALETTE = [
     ("title", "bold", ""),
@@ -355,6 +355,3 @@ class SetupApp:
                   urwid.Text(("title", "  " + command(c)))]
         self.show("installed", lines, {"q": ("quit", self.quit)})
 
-
-def other_machines(choices: Choices) -> list[Machine]:
-    return choices.others if choices.machines == 3 else []
