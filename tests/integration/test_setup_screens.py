@@ -122,6 +122,41 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         term.close()
 
 
+def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_secret(install_root):
+    root, ports = install_root
+    assert install(root, ports).returncode == 0
+    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), "--services", "supervised",
+            *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal(argv, env, str(ROOT), root.parent)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.send("n")
+        term.wait_for("the parts of an install")
+        # The starter as the first install had it (sim), the firewall off.
+        term.send("Down", "Down", "Down", "Down", "Enter")
+        term.wait_for("Simulated model (no internet, no weights)")
+        term.send("Space")
+        term.wait_for("(X) Simulated model")
+        term.send("Escape")
+        term.wait_for("on: sim")
+        term.send("Down", "Down", "Down", "Space")
+        term.wait_for("[ ] Firewall")
+        term.send("n")
+        assert "llmgw is installed here already; its server holds its ports" in term.wait_for("Every check passed.")
+        term.send("n")
+        term.wait_for("The same install from a script:")
+        term.send("i")
+        end = term.wait_for("llmgw was installed here already; nothing changed.", timeout=180)
+        assert "set before; a new one: llmgw people reset-password admin@localhost" in end
+        assert "API key" not in end
+        term.send("q")
+        assert term.wait_until_exit() == 0
+    finally:
+        term.close()
+
+
 def install(root: Path, ports: dict[str, int], *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
                            "--services", "supervised", "--starter", "sim", "--no-firewall", *listen_flags(ports),

@@ -335,7 +335,13 @@ class SetupApp:
         r = self.result
         c = self.choices
         assert r is not None
-        lines: list[urwid.Widget] = [urwid.Text(("ok", "llmgw is installed and answers.")), urwid.Divider()]
+        if r.answer:
+            heading = "llmgw is installed and answers."
+        elif r.steps and set(r.steps.values()) == {"unchanged"}:
+            heading = "llmgw was installed here already; nothing changed."
+        else:
+            heading = "llmgw is installed."
+        lines: list[urwid.Widget] = [urwid.Text(("ok", heading)), urwid.Divider()]
         rows = [("portal", r.portal), ("client API", r.client_api), ("administrator", r.admin_email)]
         if r.password:
             rows.append(("password", r.password))
