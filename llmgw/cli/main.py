@@ -65,6 +65,9 @@ def build_parser() -> Parser:
     upgrade.register(commands, common)
     sim.register(commands)
     llama_server.register(commands)
+    from llmgw.cli import setup as setup_cli
+
+    setup_cli.register(commands)
     from llmgw.cli import unbuilt
 
     unbuilt.register(commands)

@@ -52,6 +52,7 @@ def register(commands) -> None:
                       help="who holds the admin token, as the audit log names whoever uses it (default admin); "
                            "set when the token is made")
     init.add_argument("--json", action="store_true", help="print one JSON document")
+    _install_flags(init)
     init.set_defaults(run=run_init)
     # Not `shared`: of server.yaml, only the client listener (where /leader
     # is asked) matters here.
@@ -171,8 +172,86 @@ def _install_uvloop() -> None:
         pass
 
 
+def _install_flags(init: argparse.ArgumentParser) -> None:
+    """`server init --install`: the whole single-machine install the setup screens do, as flags."""
+    from llmgw.onboard.parts import STARTERS
+
+    g = init.add_argument_group("the whole install (--install), as the setup screens do it")
+    g.add_argument("--install", action="store_true",
+                   help="install this machine: the program, the llmgw user, server.yaml and agent.yaml, the store, "
+                        "the services, this machine as a node, the starter model and a first answer; "
+                        "each step can be run again and changes nothing the second time")
+    g.add_argument("--root", metavar="DIR", help="install under DIR instead of / (a test, a trial run)")
+    g.add_argument("--services", choices=("systemd", "supervised"),
+                   help="how the services run (default: systemd on a real machine, supervised otherwise)")
+    g.add_argument("--no-node", action="store_true", help="leave out this machine as a node")
+    g.add_argument("--no-model", action="store_true", help="leave out the starter model")
+    g.add_argument("--starter", metavar="NAME", default="qwen2.5-0.5b",
+                   help=f"the starter model: {', '.join(s.key for s in STARTERS)} (sim is simulated: no "
+                        "internet, no weights), or hf:OWNER/REPO/FILE.gguf (default qwen2.5-0.5b)")
+    g.add_argument("--starter-context", type=int, default=4096, metavar="TOKENS",
+                   help="the starter model's context (default 4096)")
+    g.add_argument("--no-firewall", action="store_true", help="leave out the firewall")
+    g.add_argument("--language", default="en", choices=("en", "tr"), help="the portal's language (default en)")
+    g.add_argument("--max-key-ttl", default="", metavar="DURATION",
+                   help="the longest lifetime of a new API key, e.g. 90d (default: no limit)")
+
+
+def run_install(args) -> int:
+    from pathlib import Path
+
+    from llmgw.onboard.firstplane import install
+    from llmgw.onboard.layout import Layout
+    from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
+    from llmgw.onboard.services import service_manager
+
+    given = [f for f, v in (("--config", args.config), ("--store", args.store), ("--data-dir", args.data_dir),
+                            ("--admin-token-file", args.admin_token_file)) if v]
+    if given:
+        print(f"llmgw: {', '.join(given)} go with the store-only `server init`; --install writes its own "
+              "server.yaml under --root (leave them out, or leave out --install)", file=sys.stderr)
+        return 2
+    choices = Choices(admin_email=args.admin_email, language=args.language, starter=args.starter,
+                      starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
+                      root=args.root or "/", services=args.services)
+    choices.on.update({"node": not args.no_node, "starter": not args.no_model, "firewall": not args.no_firewall})
+    for role in LISTEN_DEFAULTS:
+        if getattr(args, f"listen_{role}") is not None:
+            choices.listen[role] = getattr(args, f"listen_{role}")
+    choices.check()
+    layout = Layout(Path(choices.root))
+    # With --json the progress goes to stderr as JSON lines: stdout is the one document at the end.
+    if args.json:
+        def report(p) -> None:
+            print(p.line(), file=sys.stderr, flush=True)
+    else:
+        def report(p) -> None:
+            print(p.shown(), flush=True)
+    result = install(choices, layout, service_manager(layout, choices.services), report)
+    if args.json:
+        emit_json({"portal": result.portal, "client_api": result.client_api, "admin_email": result.admin_email,
+                   "password": result.password, "api_key": result.api_key, "model": result.model,
+                   "answer": result.answer, "admin_token_file": result.admin_token_file, "steps": result.steps})
+        return 0
+    print("\nllmgw is installed." + (" The password and key are shown once and kept nowhere: copy them now."
+                                     if result.password else "") + "\n")
+    print(f"  portal          {result.portal}")
+    print(f"  client API      {result.client_api}")
+    print(f"  administrator   {result.admin_email}  password "
+          f"{result.password or '(set before; llmgw people reset-password makes a new one)'}")
+    if result.api_key:
+        print(f"  API key         {result.api_key}")
+    if result.model:
+        answered = f", which answered: {result.answer[:60]}" if result.answer else ""
+        print(f"  model           {result.model}{answered}")
+    return 0
+
+
 def run_init(args) -> int:
     from llmgw.account import parse_project_path
+
+    if args.install:
+        return run_install(args)
     from llmgw.onboard.first_run import init_server
 
     cfg, raw = _load(args)

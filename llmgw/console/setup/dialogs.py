@@ -1,0 +1,151 @@
+"""The settings of one part, opened with Enter on its row: a dialog that explains the part and holds its fields.
+
+Each dialog reads the Choices when it opens and writes them back when it is
+kept (the Keep button or Esc), so a dialog closed half-typed leaves nothing
+half-applied: what is shown on the parts list is what the install will do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import urwid
+
+from llmgw.onboard.parts import PART, STARTERS, ChoiceError, Choices
+
+OTHER_GGUF = "other"
+
+
+class Dialog(urwid.WidgetWrap):
+    """A framed Pile with Keep at its foot; Esc keeps too."""
+
+    def __init__(self, title: str, body: list[urwid.Widget], keep: Callable[[], str], close: Callable[[], None],
+                 button_label: str = "Keep"):
+        self._keep, self._close = keep, close
+        self.message = urwid.Text("")
+        button = urwid.AttrMap(urwid.Button(button_label, on_press=lambda _b: self.done()), None, "focus")
+        pile = urwid.Pile([*body, urwid.Divider(), urwid.AttrMap(self.message, "fail"),
+                           urwid.Padding(button, width=10)])
+        super().__init__(urwid.LineBox(urwid.Filler(pile, valign="top"), title=title))
+
+    def done(self) -> None:
+        wrong = self._keep()
+        if wrong:
+            self.message.set_text(wrong)
+            return
+        self._close()
+
+    def keypress(self, size, key):
+        if key == "esc":
+            self.done()
+            return None
+        return super().keypress(size, key)
+
+
+def _text(markup) -> urwid.Text:
+    return urwid.Text(markup)
+
+
+def _edit(caption: str, value: str, mask: str | None = None) -> urwid.Edit:
+    return urwid.Edit(("dim", caption), value, mask=mask)
+
+
+def _focusable(w: urwid.Widget) -> urwid.Widget:
+    return urwid.AttrMap(w, None, "focus")
+
+
+def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog:
+    part = PART[key]
+    intro = [_text(("title", part.name)), _text(part.what + "."),
+             *([_text(("dim", f"Without it: {part.without}."))] if part.without else []), urwid.Divider()]
+    if not part.built:
+        said = ("Not built yet in this version: it is left out of the install. docs/not-yet-built.md says what "
+                "to do meanwhile." if part.missing == "not built yet" else
+                "This program has it, but setup does not place it yet: it is left out of the install; add it "
+                "once the cluster runs (docs/guardrails.md).")
+        return Dialog(part.name, [*intro, _text(("warn", said))], lambda: "", close)
+    intro.append(_text(part.settings))
+    intro.append(urwid.Divider())
+    if key == "control":
+        return _control(choices, intro, close)
+    if key == "starter":
+        return _starter(choices, intro, close)
+    if key == "all_three":
+        vip = _edit("Floating address (ADDR/LEN, empty for none): ", choices.vip)
+
+        def keep_vip() -> str:
+            choices.vip = vip.edit_text.strip()
+            return ""
+        return Dialog(part.name, [*intro, _focusable(vip)], keep_vip, close)
+    if key == "limits":
+        ttl = _edit("Longest key lifetime (e.g. 90d; empty: no limit): ", choices.max_key_ttl)
+
+        def keep_ttl() -> str:
+            value = ttl.edit_text.strip()
+            before = choices.max_key_ttl
+            choices.max_key_ttl = value
+            try:
+                choices.check()
+            except ChoiceError as e:
+                if e.part == "limits":
+                    choices.max_key_ttl = before
+                    return str(e)
+            return ""
+        return Dialog(part.name, [*intro, _focusable(ttl)], keep_ttl, close)
+    return Dialog(part.name, intro, lambda: "", close)
+
+
+def _control(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog:
+    email = _edit("Administrator's e-mail: ", choices.admin_email)
+    group: list[urwid.RadioButton] = []
+    languages = {code: urwid.RadioButton(group, label, state=(choices.language == code))
+                 for code, label in (("en", "English"), ("tr", "Türkçe"))}
+
+    def keep() -> str:
+        value = email.edit_text.strip()
+        if "@" not in value or value.startswith("@") or value.endswith("@"):
+            return f'"{value}" is not an e-mail address; give the first administrator\'s, such as admin@example.com.'
+        choices.admin_email = value
+        choices.language = next(code for code, b in languages.items() if b.state)
+        return ""
+    body = [*intro, _focusable(email), urwid.Divider(), _text("The portal's language:"),
+            *(_focusable(b) for b in languages.values())]
+    return Dialog("Control plane", body, keep, close)
+
+
+def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog:
+    group: list[urwid.RadioButton] = []
+    known = {s.key for s in STARTERS}
+    buttons = {}
+    for s in STARTERS:
+        repo = "/".join(s.source.removeprefix("hf:").split("/")[:2])
+        label = s.label if s.engine == "sim" else f"{s.label:<14}{s.size:>7}  {repo}"
+        buttons[s.key] = urwid.RadioButton(group, label, state=(choices.starter == s.key))
+    buttons[OTHER_GGUF] = urwid.RadioButton(group, "Another GGUF on Hugging Face:",
+                                            state=choices.starter not in known)
+    other = _edit("  hf:", choices.starter[3:] if choices.starter.startswith("hf:") else "")
+    context = _edit("Context (tokens): ", str(choices.starter_context))
+
+    def keep() -> str:
+        chosen = next(k for k, b in buttons.items() if b.state)
+        value = "hf:" + other.edit_text.strip() if chosen == OTHER_GGUF else chosen
+        try:
+            tokens = int(context.edit_text.strip())
+        except ValueError:
+            return f'"{context.edit_text}" is not a number of tokens; give one such as 4096.'
+        before = (choices.starter, choices.starter_context)
+        choices.starter, choices.starter_context = value, tokens
+        try:
+            choices.check()
+        except ChoiceError as e:
+            if e.part == "starter":
+                choices.starter, choices.starter_context = before
+                return str(e)
+        return ""
+    body = [*intro, *(_focusable(b) for b in buttons.values()), _focusable(other), urwid.Divider(),
+            _focusable(context)]
+    return Dialog("Starter model", body, keep, close)
+
+
+def message_dialog(title: str, sentence: str, close: Callable[[], None]) -> Dialog:
+    return Dialog(title, [_text(sentence)], lambda: "", close, button_label="Close")

@@ -1,0 +1,414 @@
+"""The first control plane's install on this machine: what the setup screens and `server init --install` both run.
+
+In order: the program, the llmgw user and directories, server.yaml and
+agent.yaml, the store seeded (first administrator and key), the server
+started, this machine joined as a node, its agent started, the firewall,
+the starter model served, and a first answer asked of it. Each step looks
+before it acts, so a second run changes nothing and says "unchanged"; each
+reports Progress as it goes; a step that cannot be done raises StepFailed
+with one sentence naming it and what to do.
+
+The secrets made here (the administrator's password, the first API key)
+come back in the Result, in memory; they are written nowhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.parts import Choices
+from llmgw.onboard.services import ServiceManager
+from llmgw.onboard.steps import Progress, StepFailed
+
+SERVER_UNIT = "llmgw-server.service"
+AGENT_UNIT = "llmgw-agent.service"
+NODE_NAME_DEFAULT = ""  # the host name
+# A real GGUF is fetched before its replica is ready: minutes on a slow line.
+READY_WAIT_S = {"sim": 120.0, "llamacpp": 1800.0}
+SERVER_WAIT_S = 60.0
+NODE_WAIT_S = 60.0
+POLL_S = 0.25
+
+STEPS = ("program", "user", "config", "store", "server", "node", "agent", "firewall", "starter", "answer")
+STEP_NAMES = {
+    "program": "the program", "user": "the llmgw user and directories", "config": "server.yaml and agent.yaml",
+    "store": "the store", "server": "the control plane", "node": "this machine as a node",
+    "agent": "the node's agent", "firewall": "the firewall", "starter": "the starter model",
+    "answer": "a first answer",
+}
+
+
+@dataclass
+class Result:
+    portal: str
+    client_api: str
+    admin_email: str
+    password: str | None = field(default=None, repr=False)
+    """None when the store was set up before: a password is shown once, at its making."""
+    api_key: str | None = field(default=None, repr=False)
+    admin_token_file: str = ""
+    model: str = ""
+    answer: str = ""
+    steps: dict[str, str] = field(default_factory=dict)
+
+
+def dial(address: str) -> str:
+    """HOST:PORT to reach a listener of this machine: every interface is reached on loopback."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::", "*"):
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class FirstPlane:
+    def __init__(self, choices: Choices, layout: Layout, services: ServiceManager,
+                 report: Callable[[Progress], None], machine: str = "this machine"):
+        self.choices = choices
+        self.layout = layout
+        self.services = services
+        self.report = report
+        self.machine = machine
+        self.client = f"http://{dial(choices.listen['client'])}"
+        self.admin = dial(choices.listen["admin"])
+        self.result = Result(portal=f"{self.client}/", client_api=f"{self.client}/v1",
+                             admin_email=choices.admin_email)
+
+    # -- running the steps
+
+    def run(self) -> Result:
+        for step in STEPS:
+            if step in ("node", "agent") and not self.choices.is_on("node"):
+                continue
+            if step == "firewall" and not self.choices.is_on("firewall"):
+                continue
+            if step in ("starter", "answer") and not self.choices.is_on("starter"):
+                continue
+            self._say(step, "doing", "")
+            try:
+                state, sentence = getattr(self, f"step_{step}")()
+            except StepFailed as e:
+                self._say(step, "failed", e.sentence)
+                raise
+            self.result.steps[step] = state
+            self._say(step, state, sentence)
+        return self.result
+
+    def _say(self, step: str, state: str, sentence: str) -> None:
+        self.report(Progress(self.machine, step, state, sentence))
+
+    def _fail(self, step: str, sentence: str) -> StepFailed:
+        return StepFailed(step, f"{STEP_NAMES[step]}: {sentence}")
+
+    # -- the steps, each (state, sentence)
+
+    def step_program(self) -> tuple[str, str]:
+        target = self.layout.program
+        content, what = program_bytes()
+        if target.exists() and target.read_bytes() == content:
+            return "unchanged", f"{target} is this program already"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.copy2(target, target.with_name(target.name + ".previous"))
+        tmp = target.with_name(target.name + ".new")
+        tmp.write_bytes(content)
+        tmp.chmod(0o755)
+        tmp.replace(target)
+        return "done", f"{what} installed as {target}"
+
+    def step_user(self) -> tuple[str, str]:
+        dirs = [self.layout.etc, self.layout.server_data, self.layout.agent_data, self.layout.run,
+                self.layout.logs]
+        made = [d for d in dirs if not d.exists()]
+        for d in made:
+            d.mkdir(parents=True, exist_ok=True)
+        users = []
+        if self.layout.real and os.geteuid() == 0:
+            for user in ("llmgw", "llmgw-engine"):
+                if _has_user(user):
+                    continue
+                done = subprocess.run(["useradd", "--system", "--home-dir", "/nonexistent", "--no-create-home",
+                                       "--shell", "/usr/sbin/nologin", user], capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise self._fail("user", f"useradd {user} failed ({done.stderr.strip()}); make the user "
+                                             "by hand and run again.")
+                users.append(user)
+            shutil.chown(self.layout.server_data, "llmgw", "llmgw")
+        if not made and not users:
+            return "unchanged", "the user and directories are there"
+        said = ", ".join(str(d) for d in made)
+        return "done", (f"made {said}" if said else "") + (f"; users {', '.join(users)}" if users else "")
+
+    def server_yaml(self) -> dict[str, Any]:
+        c = self.choices
+        doc: dict[str, Any] = {
+            "data_dir": str(self.layout.server_data),
+            "listen": dict(c.listen),
+            "portal": {"language": c.language},
+        }
+        if c.max_key_ttl:
+            doc["auth"] = {"max_key_ttl": c.max_key_ttl}
+        return doc
+
+    def agent_yaml(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "data_dir": str(self.layout.agent_data),
+            "cache_dir": str(self.layout.at("/var/cache/llmgw/weights")),
+            # One machine: engines answer only this machine's control plane.
+            "advertise": "127.0.0.1",
+        }
+        if not self.layout.real:
+            # A test's root has no llmgw-engine user: engines run as whoever runs the install.
+            doc["engines"] = {"user": ""}
+        return doc
+
+    def step_config(self) -> tuple[str, str]:
+        from llmgw.config import AgentConfig, ServerConfig, from_dict
+
+        written = []
+        for path, doc, kind in ((self.layout.server_config, self.server_yaml(), ServerConfig),
+                                (self.layout.agent_config, self.agent_yaml(), AgentConfig)):
+            if path.exists():
+                continue  # never overwritten: run again, the settings page and ctl config change it
+            from_dict(kind, doc)  # a bad choice is refused here, before anything is written
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("# Written by llmgw setup; keys: docs/reference.md\n"
+                            + yaml.safe_dump(doc, sort_keys=False))
+            written.append(str(path))
+        if not written:
+            return "unchanged", "server.yaml and agent.yaml are there and kept as they are"
+        return "done", f"wrote {', '.join(written)}"
+
+    def server_config(self):
+        from llmgw.config import load_server_config
+
+        return load_server_config(str(self.layout.server_config))
+
+    def step_store(self) -> tuple[str, str]:
+        from llmgw.onboard.first_run import init_server
+
+        cfg = self.server_config()
+        self.result.admin_token_file = cfg.admin_token_path
+        done = asyncio.run(init_server(cfg, admin_email=self.choices.admin_email, project="Default/default/default"))
+        if self.layout.real and os.geteuid() == 0:
+            # Seeded as root; the server runs as llmgw (the unit's User=) and must own its store and token.
+            for top, dirs, files in os.walk(self.layout.server_data):
+                for name in [*dirs, *files]:
+                    shutil.chown(os.path.join(top, name), "llmgw", "llmgw")
+        if done["already"]:
+            return "unchanged", f"the store has its people already ({done['people']}); no secret is made again"
+        self.result.password = done["administrator"]["password"]
+        self.result.api_key = done["key"]["key"]
+        return "done", f"first administrator {self.choices.admin_email} and a first API key made"
+
+    def _admin(self):
+        from llmgw.control.adminclient import AdminClient
+
+        return AdminClient(self.admin, self.result.admin_token_file or self.server_config().admin_token_path,
+                           timeout=30)
+
+    def step_server(self) -> tuple[str, str]:
+        changed = self.services.install(SERVER_UNIT)
+        before = self.services.status(SERVER_UNIT)
+        if before.active and changed:
+            self.services.restart(SERVER_UNIT)
+        else:
+            self.services.start(SERVER_UNIT)
+        self._wait("server", SERVER_WAIT_S, lambda: _answers(self.client + "/health"),
+                   f"it did not answer {self.client}/health in {SERVER_WAIT_S:.0f} s; "
+                   f"its log is in {self.layout.logs}")
+        if before.active and not changed:
+            return "unchanged", f"running, answering {self.client}"
+        return "done", f"started ({self.services.kind}), answering {self.client}"
+
+    def step_node(self) -> tuple[str, str]:
+        from llmgw.errors import ExpectedError
+        from llmgw.trust.joining import join
+
+        if (self.layout.agent_data / "node.crt").exists():
+            return "unchanged", "this machine has joined already"
+        name = socket.gethostname()
+        try:
+            made = self._admin().call("POST", "/api/v1/nodes/join-codes",
+                                      {"name": name, "ttl": "10m",
+                                       "control_planes": [dial(self.choices.listen["agent"])]})
+            joined = join(made["code"], str(self.layout.agent_data), str(self.layout.agent_config), name=name)
+        except ExpectedError as e:
+            raise self._fail("node", f"{e}.") from None
+        return "done", f"joined as node {joined.name}"
+
+    def step_agent(self) -> tuple[str, str]:
+        changed = self.services.install(AGENT_UNIT)
+        before = self.services.status(AGENT_UNIT)
+        if before.active and changed:
+            self.services.restart(AGENT_UNIT)
+        else:
+            self.services.start(AGENT_UNIT)
+        name = socket.gethostname()
+
+        def reported() -> bool:
+            nodes = self._admin().call("GET", "/api/v1/nodes")
+            return any(n.get("name") == name and n.get("state") == "ready" for n in nodes)
+
+        self._wait("agent", NODE_WAIT_S, reported,
+                   f"the agent did not report to the control plane in {NODE_WAIT_S:.0f} s; "
+                   f"its log is in {self.layout.logs}")
+        if before.active and not changed:
+            return "unchanged", f"running; node {name} reports"
+        return "done", f"started; node {name} reports to the control plane"
+
+    def step_firewall(self) -> tuple[str, str]:
+        import importlib.util
+
+        if not self.layout.real:
+            # nftables rules are the machine's own, whatever the root: an install into a directory
+            # must not close the ports of the machine it runs on.
+            raise self._fail("firewall", f"an install under {self.layout.root} cannot write this machine's "
+                                         "firewall; leave the firewall out (--no-firewall).")
+        if importlib.util.find_spec("llmgw.onboard.firewall") is None:
+            raise self._fail("firewall", "this build has no firewall yet; run setup again with the firewall "
+                                         "turned off (--no-firewall).")
+        # The firewall's own command, as an administrator would run it: it writes the rule that keeps
+        # this SSH connection before it closes anything.
+        argv = [str(self.layout.program), "firewall", "on", "--config", str(self.layout.server_config)]
+        if self.choices.is_on("node"):
+            argv += ["--agent-config", str(self.layout.agent_config)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            said = (done.stderr.strip() or done.stdout.strip()).removeprefix("llmgw: ")
+            raise self._fail("firewall", f"{said}; fix it and run again, or leave the firewall out "
+                                         "(--no-firewall).")
+        return "done", (done.stdout.strip().splitlines() or ["rules written"])[-1]
+
+    def step_starter(self) -> tuple[str, str]:
+        name, source, engine = self.choices.starter_source()
+        self.result.model = name
+        admin = self._admin()
+        have = {m["name"]: m for m in admin.call("GET", "/api/v1/models")}
+        if name not in have:
+            body: dict[str, Any] = {"source": source, "engine": engine, "name": name}
+            if engine != "sim":
+                body["context"] = self.choices.starter_context
+            admin.call("POST", "/api/v1/models/serve", body)
+            added = True
+        else:
+            added = False
+
+        deadline = READY_WAIT_S.get(engine, 1800.0)
+        said = [""]
+
+        def ready() -> bool:
+            replicas = admin.call("GET", "/api/v1/replicas", query={"model": name})
+            if any(r.get("state") == "ready" for r in replicas):
+                return True
+            states = ", ".join(sorted({str(r.get("state")) for r in replicas})) or "waiting for a replica"
+            if states != said[0]:
+                said[0] = states
+                self._say("starter", "doing", f"{name}: {states}")
+            return False
+
+        self._wait("starter", deadline, ready,
+                   f"{name} has no ready replica after {deadline / 60:.0f} min; "
+                   f"`llmgw ctl explain-placement {name}` says why")
+        return ("done" if added else "unchanged"), f"{name} is served and ready"
+
+    def step_answer(self) -> tuple[str, str]:
+        if not self.result.api_key:
+            return "unchanged", "no new API key this run (the store was set up before): no answer asked"
+        name = self.result.model
+        body = json.dumps({"model": name, "messages": [{"role": "user", "content": "Say hello."}],
+                           "max_tokens": 16}).encode()
+        request = urllib.request.Request(f"{self.client}/v1/chat/completions", data=body, method="POST", headers={
+            "Authorization": f"Bearer {self.result.api_key}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as r:
+                doc = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise self._fail("answer", f"{name} answered {e.code}: {e.read()[:200]!r}.") from None
+        except OSError as e:
+            raise self._fail("answer", f"{self.client}/v1 did not answer ({e}).") from None
+        text = ((doc.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
+        self.result.answer = text.strip()
+        return "done", f"{name} answered: {self.result.answer[:60]}"
+
+    # -- waiting on a condition
+
+    def _wait(self, step: str, seconds: float, condition: Callable[[], bool], sentence: str) -> None:
+        from llmgw.control.adminclient import AdminError
+
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                if condition():
+                    return
+            except AdminError:
+                pass  # the admin API is still starting; asked again
+            if time.monotonic() > deadline:
+                raise self._fail(step, sentence)
+            time.sleep(POLL_S)
+
+
+def install(choices: Choices, layout: Layout, services: ServiceManager,
+            report: Callable[[Progress], None]) -> Result:
+    return FirstPlane(choices, layout, services, report).run()
+
+
+def program_bytes() -> tuple[bytes, str]:
+    """This program as a file to install: the llmgw.pyz it runs from, or a launcher for the Python it runs in."""
+    import llmgw
+
+    archive = os.environ.get("LLMGW_PYZ")
+    if archive and os.path.isfile(archive):
+        # Run from llmgw.pyz, which unpacks itself into a cache and says where it came from here.
+        return Path(archive).read_bytes(), Path(archive).name
+    here = Path(llmgw.__file__).resolve()
+    for parent in here.parents:
+        if parent.is_file():  # a zipapp: llmgw.pyz/llmgw/__init__.py
+            return parent.read_bytes(), f"{parent.name}"
+    package_parent = here.parent.parent
+    script = ("#!/bin/sh\n"
+              "# Written by llmgw setup: llmgw as it ran at install, from a checkout or a pip install\n"
+              "# (not a llmgw.pyz); it runs that Python and that copy.\n"
+              f"PYTHONPATH={_sh(str(package_parent))}${{PYTHONPATH:+:$PYTHONPATH}} "
+              f"exec {_sh(sys.executable)} -m llmgw \"$@\"\n")
+    return script.encode(), f"a launcher for {package_parent}"
+
+
+def _sh(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _has_user(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,304 @@
+"""What an install is made of: its parts, the choices made about them, the plan, and the same as a command.
+
+The setup screens and `llmgw server init --install` read the same table, so
+that what a person picks on a screen and what a script passes as flags are
+one install: the plan's last line is the command that repeats it.
+
+Parts this program does not have yet (the model mirror, pictures and 3D,
+notifications, the offline bundle) are listed so that nobody looks for them
+in vain, marked as not built, and cannot be turned on.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from llmgw.errors import ExpectedError
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str
+    name: str
+    what: str
+    """What it is for, in one line."""
+    without: str
+    """What is missing when it is off (empty for a part that is always there)."""
+    always: bool = False
+    built: bool = True
+    """False: the design names it, this program does not have it yet (docs/not-yet-built.md)."""
+    one_machine_only: bool = False
+    three_machines_only: bool = False
+    settings: str = ""
+    """What Enter lets you set, said in the settings dialog."""
+    missing: str = "not built yet"
+    """What a part that is not `built` is, on the list: not in the program, or in it but not placed by setup."""
+
+
+PARTS: tuple[Part, ...] = (
+    Part("control", "Control plane",
+         "the client API (/v1), the portal and the admin API",
+         "", always=True,
+         settings="The first administrator's e-mail and the portal's language."),
+    Part("store", "Store",
+         "the cluster's people, keys, models and usage",
+         "", always=True,
+         settings="One machine keeps its store in SQLite under /var/lib/llmgw. With three machines, "
+                  "PostgreSQL under Patroni on all three."),
+    Part("all_three", "Control plane on all three",
+         "any one of the three machines can be lost",
+         "the gateway stops with the first machine", three_machines_only=True,
+         settings="A floating address that follows whichever control plane leads (e.g. 10.0.0.160/24)."),
+    Part("mirror", "Model mirror",
+         "fetches each model from Hugging Face once and serves the nodes",
+         "each node fetches its own weights", built=False),
+    Part("node", "This machine as a node",
+         "this machine runs models, not only routes to them",
+         "nothing serves a model until a node joins (llmgw node add)",
+         settings="This machine's agent joins the control plane with a one-time code and runs the engines."),
+    Part("starter", "Starter model",
+         "a model that answers as soon as setup ends",
+         "/chat has no model to offer until one is added",
+         settings="Which model: a simulated one that needs no internet and no weights, a Qwen GGUF from "
+                  "Hugging Face, or any GGUF there (hf:OWNER/REPO/FILE.gguf); and its context in tokens."),
+    Part("media", "Pictures and 3D",
+         "ComfyUI on the nodes for pictures and meshes", "no pictures or 3D", built=False),
+    Part("judge", "Guardrails' judge",
+         "a small model that reads prompts and answers for harm",
+         "the baseline policy still refuses secrets and masks card numbers, without a judge", built=False,
+         missing="not in setup yet"),
+    Part("firewall", "Firewall",
+         "nftables: the client port open, the rest to the cluster",
+         "the agent, metrics and engine ports are open to anyone who reaches this machine",
+         settings="Rules written with nftables; the rule that keeps your SSH connection is written first."),
+    Part("notify", "Notifications",
+         "webhooks told when something goes wrong", "nobody is told; look at llmgw ctl status", built=False),
+    Part("limits", "Limits and keys",
+         "the longest an API key lives", "", always=True,
+         settings="The longest lifetime of a new API key (e.g. 90d); empty is no limit."),
+    Part("turns", "Taking turns on a card",
+         "on-demand models load when asked, give the card back unused", "", always=True,
+         settings="Set per model, not here: a model's on_demand.evict_after_idle (2 minutes unless set) says how "
+                  "long it goes unused before another may have its card (docs/models.md)."),
+    Part("bundle", "Offline bundle",
+         "installs from one file with no registry reachable", "the install needs nothing offline here",
+         built=False),
+)
+
+PART = {p.key: p for p in PARTS}
+
+
+@dataclass(frozen=True)
+class Starter:
+    key: str
+    label: str
+    source: str
+    engine: str
+    size: str
+
+
+STARTERS: tuple[Starter, ...] = (
+    Starter("sim", "Simulated model (no internet, no weights)", "sim", "sim", "none"),
+    Starter("qwen2.5-0.5b", "Qwen2.5 0.5B", "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf",
+            "llamacpp", "0.5 GB"),
+    Starter("qwen2.5-1.5b", "Qwen2.5 1.5B", "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+            "llamacpp", "1.1 GB"),
+    Starter("qwen2.5-3b", "Qwen2.5 3B", "hf:Qwen/Qwen2.5-3B-Instruct-GGUF/qwen2.5-3b-instruct-q4_k_m.gguf",
+            "llamacpp", "2.1 GB"),
+    Starter("qwen3-4b", "Qwen3 4B", "hf:Qwen/Qwen3-4B-GGUF/Qwen3-4B-Q4_K_M.gguf", "llamacpp", "2.5 GB"),
+    Starter("qwen3-8b", "Qwen3 8B", "hf:Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "llamacpp", "5.0 GB"),
+    Starter("qwen3-14b", "Qwen3 14B", "hf:Qwen/Qwen3-14B-GGUF/Qwen3-14B-Q4_K_M.gguf", "llamacpp", "9.0 GB"),
+)
+STARTER = {s.key: s for s in STARTERS}
+HF_GGUF = re.compile(r"^hf:[A-Za-z0-9][\w.-]*/[\w.-]+/[\w./-]+\.gguf(@[\w.-]+)?$", re.IGNORECASE)
+
+LISTEN_DEFAULTS = {"client": ":8080", "agent": ":7443", "admin": "127.0.0.1:9090", "metrics": ":9091"}
+
+
+class ChoiceError(ExpectedError):
+    """A choice that cannot be installed, said in one sentence; `part` names the setting to open."""
+
+    def __init__(self, part: str, sentence: str):
+        super().__init__(sentence)
+        self.part = part
+
+
+@dataclass
+class Machine:
+    """One of the other two machines of three. The passwords live here, in memory, for the run only."""
+
+    address: str = ""
+    user: str = "root"
+    auth: str = "key"  # "key" | "agent" | "password"
+    key_path: str = ""
+    password: str = field(default="", repr=False)
+    sudo_password: str = field(default="", repr=False)
+
+    def label(self) -> str:
+        return f"{self.user}@{self.address}" if self.address else "(not set)"
+
+
+@dataclass
+class Choices:
+    """What the person (or the command line) chose. The defaults are the reference's."""
+
+    machines: int = 1
+    others: list[Machine] = field(default_factory=lambda: [Machine(), Machine()])
+    on: dict[str, bool] = field(default_factory=lambda: {"all_three": True, "node": True, "starter": True,
+                                                         "firewall": True})
+    admin_email: str = "admin@localhost"
+    language: str = "en"
+    starter: str = "qwen2.5-0.5b"
+    starter_context: int = 4096
+    max_key_ttl: str = ""
+    vip: str = ""
+    listen: dict[str, str] = field(default_factory=lambda: dict(LISTEN_DEFAULTS))
+    root: str = "/"
+    services: str | None = None
+
+    def is_on(self, key: str) -> bool:
+        part = PART[key]
+        if not part.built or not self.applies(part):
+            return False
+        return part.always or self.on.get(key, False)
+
+    def applies(self, part: Part) -> bool:
+        if part.three_machines_only and self.machines != 3:
+            return False
+        return not (part.one_machine_only and self.machines != 1)
+
+    def toggle(self, key: str) -> str:
+        """Turn a part on or off; a sentence when it cannot be."""
+        part = PART[key]
+        if not part.built:
+            if part.missing != "not built yet":
+                return f"{part.name} is {part.missing}: add it once the cluster runs (docs/guardrails.md)."
+            return f"{part.name} is not built yet in this version (docs/not-yet-built.md)."
+        if part.always:
+            return f"{part.name} is always part of an install."
+        if not self.applies(part):
+            return f"{part.name} is for three machines."
+        self.on[key] = not self.on.get(key, False)
+        return ""
+
+    def starter_source(self) -> tuple[str, str, str]:
+        """(the name clients ask for, its source, its engine)."""
+        known = STARTER.get(self.starter)
+        if known is not None:
+            return (known.key, known.source, known.engine)
+        last = self.starter.split("@", 1)[0].rsplit("/", 1)[-1]
+        name = re.sub(r"[^a-z0-9._-]+", "-", last.lower().removesuffix(".gguf")).strip("-.") or "starter"
+        return (name, self.starter, "llamacpp")
+
+    def check(self) -> None:
+        """Raise ChoiceError for what cannot go together, naming the part whose setting is wrong."""
+        if "@" not in self.admin_email or self.admin_email.startswith("@"):
+            raise ChoiceError("control", f'"{self.admin_email}" is not an e-mail address; '
+                                         "give the first administrator's, such as admin@example.com.")
+        if self.language not in ("en", "tr"):
+            raise ChoiceError("control", f'the portal has no language "{self.language}"; choose en or tr.')
+        if self.is_on("starter"):
+            if self.starter not in STARTER and not HF_GGUF.match(self.starter):
+                raise ChoiceError("starter", f'"{self.starter}" is not a starter model; choose one of the list '
+                                             "or give a GGUF on Hugging Face as hf:OWNER/REPO/FILE.gguf.")
+            if not 512 <= self.starter_context <= 1_048_576:
+                raise ChoiceError("starter", f"a context of {self.starter_context} tokens is out of range; "
+                                             "give 512 to 1048576.")
+            if not self.is_on("node") and self.machines == 1:
+                raise ChoiceError("starter", "a starter model needs a node to run on; turn on "
+                                             "\"This machine as a node\" or turn the starter model off.")
+        if self.is_on("firewall") and self.root != "/":
+            raise ChoiceError("firewall", f"an install under {self.root} cannot write this machine's firewall "
+                                          "(its rules are the machine's own); turn the firewall off.")
+        if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
+            raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
+                                        "or leave it empty for no limit.")
+        if self.machines == 3:
+            for i, m in enumerate(self.others, start=2):
+                if not m.address:
+                    raise ChoiceError("machines", f"machine {i} has no address; give its host name or IP.")
+                if m.auth == "password" and not m.password:
+                    raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with a password; "
+                                                  "give it, or choose its SSH key or the SSH agent.")
+                if m.auth == "key" and not m.key_path:
+                    raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with an SSH key; "
+                                                  "give the key's path, or choose the SSH agent.")
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    part: str
+    installed: bool
+    sentence: str
+
+
+def plan(choices: Choices) -> list[PlanLine]:
+    """Part by part: what is installed, or what is left out and what that costs."""
+    lines = []
+    for part in PARTS:
+        if not choices.applies(part):
+            continue
+        if not part.built:
+            lines.append(PlanLine(part.key, False, f"{part.name}: {part.missing}; {part.without}."))
+        elif choices.is_on(part.key):
+            lines.append(PlanLine(part.key, True, f"{part.name}: {_installs(choices, part.key)}"))
+        else:
+            lines.append(PlanLine(part.key, False, f"{part.name}: left out; {part.without}."))
+    return lines
+
+
+def _installs(choices: Choices, key: str) -> str:
+    if key == "control":
+        where = "on this machine" if choices.machines == 1 else "led from this machine"
+        return f"{where}; first administrator {choices.admin_email}, portal in {choices.language}."
+    if key == "store":
+        return ("SQLite on this machine." if choices.machines == 1
+                else "PostgreSQL under Patroni on the three machines.")
+    if key == "all_three":
+        return f"standbys on the other two{f', floating address {choices.vip}' if choices.vip else ''}."
+    if key == "node":
+        return "this machine's agent joins and runs the engines."
+    if key == "starter":
+        name, source, engine = choices.starter_source()
+        if engine == "sim":
+            return f"{name}, a simulated model that answers at a set speed (no weights, no internet)."
+        return f"{name} from {source}, context {choices.starter_context} tokens."
+    if key == "firewall":
+        return "nftables rules; the client port open to all, the cluster's ports to its networks."
+    if key == "turns":
+        return "on-demand models give their card back after 2 minutes unused, unless a model says otherwise."
+    if key == "limits":
+        return (f"API keys live at most {choices.max_key_ttl}." if choices.max_key_ttl
+                else "API keys live until revoked.")
+    return PART[key].what + "."
+
+
+def command(choices: Choices) -> str:
+    """The one command that does the same install from a script."""
+    argv = ["llmgw", "server", "init", "--install"]
+    if choices.admin_email != "admin@localhost":
+        argv += ["--admin-email", choices.admin_email]
+    if choices.language != "en":
+        argv += ["--language", choices.language]
+    if not choices.is_on("node"):
+        argv.append("--no-node")
+    if not choices.is_on("starter"):
+        argv.append("--no-model")
+    else:
+        argv += ["--starter", choices.starter]
+        if choices.starter_context != 4096 and choices.starter_source()[2] != "sim":
+            argv += ["--starter-context", str(choices.starter_context)]
+    if not choices.is_on("firewall"):
+        argv.append("--no-firewall")
+    if choices.max_key_ttl:
+        argv += ["--max-key-ttl", choices.max_key_ttl]
+    for role, default in LISTEN_DEFAULTS.items():
+        if choices.listen.get(role, default) != default:
+            argv += [f"--listen-{role}", choices.listen[role]]
+    if choices.root != "/":
+        argv += ["--root", choices.root]
+    if choices.services:
+        argv += ["--services", choices.services]
+    return shlex.join(argv)

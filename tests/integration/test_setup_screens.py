@@ -1,0 +1,229 @@
+"""`llmgw setup` in a terminal, from nothing to a first answer; and `server init --install`, its script form.
+
+The screens run in a detached tmux session of a fixed size and are answered
+with keys, as a person would; the install goes into a root directory the
+test made, with supervised services on ports the test picked. What the
+screens showed is kept in var/e2e/setup/ (or $LLMGW_E2E_OUT/setup), where
+docs/setup.md's captures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.support.installs import end_install
+from tests.support.pgcluster import free_port
+from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
+from tests.support.tmux import Terminal
+
+from llmgw.control.adminclient import AdminClient
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ("client", "agent", "admin", "metrics")
+
+
+def captures_dir() -> Path:
+    base = Path(os.environ["LLMGW_E2E_OUT"]) if os.environ.get("LLMGW_E2E_OUT") else ROOT / "var" / "e2e"
+    out = base / "setup"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture
+def install_root(tmp_path):
+    """A root to install into and the ports its listeners take; whatever the install started is ended after."""
+    root = tmp_path / "root"
+    ports = {role: free_port() for role in ROLES}
+    yield root, ports
+    end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
+
+
+def listen_flags(ports: dict[str, int]) -> list[str]:
+    return [arg for role in ROLES for arg in (f"--listen-{role}", f"127.0.0.1:{ports[role]}")]
+
+
+def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(install_root):
+    root, ports = install_root
+    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), "--services", "supervised",
+            *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal(argv, env, str(ROOT), root.parent)
+    shots = captures_dir()
+    try:
+        shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
+        term.send("n")
+        parts = term.wait_for("the parts of an install")
+        assert "[-] Model mirror" in parts and "not built yet" in parts
+        assert "[x] Starter model" in parts and "[x] Firewall" in parts
+        shots.joinpath("2-parts.txt").write_text(parts)
+
+        # Down to the starter model (control, store, mirror, node, starter) and open its settings.
+        term.send("Down", "Down", "Down", "Down", "Enter")
+        dialog = term.wait_for("Simulated model (no internet, no weights)")
+        assert "Qwen3 8B" in dialog and "Another GGUF on Hugging Face" in dialog
+        shots.joinpath("3-starter.txt").write_text(dialog)
+        term.send("Space")  # the first choice, which has the focus: the simulated model
+        term.wait_for("(X) Simulated model")
+        term.send("Escape")
+        term.wait_for("on: sim")
+        # The firewall cannot be written by an install into a directory: said before anything is done,
+        # and closing the message opens the firewall's settings.
+        term.send("n")
+        refused = term.wait_for("This cannot go together")
+        assert "turn the firewall off." in refused
+        shots.joinpath("2b-refused.txt").write_text(refused)
+        term.send("Escape")
+        term.wait_for("Rules written with nftables")
+        term.send("Escape")
+        # Waited for before the next key: an Esc followed at once by Down reads as one escape sequence.
+        term.wait_for("[x] Firewall                    on")
+        # Down to the firewall (media, judge, firewall) and turn it off.
+        term.send("Down", "Down", "Down", "Space")
+        term.wait_for("[ ] Firewall")
+        term.send("n")
+
+        checks = term.wait_for("Every check passed.")
+        assert f"port {ports['client']} (client) is free" in checks
+        shots.joinpath("4-checks.txt").write_text(checks)
+        term.send("n")
+        planned = term.wait_for("The same install from a script:")
+        assert "--starter sim --no-firewall" in planned
+        assert " - Firewall: left out" in planned
+        shots.joinpath("5-plan.txt").write_text(planned)
+        term.send("i")
+
+        end = term.wait_for("llmgw is installed and answers.", timeout=180)
+        shots.joinpath("6-end.txt").write_text(end)
+        key = re.search(r"API key\s+(\S+)", end).group(1)
+        api = re.search(r"client API\s+(\S+)", end).group(1)
+        assert re.search(r"password\s+\S{12,}", end)
+        assert "llmgw server init --install" in end
+
+        answer = openai.OpenAI(base_url=api, api_key=key).chat.completions.create(
+            model="sim", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+        assert answer.choices[0].message.content
+
+        term.send("q")
+        assert term.wait_until_exit() == 0
+        # Left on the terminal once the screens close: where the portal is, and no secret.
+        after = term.screen(scrollback=True)
+        assert f"llmgw is installed. Portal: {api.removesuffix('v1')}" in after
+        assert key not in after
+    finally:
+        term.close()
+
+
+def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_secret(install_root):
+    root, ports = install_root
+    assert install(root, ports).returncode == 0
+    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), "--services", "supervised",
+            *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal(argv, env, str(ROOT), root.parent)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.send("n")
+        term.wait_for("the parts of an install")
+        # The starter as the first install had it (sim), the firewall off.
+        term.send("Down", "Down", "Down", "Down", "Enter")
+        term.wait_for("Simulated model (no internet, no weights)")
+        term.send("Space")
+        term.wait_for("(X) Simulated model")
+        term.send("Escape")
+        term.wait_for("on: sim")
+        term.send("Down", "Down", "Down", "Space")
+        term.wait_for("[ ] Firewall")
+        term.send("n")
+        assert "llmgw is installed here already; its server holds its ports" in term.wait_for("Every check passed.")
+        term.send("n")
+        term.wait_for("The same install from a script:")
+        term.send("i")
+        end = term.wait_for("llmgw was installed here already; nothing changed.", timeout=180)
+        assert "set before; a new one: llmgw people reset-password admin@localhost" in end
+        assert "API key" not in end
+        term.send("q")
+        assert term.wait_until_exit() == 0
+    finally:
+        term.close()
+
+
+def install(root: Path, ports: dict[str, int], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
+                           "--services", "supervised", "--starter", "sim", "--no-firewall", *listen_flags(ports),
+                           *flags], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_server_init_install_serves_the_starter_and_run_again_changes_nothing(install_root):
+    root, ports = install_root
+    first = install(root, ports, "--json", "--language", "tr", "--max-key-ttl", "90d")
+    assert first.returncode == 0, first.stderr
+    done = json.loads(first.stdout)
+    assert done["model"] == "sim" and done["answer"] and done["password"] and done["api_key"]
+    assert set(done["steps"].values()) == {"done"}
+    assert done["password"] not in first.stderr
+    # The settings chosen are the cluster's first settings.
+    admin = AdminClient(f"127.0.0.1:{ports['admin']}", done["admin_token_file"])
+    assert admin.call("GET", "/api/v1/config", query={"path": "portal.language"})["value"] == "tr"
+    assert admin.call("GET", "/api/v1/config", query={"path": "auth.max_key_ttl"})["value"] == "90d"
+
+    again = install(root, ports, "--json")
+    assert again.returncode == 0, again.stderr
+    redone = json.loads(again.stdout)
+    assert set(redone["steps"].values()) == {"unchanged"}
+    assert redone["password"] is None and redone["api_key"] is None
+
+
+def test_an_unknown_starter_is_refused_in_one_sentence_before_anything_is_installed(tmp_path):
+    root = tmp_path / "root"
+    done = subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
+                           "--starter", "llama-9000"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1
+    assert done.stderr.startswith('llmgw: "llama-9000" is not a starter model; choose one of the list')
+    assert "Traceback" not in done.stderr
+    assert not root.exists()
+
+
+def test_quitting_the_setup_screens_installs_nothing_and_says_so(tmp_path):
+    root = tmp_path / "root"
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    term = Terminal([sys.executable, "-m", "llmgw", "setup", "--root", str(root)], env, str(ROOT), tmp_path)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.send("n")
+        term.wait_for("the parts of an install")
+        term.send("q")
+        assert term.wait_until_exit() == 0
+        assert "Nothing was installed." in term.screen(scrollback=True)
+        assert not root.exists()
+    finally:
+        term.close()
+
+
+def test_the_setup_screens_without_a_terminal_point_to_the_command_for_scripts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "llmgw", "setup", "--root", str(tmp_path / "root")],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr == ("llmgw: the setup screens need a terminal; from a script, run `llmgw server init "
+                           "--install` with the parts as flags (llmgw server init --help).\n")
+
+
+def test_run_from_llmgw_pyz_the_install_puts_that_very_file_in_place_and_serves_from_it(install_root, pyz):
+    root, ports = install_root
+    done = subprocess.run([sys.executable, str(pyz), "server", "init", "--install", "--root", str(root),
+                           "--services", "supervised", "--starter", "sim", "--no-firewall", *listen_flags(ports),
+                           "--json"], capture_output=True, text=True, timeout=600, cwd=root.parent,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["answer"]
+    assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()

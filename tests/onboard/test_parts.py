@@ -1,0 +1,90 @@
+"""The parts of an install, the plan and the command that repeats it (llmgw/onboard/parts.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmgw.onboard.parts import PART, ChoiceError, Choices, command, plan
+
+
+def test_a_part_not_built_yet_cannot_be_turned_on_and_says_so():
+    c = Choices()
+    said = c.toggle("mirror")
+    assert said == "Model mirror is not built yet in this version (docs/not-yet-built.md)."
+    assert not c.is_on("mirror")
+
+
+def test_a_part_that_is_always_there_stays_on():
+    c = Choices()
+    assert c.toggle("control") == "Control plane is always part of an install."
+    assert c.is_on("control")
+
+
+def test_the_plan_says_what_is_left_out_and_what_that_costs():
+    c = Choices()
+    c.toggle("firewall")
+    lines = {line.part: line for line in plan(c)}
+    assert not lines["firewall"].installed
+    assert lines["firewall"].sentence == ("Firewall: left out; the agent, metrics and engine ports are open to "
+                                          "anyone who reaches this machine.")
+    assert lines["starter"].installed and "qwen2.5-0.5b" in lines["starter"].sentence
+    assert "all_three" not in lines  # a part for three machines is not in a one-machine plan
+
+
+def test_the_command_repeats_the_choices_as_flags():
+    c = Choices(starter="sim", root="/tmp/r", services="supervised")
+    c.toggle("firewall")
+    c.listen["client"] = "127.0.0.1:8181"
+    assert command(c) == ("llmgw server init --install --starter sim --no-firewall "
+                          "--listen-client 127.0.0.1:8181 --root /tmp/r --services supervised")
+
+
+def test_any_gguf_on_hugging_face_is_a_starter_and_named_after_its_file():
+    c = Choices(starter="hf:bartowski/Phi-3.5-mini-instruct-GGUF/Phi-3.5-mini-instruct-Q4_K_M.gguf")
+    c.check()
+    assert c.starter_source() == ("phi-3.5-mini-instruct-q4_k_m", c.starter, "llamacpp")
+
+
+@pytest.mark.parametrize("change, part, sentence", [
+    ({"starter": "llama-9000"}, "starter", '"llama-9000" is not a starter model'),
+    ({"admin_email": "admin"}, "control", '"admin" is not an e-mail address'),
+    ({"max_key_ttl": "soon"}, "limits", '"soon" is not a lifetime'),
+])
+def test_a_choice_that_cannot_be_installed_names_the_setting_to_open(change, part, sentence):
+    c = Choices(**change)
+    with pytest.raises(ChoiceError) as e:
+        c.check()
+    assert e.value.part == part and str(e.value).startswith(sentence)
+
+
+def test_an_install_into_a_directory_leaves_the_machines_firewall_alone():
+    c = Choices(root="/tmp/trial")
+    with pytest.raises(ChoiceError, match="an install under /tmp/trial cannot write this machine's firewall") as e:
+        c.check()
+    assert e.value.part == "firewall"
+
+
+def test_a_starter_model_without_a_node_to_run_on_is_refused():
+    c = Choices()
+    c.toggle("node")
+    with pytest.raises(ChoiceError, match="a starter model needs a node to run on") as e:
+        c.check()
+    assert e.value.part == "starter"
+
+
+def test_three_machines_need_each_others_address_and_a_way_in():
+    c = Choices(machines=3)
+    with pytest.raises(ChoiceError, match="machine 2 has no address"):
+        c.check()
+    c.others[0].address, c.others[0].auth = "10.0.0.7", "password"
+    with pytest.raises(ChoiceError, match=r"machine 2 \(root@10.0.0.7\) is to be reached with a password"):
+        c.check()
+    c.others[0].password = "hunter2"
+    assert "hunter2" not in repr(c)  # never in a log line or a traceback's locals
+
+
+def test_every_part_of_the_reference_table_is_listed():
+    assert [p.name for p in PART.values()] == [
+        "Control plane", "Store", "Control plane on all three", "Model mirror", "This machine as a node",
+        "Starter model", "Pictures and 3D", "Guardrails' judge", "Firewall", "Notifications", "Limits and keys",
+        "Taking turns on a card", "Offline bundle"]

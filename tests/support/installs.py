@@ -1,0 +1,37 @@
+"""Ending an install a test made under a root: its model stopped, then its supervised services, by their PIDs.
+
+The agent's unit has KillMode=process (engines outlive an agent that
+restarts), so stopping the agent alone would leave its engines running:
+the model is stopped first, the orderly way, and only then the units.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.waiting import wait_until
+
+from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.services import service_manager
+
+UNITS = ("llmgw-agent.service", "llmgw-server.service")
+
+
+def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...] = ("sim",)) -> None:
+    layout = Layout(root)
+    manager = service_manager(layout, "supervised")
+    try:
+        if token_file.exists() and manager.status("llmgw-server.service").active:
+            client = AdminClient(admin, str(token_file), timeout=10)
+            for model in models:
+                try:
+                    client.call("POST", f"/api/v1/models/{model}/stop", {})
+                except AdminError:
+                    continue  # not in the catalog: nothing of it runs
+                wait_until(lambda m=model: all(r.get("state") in ("stopped", "failed") for r in
+                                               client.call("GET", "/api/v1/replicas", query={"model": m})),
+                           60, f"{model}'s replicas stopped")
+    finally:
+        for unit in UNITS:
+            manager.stop(unit)

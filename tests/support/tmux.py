@@ -1,0 +1,87 @@
+"""A program on a terminal of its own: a detached tmux session on a private server, driven as a person would.
+
+Each Terminal starts its own tmux server (`-L` with a name of its own), of a
+fixed size, so what capture-pane returns is the same on every machine; keys
+go in with send-keys and the screen comes back as text. Waiting is on what
+the screen shows (wait_for), never on the clock. close() ends that one
+server, and with it the program, by the socket the test made.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+from tests.support.waiting import wait_until
+
+WIDTH, HEIGHT = 120, 40
+EXITED = "[the program ended with exit status"
+
+
+class Terminal:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, workdir: Path):
+        self.socket = f"llmgw-test-{uuid.uuid4().hex[:12]}"
+        # Set before the pane exists (a configuration the server reads at its start), so a program that
+        # ends at once still leaves its last screen and its exit status to read; no user's ~/.tmux.conf.
+        conf = workdir / "tmux.conf"
+        conf.write_text("set-option -g remain-on-exit on\n")
+        # The exit status is written on the screen by the shell around the program: tmux's own
+        # #{pane_dead_status} came back empty now and then while the pane was already dead.
+        command = (" ".join(shlex.quote(a) for a in argv)
+                   + f'; echo "{EXITED} $?"')
+        # Only what the program needs: tmux gives the pane the server's
+        # environment, and the server is started here with this one.
+        self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
+                   env={**env, "TERM": "xterm-256color"}, cwd=cwd)
+        self.server_pid = int(self._tmux("display-message", "-p", "#{pid}").strip())
+
+    def _tmux(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
+                              env=env or os.environ, cwd=cwd, timeout=30)
+        if done.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:2])} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def send(self, *keys: str) -> None:
+        for key in keys:
+            self._tmux("send-keys", "-t", "t", key)
+
+    def screen(self, scrollback: bool = False) -> str:
+        """What the terminal shows; with scrollback, the lines scrolled off its top too (a program's last
+        words after it leaves the full-screen view can land there)."""
+        return self._tmux("capture-pane", "-p", "-t", "t", *(["-S", "-"] if scrollback else []))
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        """The screen once it shows `text`."""
+        last = [""]
+
+        def showing() -> str:
+            last[0] = self.screen()
+            return last[0] if text in last[0] else ""
+        try:
+            return wait_until(showing, timeout, f"the terminal showed {text!r}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the screen was:\n{last[0]}") from None
+
+    def exit_status(self) -> int | None:
+        """The program's exit status once it has ended, else None."""
+        for line in self.screen(scrollback=True).splitlines():
+            if line.startswith(EXITED):
+                return int(line[len(EXITED):].strip())
+        return None
+
+    def wait_until_exit(self, timeout: float = 30) -> int:
+        """The program's exit status, once it has ended."""
+        return wait_until(lambda: (s := self.exit_status()) is not None and [s], timeout,
+                          "the program in the terminal ended")[0]
+
+    def close(self) -> None:
+        """End this terminal's tmux server (and the program in it, which gets SIGHUP) by its PID."""
+        try:
+            os.kill(self.server_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
