@@ -30,7 +30,6 @@ from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
 from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
-from llmgw import __version__
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
 from llmgw.release import ReleaseError, confirm, fetch_wheels, upgrade_self
 from llmgw.trust import client_ssl_context, node_identity
