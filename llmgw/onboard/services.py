@@ -178,7 +178,10 @@ class SupervisedManager:
 
     def status(self, unit: str) -> ServiceStatus:
         state = supervisor.read_state(self.layout, unit)
-        if not supervisor.supervisor_alive(state):
+        # "exited" is the supervisor's last word before it ends itself: the
+        # same answer whether it is read in that moment or after, which a
+        # test under load once read in between.
+        if not supervisor.supervisor_alive(state) or (state and state.get("state") == "exited"):
             last = f" (last: {state['last_exit']})" if state and state.get("last_exit") else ""
             return ServiceStatus(unit, False, None, None, f"not running{last}")
         assert state is not None
