@@ -63,7 +63,6 @@ CONNECTIONS = {"over SSH from IPv4": "10.0.0.99 51234 10.0.0.5 22",
                "not over SSH": None}
 
 
-@pytest.mark.skipif(not os.path.exists(NFT), reason="nftables is missing (.ci/run installs it)")
 @pytest.mark.parametrize("machine", MACHINES)
 @pytest.mark.parametrize("networks", NETWORKS)
 @pytest.mark.parametrize("connection", CONNECTIONS)
@@ -170,7 +169,6 @@ def _as_nobody() -> tuple[str, ...]:
     return ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop it (CI runs as root)")
 def test_changing_the_firewall_without_root_is_one_sentence():
     for action in ("on", "off", "status"):
         done = llmgw("firewall", action, *(["--ha"] if action == "on" else []), prefix=_as_nobody())
@@ -186,7 +184,6 @@ def in_own_namespace(tmp_path, script: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, env=env)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
 def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_path):
     (tmp_path / "server.yaml").write_text(f"store: {HA_STORE}\nfirewall_networks: [10.0.0.0/24, fd00::/64]\n")
     done = in_own_namespace(tmp_path, """
@@ -221,7 +218,6 @@ def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_p
     assert (tmp_path / "tables.txt").read_text() == "table inet site\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
 def test_the_kept_ssh_rule_is_in_force_after_on(tmp_path):
     (tmp_path / "server.yaml").write_text("firewall_networks: [10.0.0.0/24]\n")
     done = in_own_namespace(tmp_path, """
@@ -292,7 +288,6 @@ finally:
 '''
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="unshare needs root (CI runs as root)")
 def test_another_machine_outside_the_cluster_reaches_the_client_port_but_not_the_agent_port(tmp_path):
     client_port, agent_port = 18080, 17443  # in a namespace of the test's own: nothing else is there
     config = tmp_path / "server.yaml"
