@@ -136,7 +136,13 @@ class StoreMachines:
         _, cluster = self.rest(primary, "/cluster")
         members = (cluster or {}).get("members", [])
         running = [mm for mm in members if mm.get("state") in ("running", "streaming")]
-        return len(running) == sum(m.postgres for m in self.machines)
+        # Formed means as the configuration promises: with synchronous_mode a standby streams *and* has been
+        # named the synchronous one, which the primary's Patroni does one loop (loop_wait) after the standby
+        # first streams. Before that no member may be promoted, so a primary that crashes in that window is
+        # restarted in place; a failover test that kills it then waits for a promotion that cannot come.
+        synchronous = any(mm.get("role") == "sync_standby" for mm in members)
+        postgres = sum(m.postgres for m in self.machines)
+        return len(running) == postgres and (synchronous or postgres < 2)
 
     def data_dir(self, m: StoreMachine) -> str:
         return hastore.paths_for(self.layouts[m.name]).data_dir
