@@ -9,7 +9,9 @@ its own (the accounting package counts them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from llmgw.errors import N_, ExpectedError
 from llmgw.store import Limits
@@ -158,3 +160,19 @@ def format_money(micros: int) -> str:
         return f"{whole}.00"
     text = f"{whole}.{rest:06d}".rstrip("0")
     return text if len(text.split(".")[1]) >= 2 else text + "0"
+
+
+def describe(limits: Mapping[str, Any] | None) -> list[str]:
+    """A level's limits as the admin API gives them, in words, one part each: what `ctl keys`, `ctl tree` and
+    the console's People screen show (an empty list: no limits of its own)."""
+    limits = limits or {}
+    parts = []
+    if limits.get("rpm") is not None:
+        parts.append(f"{limits['rpm']} requests/min")
+    if limits.get("tpm") is not None:
+        parts.append(f"{limits['tpm']} tokens/min")
+    if limits.get("budget") is not None:
+        parts.append(f"budget {limits['budget']} a {limits.get('period') or 'month'}")
+    if limits.get("models") is not None:
+        parts.append("models " + (", ".join(limits["models"]) or "none"))
+    return parts

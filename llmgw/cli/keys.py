@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from llmgw.account.limits import describe
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
 from llmgw.control.adminclient import AdminError
@@ -219,15 +220,7 @@ def _cache_text(project: str, cache: dict) -> str:
 
 
 def _limits_text(limits: dict) -> str:
-    parts = []
-    if limits.get("rpm") is not None:
-        parts.append(f"{limits['rpm']} requests/min")
-    if limits.get("tpm") is not None:
-        parts.append(f"{limits['tpm']} tokens/min")
-    if limits.get("budget") is not None:
-        parts.append(f"budget {limits['budget']} a {limits.get('period') or 'month'}")
-    if limits.get("models") is not None:
-        parts.append("models " + (", ".join(limits["models"]) or "none"))
+    parts = describe(limits)
     if limits.get("expires_at") is not None:
         parts.append(f"expires {ago(limits['expires_at'])}")
     return "; ".join(parts)

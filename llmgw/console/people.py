@@ -12,6 +12,7 @@ from typing import Any
 
 import urwid
 
+from llmgw.account.limits import describe
 from llmgw.console.ui import App, text_list
 from llmgw.control.adminclient import AdminClient, AdminError
 
@@ -19,17 +20,7 @@ KINDS = ("org", "team", "project")
 
 
 def limits_text(limits: dict[str, Any] | None) -> str:
-    limits = limits or {}
-    parts = []
-    if limits.get("rpm") is not None:
-        parts.append(f"{limits['rpm']} requests/min")
-    if limits.get("tpm") is not None:
-        parts.append(f"{limits['tpm']} tokens/min")
-    if limits.get("budget") is not None:
-        parts.append(f"budget {limits['budget']} a {limits.get('period') or 'month'}")
-    if limits.get("models") is not None:
-        parts.append("models " + (", ".join(limits["models"]) or "none"))
-    return "; ".join(parts) or "no limits of its own"
+    return "; ".join(describe(limits)) or "no limits of its own"
 
 
 @dataclass

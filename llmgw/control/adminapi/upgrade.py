@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 import asyncio
-
 import secrets
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -31,20 +31,28 @@ if TYPE_CHECKING:
 MAX_PROGRAM = 1 << 30  # an llmgw.pyz is tens of MB; a GB is something else
 
 
+async def _receive(request: web.Request, upload: Path, too_large: str) -> None:
+    """The request's body into `upload`, refused with `too_large` past MAX_PROGRAM (the caller removes it)."""
+    upload.parent.mkdir(parents=True, exist_ok=True)
+    size = 0
+    with open(upload, "wb") as out:
+        async for chunk in request.content.iter_chunked(1 << 20):
+            size += len(chunk)
+            if size > MAX_PROGRAM:
+                raise Refused(413, too_large, "too_large")
+            out.write(chunk)
+
+
+def _upload_path(plane: ControlPlane) -> Path:
+    return plane.upgrades.releases.directory / f".upload-{secrets.token_hex(6)}"
+
+
 async def hold_release(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     releases = plane.upgrades.releases
-    releases.directory.mkdir(parents=True, exist_ok=True)
-    upload = releases.directory / f".upload-{secrets.token_hex(6)}"
-    size = 0
+    upload = _upload_path(plane)
     try:
-        with open(upload, "wb") as out:
-            async for chunk in request.content.iter_chunked(1 << 20):
-                size += len(chunk)
-                if size > MAX_PROGRAM:
-                    raise Refused(413, f"a program is under {MAX_PROGRAM >> 20} MiB; that is not an llmgw.pyz",
-                                  "too_large")
-                out.write(chunk)
+        await _receive(request, upload, f"a program is under {MAX_PROGRAM >> 20} MiB; that is not an llmgw.pyz")
         try:
             held = await asyncio.to_thread(lambda: releases.hold(check_program(upload)))
         except ReleaseError as e:
@@ -57,16 +65,9 @@ async def hold_release(request: web.Request) -> web.Response:
 async def hold_wheel(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     releases = plane.upgrades.releases
-    releases.directory.mkdir(parents=True, exist_ok=True)
-    upload = releases.directory / f".upload-{secrets.token_hex(6)}"
-    size = 0
+    upload = _upload_path(plane)
     try:
-        with open(upload, "wb") as out:
-            async for chunk in request.content.iter_chunked(1 << 20):
-                size += len(chunk)
-                if size > MAX_PROGRAM:
-                    raise Refused(413, f"a wheel here is under {MAX_PROGRAM >> 20} MiB", "too_large")
-                out.write(chunk)
+        await _receive(request, upload, f"a wheel here is under {MAX_PROGRAM >> 20} MiB")
         expected = request.headers.get("X-Llmgw-Sha256", "")
         try:
             digest = await asyncio.to_thread(releases.hold_wheel, upload, request.match_info["name"])
