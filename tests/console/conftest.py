@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import server, servers  # noqa: F401 - the same real servers
-from tests.support.terminal import Terminal
+from tests.support.tmux import Terminal, llmgw_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "var" / "console-screens"
@@ -37,19 +37,31 @@ def checkout_python(tmp_path_factory) -> str:
     return str(venv / "bin" / "python")
 
 
-@pytest.fixture
-def terminal():
-    """A 120×40 tmux terminal of this test's own; its tmux server is ended after the test."""
-    made: list[Terminal] = []
+class _Launcher:
+    """One terminal of a test, unstarted: `.start(*argv)` runs `llmgw ARGV` in it."""
 
-    def make(width: int = 120, height: int = 40) -> Terminal:
-        t = Terminal(width, height)
-        made.append(t)
-        return t
+    def __init__(self, workdir: Path, width: int, height: int) -> None:
+        self.workdir, self.width, self.height = workdir, width, height
+        self.started: Terminal | None = None
+
+    def start(self, *argv: str, env: dict[str, str] | None = None, cwd: str | None = None) -> Terminal:
+        self.started = llmgw_terminal(list(argv), self.workdir, env, cwd, self.width, self.height)
+        return self.started
+
+
+@pytest.fixture
+def terminal(tmp_path):
+    """A 120×40 tmux terminal of this test's own; its tmux server is ended after the test."""
+    made: list[_Launcher] = []
+
+    def make(width: int = 120, height: int = 40) -> _Launcher:
+        made.append(_Launcher(tmp_path / "terminals", width, height))
+        return made[-1]
 
     yield make
-    for t in made:
-        t.close()
+    for launcher in made:
+        if launcher.started is not None:
+            launcher.started.close()
 
 
 @pytest.fixture

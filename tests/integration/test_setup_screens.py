@@ -60,46 +60,46 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
     shots = captures_dir()
     try:
         shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
-        term.send("n")
+        term.keys("n")
         parts = term.wait_for("the parts of an install")
         assert "[-] Model mirror" in parts and "not built yet" in parts
         assert "[x] Starter model" in parts and "[x] Firewall" in parts
         shots.joinpath("2-parts.txt").write_text(parts)
 
         # Down to the starter model (control, store, mirror, node, starter) and open its settings.
-        term.send("Down", "Down", "Down", "Down", "Enter")
+        term.keys("Down", "Down", "Down", "Down", "Enter")
         dialog = term.wait_for("Simulated model (no internet, no weights)")
         assert "Qwen3 8B" in dialog and "Another GGUF on Hugging Face" in dialog
         shots.joinpath("3-starter.txt").write_text(dialog)
-        term.send("Space")  # the first choice, which has the focus: the simulated model
+        term.keys("Space")  # the first choice, which has the focus: the simulated model
         term.wait_for("(X) Simulated model")
-        term.send("Escape")
+        term.keys("Escape")
         term.wait_for("on: sim")
         # The firewall cannot be written by an install into a directory: said before anything is done,
         # and closing the message opens the firewall's settings.
-        term.send("n")
+        term.keys("n")
         refused = term.wait_for("This cannot go together")
         assert "turn the firewall off." in refused
         shots.joinpath("2b-refused.txt").write_text(refused)
-        term.send("Escape")
+        term.keys("Escape")
         term.wait_for("Rules written with nftables")
-        term.send("Escape")
+        term.keys("Escape")
         # Waited for before the next key: an Esc followed at once by Down reads as one escape sequence.
         term.wait_for("[x] Firewall                    on")
         # Down to the firewall (media, judge, firewall) and turn it off.
-        term.send("Down", "Down", "Down", "Space")
+        term.keys("Down", "Down", "Down", "Space")
         term.wait_for("[ ] Firewall")
-        term.send("n")
+        term.keys("n")
 
         checks = term.wait_for("Every check passed.")
         assert f"port {ports['client']} (client) is free" in checks
         shots.joinpath("4-checks.txt").write_text(checks)
-        term.send("n")
+        term.keys("n")
         planned = term.wait_for("The same install from a script:")
         assert "--starter sim --no-firewall" in planned
         assert " - Firewall: left out" in planned
         shots.joinpath("5-plan.txt").write_text(planned)
-        term.send("i")
+        term.keys("i")
 
         end = term.wait_for("llmgw is installed and answers.", timeout=180)
         shots.joinpath("6-end.txt").write_text(end)
@@ -112,7 +112,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
             model="sim", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
         assert answer.choices[0].message.content
 
-        term.send("q")
+        term.keys("q")
         assert term.wait_until_exit() == 0
         # Left on the terminal once the screens close: where the portal is, and no secret.
         after = term.screen(scrollback=True)
@@ -132,26 +132,26 @@ def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_
     term = Terminal(argv, env, str(ROOT), root.parent)
     try:
         term.wait_for("Is this one machine, or three")
-        term.send("n")
+        term.keys("n")
         term.wait_for("the parts of an install")
         # The starter as the first install had it (sim), the firewall off.
-        term.send("Down", "Down", "Down", "Down", "Enter")
+        term.keys("Down", "Down", "Down", "Down", "Enter")
         term.wait_for("Simulated model (no internet, no weights)")
-        term.send("Space")
+        term.keys("Space")
         term.wait_for("(X) Simulated model")
-        term.send("Escape")
+        term.keys("Escape")
         term.wait_for("on: sim")
-        term.send("Down", "Down", "Down", "Space")
+        term.keys("Down", "Down", "Down", "Space")
         term.wait_for("[ ] Firewall")
-        term.send("n")
+        term.keys("n")
         assert "llmgw is installed here already; its server holds its ports" in term.wait_for("Every check passed.")
-        term.send("n")
+        term.keys("n")
         term.wait_for("The same install from a script:")
-        term.send("i")
+        term.keys("i")
         end = term.wait_for("llmgw was installed here already; nothing changed.", timeout=180)
         assert "set before; a new one: llmgw people reset-password admin@localhost" in end
         assert "API key" not in end
-        term.send("q")
+        term.keys("q")
         assert term.wait_until_exit() == 0
     finally:
         term.close()
@@ -200,9 +200,9 @@ def test_quitting_the_setup_screens_installs_nothing_and_says_so(tmp_path):
     term = Terminal([sys.executable, "-m", "llmgw", "setup", "--root", str(root)], env, str(ROOT), tmp_path)
     try:
         term.wait_for("Is this one machine, or three")
-        term.send("n")
+        term.keys("n")
         term.wait_for("the parts of an install")
-        term.send("q")
+        term.keys("q")
         assert term.wait_until_exit() == 0
         assert "Nothing was installed." in term.screen(scrollback=True)
         assert not root.exists()

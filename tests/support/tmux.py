@@ -1,10 +1,11 @@
 """A program on a terminal of its own: a detached tmux session on a private server, driven as a person would.
 
 Each Terminal starts its own tmux server (`-L` with a name of its own), of a
-fixed size, so what capture-pane returns is the same on every machine; keys
-go in with send-keys and the screen comes back as text. Waiting is on what
-the screen shows (wait_for), never on the clock. close() ends that one
-server, and with it the program, by the socket the test made.
+fixed size, so what capture-pane returns is the same on every machine, and
+ending that server ends only what this test started. Keys go in with
+send-keys and the screen comes back as text. Waiting is on what the screen
+shows (wait_for), never on the clock. `llmgw_terminal` is the usual way in:
+`python -m llmgw ARGV` from this checkout with only the environment it needs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -20,14 +22,18 @@ from tests.support.waiting import wait_until
 
 WIDTH, HEIGHT = 120, 40
 EXITED = "[the program ended with exit status"
+# What a program in the terminal is given of the test's environment (tmux gives the pane its server's).
+PASSED_ON = ("PYTHONPATH", "PATH", "HOME", "LANG", "LC_ALL")
 
 
 class Terminal:
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, workdir: Path):
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, workdir: Path,
+                 width: int = WIDTH, height: int = HEIGHT):
         self.socket = f"llmgw-test-{uuid.uuid4().hex[:12]}"
         # Set before the pane exists (a configuration the server reads at its start), so a program that
         # ends at once still leaves its last screen and its exit status to read; no user's ~/.tmux.conf.
-        conf = workdir / "tmux.conf"
+        workdir.mkdir(parents=True, exist_ok=True)
+        conf = workdir / f"tmux-{self.socket}.conf"
         conf.write_text("set-option -g remain-on-exit on\n")
         # The exit status is written on the screen by the shell around the program: tmux's own
         # #{pane_dead_status} came back empty now and then while the pane was already dead.
@@ -35,7 +41,7 @@ class Terminal:
                    + f'; echo "{EXITED} $?"')
         # Only what the program needs: tmux gives the pane the server's
         # environment, and the server is started here with this one.
-        self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), command,
+        self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command,
                    env={**env, "TERM": "xterm-256color"}, cwd=cwd)
         self.server_pid = int(self._tmux("display-message", "-p", "#{pid}").strip())
 
@@ -46,26 +52,41 @@ class Terminal:
             raise AssertionError(f"tmux {' '.join(args[:2])} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def send(self, *keys: str) -> None:
+    def keys(self, *keys: str) -> None:
+        """tmux key names (Enter, Tab, Escape, Down, F2) or literal text, each as its own send-keys."""
         for key in keys:
             self._tmux("send-keys", "-t", "t", key)
+
+    def type(self, text: str) -> None:
+        """Text as typed, never read as a key name."""
+        self._tmux("send-keys", "-t", "t", "-l", text)
 
     def screen(self, scrollback: bool = False) -> str:
         """What the terminal shows; with scrollback, the lines scrolled off its top too (a program's last
         words after it leaves the full-screen view can land there)."""
         return self._tmux("capture-pane", "-p", "-t", "t", *(["-S", "-"] if scrollback else []))
 
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        """The screen once it shows `text`."""
+    def wait_for(self, *texts: str, timeout: float = 30) -> str:
+        """The screen once it shows every one of `texts` at once. Fails showing the last screen."""
         last = [""]
 
         def showing() -> str:
             last[0] = self.screen()
-            return last[0] if text in last[0] else ""
+            return last[0] if all(t in last[0] for t in texts) else ""
         try:
-            return wait_until(showing, timeout, f"the terminal showed {text!r}")
+            return wait_until(showing, timeout, f"the terminal showed {texts!r}", interval=0.2)
         except AssertionError as e:
             raise AssertionError(f"{e}; the screen was:\n{last[0]}") from None
+
+    def wait_gone(self, text: str, timeout: float = 30) -> str:
+        """The screen once `text` is no longer on it (a box closed)."""
+        return wait_until(lambda: (lambda screen: screen if text not in screen else "")(self.screen()), timeout,
+                          f"{text!r} gone from the screen", interval=0.2)
+
+    def save(self, path: Path) -> None:
+        """The screen as text, for the docs' captured screens."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(line.rstrip() for line in self.screen().splitlines()).rstrip() + "\n")
 
     def exit_status(self) -> int | None:
         """The program's exit status once it has ended, else None."""
@@ -85,3 +106,13 @@ class Terminal:
             os.kill(self.server_pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+def llmgw_terminal(argv: list[str], workdir: Path, env: dict[str, str] | None = None, cwd: str | None = None,
+                   width: int = WIDTH, height: int = HEIGHT) -> Terminal:
+    """`python -m llmgw ARGV` in a terminal: the test's PYTHONPATH, PATH, HOME, locale and LLMGW_* passed on,
+    with `env` over them."""
+    environment = {k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith("LLMGW")}
+    environment.setdefault("LANG", "C.UTF-8")
+    environment.update(env or {})
+    return Terminal([sys.executable, "-m", "llmgw", *argv], environment, cwd or os.getcwd(), workdir, width, height)
