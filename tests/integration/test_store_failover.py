@@ -22,7 +22,7 @@ import time
 import pytest
 
 from llmgw.onboard.patroni import BIN_DIR, LOOP_WAIT, RETRY_TIMEOUT, TTL
-from tests.support.storemachines import StoreMachines
+from tests.support.storemachines import StoreMachines, started
 from tests.support.servers import Server, write_config
 
 CLIENTS = 2
@@ -34,17 +34,7 @@ BODY = json.dumps({"model": "sim", "messages": [{"role": "user", "content": "Say
 
 @pytest.fixture(scope="module")
 def patroni():
-    try:
-        cluster = StoreMachines(postgres_on=2)
-    except RuntimeError as e:
-        # Fail, never skip (as for PostgreSQL): a skipped failover test passes
-        # while the failover goes untested.
-        pytest.fail(str(e), pytrace=False)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.destroy()
+    yield from started(postgres_on=2)
 
 
 class Clients:

@@ -18,22 +18,13 @@ import urllib.request
 import pytest
 
 from llmgw.onboard import patroni
-from tests.support.storemachines import StoreMachines
+from tests.support.storemachines import started
 from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
 def store():
-    try:
-        machines = StoreMachines(postgres_on=2)
-    except RuntimeError as e:
-        # Fail, never skip: a skipped store test passes while the store goes untested.
-        pytest.fail(str(e), pytrace=False)
-    try:
-        machines.start()
-        yield machines
-    finally:
-        machines.destroy()
+    yield from started(postgres_on=2)
 
 
 def test_the_generated_configuration_elects_one_leader_and_a_synchronous_standby(store):

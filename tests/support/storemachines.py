@@ -24,8 +24,10 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 
 from llmgw.onboard import hastore, patroni
@@ -195,3 +197,17 @@ class StoreMachines:
                 pass
         self.procs.clear()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def started(postgres_on: int = 2) -> Iterator[StoreMachines]:
+    """A module fixture's body: the three machines started, yielded, destroyed. A machine without etcd, Patroni
+    or PostgreSQL fails the test, never skips it: a skipped store test passes while the store goes untested."""
+    try:
+        machines = StoreMachines(postgres_on=postgres_on)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        machines.start()
+        yield machines
+    finally:
+        machines.destroy()
