@@ -130,8 +130,11 @@ class Session:
         if self.credentials.sudo_password is None:
             raise StepFailed(STEP_LOGIN, f"sudo on {self.target.host} asks {self.target.user} for a password; "
                                          "give --sudo-password (it is read from the terminal)")
-        self.sudo = ["sudo", "-S", "-p", "", "--"]
-        check = await self.conn.run("sudo -S -p '' -- true", input=self.credentials.sudo_password + "\n",
+        # -k: asked for the password every time. A sudo that remembered it (its
+        # timestamp, kept per connection or machine-wide on some machines) would
+        # leave the password's line on stdin for the command, which reads its plan there.
+        self.sudo = ["sudo", "-S", "-k", "-p", "", "--"]
+        check = await self.conn.run("sudo -S -k -p '' -- true", input=self.credentials.sudo_password + "\n",
                                     check=False)
         if check.exit_status != 0:
             raise StepFailed(STEP_LOGIN, f"sudo on {self.target.host} did not take the password given for "

@@ -17,7 +17,7 @@ import yaml
 
 from tests.support.pyz import carrying, pyz, with_version  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
-from tests.support.sshd import Sshd, keygen
+from tests.support.sshd import Sshd, SudoUser, keygen
 from tests.support.waiting import wait_for
 
 from llmgw.agent.nodelock import LOCK_NAME
@@ -54,6 +54,23 @@ def node_root(tmp_path):
             os.killpg(json.loads(record.read_text())["pgid"], signal.SIGKILL)
         except (OSError, ValueError, KeyError):
             pass
+
+
+SUDO_PASSWORD = "sudo-says-" + os.urandom(6).hex()
+
+
+@pytest.fixture
+def sudoer(sshd):
+    """A user of this machine who logs in with the test's key and whose sudo asks for SUDO_PASSWORD."""
+    user = SudoUser(sshd, SUDO_PASSWORD)
+    yield user
+    user.remove()
+
+
+def as_sudoer(server, sshd, sudoer, root: Path, program: Path, *extra: str, stdin: str | None = None):
+    return llmgw("node", "add", "--ssh", f"{sudoer.name}@127.0.0.1:{sshd.port}", "--key", str(sshd.client_key),
+                 "--root", str(root), "--program", str(program), "--wait", "90", *extra,
+                 "--admin", server.admin, "--token-file", server.token_file, stdin=stdin, timeout=300)
 
 
 def node_add(server, sshd, root: Path, program: Path, *extra: str):
@@ -221,3 +238,56 @@ def test_a_wrong_password_is_refused_with_one_sentence_and_never_shown(servers, 
     assert done.stderr == (f"llmgw: root@127.0.0.1:{daemon.port} did not accept the password given; check it "
                            "(and that sshd there allows passwords), or log in with --key FILE\n")
     assert secret not in done.stdout + done.stderr + daemon.output()
+
+
+def test_a_user_whose_sudo_asks_a_password_installs_a_node_as_root_and_the_password_is_never_shown(
+        server, sshd, sudoer, node_root, pyz):
+    # Every command after the first goes through `sudo -S` again: had sudo remembered the first password
+    # (its timestamp), the next one would have been read by the command as its plan.
+    done = as_sudoer(server, sshd, sudoer, node_root, pyz, "--sudo-password", "--name", "sudo-node", "--json",
+                     stdin=SUDO_PASSWORD + "\n")
+    assert done.returncode == 0, done.stderr + sshd.output()
+    report = json.loads(done.stdout)
+    assert {step["state"] for step in report["steps"]} == {"done"}, report["steps"]
+    assert report["node"]["name"] == "sudo-node"
+    assert report["steps"][0]["sentence"].startswith(f"{sudoer.name}@127.0.0.1:{sshd.port}; host key SHA256:")
+    program = Layout(node_root).program
+    assert program.read_bytes() == pyz.read_bytes() and program.stat().st_uid == 0
+
+    seen = done.stdout + done.stderr + server.output()
+    seen += "".join(path.read_text(errors="replace") for path in node_root.rglob("*")
+                    if path.is_file() and path.stat().st_size < 1 << 20)
+    assert SUDO_PASSWORD not in seen
+
+
+def test_a_user_whose_sudo_asks_a_password_and_none_is_given_is_told_to_give_one(server, sshd, sudoer, node_root,
+                                                                                  pyz):
+    done = as_sudoer(server, sshd, sudoer, node_root, pyz)
+    assert done.returncode == 1
+    assert done.stderr == (f"llmgw: sudo on 127.0.0.1 asks {sudoer.name} for a password; give --sudo-password "
+                           "(it is read from the terminal)\n")
+    assert not any(node_root.iterdir())
+
+
+def test_a_wrong_sudo_password_is_refused_with_one_sentence_and_never_shown(server, sshd, sudoer, node_root, pyz):
+    wrong = "not-it-" + os.urandom(4).hex()
+    done = as_sudoer(server, sshd, sudoer, node_root, pyz, "--sudo-password", stdin=wrong + "\n")
+    assert done.returncode == 1
+    assert done.stderr == (f"llmgw: sudo on 127.0.0.1 did not take the password given for {sudoer.name} (or "
+                           f"{sudoer.name} may not use sudo there)\n")
+    assert wrong not in done.stdout + done.stderr + sshd.output()
+    assert not any(node_root.iterdir())
+
+
+def test_a_user_with_sudo_that_asks_nothing_needs_no_password(server, sshd, node_root, pyz, tmp_path):
+    user = SudoUser(sshd, "unused-" + os.urandom(4).hex(), nopasswd=True)
+    try:
+        # The check runs python3 as root before anything is copied: an archive for other Pythons stops the
+        # install there, which is as far as this needs to go to show that sudo let it in.
+        elsewhere = carrying(pyz, ["3.98", "3.99"], tmp_path / "elsewhere.pyz")
+        done = as_sudoer(server, sshd, user, node_root, elsewhere)
+    finally:
+        user.remove()
+    assert done.returncode == 1
+    assert "'s python3 is " in done.stderr and "elsewhere.pyz carries CPython 3.98, 3.99" in done.stderr
+    assert not Layout(node_root).program.exists()

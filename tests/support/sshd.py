@@ -9,9 +9,11 @@ foreground (-D -e) as the test's child and is ended by its PID.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 from tests.support.pgcluster import free_port
@@ -41,7 +43,9 @@ class Sshd:
             "ListenAddress 127.0.0.1",
             f"HostKey {self.host_key}",
             f"PidFile {self.dir / 'sshd.pid'}",
-            f"AuthorizedKeysFile {self.authorized}",
+            # The test's file for root; a user of the test's own (SudoUser) has one in its home, since sshd
+            # reads a user's keys as that user, who cannot open root's temporary folder.
+            f"AuthorizedKeysFile {self.authorized} .ssh/authorized_keys",
             # The test's files are in a temporary folder whose modes sshd's checks would refuse.
             "StrictModes no",
             # With passwords, root may try one (root's is locked here, so every one is wrong).
@@ -91,3 +95,45 @@ class Sshd:
                 self.proc.wait(timeout=10)
         if self.proc:
             self.log.close()
+
+
+class SudoUser:
+    """A throwaway account of this machine that logs in with the test's client key and becomes root through
+    Debian's sudo: asking for its password, or (nopasswd) not. Made with useradd and a sudoers.d file of its
+    own, both removed at the end; its home is outside pytest's folder, which is private to root."""
+
+    def __init__(self, sshd: Sshd, password: str, nopasswd: bool = False):
+        if shutil.which("sudo") is None or shutil.which("useradd") is None:
+            raise AssertionError("the sudo tests need Debian's sudo and passwd; .ci/run installs them "
+                                 "(apt-get install sudo)")
+        self.name = f"llmgw-sudo{os.getpid() % 100000}"
+        self.password = password
+        self.home = Path(tempfile.mkdtemp(prefix="llmgw-sudo-home-"))
+        os.chmod(self.home, 0o755)
+        self.sudoers = Path(f"/etc/sudoers.d/{self.name}")
+        subprocess.run(["useradd", "--home-dir", str(self.home), "--no-create-home", "--shell", "/bin/sh",
+                        self.name], check=True, capture_output=True, timeout=30)
+        try:
+            subprocess.run(["chpasswd"], input=f"{self.name}:{password}\n", text=True, check=True,
+                           capture_output=True, timeout=30)
+            ssh = self.home / ".ssh"
+            ssh.mkdir(mode=0o700)
+            (ssh / "authorized_keys").write_text(Path(f"{sshd.client_key}.pub").read_text())
+            subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(self.home)], check=True, timeout=30)
+            # timestamp_type=global: sudo remembers a password given once for every later command, as it
+            # does on machines configured so; an install must not count on being asked each time.
+            rule = (f"Defaults:{self.name} timestamp_type=global\n"
+                    f"{self.name} ALL=(ALL:ALL) {'NOPASSWD: ' if nopasswd else ''}ALL\n")
+            self.sudoers.write_text(rule)
+            os.chmod(self.sudoers, 0o440)
+            checked = subprocess.run(["visudo", "-cf", str(self.sudoers)], capture_output=True, text=True,
+                                     timeout=30)
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+        except BaseException:
+            self.remove()
+            raise
+
+    def remove(self) -> None:
+        self.sudoers.unlink(missing_ok=True)
+        subprocess.run(["userdel", self.name], capture_output=True, timeout=30)
+        shutil.rmtree(self.home, ignore_errors=True)
