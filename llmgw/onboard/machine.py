@@ -22,7 +22,7 @@ import yaml
 from llmgw.errors import ExpectedError
 from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.services import service_manager, wait_active
+from llmgw.onboard.services import ServiceManager, service_manager, wait_active
 from llmgw.onboard.steps import Progress, StepFailed
 
 AGENT_UNIT = "llmgw-agent.service"
@@ -93,25 +93,30 @@ def run_steps(machine: str, report: Report, steps: list[Step],
     step(STEP_START, lambda: start(changed))
 
 
+def start_unit(manager: ServiceManager, unit: str) -> Callable[[bool], tuple[bool, str]]:
+    """An install's last step: start `unit`, or restart it when an earlier step changed what it runs or reads."""
+
+    def start(changed: bool) -> tuple[bool, str]:
+        if not manager.status(unit).active:
+            manager.start(unit)
+            return True, f"pid {wait_active(manager, unit).pid}"
+        if changed:
+            manager.restart(unit)
+            return True, f"restarted for its new files, pid {wait_active(manager, unit).pid}"
+        return False, f"running, pid {manager.status(unit).pid}"
+
+    return start
+
+
 def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, Any]:
     """Every step of a node's install, in order; the node's id and name. StepFailed at the first that fails."""
     manager = service_manager(layout, plan.services)
-
-    def start(changed: bool) -> tuple[bool, str]:
-        if not manager.status(AGENT_UNIT).active:
-            manager.start(AGENT_UNIT)
-            return True, f"pid {wait_active(manager, AGENT_UNIT).pid}"
-        if changed:
-            manager.restart(AGENT_UNIT)
-            return True, f"restarted for its new files, pid {wait_active(manager, AGENT_UNIT).pid}"
-        return False, f"running, pid {manager.status(AGENT_UNIT).pid}"
-
     run_steps(plan.machine, report, [
         (STEP_USER, lambda: user_and_directories(layout)),
         (STEP_CONFIG, lambda: write_agent_config(layout, plan)),
         (STEP_JOIN, lambda: join_cluster(layout, plan)),
         (STEP_INSTALL, lambda: (manager.install(AGENT_UNIT), f"{AGENT_UNIT} ({manager.kind})")),
-    ], start, changed=plan.program_changed)
+    ], start_unit(manager, AGENT_UNIT), changed=plan.program_changed)
     from llmgw.trust.tls import node_identity
 
     config = _read_yaml(layout.agent_config)

@@ -21,8 +21,8 @@ import yaml
 
 from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.machine import USER, Report, run_steps, user_and_directories
-from llmgw.onboard.services import service_manager, wait_active
+from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
+from llmgw.onboard.services import service_manager
 from llmgw.onboard.steps import Progress, StepFailed
 
 SERVER_UNIT = "llmgw-server.service"
@@ -114,22 +114,12 @@ def install_server(layout: Layout, plan: ServerPlan, report: Report) -> dict[str
         return did, said
 
     manager = service_manager(layout, plan.services)
-
-    def start(changed: bool) -> tuple[bool, str]:
-        if not manager.status(SERVER_UNIT).active:
-            manager.start(SERVER_UNIT)
-            return True, f"pid {wait_active(manager, SERVER_UNIT).pid}"
-        if changed:
-            manager.restart(SERVER_UNIT)
-            return True, f"restarted for its new files, pid {wait_active(manager, SERVER_UNIT).pid}"
-        return False, f"running, pid {manager.status(SERVER_UNIT).pid}"
-
     run_steps(plan.machine, report, [
         ("make the llmgw user and directories", directories),
         (STEP_CONFIG, lambda: write_server_config(layout, plan)),
         (STEP_KEY, lambda: put_master_key(layout, plan)),
         ("install the service", lambda: (manager.install(SERVER_UNIT), f"{SERVER_UNIT} ({manager.kind})")),
-    ], start, changed=plan.program_changed)
+    ], start_unit(manager, SERVER_UNIT), changed=plan.program_changed)
     return {"name": plan.name or os.uname().nodename}
 
 
