@@ -223,17 +223,6 @@ def etcd_environment(machines: list[StoreMachine], me: StoreMachine, data_dir: s
     return head + "".join(f"{k}={v}\n" for k, v in values.items())
 
 
-def read_environment(text: str) -> dict[str, str]:
-    """KEY=VALUE lines of an environment file, as systemd's EnvironmentFile= reads the simple ones."""
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
-
-
 @dataclass(frozen=True)
 class PatroniPaths:
     """Where one member's PostgreSQL files are, on the machine (a Layout puts them under its root)."""

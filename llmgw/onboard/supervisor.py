@@ -28,10 +28,20 @@ from typing import Any
 from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.steps import StepFailed
-from llmgw.onboard.units import ServiceSpec, parse_service
+from llmgw.onboard.units import ServiceSpec, expand, parse_service, read_environment
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# The accounts an install makes, on the machine itself only (llmgw.onboard.machine.USER).
+INSTALL_MADE_USERS = frozenset({"llmgw"})
+
+
+def _account(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def process_start(pid: int) -> int | None:
@@ -148,10 +158,11 @@ class Supervisor:
 
     # -- what runs ------------------------------------------------------------
 
-    def argv(self) -> list[str]:
-        """ExecStart with each absolute path that exists under the root put there (the program, --config)."""
+    def argv(self, env: dict[str, str]) -> list[str]:
+        """ExecStart with its variables put in, and each absolute path that exists under the root put there
+        (the program, --config)."""
         out = []
-        for word in self.spec.exec_start:
+        for word in expand(self.spec.exec_start, env):
             if word.startswith("/") and not self.layout.real and self.layout.at(word).exists():
                 out.append(str(self.layout.at(word)))
             else:
@@ -160,12 +171,22 @@ class Supervisor:
 
     def environment(self) -> dict[str, str]:
         env = {"PATH": PATH, "LANG": "C.UTF-8", "HOME": "/root"}
-        if self.spec.user and self.layout.real:
-            env["HOME"] = pwd.getpwnam(self.spec.user).pw_dir
+        if self.user():
+            env["HOME"] = pwd.getpwnam(str(self.spec.user)).pw_dir
         if not self.layout.real:
             # The archive unpacks itself under the install's root, not in root's home.
             env["LLMGW_PYZ_CACHE"] = str(self.layout.cache)
         env.update(self.spec.environment)
+        # As systemd reads them: after Environment=, in order, a later file's setting winning.
+        for path, optional in self.spec.environment_files:
+            try:
+                env.update(read_environment(self.layout.at(path).read_text()))
+            except FileNotFoundError:
+                if not optional:
+                    raise StepFailed("start the service", f"{self.unit} reads its environment from "
+                                                          f"{self.layout.at(path)}, which is not there; write it "
+                                                          "first (or mark it optional with EnvironmentFile=-)"
+                                                          ) from None
         # Which unit this is, and under which root: what a program that upgrades itself hands its watchdog,
         # so that it restarts this very unit (llmgw.release.watchdog).
         env["LLMGW_UNIT"] = self.unit
@@ -173,10 +194,14 @@ class Supervisor:
         return env
 
     def user(self) -> dict[str, Any]:
-        # An install into a directory runs as whoever installed it: the
-        # unit's User= names an account of the machine, which a test's root
-        # directory does not have.
-        if not self.spec.user or not self.layout.real or os.geteuid() != 0:
+        # An install into a directory runs llmgw's own units as whoever
+        # installed it: their User= names the account the install makes on the
+        # machine itself only. Accounts that Debian's packages made (postgres
+        # for Patroni, etcd) are the machine's, there for a directory's install
+        # too; and PostgreSQL refuses to run as root.
+        if not self.spec.user or os.geteuid() != 0:
+            return {}
+        if not self.layout.real and (self.spec.user in INSTALL_MADE_USERS or not _account(self.spec.user)):
             return {}
         try:
             pwd.getpwnam(self.spec.user)
@@ -184,12 +209,15 @@ class Supervisor:
             raise StepFailed("start the service", f"{self.unit} runs as the user {self.spec.user}, which this "
                                                   f"machine lacks; make it (useradd --system {self.spec.user})"
                                                   ) from None
-        return {"user": self.spec.user, "group": self.spec.group or self.spec.user, "extra_groups": []}
+        # As systemd: without Group=, the user's own primary group (nobody's is nogroup, not "nobody").
+        return {"user": self.spec.user, "group": self.spec.group or pwd.getpwnam(self.spec.user).pw_gid,
+                "extra_groups": []}
 
     def spawn(self) -> None:
-        argv = self.argv()
+        env = self.environment()
+        argv = self.argv(env)
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=2, env=self.environment(),
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=2, env=env,
                                          cwd="/", process_group=0, **self.user())
         except FileNotFoundError:
             raise StepFailed("start the service", f"{self.unit}: {argv[0]} does not exist; install the program "
@@ -299,15 +327,15 @@ class Supervisor:
         elif self.spec.kill_mode == "mixed":
             # systemd's mixed: SIGTERM to the main process, SIGKILL to what is left of the unit.
             _killpg(pid, signal.SIGKILL)
+            _wait_gone(pid)
 
     def end_group(self, pgid: int, first: signal.Signals | None) -> None:
         """What is left of the process group `pgid`: `first` (if any), then SIGKILL past TimeoutStopSec."""
         if first is not None:
             _killpg(pgid, first)
-        deadline = time.monotonic() + self.spec.timeout_stop_sec
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)  # nothing to wait on for processes that are not our children
+        _wait_gone(pgid, self.spec.timeout_stop_sec)
         _killpg(pgid, signal.SIGKILL)
+        _wait_gone(pgid)
 
     # -- records --------------------------------------------------------------
 
@@ -340,11 +368,26 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+def _group_running(pgid: int) -> bool:
+    """Whether a process of the group `pgid` still runs. A zombie does not: it is dead, waiting for a parent
+    (init, for what outlived the unit's main process) to read its status, and killpg(pgid, 0) still finds it."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_gone(pgid: int, timeout: float = 10.0) -> None:
+    """Until no process of the group runs, or `timeout`: a signal is delivered when its target next runs, so a
+    stop that returned at once after SIGKILL could be read, on a busy machine, with the processes still there."""
+    deadline = time.monotonic() + timeout
+    while _group_running(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)  # nothing to wait on for processes that are not our children

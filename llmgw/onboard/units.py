@@ -8,7 +8,9 @@ systemd; everything else (the sandboxing) is systemd's alone.
 
 from __future__ import annotations
 
+import re
 import shlex
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +42,8 @@ class ServiceSpec:
     user: str | None = None
     group: str | None = None
     restart_prevent_exit_status: frozenset[int] = frozenset()
+    # EnvironmentFile= in order, each (path, optional): a "-" before the path lets it be missing.
+    environment_files: tuple[tuple[str, bool], ...] = ()
 
 
 def sections(text: str) -> dict[str, list[tuple[str, str]]]:
@@ -74,16 +78,62 @@ def _seconds(value: str, key: str, unit: str) -> float:
                                               "write it in seconds (2, 2s or 500ms)") from None
 
 
+def specifiers(value: str, unit: str) -> str:
+    """systemd's specifiers that Debian's units use (%p, %i, %n, %N, %H, %%), put in as systemd would.
+
+    Debian's etcd.service reads EnvironmentFile=-/etc/default/%p: the
+    three-machine store runs the packages' own units, under either manager."""
+    name = unit.rsplit(".", 1)[0]
+    prefix, _, instance = name.partition("@")
+    values = {"p": prefix, "i": instance, "n": unit, "N": name, "H": socket.gethostname(), "%": "%"}
+    return re.sub(r"%(.)", lambda m: values.get(m.group(1), m.group(0)), value)
+
+
+def read_environment(text: str) -> dict[str, str]:
+    """KEY=VALUE lines of an environment file, as systemd's EnvironmentFile= reads the simple ones."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";")) and "=" in line:
+            key, _, value = line.partition("=")
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            out[key.strip()] = value
+    return out
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_WORD_VARIABLE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def expand(argv: list[str], env: dict[str, str]) -> list[str]:
+    """ExecStart's variables as systemd puts them in: a word that is `$NAME` alone becomes the value's
+    words (none when it is empty or unset); `${NAME}` anywhere in a word is the value as it is."""
+    out: list[str] = []
+    for word in argv:
+        whole = _WORD_VARIABLE.match(word)
+        if whole:
+            out.extend(env.get(whole.group(1), "").split())
+        else:
+            out.append(_VARIABLE.sub(lambda m: env.get(m.group(1), ""), word))
+    return out
+
+
 def parse_service(text: str, unit: str) -> ServiceSpec:
     """The [Service] keys of `text` (the unit `unit`) that a supervisor honours."""
     service = sections(text).get("Service", [])
     values: dict[str, str] = {}
     environment: dict[str, str] = {}
-    for key, value in service:
+    files: list[tuple[str, bool]] = []
+    for key, raw in service:
+        value = specifiers(raw, unit)
         if key == "Environment":
             for pair in shlex.split(value):
                 name, _, setting = pair.partition("=")
                 environment[name] = setting
+        elif key == "EnvironmentFile":
+            files.append((value.removeprefix("-"), value.startswith("-")))
         else:
             values[key] = value
     if "ExecStart" not in values:
@@ -102,4 +152,5 @@ def parse_service(text: str, unit: str) -> ServiceSpec:
         user=values.get("User") or None,
         group=values.get("Group") or None,
         restart_prevent_exit_status=prevent,
+        environment_files=tuple(files),
     )

@@ -16,7 +16,8 @@ from llmgw.config import ServerConfig
 from llmgw.config.storeaddress import postgres_hosts, session_attrs
 from llmgw.onboard import hastore, patroni
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.patroni import StoreMachine, StoreSecrets, StoreSetupError, read_environment
+from llmgw.onboard.patroni import StoreMachine, StoreSecrets, StoreSetupError
+from llmgw.onboard.units import read_environment
 
 THREE = [StoreMachine("cp-1", "10.0.0.5"), StoreMachine("cp-2", "10.0.0.6"),
          StoreMachine("cp-3", "10.0.0.7", postgres=False)]

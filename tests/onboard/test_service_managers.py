@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,58 @@ def test_paths_that_exist_under_the_root_are_run_from_there(units, tmp_path):
     manager.start(UNIT)
     said = wait_until(lambda: seen.exists() and seen.read_text().strip(), 30, "the program ran")
     assert said == f"{program} agent --config {layout.agent_config} /etc/elsewhere hello"
+
+
+def test_a_unit_written_like_debians_etcd_service_reads_its_environment_file_and_its_variables(units, tmp_path):
+    # Debian's etcd.service, as the three-machine store runs it: EnvironmentFile=-/etc/default/%p, then
+    # ExecStart=/usr/bin/etcd $DAEMON_ARGS, the file's values winning over Environment='s.
+    sources, layout, manager = units
+    seen = tmp_path / "seen"
+    program = layout.at("/usr/bin/toy")
+    program.parent.mkdir(parents=True)
+    program.write_text(f"#!/bin/sh\nprintf '%s|' \"$@\" \"$TOY_NAME\" \"$TOY_DATA_DIR\" > {seen}\nexec sleep 1000\n")
+    program.chmod(0o755)
+    defaults = layout.at("/etc/default/toy")
+    defaults.parent.mkdir(parents=True)
+    defaults.write_text("# written by the install\nTOY_DATA_DIR=/srv/toy\nDAEMON_ARGS=\"--one two\"\n")
+    write_unit(sources, "Environment=DAEMON_ARGS=\nEnvironment=TOY_NAME=%p-%i\n"
+                        "Environment=TOY_DATA_DIR=/var/lib/toy/default\nEnvironmentFile=-/etc/default/%p\n"
+                        "EnvironmentFile=-/etc/default/missing\n"
+                        "ExecStart=/usr/bin/toy $DAEMON_ARGS ${TOY_NAME}-x $UNSET\nRestart=always")
+    manager.install(UNIT)
+    manager.start(UNIT)
+    said = wait_until(lambda: seen.exists() and seen.read_text(), 30, "the program ran")
+    assert said == "--one|two|toy--x|toy-|/srv/toy|"
+
+
+def test_an_environment_file_that_must_be_there_and_is_not_stops_the_start_with_its_path(units):
+    sources, layout, manager = units
+    write_unit(sources, "EnvironmentFile=/etc/default/toy\nExecStart=/bin/sleep 1000")
+    manager.install(UNIT)
+    with pytest.raises(StepFailed) as failed:
+        manager.start(UNIT)
+    assert str(failed.value) == (f"toy.service did not start: toy.service reads its environment from "
+                                 f"{layout.at('/etc/default/toy')}, which is not there; write it first (or mark "
+                                 "it optional with EnvironmentFile=-)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a unit as another user takes root (CI runs as root)")
+def test_in_a_directory_a_packages_account_is_honoured_and_llmgws_own_is_not(units, request):
+    # Patroni's unit runs as postgres, whom PostgreSQL needs; llmgw's units name the account the install
+    # makes on the machine itself only, so in a directory they run as whoever installed.
+    sources, layout, manager = units
+    # Not under pytest's folder, which only root may enter.
+    seen = Path(tempfile.mkdtemp(prefix="llmgw-accounts-"))
+    seen.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(seen, ignore_errors=True))
+    for name, user in (("as-nobody.service", "nobody"), ("as-llmgw.service", "llmgw")):
+        write_unit(sources, f"User={user}\nExecStart=/bin/sh -c 'id -un > {seen / name}; exec sleep 1000'",
+                   name=name)
+        manager.install(name)
+        manager.start(name)
+    ran = {name: wait_until(lambda n=name: (seen / n).exists() and (seen / n).read_text().strip(), 30,
+                            f"{name} ran") for name in ("as-nobody.service", "as-llmgw.service")}
+    assert ran == {"as-nobody.service": "nobody", "as-llmgw.service": "root"}
 
 
 def test_systemd_is_refused_for_an_install_into_a_directory_with_what_to_use(tmp_path):

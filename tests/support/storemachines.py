@@ -34,6 +34,7 @@ from llmgw.onboard import hastore, patroni
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.patroni import StoreMachine, StorePorts, StoreSecrets
 from llmgw.onboard.steps import Progress
+from llmgw.onboard.units import read_environment
 from tests.support.pgcluster import free_port
 from tests.support.waiting import wait_until
 
@@ -100,7 +101,7 @@ class StoreMachines:
     def _start_etcd(self, m: StoreMachine) -> None:
         env_file = self.layouts[m.name].at(patroni.ETCD_ENVIRONMENT)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-               **patroni.read_environment(env_file.read_text())}
+               **read_environment(env_file.read_text())}
         log = open(self.layouts[m.name].root / "etcd.log", "ab")
         self.procs[f"etcd {m.name}"] = subprocess.Popen([self.etcd], env=env, stdout=log, stderr=subprocess.STDOUT,
                                                         start_new_session=True)
