@@ -27,6 +27,11 @@ def register(commands) -> None:
                                                   "JSON lines on stdout. Run as root.")
     server.add_argument("--root", default="/", help="the install's root directory")
     server.set_defaults(run=run_server)
+    store = sub.add_parser("store", description="Make this machine one of the three-machine store's: the plan "
+                                                "(JSON, with the store's passwords) on stdin, progress as JSON "
+                                                "lines on stdout. Run as root.")
+    store.add_argument("--root", default="/", help="the install's root directory")
+    store.set_defaults(run=run_store)
 
 
 def run_supervise(args: argparse.Namespace) -> int:
@@ -48,3 +53,9 @@ def run_server(args: argparse.Namespace) -> int:
     from llmgw.onboard import standby
 
     return standby.main(args.root)
+
+
+def run_store(args: argparse.Namespace) -> int:
+    from llmgw.onboard import hastore
+
+    return hastore.main(args.root)

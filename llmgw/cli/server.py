@@ -173,7 +173,8 @@ def _install_uvloop() -> None:
 
 
 def _install_flags(init: argparse.ArgumentParser) -> None:
-    """`server init --install`: the whole single-machine install the setup screens do, as flags."""
+    """`server init --install`: the whole install the setup screens do, as flags."""
+    from llmgw.cli import sshinstall
     from llmgw.onboard.parts import STARTERS
 
     g = init.add_argument_group("the whole install (--install), as the setup screens do it")
@@ -195,6 +196,17 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
     g.add_argument("--language", default="en", choices=("en", "tr"), help="the portal's language (default en)")
     g.add_argument("--max-key-ttl", default="", metavar="DURATION",
                    help="the longest lifetime of a new API key, e.g. 90d (default: no limit)")
+    ha = init.add_argument_group("three machines (--install --ha), each a control plane on one store under "
+                                 "Patroni (docs/ha.md#three-machines)")
+    ha.add_argument("--ha", metavar="USER@HOST2,USER@HOST3",
+                    help="the other two machines, by IP address, logged in to over SSH; this machine is the first")
+    ha.add_argument("--address", metavar="IP", help="the address the other two reach this machine at (default: "
+                                                    "the one its route toward the second uses)")
+    ha.add_argument("--machines", metavar="FILE",
+                    help="instead of --ha: the three as a YAML list, this machine first, each with name, address, "
+                         "ssh (the other two), and where not the defaults its root, store ports and listeners")
+    sshinstall.login_options(ha)
+    sshinstall.copy_options(ha, "each standby control plane")
 
 
 def run_install(args) -> int:
@@ -218,6 +230,12 @@ def run_install(args) -> int:
     for role in LISTEN_DEFAULTS:
         if getattr(args, f"listen_{role}") is not None:
             choices.listen[role] = getattr(args, f"listen_{role}")
+    if args.ha or args.machines:
+        return _install_ha(args, choices)
+    if any(getattr(args, flag) for flag in HA_ONLY):
+        print("llmgw: --address, --key, --password, --sudo-password, --program and --known-hosts are for three "
+              "machines; give --ha USER@HOST2,USER@HOST3 too", file=sys.stderr)
+        return 2
     choices.check()
     layout = Layout(Path(choices.root))
     # With --json the progress goes to stderr as JSON lines: stdout is the one document at the end.
@@ -228,10 +246,15 @@ def run_install(args) -> int:
         def report(p) -> None:
             print(p.shown(), flush=True)
     result = install(choices, layout, service_manager(layout, choices.services), report)
+    return _installed(args, result)
+
+
+def _installed(args, result, standbys: list | None = None, store: str = "") -> int:
     if args.json:
         emit_json({"portal": result.portal, "client_api": result.client_api, "admin_email": result.admin_email,
                    "password": result.password, "api_key": result.api_key, "model": result.model,
-                   "answer": result.answer, "admin_token_file": result.admin_token_file, "steps": result.steps})
+                   "answer": result.answer, "admin_token_file": result.admin_token_file, "steps": result.steps,
+                   **({"standbys": standbys, "store": store} if standbys is not None else {})})
         return 0
     print("\nllmgw is installed." + (" The password and key are shown once and kept nowhere: copy them now."
                                      if result.password else "") + "\n")
@@ -244,7 +267,57 @@ def run_install(args) -> int:
     if result.model:
         answered = f", which answered: {result.answer[:60]}" if result.answer else ""
         print(f"  model           {result.model}{answered}")
+    if standbys is not None:
+        print(f"  store           {store}")
+        for standby in standbys:
+            print(f"  standby         {standby['name']}, answering {standby['health']}")
     return 0
+
+
+HA_ONLY = ("address", "key", "password", "sudo_password", "program", "known_hosts")
+
+
+def _install_ha(args, choices) -> int:
+    from pathlib import Path
+
+    from llmgw.cli.sshinstall import credentials
+    from llmgw.onboard.hainstall import HaJob, from_file, from_hosts, install_ha
+    from llmgw.onboard.layout import Layout
+    from llmgw.onboard.nodeadd import program_file
+    from llmgw.onboard.parts import Machine
+
+    if args.ha and args.machines:
+        print("llmgw: give the other two machines either with --ha or in --machines FILE, not both", file=sys.stderr)
+        return 2
+    machines = (from_file(Path(args.machines)) if args.machines
+                else from_hosts([h.strip() for h in args.ha.split(",") if h.strip()], args.address))
+    here = machines[0]
+    login = credentials(args, "the other two machines' login")
+    auth = "key" if args.key else "password" if args.password else "agent"
+    # What the setup screens ask of the other two, filled from the flags: the same checks for both.
+    choices.machines = 3
+    choices.others = [Machine(address=m.ssh.host, user=m.ssh.user, auth=auth, key_path=args.key or "",
+                              password=login.password or "", sudo_password=login.sudo_password or "")
+                      for m in machines[1:] if m.ssh is not None]
+    if here.root != "/" and not args.root:
+        choices.root = here.root
+    choices.listen.update(here.listen)
+    choices.check()
+    layout = Layout(Path(choices.root))
+    known_hosts = Path(args.known_hosts) if args.known_hosts else layout.server_data / "known_hosts"
+    job = HaJob(machines=machines, credentials=login,
+                known_hosts=known_hosts, program=program_file(args.program),
+                services=args.services or ("supervised" if any(m.root != "/" for m in machines[1:]) else None),
+                wait=args.wait)
+    if args.json:
+        def report(p) -> None:
+            print(p.line(), file=sys.stderr, flush=True)
+    else:
+        def report(p) -> None:
+            if p.state != "doing":
+                print(p.shown(), flush=True)
+    done = asyncio.run(install_ha(choices, job, report))
+    return _installed(args, done["result"], done["standbys"], done["store"])
 
 
 def run_init(args) -> int:

@@ -30,25 +30,41 @@ def ssh_options(parser, what: str) -> None:
     """The options of installing over SSH, the same for `node add` and `server add`."""
     ssh = parser.add_argument_group("installing over SSH")
     ssh.add_argument("--ssh", metavar="USER@HOST[:PORT]", help=f"log in there and install {what}")
-    ssh.add_argument("--key", metavar="FILE", help="the SSH private key to log in with (default: the SSH agent "
-                                                   "at $SSH_AUTH_SOCK, then ~/.ssh's keys)")
-    ssh.add_argument("--password", action="store_true",
-                     help="log in with a password, read from the terminal (or the first line of stdin)")
-    ssh.add_argument("--sudo-password", action="store_true",
-                     help="sudo there asks for a password other than the login's: read it from the terminal "
-                          "(or the next line of stdin); with --password alone, sudo is given that one")
+    login_options(ssh)
     ssh.add_argument("--port", type=int, metavar="N", help="the SSH port (default 22, or the one in --ssh)")
     ssh.add_argument("--root", metavar="DIR",
                      help="install under DIR on that machine instead of / (for tests); implies --services "
                           "supervised")
     ssh.add_argument("--services", choices=("systemd", "supervised"),
                      help="who keeps the service running there (default: systemd where it runs the machine)")
-    ssh.add_argument("--program", metavar="FILE",
-                     help="the llmgw.pyz to copy (default: the one this runs from)")
-    ssh.add_argument("--known-hosts", metavar="FILE",
-                     help="the host keys met before (default: known_hosts beside the admin token)")
-    ssh.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
-                     help=f"how long to wait for {what} to answer once installed (default 120)")
+    copy_options(ssh, what)
+
+
+def login_options(group) -> None:
+    """How to log in and become root there: for `--ssh` and for `server init --ha`'s other two machines."""
+    group.add_argument("--key", metavar="FILE", help="the SSH private key to log in with (default: the SSH agent "
+                                                     "at $SSH_AUTH_SOCK, then ~/.ssh's keys)")
+    group.add_argument("--password", action="store_true",
+                       help="log in with a password, read from the terminal (or the first line of stdin)")
+    group.add_argument("--sudo-password", action="store_true",
+                       help="sudo there asks for a password other than the login's: read it from the terminal "
+                            "(or the next line of stdin); with --password alone, sudo is given that one")
+
+
+def copy_options(group, what: str) -> None:
+    group.add_argument("--program", metavar="FILE",
+                       help="the llmgw.pyz to copy (default: the one this runs from)")
+    group.add_argument("--known-hosts", metavar="FILE",
+                       help="the host keys met before (default: known_hosts beside the admin token)")
+    group.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                       help=f"how long to wait for {what} to answer once installed (default 120)")
+
+
+def credentials(args, who: str) -> Credentials:
+    """The login's password and sudo's, as the flags ask: read now, held in memory for the run only."""
+    password = read_secret(f"{who}'s password: ") if args.password else None
+    sudo_password = read_secret(f"sudo password of {who}: ") if args.sudo_password else password
+    return Credentials(args.key, password, sudo_password)
 
 
 def ssh_flags_without_ssh(args) -> int:
@@ -64,10 +80,8 @@ def ssh_flags_without_ssh(args) -> int:
 def _job(args, known_hosts_dir: Path, cls=NodeAdd, **extra):
     target = Target.parse(args.ssh, args.port)
     program = program_file(args.program)
-    password = read_secret(f"{target}'s password: ") if args.password else None
-    sudo_password = read_secret(f"sudo password of {target}: ") if args.sudo_password else password
     known_hosts = Path(args.known_hosts) if args.known_hosts else known_hosts_dir / "known_hosts"
-    return cls(target=target, credentials=Credentials(args.key, password, sudo_password),
+    return cls(target=target, credentials=credentials(args, str(target)),
                known_hosts=known_hosts, program=program, root=args.root or "/",
                services=args.services or ("supervised" if args.root else None), name=args.name,
                wait=args.wait, **extra)

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
 from llmgw.onboard.services import ServiceManager
@@ -79,8 +80,13 @@ def dial(address: str) -> str:
 
 class FirstPlane:
     def __init__(self, choices: Choices, layout: Layout, services: ServiceManager,
-                 report: Callable[[Progress], None], machine: str = "this machine"):
+                 report: Callable[[Progress], None], machine: str = "this machine", store: str = "",
+                 name: str = ""):
         self.choices = choices
+        # Three machines: the store in PostgreSQL under Patroni (hainstall), and a name of the
+        # three's for this control plane. One machine: SQLite in the data directory, the host's name.
+        self.store = store
+        self.name = name
         self.layout = layout
         self.services = services
         self.report = report
@@ -162,6 +168,10 @@ class FirstPlane:
             "listen": dict(c.listen),
             "portal": {"language": c.language},
         }
+        if self.name:
+            doc["name"] = self.name
+        if self.store:
+            doc["store"] = self.store
         if c.max_key_ttl:
             doc["auth"] = {"max_key_ttl": c.max_key_ttl}
         return doc
@@ -188,8 +198,11 @@ class FirstPlane:
                 continue  # never overwritten: run again, the settings page and ctl config change it
             from_dict(kind, doc)  # a bad choice is refused here, before anything is written
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("# Written by llmgw setup; keys: docs/reference.md\n"
-                            + yaml.safe_dump(doc, sort_keys=False))
+            # 0640: server.yaml may hold the store's password (three machines); root's, read by llmgw's group.
+            write_atomic(path, ("# Written by llmgw setup; keys: docs/reference.md\n"
+                                + yaml.safe_dump(doc, sort_keys=False)).encode(), 0o640)
+            if self.layout.real and _has_user("llmgw"):
+                shutil.chown(path, "root", "llmgw")
             written.append(str(path))
         if not written:
             return "unchanged", "server.yaml and agent.yaml are there and kept as they are"

@@ -6,20 +6,28 @@ by step, what it did (`Progress`); `install_packages` runs apt-get where a
 package is missing. Run again with the same machines and passwords, every
 file is the same and each step says "unchanged".
 
-Starting etcd and Patroni is the service manager's (Debian's etcd.service
-and patroni.service on a real machine), after all three machines have their
-files: etcd's first start waits for two of its three members.
+`install_machine` is the whole of one machine's part, run on it (in
+process on the machine that installs, `llmgw onboard store` on the other
+two): the packages, the files, then etcd and Patroni started by the service
+manager from Debian's own units (etcd.service, patroni.service), without
+waiting for them: etcd's first start waits for two of its three members,
+and Patroni waits for etcd. `formed` says when the store is one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
 import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,7 +35,8 @@ from llmgw.config.storeaddress import redact_url
 from llmgw.files import write_atomic
 from llmgw.onboard import patroni
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.patroni import PatroniPaths, StoreMachine, StoreSecrets
+from llmgw.onboard.patroni import PatroniPaths, StoreMachine, StorePorts, StoreSecrets
+from llmgw.onboard.services import ServiceManager, service_manager
 from llmgw.onboard.steps import Progress, StepFailed
 
 # Debian 12's, for PostgreSQL 15 under Patroni with etcd beside it.
@@ -38,6 +47,13 @@ PACKAGES = ("etcd-server", "patroni", "python3-etcd", f"postgresql-{patroni.PG_V
 CREATECLUSTER_CONF = "/etc/postgresql-common/createcluster.conf"
 
 Say = Callable[[Progress], None]
+# Where Debian's packages put their units: systemd runs them from there; the
+# supervised manager reads a copy of each (the same unit, under either).
+VENDOR_UNITS = Path("/lib/systemd/system")
+ETCD_UNIT = "etcd.service"
+PATRONI_UNIT = "patroni.service"
+STEP_START_ETCD = "start etcd"
+STEP_START_PATRONI = "start Patroni"
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,13 @@ def write_machine(layout: Layout, machines: list[StoreMachine], me: StoreMachine
     etcd_data = str(layout.at(patroni.ETCD_DATA_DIR))
     step("etcd's configuration", _put(layout.at(patroni.ETCD_ENVIRONMENT),
                                       patroni.etcd_environment(machines, me, etcd_data), 0o644, None))
+    # etcd runs as etcd (its unit's User=) and makes its data directory under
+    # this one, which Debian's package makes on the machine itself only.
+    etcd_parent = Path(etcd_data).parent
+    etcd_parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    etcd_owner = _owner("etcd")
+    if etcd_owner is not None:
+        os.chown(etcd_parent, *etcd_owner)
     if not me.postgres:
         return
     owner = _owner(postgres_user)
@@ -185,3 +208,124 @@ def setup_machine(layout: Layout, machines: list[StoreMachine], me: StoreMachine
     if layout.real:
         install_packages(layout, me, say)
     write_machine(layout, machines, me, secrets_, say)
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    """What the installing machine sends each of the others on stdin: the three, which one it is, the
+    store's passwords (never on a command line), and the service manager to use."""
+
+    machines: list[dict[str, Any]]
+    me: str
+    secrets: dict[str, str] = field(repr=False)
+    services: str | None = None
+
+    @classmethod
+    def make(cls, machines: list[StoreMachine], me: StoreMachine, secrets_: StoreSecrets,
+             services: str | None) -> StorePlan:
+        return cls([asdict(m) for m in machines], me.name,
+                   {name: getattr(secrets_, name) for name in StoreSecrets.NAMES}, services)
+
+    @classmethod
+    def from_json(cls, text: str) -> StorePlan:
+        try:
+            doc = json.loads(text)
+            return cls(**{key: doc[key] for key in doc if key in cls.__dataclass_fields__})
+        except (ValueError, TypeError) as e:
+            raise StepFailed("read the plan", f"the plan on stdin is not what llmgw server init --ha sends ({e}); "
+                                              "run it with the same version of llmgw on every machine") from None
+
+    def store_machines(self) -> list[StoreMachine]:
+        return [StoreMachine(m["name"], m["address"], m.get("postgres", True), StorePorts(**m.get("ports", {})))
+                for m in self.machines]
+
+    def store_secrets(self) -> StoreSecrets:
+        return StoreSecrets(**{name: self.secrets[name] for name in StoreSecrets.NAMES})
+
+
+def start_services(layout: Layout, me: StoreMachine, manager: ServiceManager, changed: bool,
+                   say: Say = lambda p: None) -> None:
+    """etcd, and Patroni where this machine carries PostgreSQL, started (restarted when their files changed);
+    not waited for: etcd's first start waits for a second member, Patroni for etcd."""
+    units = [(STEP_START_ETCD, ETCD_UNIT)] + ([(STEP_START_PATRONI, PATRONI_UNIT)] if me.postgres else [])
+    for step, unit in units:
+        try:
+            if manager.kind == "supervised":
+                manager.install(unit)  # a copy of Debian's unit; systemd reads it where the package put it
+            if not manager.status(unit).active:
+                manager.start(unit, block=False)
+                say(Progress(me.name, step, "done", f"{unit} started ({manager.kind})"))
+            elif changed:
+                manager.restart(unit)
+                say(Progress(me.name, step, "done", f"{unit} restarted for its new files"))
+            else:
+                say(Progress(me.name, step, "unchanged", f"{unit} running"))
+        except StepFailed as failed:
+            raise StepFailed(step, f"{step}: {failed.sentence}") from None
+
+
+def install_machine(layout: Layout, plan: StorePlan, say: Say = lambda p: None) -> dict[str, Any]:
+    """One machine's whole part of the store: packages (on the machine itself), files, etcd and Patroni."""
+    machines = plan.store_machines()
+    me = next((m for m in machines if m.name == plan.me), None)
+    if me is None:
+        raise StepFailed("the store's files", f"{plan.me} is not one of the three machines in the plan")
+    changes: list[Progress] = []
+
+    def noted(progress: Progress) -> None:
+        changes.append(progress)
+        say(progress)
+
+    setup_machine(layout, machines, me, plan.store_secrets(), noted)
+    changed = any(p.state == "done" for p in changes)
+    start_services(layout, me, service_manager(layout, plan.services, sources=VENDOR_UNITS), changed, say)
+    return {"name": me.name, "postgres": me.postgres}
+
+
+def main(root: str) -> int:
+    """`llmgw onboard store`: the plan on stdin, progress as JSON lines, the result as the last line."""
+    def say(progress: Progress) -> None:
+        print(progress.line(), flush=True)
+
+    machine = "this machine"
+    try:
+        plan = StorePlan.from_json(sys.stdin.readline())
+        machine = plan.me
+        done = install_machine(Layout(Path(root)), plan, say)
+    except StepFailed as failed:
+        say(failed.progress(machine))
+        return 1
+    except patroni.StoreSetupError as e:
+        say(Progress(machine, "the store's files", "failed", str(e)))
+        return 1
+    print(json.dumps({"store": done}), flush=True)
+    return 0
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0, None
+
+
+def formed(machines: list[StoreMachine]) -> tuple[bool, str]:
+    """Whether the store is one, as its configuration promises, and what it is short of, from Patroni's REST
+    API: a primary, every PostgreSQL member running, and with two or more a synchronous standby named."""
+    postgres = [m for m in machines if m.postgres]
+    primary = next((m for m in postgres if _get(m.url(m.ports.patroni) + "/primary")[0] == 200), None)
+    if primary is None:
+        return False, "no PostgreSQL member is primary yet"
+    _, cluster = _get(primary.url(primary.ports.patroni) + "/cluster")
+    members = (cluster or {}).get("members", []) if isinstance(cluster, dict) else []
+    running = [m["name"] for m in members if m.get("state") in ("running", "streaming")]
+    if len(running) < len(postgres):
+        return False, f"{primary.name} is primary; {len(running)} of {len(postgres)} members run"
+    # With synchronous_mode a standby is named synchronous one loop after it first streams; before that no
+    # member may be promoted, so the store is not yet what it promises.
+    if len(postgres) > 1 and not any(m.get("role") == "sync_standby" for m in members):
+        return False, f"{primary.name} is primary; no standby is synchronous yet"
+    return True, f"{primary.name} is primary, {len(running) - 1} standby(s) streaming"

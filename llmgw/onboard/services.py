@@ -44,8 +44,9 @@ class ServiceManager(Protocol):
     def install(self, unit: str) -> bool:
         """Put systemd/UNIT in place for this layout; True if that changed anything."""
 
-    def start(self, unit: str) -> None:
-        """Enable and start; a unit already running is left as it is."""
+    def start(self, unit: str, block: bool = True) -> None:
+        """Enable and start; a unit already running is left as it is. `block=False` returns without waiting
+        for a unit that says when it is ready (Type=notify: etcd is ready once a second member runs)."""
 
     def restart(self, unit: str) -> None: ...
 
@@ -92,8 +93,8 @@ class SystemdManager:
             self._systemctl("daemon-reload")
         return changed
 
-    def start(self, unit: str) -> None:
-        self._systemctl("enable", "--now", unit)
+    def start(self, unit: str, block: bool = True) -> None:
+        self._systemctl("enable", "--now", *(() if block else ("--no-block",)), unit)
 
     def restart(self, unit: str) -> None:
         self._systemctl("restart", unit)
@@ -137,7 +138,8 @@ class SupervisedManager:
     def install(self, unit: str) -> bool:
         return _install_text(self.layout, self.sources, unit)
 
-    def start(self, unit: str) -> None:
+    def start(self, unit: str, block: bool = True) -> None:
+        # A supervised unit is started once its process is: there is no readiness to wait for either way.
         if self.status(unit).active:
             return
         if not self.layout.unit_file(unit).exists():

@@ -1,0 +1,196 @@
+"""`llmgw server init --install --ha`: three machines, each a control plane, on one store under Patroni.
+
+In order, from the machine it runs on (the first of the three):
+1. the store's passwords, made here once and kept under /etc/llmgw/store;
+2. each machine's part of the store (hastore.install_machine): Debian's
+   packages, etcd's and Patroni's files, etcd and Patroni started. Here in
+   process; on the other two over SSH as `llmgw onboard store`, after the
+   program is copied there (the same login, check and copy as `node add
+   --ssh`);
+3. a wait until PostgreSQL has a primary and a synchronous standby;
+4. this machine's control plane on that store (firstplane: the store
+   seeded, the server started, and the parts chosen);
+5. the other two as standby control planes sharing its store and master
+   key (serveradd, as `server add --ssh` does it).
+
+Every step reports Progress and can run again; a second run finds
+everything in place and says "unchanged".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmgw.config.keyfiles import MASTER_KEY_FILE
+from llmgw.config.storeaddress import redact_url
+from llmgw.onboard import hastore, patroni
+from llmgw.onboard.firstplane import FirstPlane, Result
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.nodeadd import NodeAdd, prepare, run_there
+from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
+from llmgw.onboard.patroni import StoreMachine, StorePorts, StoreSecrets
+from llmgw.onboard.serveradd import ServerAdd, add_server
+from llmgw.onboard.services import service_manager
+from llmgw.onboard.ssh import Credentials, Target
+from llmgw.onboard.steps import Progress, StepFailed
+
+STEP_STORE = "wait for the store"
+ALL_THREE = "all three"
+# initdb, the bootstrap and the synchronous standby's naming: about 20 s on
+# loopback; the packages' install on a real machine comes before this wait.
+STORE_WAIT_S = 300.0
+HA_FILE_KEYS = {"name", "address", "ssh", "root", "postgres", "ports", "listen"}
+
+Report = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class HaMachine:
+    """One of the three: its part of the store, how to log in (None for the machine this runs on), where
+    its install goes, and its control plane's listeners where they are not the defaults."""
+
+    store: StoreMachine
+    ssh: Target | None = None
+    root: str = "/"
+    listen: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class HaJob:
+    machines: list[HaMachine]
+    credentials: Credentials
+    known_hosts: Path
+    program: Path
+    services: str | None = None
+    wait: float = 120.0
+
+
+def address_toward(host: str) -> str:
+    """The address this machine is reached at from `host`: the source the kernel picks for a route there
+    (a UDP socket's connect sends nothing)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((host, 9))
+        except OSError as e:
+            raise StepFailed("the three machines", f"this machine has no route to {host} ({e.strerror}); give "
+                                                   "--address with the address the other two reach it at"
+                                                   ) from None
+        return str(probe.getsockname()[0])
+
+
+def from_hosts(others: list[str], address: str | None, port: int | None = None) -> list[HaMachine]:
+    """`--ha USER@HOST2,USER@HOST3`: this machine first, the three named cp-1, cp-2, cp-3, Debian's ports."""
+    if len(others) != 2:
+        raise StepFailed("the three machines", f"--ha names the other two machines, given {len(others)}: "
+                                               "write --ha root@10.0.0.7,root@10.0.0.8")
+    targets = [Target.parse(text, port) for text in others]
+    here = address or address_toward(targets[0].host)
+    machines = [HaMachine(StoreMachine("cp-1", here))]
+    machines += [HaMachine(StoreMachine(f"cp-{i + 2}", t.host.strip("[]")), ssh=t) for i, t in enumerate(targets)]
+    patroni.check_machines([m.store for m in machines])
+    return machines
+
+
+def from_file(path: Path) -> list[HaMachine]:
+    """`--machines FILE`: the three as a YAML list, this machine first (no ssh:), each with its name and
+    address and, where they are not the defaults, its store's ports, install root and listeners."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise StepFailed("the three machines", f"--machines {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise StepFailed("the three machines", f"--machines {path} is not YAML ({e})") from None
+    if not isinstance(doc, list) or not all(isinstance(m, dict) for m in doc):
+        raise StepFailed("the three machines", f"--machines {path}: write a list of three machines, each with "
+                                               "name:, address: and (but for this one) ssh: USER@HOST")
+    machines = []
+    for i, entry in enumerate(doc):
+        unknown = sorted(set(entry) - HA_FILE_KEYS)
+        if unknown:
+            raise StepFailed("the three machines", f"--machines {path}: machine {i + 1} has {', '.join(unknown)}, "
+                                                   f"which is not one of {', '.join(sorted(HA_FILE_KEYS))}")
+        try:
+            store = StoreMachine(str(entry["name"]), str(entry["address"]), bool(entry.get("postgres", True)),
+                                 StorePorts(**(entry.get("ports") or {})))
+        except (KeyError, TypeError) as e:
+            raise StepFailed("the three machines", f"--machines {path}: machine {i + 1} lacks or misnames "
+                                                   f"{e}; each has name: and address:, and ports: of postgres, "
+                                                   "patroni, etcd_client, etcd_peer") from None
+        ssh = entry.get("ssh")
+        if (i == 0) != (ssh is None):
+            raise StepFailed("the three machines", f"--machines {path}: the first machine is this one, with no "
+                                                   "ssh:; the other two each need ssh: USER@HOST[:PORT]")
+        listen = {str(k): str(v) for k, v in (entry.get("listen") or {}).items()}
+        bad = sorted(set(listen) - set(LISTEN_DEFAULTS))
+        if bad:
+            raise StepFailed("the three machines", f"--machines {path}: listen: {', '.join(bad)} is not one of "
+                                                   f"{', '.join(LISTEN_DEFAULTS)}")
+        machines.append(HaMachine(store, Target.parse(str(ssh)) if ssh else None, str(entry.get("root") or "/"),
+                                  listen))
+    patroni.check_machines([m.store for m in machines])
+    return machines
+
+
+async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, Any]:
+    """The three machines installed, each a control plane; this machine's Result and the standbys'."""
+    here = job.machines[0]
+    layout = Layout(Path(choices.root))
+    machines = [m.store for m in job.machines]
+    secrets_ = StoreSecrets.load_or_make(layout.at(patroni.SECRETS_DIR))
+
+    plan = hastore.StorePlan.make(machines, here.store, secrets_, choices.services)
+    await asyncio.to_thread(hastore.install_machine, layout, plan, report)
+    for machine in job.machines[1:]:
+        await _store_there(job, machine, hastore.StorePlan.make(machines, machine.store, secrets_, job.services),
+                           report)
+    await _wait_formed(machines, report)
+
+    url = patroni.store_address(machines, secrets_)
+    plane = FirstPlane(choices, layout, service_manager(layout, choices.services), report,
+                       machine=here.store.name, store=url, name=here.store.name)
+    result: Result = await asyncio.to_thread(plane.run)
+
+    master_key = (layout.server_data / MASTER_KEY_FILE).read_bytes()
+    standbys = []
+    for machine in job.machines[1:]:
+        assert machine.ssh is not None
+        standby = ServerAdd(target=machine.ssh, credentials=job.credentials, known_hosts=job.known_hosts,
+                            program=job.program, root=machine.root, services=job.services, name=machine.store.name,
+                            wait=job.wait, store=url, master_key=master_key, listen=machine.listen)
+        standbys.append(await add_server(standby, report))
+    return {"result": result, "standbys": standbys, "store": redact_url(url)}
+
+
+async def _store_there(job: HaJob, machine: HaMachine, plan: hastore.StorePlan, report: Report) -> None:
+    assert machine.ssh is not None
+    there = NodeAdd(target=machine.ssh, credentials=job.credentials, known_hosts=job.known_hosts,
+                    program=job.program, root=machine.root, services=job.services, name=machine.store.name)
+    layout = Layout(Path(machine.root))
+    session, _ = await prepare(there, layout, report, report)
+    try:
+        await run_there(session, there, layout, "store", plan.__dict__, report)
+    finally:
+        session.close()
+
+
+async def _wait_formed(machines: list[StoreMachine], report: Report) -> None:
+    report(Progress(ALL_THREE, STEP_STORE, "doing", "PostgreSQL's primary and synchronous standby"))
+    deadline = time.monotonic() + STORE_WAIT_S
+    while True:
+        done, said = await asyncio.to_thread(hastore.formed, machines)
+        if done:
+            report(Progress(ALL_THREE, STEP_STORE, "done", said))
+            return
+        if time.monotonic() >= deadline:
+            raise StepFailed(STEP_STORE, f"the store did not form in {STORE_WAIT_S:.0f} s ({said}); see Patroni's "
+                                         "and etcd's logs on the three (journalctl -u patroni -u etcd)")
+        await asyncio.sleep(1.0)

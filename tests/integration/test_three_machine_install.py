@@ -1,0 +1,140 @@
+"""`llmgw server init --install --machines FILE`: three machines made from the first, two of them over a real
+sshd, each with its etcd, Patroni's PostgreSQL and a control plane, on loopback; run again and nothing changes.
+
+The three are three install roots on this machine, each with ports of its own
+(--machines gives them); the store's services run from Debian's own units
+(etcd.service, patroni.service) under the supervised manager, Patroni as
+postgres. The roots are outside pytest's folder, which postgres and etcd
+cannot enter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.pgcluster import free_port
+from tests.support.pyz import pyz  # noqa: F401 - a fixture
+from tests.support.servers import llmgw
+from tests.support.sshd import Sshd
+from tests.support.waiting import wait_until
+
+from llmgw.onboard import hastore, patroni
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.services import SupervisedManager
+
+ROLES = ("client", "agent", "admin", "metrics")
+SERVER_UNIT = "llmgw-server.service"
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    daemon = Sshd(tmp_path).start()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture
+def three(sshd):
+    """The three machines' entries for --machines, and their roots; everything they run is stopped at the end:
+    the control planes, then Patroni (which stops its PostgreSQL), then etcd."""
+    if os.geteuid() != 0:
+        pytest.fail("the three-machine install runs Patroni as postgres and etcd as etcd, which takes root "
+                    "(CI runs as root)", pytrace=False)
+    roots = [Path(tempfile.mkdtemp(prefix=f"llmgw-cp{i + 1}-")) for i in range(3)]
+    machines = []
+    for i, root in enumerate(roots):
+        root.chmod(0o755)
+        entry = {"name": f"cp-{i + 1}", "address": "127.0.0.1", "root": str(root),
+                 "ports": {"postgres": free_port(), "patroni": free_port(), "etcd_client": free_port(),
+                           "etcd_peer": free_port()},
+                 "listen": {role: f"127.0.0.1:{free_port()}" for role in ROLES}}
+        if i:
+            entry["ssh"] = f"root@127.0.0.1:{sshd.port}"
+        machines.append(entry)
+    yield machines, roots
+    for unit in (SERVER_UNIT, hastore.PATRONI_UNIT, hastore.ETCD_UNIT):
+        for root in roots:
+            layout = Layout(root)
+            if layout.unit_file(unit).exists():
+                SupervisedManager(layout).stop(unit)
+    for root in roots:
+        pid_file = Path(hastore.paths_for(Layout(root)).data_dir) / "postmaster.pid"
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def install(machines_file: Path, sshd, program: Path):
+    return llmgw("server", "init", "--install", "--machines", str(machines_file), "--key", str(sshd.client_key),
+                 "--program", str(program), "--no-node", "--no-model", "--no-firewall", "--admin-email",
+                 "ops@example.com", "--wait", "90", "--json", timeout=480)
+
+
+def status(entry: dict) -> dict:
+    done = llmgw("ctl", "status", "--json", "--admin", entry["listen"]["admin"], "--token-file",
+                 str(Layout(Path(entry["root"])).server_data / "admin-token"))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one_patroni_store(
+        three, sshd, pyz, tmp_path):
+    machines, roots = three
+    machines_file = tmp_path / "machines.yaml"
+    machines_file.write_text(yaml.safe_dump(machines))
+
+    done = install(machines_file, sshd, pyz)
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout
+    result = json.loads(done.stdout)
+    assert result["password"] and result["api_key"]
+    assert [s["name"] for s in result["standbys"]] == ["cp-2", "cp-3"]
+    hosts = ",".join(f"127.0.0.1:{m['ports']['postgres']}" for m in machines)
+    assert result["store"] == f"postgresql://llmgw:***@{hosts}/llmgw?target_session_attrs=read-write"
+    progress = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    said = {(p["machine"], p["step"]) for p in progress if p["state"] == "done"}
+    for name in ("cp-1", "cp-2", "cp-3"):
+        assert (name, "etcd's configuration") in said and (name, "start etcd") in said
+        assert (name, "Patroni's configuration") in said and (name, "start Patroni") in said
+    assert ("all three", "wait for the store") in said
+
+    # Every server.yaml names the three PostgreSQL hosts; the password in it is for root and llmgw alone.
+    for entry in machines:
+        config = Layout(Path(entry["root"])).server_config
+        assert yaml.safe_load(config.read_text())["store"].endswith(f"@{hosts}/llmgw?target_session_attrs=read-write")
+        assert config.stat().st_mode & 0o777 == 0o640
+    # Patroni runs as postgres, from Debian's unit, in each root.
+    for root in roots:
+        pid = SupervisedManager(Layout(root)).status(hastore.PATRONI_UNIT).pid
+        assert pid and Path(f"/proc/{pid}").stat().st_uid == patroni_uid()
+
+    first = status(machines[0])
+    assert first["name"] == "cp-1" and first["role"] == "leader" and first["store"]["up"] is True
+    for entry in machines[1:]:
+        wait_until(lambda e=entry: status(e)["leader"]["holder"].startswith("cp-1"), 30,
+                   f"{entry['name']} follows cp-1")
+        assert status(entry)["role"] == "standby"
+
+    again = install(machines_file, sshd, pyz)
+    assert again.returncode == 0, again.stderr[-4000:]
+    progress = [json.loads(line) for line in again.stderr.splitlines() if line.startswith("{")]
+    changed = [(p["machine"], p["step"], p["sentence"]) for p in progress if p["state"] == "done"
+               and p["step"] not in ("log in", "check the machine", "wait for the store",
+                                     "wait for the standby to answer")]
+    assert changed == [], changed
+    assert json.loads(again.stdout)["password"] is None  # shown once, at its making
+
+
+def patroni_uid() -> int:
+    import pwd
+
+    return pwd.getpwnam(patroni.SUPERUSER).pw_uid
