@@ -20,6 +20,7 @@ everything in place and says "unchanged".
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import time
 from collections.abc import Callable
@@ -34,7 +35,8 @@ from llmgw.config.storeaddress import redact_url
 from llmgw.onboard import hastore, patroni
 from llmgw.onboard.firstplane import FirstPlane, Result
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.nodeadd import NodeAdd, prepare, run_there
+from llmgw.onboard.checks import Check
+from llmgw.onboard.nodeadd import NodeAdd, checked, prepare, program_file, run_there
 from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
 from llmgw.onboard.patroni import StoreMachine, StorePorts, StoreSecrets
 from llmgw.onboard.serveradd import ServerAdd, add_server
@@ -61,6 +63,8 @@ class HaMachine:
     ssh: Target | None = None
     root: str = "/"
     listen: dict[str, str] = field(default_factory=dict)
+    # Its own login, where the setup screens were given one per machine; else the job's.
+    credentials: Credentials | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -98,6 +102,80 @@ def from_hosts(others: list[str], address: str | None, port: int | None = None) 
     machines += [HaMachine(StoreMachine(f"cp-{i + 2}", t.host.strip("[]")), ssh=t) for i, t in enumerate(targets)]
     patroni.check_machines([m.store for m in machines])
     return machines
+
+
+def resolve(host: str) -> str:
+    """`host` as an IP address: the store's members let one another in by address (pg_hba.conf)."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        raise StepFailed("the three machines", f"{host} does not resolve to an address; give its IP address"
+                                               ) from None
+    return str(sorted(found, key=lambda f: f[0] != socket.AF_INET)[0][4][0])
+
+
+def from_choices(choices: Choices) -> list[HaMachine]:
+    """The setup screens' three: this machine, and the other two as the screens were told to log in to them."""
+    machines = []
+    for i, m in enumerate(choices.others):
+        target = Target.parse(f"{m.user or 'root'}@{m.address}")
+        login = Credentials(m.key_path if m.auth == "key" else None,
+                            m.password if m.auth == "password" else None,
+                            m.sudo_password or (m.password if m.auth == "password" else None))
+        machines.append(HaMachine(StoreMachine(f"cp-{i + 2}", resolve(target.host)), ssh=target, credentials=login))
+    here = HaMachine(StoreMachine("cp-1", address_toward(machines[0].store.address)), root=choices.root)
+    patroni.check_machines([here.store] + [m.store for m in machines])
+    return [here, *machines]
+
+
+async def check_there(job: HaJob, machine: HaMachine) -> str:
+    """One of the other two checked before anything is installed, as the install's first two steps do it:
+    logged in (its host key recorded), root through sudo if need be, a python3 the program carries. What was
+    found, as a sentence; StepFailed says what is wrong."""
+    assert machine.ssh is not None
+    there = NodeAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
+                    known_hosts=job.known_hosts, program=job.program, root=machine.root)
+    said: list[Progress] = []
+    session, _ = await checked(there, said.append)
+    session.close()
+    return "; ".join(p.sentence for p in said if p.state == "done")
+
+
+def job_from_choices(choices: Choices) -> HaJob:
+    """The setup screens' three as a job: the program this runs from (llmgw.pyz) copied to the other two,
+    their host keys kept beside the admin token."""
+    layout = Layout(Path(choices.root))
+    return HaJob(machines=from_choices(choices), credentials=Credentials(None, None, None),
+                 known_hosts=layout.server_data / "known_hosts", program=program_file(None),
+                 services=choices.services)
+
+
+def check_others(choices: Choices) -> list[Check]:
+    """The setup screens' checks of the other two: "reach" for each, as the install will log in."""
+    try:
+        job = job_from_choices(choices)
+    except StepFailed as e:
+        return [Check(m.label(), "reach", "fail", e.sentence) for m in choices.others]
+    except patroni.StoreSetupError as e:
+        return [Check("the three", "reach", "fail", f"{e}.")]
+    found = []
+    for machine, chosen in zip(job.machines[1:], choices.others, strict=True):
+        try:
+            found.append(Check(chosen.label(), "reach", "ok", asyncio.run(check_there(job, machine))))
+        except StepFailed as e:
+            found.append(Check(chosen.label(), "reach", "fail", e.sentence))
+    return found
+
+
+def install_three(choices: Choices, report: Report) -> Result:
+    """What the setup screens run for three machines: install_ha, this machine's Result."""
+    done = asyncio.run(install_ha(choices, job_from_choices(choices), report))
+    result: Result = done["result"]
+    return result
 
 
 def from_file(path: Path) -> list[HaMachine]:
@@ -163,7 +241,8 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     standbys = []
     for machine in job.machines[1:]:
         assert machine.ssh is not None
-        standby = ServerAdd(target=machine.ssh, credentials=job.credentials, known_hosts=job.known_hosts,
+        standby = ServerAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
+                            known_hosts=job.known_hosts,
                             program=job.program, root=machine.root, services=job.services, name=machine.store.name,
                             wait=job.wait, store=url, master_key=master_key, listen=machine.listen)
         standbys.append(await add_server(standby, report))
@@ -172,8 +251,9 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
 
 async def _store_there(job: HaJob, machine: HaMachine, plan: hastore.StorePlan, report: Report) -> None:
     assert machine.ssh is not None
-    there = NodeAdd(target=machine.ssh, credentials=job.credentials, known_hosts=job.known_hosts,
-                    program=job.program, root=machine.root, services=job.services, name=machine.store.name)
+    there = NodeAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
+                    known_hosts=job.known_hosts, program=job.program, root=machine.root, services=job.services,
+                    name=machine.store.name)
     layout = Layout(Path(machine.root))
     session, _ = await prepare(there, layout, report, report)
     try:

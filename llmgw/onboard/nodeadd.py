@@ -144,6 +144,18 @@ async def add_node(job: NodeAdd, admin: Admin, report: Callable[[Progress], None
 async def prepare(job: NodeAdd, layout: Layout, report: Callable[[Progress], None],
                   noted: Callable[[Progress], None]) -> tuple[Session, dict[str, Any]]:
     """Logged in as root there, the machine checked against the archive, the archive copied: what it has."""
+    session, machine = await checked(job, report)
+    try:
+        machine["copied"] = await copy_program(session, job, layout, machine, noted)
+    except BaseException:
+        session.close()
+        raise
+    return session, machine
+
+
+async def checked(job: NodeAdd, report: Callable[[Progress], None]) -> tuple[Session, dict[str, Any]]:
+    """Logged in as root there and the machine checked against the archive (its Python, its system): the
+    session, and what the machine has. Nothing is written there."""
     host = job.target.host
     session, keys = await connect(job.target, job.credentials, job.known_hosts)
     try:
@@ -161,7 +173,6 @@ async def prepare(job: NodeAdd, layout: Layout, report: Callable[[Progress], Non
         carried = built_for(job.program)
         python_fits(machine, carried, host, job.program)
         report(Progress(host, STEP_CHECK, "done", f"python3 {machine['python']}, {machine['machine']}"))
-        machine["copied"] = await copy_program(session, job, layout, machine, noted)
     except BaseException:
         session.close()
         raise

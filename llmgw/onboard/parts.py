@@ -299,6 +299,16 @@ def command(choices: Choices) -> str:
             argv += [f"--listen-{role}", choices.listen[role]]
     if choices.root != "/":
         argv += ["--root", choices.root]
+    if choices.machines == 3:
+        # One login for the other two from a script (the screens may take one each).
+        argv += ["--ha", ",".join(m.label() for m in choices.others)]
+        first = choices.others[0]
+        if first.auth == "key" and first.key_path:
+            argv += ["--key", first.key_path]
+        elif first.auth == "password":
+            argv.append("--password")
+        if any(m.sudo_password for m in choices.others) and first.auth != "password":
+            argv.append("--sudo-password")
     if choices.services:
         argv += ["--services", choices.services]
     return shlex.join(argv)

@@ -22,6 +22,7 @@ import pytest
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
+from tests.support.sshd import Sshd
 from tests.support.tmux import Terminal
 
 from llmgw.control.adminclient import AdminClient
@@ -227,3 +228,48 @@ def test_run_from_llmgw_pyz_the_install_puts_that_very_file_in_place_and_serves_
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"]
     assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()
+
+
+def test_the_setup_screens_for_three_machines_log_in_to_the_other_two_and_show_the_command_for_scripts(
+        install_root, pyz, tmp_path):
+    root, ports = install_root
+    # 127.0.0.2 and 127.0.0.3 stand for the other two machines: one sshd listens on both.
+    sshd = Sshd(tmp_path, addresses=("127.0.0.1", "127.0.0.2", "127.0.0.3")).start()
+    argv = [sys.executable, str(pyz), "setup", "--root", str(root), "--services", "supervised",
+            *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+    term = Terminal(argv, env, str(tmp_path), tmp_path)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.keys("Down", "Space")
+        term.wait_for("(X) Three machines")
+        term.keys("n")
+        term.wait_for("Control plane on all three")
+        # Down to the firewall (store, all three, mirror, node, starter, media, judge, firewall): off, since
+        # an install into a directory cannot write this machine's rules.
+        term.keys(*["Down"] * 8, "Space")
+        term.wait_for("[ ] Firewall")
+        term.keys("n")
+        term.wait_for("the other two machines")
+        for address in ("127.0.0.2", "127.0.0.3"):
+            # Address, then down past the user and the three ways to log in to the key's file.
+            term.type(f"{address}:{sshd.port}")
+            term.keys(*["Down"] * 5)
+            term.type(str(sshd.client_key))
+            term.keys(*["Down"] * 3)
+        term.keys("F2")
+        checks = term.wait_for("Every check passed.", timeout=120)
+        for address in ("127.0.0.2", "127.0.0.3"):
+            assert re.search(rf"root@{address}:{sshd.port}\s+reach\s+root@{address}:{sshd.port}; host key SHA256:",
+                             checks), checks
+        term.keys("n")
+        planned = " ".join(term.wait_for("The same install from a script:").split())
+        assert (f"--ha root@127.0.0.2:{sshd.port},root@127.0.0.3:{sshd.port} --key {sshd.client_key}"
+                in planned), planned
+        term.keys("q")
+        assert term.wait_until_exit() == 0
+        assert "Nothing was installed." in term.screen(scrollback=True)
+        assert not (root / "etc/llmgw/server.yaml").exists()
+    finally:
+        term.close()
+        sshd.stop()

@@ -10,8 +10,10 @@ cannot enter.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import platform
 import shutil
 import signal
 import tempfile
@@ -23,12 +25,17 @@ import yaml
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture
 from tests.support.servers import llmgw
-from tests.support.sshd import Sshd
+from tests.support.sshd import Sshd, keygen
 from tests.support.waiting import wait_until
 
 from llmgw.onboard import hastore, patroni
+from llmgw.onboard.hainstall import HaJob, HaMachine, check_others, check_there
 from llmgw.onboard.layout import Layout
+from llmgw.onboard.parts import Choices
+from llmgw.onboard.patroni import StoreMachine
 from llmgw.onboard.services import SupervisedManager
+from llmgw.onboard.ssh import Credentials, Target
+from llmgw.onboard.steps import StepFailed
 
 ROLES = ("client", "agent", "admin", "metrics")
 SERVER_UNIT = "llmgw-server.service"
@@ -138,3 +145,37 @@ def patroni_uid() -> int:
     import pwd
 
     return pwd.getpwnam(patroni.SUPERUSER).pw_uid
+
+
+def test_the_setup_screens_check_of_another_machine_logs_in_as_the_install_will_and_says_what_it_found(
+        sshd, pyz, tmp_path):
+    job = HaJob(machines=[], credentials=Credentials(str(sshd.client_key), None, None),
+                known_hosts=tmp_path / "known_hosts", program=pyz)
+    other = HaMachine(StoreMachine("cp-2", "127.0.0.1"), ssh=Target.parse(f"root@127.0.0.1:{sshd.port}"))
+    said = asyncio.run(check_there(job, other))
+    assert said.startswith(f"root@127.0.0.1:{sshd.port}; host key SHA256:")
+    assert said.endswith(f"; python3 {python_here()}, {platform.machine()}")
+    assert asyncio.run(check_there(job, other)).split("; ")[1] == "host key as recorded"
+
+    stranger = HaJob(machines=[], credentials=Credentials(str(keygen(tmp_path / "stranger")), None, None),
+                     known_hosts=tmp_path / "known_hosts", program=pyz)
+    with pytest.raises(StepFailed) as refused:
+        asyncio.run(check_there(stranger, other))
+    assert refused.value.sentence.startswith(f"root@127.0.0.1:{sshd.port} did not accept the key ")
+
+
+def test_the_setup_screens_refuse_two_machines_at_one_address_before_logging_in(sshd):
+    choices = Choices(machines=3, root="/tmp/never-made")
+    for other in choices.others:
+        other.address, other.auth = f"127.0.0.1:{sshd.port}", "agent"
+    checks = check_others(choices)
+    assert [(c.machine, c.name, c.state) for c in checks] == [("the three", "reach", "fail")]
+    assert "share an address and a port" in checks[0].sentence
+    assert "Accepted" not in sshd.output()
+
+
+def python_here() -> str:
+    import subprocess
+
+    return subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}).stdout.strip()

@@ -39,6 +39,16 @@ def test_the_command_repeats_the_choices_as_flags():
                           "--listen-client 127.0.0.1:8181 --root /tmp/r --services supervised")
 
 
+def test_the_command_for_three_machines_names_the_other_two_and_how_to_log_in():
+    c = Choices(machines=3, starter="sim")
+    c.others[0].address, c.others[0].key_path = "10.0.0.6", "/root/.ssh/id_ed25519"
+    c.others[1].address, c.others[1].user, c.others[1].auth = "10.0.0.7", "admin", "agent"
+    c.others[1].sudo_password = "not shown"
+    c.check()
+    assert command(c) == ("llmgw server init --install --starter sim --ha root@10.0.0.6,admin@10.0.0.7 "
+                          "--key /root/.ssh/id_ed25519 --sudo-password")
+
+
 def test_any_gguf_on_hugging_face_is_a_starter_and_named_after_its_file():
     c = Choices(starter="hf:bartowski/Phi-3.5-mini-instruct-GGUF/Phi-3.5-mini-instruct-Q4_K_M.gguf")
     c.check()

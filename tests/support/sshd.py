@@ -29,7 +29,7 @@ def keygen(path: Path, kind: str = "ed25519") -> Path:
 
 
 class Sshd:
-    def __init__(self, root: Path, passwords: bool = False):
+    def __init__(self, root: Path, passwords: bool = False, addresses: tuple[str, ...] = ("127.0.0.1",)):
         self.dir = root / "sshd"
         self.dir.mkdir(parents=True)
         self.port = free_port()
@@ -40,7 +40,8 @@ class Sshd:
         self.config = self.dir / "sshd_config"
         self.config.write_text("\n".join([
             f"Port {self.port}",
-            "ListenAddress 127.0.0.1",
+            # Several loopback addresses stand for several machines (127.0.0.2, …: all of 127/8 is lo's).
+            *(f"ListenAddress {address}" for address in addresses),
             f"HostKey {self.host_key}",
             f"PidFile {self.dir / 'sshd.pid'}",
             # The test's file for root; a user of the test's own (SudoUser) has one in its home, since sshd

@@ -3,7 +3,8 @@
 `run_setup(args)` takes the parsed command line of `llmgw setup` (or the
 console's dispatcher's): --root, --services, the listeners and the first
 administrator's e-mail. What the screens choose is installed by
-llmgw.onboard.firstplane, which `llmgw server init --install` runs too.
+llmgw.onboard.firstplane (one machine) or llmgw.onboard.hainstall (three),
+which `llmgw server init --install [--ha]` runs too.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def install_with(choices: Choices, report: Callable) -> Result:
     from llmgw.onboard.layout import Layout
     from llmgw.onboard.services import service_manager
 
+    if choices.machines == 3:
+        from llmgw.onboard.hainstall import install_three
+
+        return install_three(choices, report)
     layout = Layout(Path(choices.root))
     return install(choices, layout, service_manager(layout, choices.services), report)
 

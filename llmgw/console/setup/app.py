@@ -247,16 +247,17 @@ class SetupApp:
     def screen_checks(self) -> None:
         found = checking.this_machine(self.choices.listen, Path(self.choices.root))
         if self.choices.machines == 3:
-            found += [checking.Check(m.label(), "reach", "fail",
-                                     "checking another machine needs the SSH install, which this build does "
-                                     "not have yet; install the control plane on one machine for now.")
-                      for m in self.choices.others]
+            from llmgw.onboard.hainstall import check_others
+
+            found += check_others(self.choices)
         lines: list[urwid.Widget] = [urwid.Text("Before anything is installed: system, room, clock, ports"
                                                 + (", and whether the machines reach one another."
                                                    if self.choices.machines == 3 else ".")), urwid.Divider()]
+        # As wide as the longest machine's name (user@host:port for the other two), and a space.
+        width = max([15, *(len(c.machine) for c in found)]) + 1
         for c in found:
             attr, mark = MARK[c.state]
-            lines.append(urwid.Text([(attr, f"[{mark}]"), f" {c.machine:<16}{c.name:<8}{c.sentence}"]))
+            lines.append(urwid.Text([(attr, f"[{mark}]"), f" {c.machine:<{width}}{c.name:<8}{c.sentence}"]))
         bad = checking.failed(found)
         lines += [urwid.Divider(), urwid.Text(
             ("fail", f"{len(bad)} check{'s' * (len(bad) != 1)} failed: fix {'them' if len(bad) > 1 else 'it'} "
