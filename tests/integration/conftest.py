@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import Server, SimEngine
+from tests.support.sshd import Sshd
 
 HERE = Path(__file__).parent
 
@@ -16,6 +17,14 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    """Debian's sshd on a loopback port, logged in to as root with its client_key (tests/support/sshd.py)."""
+    daemon = Sshd(tmp_path).start()
+    yield daemon
+    daemon.stop()
 
 
 @pytest.fixture

@@ -33,13 +33,6 @@ AGENT_RECORDS = {STATE, WARNINGS, LOCK_NAME, CONFIRMED}
 
 
 @pytest.fixture
-def sshd(tmp_path):
-    daemon = Sshd(tmp_path).start()
-    yield daemon
-    daemon.stop()
-
-
-@pytest.fixture
 def node_root(tmp_path):
     """The remote machine's install root; its supervised agent and the engines it left are stopped at the end."""
     root = tmp_path / "node-root"

@@ -11,20 +11,12 @@ import yaml
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture
 from tests.support.servers import llmgw
-from tests.support.sshd import Sshd
 from tests.support.waiting import wait_until
 
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import SupervisedManager
 
 UNIT = "llmgw-server.service"
-
-
-@pytest.fixture
-def sshd(tmp_path):
-    daemon = Sshd(tmp_path).start()
-    yield daemon
-    daemon.stop()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import yaml
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture
 from tests.support.servers import llmgw
-from tests.support.sshd import Sshd, keygen
+from tests.support.sshd import keygen
 from tests.support.waiting import wait_until
 
 from llmgw.onboard import hastore, patroni
@@ -39,13 +39,6 @@ from llmgw.onboard.steps import StepFailed
 
 ROLES = ("client", "agent", "admin", "metrics")
 SERVER_UNIT = "llmgw-server.service"
-
-
-@pytest.fixture
-def sshd(tmp_path):
-    daemon = Sshd(tmp_path).start()
-    yield daemon
-    daemon.stop()
 
 
 @pytest.fixture
