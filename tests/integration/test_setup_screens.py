@@ -51,13 +51,14 @@ def listen_flags(ports: dict[str, int]) -> list[str]:
     return [arg for role in ROLES for arg in (f"--listen-{role}", f"127.0.0.1:{ports[role]}")]
 
 
-def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(install_root):
+def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(install_root, pyz):
+    # As a newcomer does it: `sudo python3 llmgw.pyz` on a bare machine, here with the screens' own command
+    # (`llmgw` alone opens them where nothing is installed, and would install into /) and a root to install into.
     root, ports = install_root
-    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), "--services", "supervised",
+    argv = [sys.executable, str(pyz), "setup", "--root", str(root), "--services", "supervised",
             *listen_flags(ports)]
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
-    term = Terminal(argv, env, str(ROOT), root.parent)
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+    term = Terminal(argv, env, str(root.parent), root.parent)
     shots = captures_dir()
     try:
         shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
@@ -108,6 +109,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         api = re.search(r"client API\s+(\S+)", end).group(1)
         assert re.search(r"password\s+\S{12,}", end)
         assert "llmgw server init --install" in end
+        assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()
 
         answer = openai.OpenAI(base_url=api, api_key=key).chat.completions.create(
             model="sim", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
