@@ -45,6 +45,7 @@ from llmgw.onboard.ssh import Credentials, Target
 from llmgw.onboard.steps import Progress, StepFailed
 
 STEP_STORE = "wait for the store"
+STEP_REACH = "reach it"
 ALL_THREE = "all three"
 # initdb, the bootstrap and the synchronous standby's naming: about 20 s on
 # loopback; the packages' install on a real machine comes before this wait.
@@ -99,7 +100,7 @@ def from_hosts(others: list[str], address: str | None, port: int | None = None) 
     targets = [Target.parse(text, port) for text in others]
     here = address or address_toward(targets[0].host)
     machines = [HaMachine(StoreMachine("cp-1", here))]
-    machines += [HaMachine(StoreMachine(f"cp-{i + 2}", t.host.strip("[]")), ssh=t) for i, t in enumerate(targets)]
+    machines += [HaMachine(StoreMachine(f"cp-{i + 2}", resolve(t.host)), ssh=t) for i, t in enumerate(targets)]
     patroni.check_machines([m.store for m in machines])
     return machines
 
@@ -223,6 +224,11 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     here = job.machines[0]
     layout = Layout(Path(choices.root))
     machines = [m.store for m in job.machines]
+    # Both others reached before anything is done here: a machine that cannot be logged in to stops the
+    # install with nothing started on any.
+    for machine in job.machines[1:]:
+        assert machine.ssh is not None
+        report(Progress(machine.store.name, STEP_REACH, "done", await check_there(job, machine)))
     secrets_ = StoreSecrets.load_or_make(layout.at(patroni.SECRETS_DIR))
 
     plan = hastore.StorePlan.make(machines, here.store, secrets_, choices.services)

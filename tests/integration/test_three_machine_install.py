@@ -106,6 +106,11 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
         assert (name, "etcd's configuration") in said and (name, "start etcd") in said
         assert (name, "Patroni's configuration") in said and (name, "start Patroni") in said
     assert ("all three", "wait for the store") in said
+    # Both others were reached before anything was done here.
+    first_reached = next(i for i, p in enumerate(progress) if p["step"] == "reach it")
+    first_written = next(i for i, p in enumerate(progress) if p["step"] == "etcd's configuration")
+    assert first_reached < first_written
+    assert {p["machine"] for p in progress if p["step"] == "reach it"} == {"cp-2", "cp-3"}
 
     # Every server.yaml names the three PostgreSQL hosts; the password in it is for root and llmgw alone.
     for entry in machines:
@@ -128,7 +133,7 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
     assert again.returncode == 0, again.stderr[-4000:]
     progress = [json.loads(line) for line in again.stderr.splitlines() if line.startswith("{")]
     changed = [(p["machine"], p["step"], p["sentence"]) for p in progress if p["state"] == "done"
-               and p["step"] not in ("log in", "check the machine", "wait for the store",
+               and p["step"] not in ("reach it", "log in", "check the machine", "wait for the store",
                                      "wait for the standby to answer")]
     assert changed == [], changed
     assert json.loads(again.stdout)["password"] is None  # shown once, at its making
