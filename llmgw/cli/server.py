@@ -205,6 +205,11 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
     ha.add_argument("--machines", metavar="FILE",
                     help="instead of --ha: the three as a YAML list, this machine first, each with name, address, "
                          "ssh (the other two), and where not the defaults its root, store ports and listeners")
+    ha.add_argument("--vip", metavar="ADDR/LEN", default="",
+                    help="a floating address held by whichever control plane leads: keepalived on the three "
+                         "(docs/ha.md#a-floating-address-with-keepalived)")
+    ha.add_argument("--vip-interface", metavar="IF",
+                    help="the interface for the floating address (default: the one that holds the route to it)")
     sshinstall.login_options(ha)
     sshinstall.copy_options(ha, "each standby control plane")
 
@@ -233,8 +238,8 @@ def run_install(args) -> int:
     if args.ha or args.machines:
         return _install_ha(args, choices)
     if any(getattr(args, flag) for flag in HA_ONLY):
-        print("llmgw: --address, --key, --password, --sudo-password, --program and --known-hosts are for three "
-              "machines; give --ha USER@HOST2,USER@HOST3 too", file=sys.stderr)
+        print("llmgw: --address, --vip, --key, --password, --sudo-password, --program and --known-hosts are for "
+              "three machines; give --ha USER@HOST2,USER@HOST3 too", file=sys.stderr)
         return 2
     choices.check()
     layout = Layout(Path(choices.root))
@@ -274,7 +279,7 @@ def _installed(args, result, standbys: list | None = None, store: str = "") -> i
     return 0
 
 
-HA_ONLY = ("address", "key", "password", "sudo_password", "program", "known_hosts")
+HA_ONLY = ("address", "vip", "vip_interface", "key", "password", "sudo_password", "program", "known_hosts")
 
 
 def _install_ha(args, choices) -> int:
@@ -296,6 +301,7 @@ def _install_ha(args, choices) -> int:
     auth = "key" if args.key else "password" if args.password else "agent"
     # What the setup screens ask of the other two, filled from the flags: the same checks for both.
     choices.machines = 3
+    choices.vip = args.vip
     choices.others = [Machine(address=m.ssh.host, user=m.ssh.user, auth=auth, key_path=args.key or "",
                               password=login.password or "", sudo_password=login.sudo_password or "")
                       for m in machines[1:] if m.ssh is not None]
@@ -308,7 +314,7 @@ def _install_ha(args, choices) -> int:
     job = HaJob(machines=machines, credentials=login,
                 known_hosts=known_hosts, program=program_file(args.program),
                 services=args.services or ("supervised" if any(m.root != "/" for m in machines[1:]) else None),
-                wait=args.wait)
+                wait=args.wait, vip_interface=args.vip_interface)
     if args.json:
         def report(p) -> None:
             print(p.line(), file=sys.stderr, flush=True)

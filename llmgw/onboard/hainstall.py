@@ -11,7 +11,9 @@ In order, from the machine it runs on (the first of the three):
 4. this machine's control plane on that store (firstplane: the store
    seeded, the server started, and the parts chosen);
 5. the other two as standby control planes sharing its store and master
-   key (serveradd, as `server add --ssh` does it).
+   key (serveradd, as `server add --ssh` does it);
+6. with a floating address, keepalived on each of the three (floating.py),
+   held by whichever control plane leads.
 
 Every step reports Progress and can run again; a second run finds
 everything in place and says "unchanged".
@@ -32,7 +34,7 @@ import yaml
 
 from llmgw.config.keyfiles import MASTER_KEY_FILE
 from llmgw.config.storeaddress import redact_url
-from llmgw.onboard import hastore, patroni
+from llmgw.onboard import floating, hastore, patroni
 from llmgw.onboard.firstplane import FirstPlane, Result
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.checks import Check
@@ -76,6 +78,7 @@ class HaJob:
     program: Path
     services: str | None = None
     wait: float = 120.0
+    vip_interface: str | None = None  # where not the one that holds the route toward the floating address
 
 
 def address_toward(host: str) -> str:
@@ -242,6 +245,9 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     plane = FirstPlane(choices, layout, service_manager(layout, choices.services), report,
                        machine=here.store.name, store=url, name=here.store.name)
     result: Result = await asyncio.to_thread(plane.run)
+    if choices.vip:
+        await asyncio.to_thread(floating.setup, layout, choices.vip, job.vip_interface, choices.listen["client"],
+                                choices.services, here.store.name, report)
 
     master_key = (layout.server_data / MASTER_KEY_FILE).read_bytes()
     standbys = []
@@ -250,7 +256,8 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
         standby = ServerAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
                             known_hosts=job.known_hosts,
                             program=job.program, root=machine.root, services=job.services, name=machine.store.name,
-                            wait=job.wait, store=url, master_key=master_key, listen=machine.listen)
+                            wait=job.wait, store=url, master_key=master_key, listen=machine.listen,
+                            vip=choices.vip, vip_interface=job.vip_interface)
         standbys.append(await add_server(standby, report))
     return {"result": result, "standbys": standbys, "store": redact_url(url)}
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -33,10 +31,10 @@ import yaml
 
 from llmgw.config.storeaddress import redact_url
 from llmgw.files import write_atomic
-from llmgw.onboard import patroni
+from llmgw.onboard import debian, patroni
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.patroni import PatroniPaths, StoreMachine, StorePorts, StoreSecrets
-from llmgw.onboard.services import ServiceManager, service_manager
+from llmgw.onboard.services import VENDOR_UNITS, ServiceManager, service_manager
 from llmgw.onboard.steps import Progress, StepFailed
 
 # Debian 12's, for PostgreSQL 15 under Patroni with etcd beside it.
@@ -47,9 +45,6 @@ PACKAGES = ("etcd-server", "patroni", "python3-etcd", f"postgresql-{patroni.PG_V
 CREATECLUSTER_CONF = "/etc/postgresql-common/createcluster.conf"
 
 Say = Callable[[Progress], None]
-# Where Debian's packages put their units: systemd runs them from there; the
-# supervised manager reads a copy of each (the same unit, under either).
-VENDOR_UNITS = Path("/lib/systemd/system")
 ETCD_UNIT = "etcd.service"
 PATRONI_UNIT = "patroni.service"
 STEP_START_ETCD = "start etcd"
@@ -160,42 +155,24 @@ def write_machine(layout: Layout, machines: list[StoreMachine], me: StoreMachine
             os.chown(folder, *owner)
 
 
+def wanted_packages(machine: StoreMachine) -> tuple[str, ...]:
+    return PACKAGES if machine.postgres else ("etcd-server",)
+
+
 def missing_packages(machine: StoreMachine) -> list[str]:
     """Of the packages this machine needs, those dpkg does not have installed."""
-    wanted = PACKAGES if machine.postgres else ("etcd-server",)
-    missing = []
-    for package in wanted:
-        done = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", package], capture_output=True, text=True)
-        if done.returncode != 0 or "install ok installed" not in done.stdout:
-            missing.append(package)
-    return missing
+    return debian.missing(wanted_packages(machine))
 
 
 def install_packages(layout: Layout, machine: StoreMachine, say: Say = lambda p: None) -> None:
     """apt-get install what is missing; on the machine itself only (never in a test's directory)."""
-    step = "Debian's packages"
-    if not layout.real:
-        raise StepFailed(step, f"packages are installed on the machine itself, not under {layout.root}")
-    missing = missing_packages(machine)
-    if not missing:
-        say(Progress(machine.name, step, "unchanged"))
-        return
-    if shutil.which("apt-get") is None:
-        raise StepFailed(step, f"{', '.join(missing)} are missing and there is no apt-get here; this needs "
-                               "Debian 12 or a machine with those packages installed")
-    say(Progress(machine.name, step, "doing", "installing " + ", ".join(missing)))
-    conf = layout.at(CREATECLUSTER_CONF)
-    if not conf.exists():
-        _put(conf, "# Written by llmgw: Patroni makes PostgreSQL's cluster, not the package.\n"
-                   "create_main_cluster = false\n", 0o644, None)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
-                          capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no reason given"])[-1]
-        raise StepFailed(step, f"apt-get could not install {', '.join(missing)} ({last}); run apt-get update, "
-                               "or reach a Debian mirror, then run this again")
-    say(Progress(machine.name, step, "done"))
+    def no_main_cluster() -> None:
+        conf = layout.at(CREATECLUSTER_CONF)
+        if not conf.exists():
+            _put(conf, "# Written by llmgw: Patroni makes PostgreSQL's cluster, not the package.\n"
+                       "create_main_cluster = false\n", 0o644, None)
+
+    debian.install(layout, machine.name, wanted_packages(machine), say, before=no_main_cluster)
 
 
 def setup_machine(layout: Layout, machines: list[StoreMachine], me: StoreMachine, secrets_: StoreSecrets,

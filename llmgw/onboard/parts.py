@@ -215,6 +215,13 @@ class Choices:
         if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
             raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
                                         "or leave it empty for no limit.")
+        if self.machines == 3 and self.vip:
+            from llmgw.onboard.keepalived import FloatingAddressError, parse_vip
+
+            try:
+                parse_vip(self.vip)
+            except FloatingAddressError as e:
+                raise ChoiceError("all_three", f"{e}.") from None
         if self.machines == 3:
             for i, m in enumerate(self.others, start=2):
                 if not m.address:
@@ -309,6 +316,8 @@ def command(choices: Choices) -> str:
             argv.append("--password")
         if any(m.sudo_password for m in choices.others) and first.auth != "password":
             argv.append("--sudo-password")
+        if choices.vip:
+            argv += ["--vip", choices.vip]
     if choices.services:
         argv += ["--services", choices.services]
     return shlex.join(argv)

@@ -33,6 +33,8 @@ class ServerAdd(NodeAdd):
     store: str = field(default="", repr=False)
     master_key: bytes = field(default=b"", repr=False)
     listen: dict[str, str] = field(default_factory=dict)
+    vip: str = ""
+    vip_interface: str | None = None
 
 
 def shared_parts(store: str, data_dir: str) -> bytes:
@@ -58,7 +60,7 @@ async def add_server(job: ServerAdd, report: Callable[[Progress], None]) -> dict
     try:
         plan = ServerPlan(machine=host, store=job.store, master_key=base64.b64encode(job.master_key).decode(),
                           name=job.name, listen=job.listen, services=job.services,
-                          program_changed=machine["copied"])
+                          program_changed=machine["copied"], vip=job.vip, vip_interface=job.vip_interface)
         server = await run_there(session, job, layout, "server", asdict(plan), report)
     finally:
         session.close()

@@ -55,6 +55,12 @@ class ServiceManager(Protocol):
     def status(self, unit: str) -> ServiceStatus: ...
 
 
+# Where Debian's packages put their units (etcd, Patroni, keepalived): systemd
+# runs them from there; the supervised manager reads a copy of each, so both
+# run the same unit.
+VENDOR_UNITS = Path("/lib/systemd/system")
+
+
 def self_command() -> list[str]:
     """This very program: the archive under the zipapp, `-m llmgw` in a checkout."""
     pyz = os.environ.get("LLMGW_PYZ")

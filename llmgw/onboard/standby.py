@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 
 from llmgw.files import write_atomic
+from llmgw.onboard import floating
 from llmgw.onboard.layout import Layout
+from llmgw.onboard.parts import LISTEN_DEFAULTS
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
 from llmgw.onboard.services import service_manager
 from llmgw.onboard.steps import Progress, StepFailed
@@ -40,6 +42,8 @@ class ServerPlan:
     advertise: str = ""
     services: str | None = None
     program_changed: bool = False  # a new program was copied: a running server is restarted to run it
+    vip: str = ""  # ADDR/LEN: keepalived's floating address, written and started on this machine
+    vip_interface: str | None = None
 
     @classmethod
     def from_json(cls, text: str) -> ServerPlan:
@@ -120,6 +124,9 @@ def install_server(layout: Layout, plan: ServerPlan, report: Report) -> dict[str
         (STEP_KEY, lambda: put_master_key(layout, plan)),
         ("install the service", lambda: (manager.install(SERVER_UNIT), f"{SERVER_UNIT} ({manager.kind})")),
     ], start_unit(manager, SERVER_UNIT), changed=plan.program_changed)
+    if plan.vip:
+        floating.setup(layout, plan.vip, plan.vip_interface, plan.listen.get("client") or LISTEN_DEFAULTS["client"],
+                       plan.services, plan.machine, report)
     return {"name": plan.name or os.uname().nodename}
 
 

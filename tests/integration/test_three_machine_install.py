@@ -16,6 +16,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import tempfile
 from pathlib import Path
 
@@ -74,10 +75,21 @@ def three(sshd):
         shutil.rmtree(root, ignore_errors=True)
 
 
+VIP = "198.51.100.160/24"
+
+
+def an_interface() -> str:
+    """An interface of this machine other than lo, for keepalived's file (nothing is started on it)."""
+    found = [name for _, name in socket.if_nameindex() if name != "lo"]
+    assert found, "the floating address's file names an interface, and this machine has none but lo"
+    return found[0]
+
+
 def install(machines_file: Path, sshd, program: Path):
     return llmgw("server", "init", "--install", "--machines", str(machines_file), "--key", str(sshd.client_key),
                  "--program", str(program), "--no-node", "--no-model", "--no-firewall", "--admin-email",
-                 "ops@example.com", "--wait", "90", "--json", timeout=480)
+                 "ops@example.com", "--vip", VIP, "--vip-interface", an_interface(), "--wait", "90", "--json",
+                 timeout=480)
 
 
 def status(entry: dict) -> dict:
@@ -117,6 +129,18 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
         config = Layout(Path(entry["root"])).server_config
         assert yaml.safe_load(config.read_text())["store"].endswith(f"@{hosts}/llmgw?target_session_attrs=read-write")
         assert config.stat().st_mode & 0o777 == 0o640
+    # keepalived's file on each, the same address and router id, each asking its own control plane whether it
+    # leads; keepalived itself is the machine's, started by an install on the machine only.
+    router_ids = set()
+    for entry in machines:
+        conf = (Path(entry["root"]) / "etc/keepalived/keepalived.conf").read_text()
+        assert f"interface {an_interface()}\n" in conf and "198.51.100.160/24" in conf
+        assert f"http://{entry['listen']['client']}/leader" in conf
+        router_ids |= {line.split()[1] for line in conf.splitlines() if line.strip().startswith("virtual_router_id")}
+    assert len(router_ids) == 1
+    assert {p["machine"] for p in progress if p["step"] == "the floating address" and p["state"] == "done"} \
+        == {"cp-1", "127.0.0.1"}
+
     # Patroni runs as postgres, from Debian's unit, in each root.
     for root in roots:
         pid = SupervisedManager(Layout(root)).status(hastore.PATRONI_UNIT).pid

@@ -44,9 +44,20 @@ def test_the_command_for_three_machines_names_the_other_two_and_how_to_log_in():
     c.others[0].address, c.others[0].key_path = "10.0.0.6", "/root/.ssh/id_ed25519"
     c.others[1].address, c.others[1].user, c.others[1].auth = "10.0.0.7", "admin", "agent"
     c.others[1].sudo_password = "not shown"
+    c.vip = "10.0.0.160/24"
     c.check()
     assert command(c) == ("llmgw server init --install --starter sim --ha root@10.0.0.6,admin@10.0.0.7 "
-                          "--key /root/.ssh/id_ed25519 --sudo-password")
+                          "--key /root/.ssh/id_ed25519 --sudo-password --vip 10.0.0.160/24")
+
+
+def test_a_floating_address_that_cannot_be_one_is_refused_before_anything_is_installed():
+    c = Choices(machines=3)
+    for other, address in zip(c.others, ("10.0.0.6", "10.0.0.7"), strict=True):
+        other.address, other.auth = address, "agent"
+    c.vip = "127.0.0.9/8"
+    with pytest.raises(ChoiceError) as e:
+        c.check()
+    assert e.value.part == "all_three" and str(e.value).startswith("127.0.0.9 cannot be a floating address")
 
 
 def test_any_gguf_on_hugging_face_is_a_starter_and_named_after_its_file():
