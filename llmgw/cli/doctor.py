@@ -125,7 +125,7 @@ def _show_end(report) -> None:
     mem = report.memory
     if mem.get("bandwidth_reader"):
         _field("memory reads", f"{mem['bandwidth_gbs']:.1f} GB/s" if mem.get("bandwidth_gbs")
-               else "not measured: too little free memory")
+               else f"not measured: {mem.get('bandwidth_not_measured') or 'too little free memory'}")
     for note in report.notes:
         print(f"\nnote: {note}")
     print()

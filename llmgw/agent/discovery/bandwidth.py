@@ -81,6 +81,15 @@ def buffer_size(cache_bytes: int, available: int) -> int:
     return size
 
 
+def why_not(cache_bytes: int, available: int) -> str:
+    """Why `buffer_size` gave 0, as a person reads it."""
+    needed = max(LEAST, 8 * cache_bytes)
+    if needed > MOST:
+        return (f"the last cache ({cache_bytes >> 20} MB) needs a read of {needed / (1 << 30):.1f} GB to get past "
+                f"it, more than the {MOST >> 30} GB read here")
+    return f"too little free memory ({available >> 20} MB; a read of {needed >> 20} MB takes a quarter at most)"
+
+
 def measure(size: int | None = None, workers: int | None = None) -> float:
     """The memory's read rate in GB/s, the best of a few passes; 0 when there is too little free memory."""
     if size is None:

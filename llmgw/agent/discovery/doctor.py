@@ -159,6 +159,9 @@ def _memory_totals() -> dict[str, Any]:
 def _bandwidth(report: Report, measure_fn: Callable[[], float]) -> None:
     started = time.monotonic()
     report.memory["bandwidth_gbs"] = round(measure_fn(), 1)
+    if not report.memory["bandwidth_gbs"]:
+        report.memory["bandwidth_not_measured"] = bandwidth.why_not(bandwidth.last_cache_bytes(),
+                                                                    bandwidth.mem_available())
     report.memory["bandwidth_seconds"] = round(time.monotonic() - started, 1)
     report.memory["bandwidth_reader"] = bandwidth.reader_name()
 

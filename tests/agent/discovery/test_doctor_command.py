@@ -12,6 +12,8 @@ from pathlib import Path
 
 import fakesmi
 
+from llmgw.agent.discovery import bandwidth
+
 
 def doctor(*args: str, path: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ)
@@ -124,7 +126,16 @@ def test_memory_bandwidth_is_measured_on_the_spot(tmp_path):
     r = doctor("--config", agent_yaml(tmp_path), path=clean_path(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     line = next(out for out in r.stdout.splitlines() if out.startswith("memory reads:"))
-    assert line.endswith(" GB/s") and float(line.split()[2]) > 0.5
+    cache = bandwidth.last_cache_bytes()
+    if bandwidth.buffer_size(cache, bandwidth.mem_available()) > 0:
+        assert line.endswith(" GB/s") and float(line.split()[2]) > 0.5
+    else:
+        # A machine whose last cache is too large to read past (a VM reporting its host's, 3D V-Cache) or
+        # without the memory for the read: the line says which, never a figure that is the cache's.
+        if 8 * cache > bandwidth.MOST:
+            assert line == f"memory reads: not measured: {bandwidth.why_not(cache, 0)}"
+        else:
+            assert line.startswith("memory reads: not measured: too little free memory (")
 
 
 def test_doctor_run_in_a_subfolder_of_a_checkout_reads_its_var_node_agent_yaml(tmp_path):
