@@ -1668,7 +1668,7 @@ def cmd_dist(args: list[str]) -> int:
     # them on a machine that has only the archive (llmgw/onboard/units.py).
     units = lib / "llmgw" / "onboard" / "units"
     units.mkdir()
-    for unit in sorted((ROOT / "systemd").glob("*.service")):
+    for unit in sorted((ROOT / "systemd").glob("llmgw-*.*")):
         shutil.copyfile(unit, units / unit.name)
     # The manual travels inside the package: the console's Manual screen reads llmgw/manual/*.md
     # (llmgw/console/manual.py), on a machine that has the program and no checkout.

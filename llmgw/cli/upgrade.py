@@ -24,7 +24,7 @@ from typing import Any
 
 from llmgw.cli.output import emit_json
 from llmgw.control.adminclient import AdminClient, AdminError
-from llmgw.release import check_program, open_bundle, sha256_of, watch
+from llmgw.release import ReleaseError, check_program, open_bundle, sha256_of, watch
 
 FOLLOW_EVERY = 1.0
 UNREACHABLE_FOR = 180.0  # this very control plane restarts into the new version: its admin API is away a while
@@ -58,6 +58,14 @@ def register(commands, common) -> None:
     w.add_argument("--unit", default="")
     w.add_argument("--root", default="")
     w.set_defaults(run=run_watchdog)
+
+    a = commands.add_parser("upgrade-apply", help=argparse.SUPPRESS,
+                            description="Run as root by llmgw-upgrade.service: put the program a control plane "
+                                        "staged in place of this machine's and restart the control plane "
+                                        "(llmgw.release.helper).")
+    a.add_argument("--data-dir", default="", help="the control plane's data directory (default /var/lib/llmgw)")
+    a.add_argument("--root", default="/", help="the install's root (a test's directory)")
+    a.set_defaults(run=run_apply)
 
 
 def run(args) -> int:
@@ -204,6 +212,23 @@ def _show(doc: dict[str, Any] | None, releases: list[str]) -> None:
     if doc["sentence"]:
         print(doc["sentence"])
     print(held)
+
+
+def run_apply(args) -> int:
+    from llmgw.onboard.layout import Layout
+    from llmgw.onboard.services import service_manager
+    from llmgw.release.helper import apply
+
+    layout = Layout(Path(args.root))
+    data_dir = layout.at(args.data_dir) if args.data_dir else layout.server_data
+    extra = [] if layout.real else ["--root", str(layout.root)]
+    try:
+        said = apply(data_dir / "releases", layout.program, str(data_dir), service_manager(layout).restart, extra)
+    except ReleaseError as e:
+        print(f"llmgw: {e}", file=sys.stderr)
+        return 1
+    print(said)
+    return 0
 
 
 def run_watchdog(args) -> int:

@@ -34,7 +34,7 @@ import yaml
 from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
-from llmgw.onboard.services import ServiceManager
+from llmgw.onboard.services import ServiceManager, install_server_units
 from llmgw.onboard.steps import Progress, StepFailed
 
 SERVER_UNIT = "llmgw-server.service"
@@ -237,7 +237,7 @@ class FirstPlane:
                            timeout=30)
 
     def step_server(self) -> tuple[str, str]:
-        changed = self.services.install(SERVER_UNIT)
+        changed = install_server_units(self.services, SERVER_UNIT)
         before = self.services.status(SERVER_UNIT)
         if before.active and changed:
             self.services.restart(SERVER_UNIT)

@@ -216,6 +216,19 @@ def service_manager(layout: Layout, kind: str | None = None, sources: Path | Non
     raise StepFailed("install the service", f"there is no service manager {kind!r}; use one of {', '.join(KINDS)}")
 
 
+def install_server_units(manager: ServiceManager, server_unit: str) -> bool:
+    """The control plane's unit, and under systemd the upgrade helper's (llmgw.release.helper): systemd runs
+    the control plane as llmgw, which cannot replace its own program. True if anything changed."""
+    from llmgw.release.helper import HELPER_UNITS
+
+    changed = manager.install(server_unit)
+    if manager.kind == "systemd":
+        for unit in HELPER_UNITS:
+            changed = manager.install(unit) or changed
+        manager.start(HELPER_UNITS[-1])  # the .path: enabled, and watching from now on
+    return changed
+
+
 def wait_active(manager: ServiceManager, unit: str, timeout: float = 30.0) -> ServiceStatus:
     """The unit's status once it is active, or StepFailed past `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -24,7 +24,7 @@ from llmgw.onboard import floating
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import LISTEN_DEFAULTS
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
-from llmgw.onboard.services import service_manager
+from llmgw.onboard.services import install_server_units, service_manager
 from llmgw.onboard.steps import Progress, StepFailed
 
 SERVER_UNIT = "llmgw-server.service"
@@ -122,7 +122,8 @@ def install_server(layout: Layout, plan: ServerPlan, report: Report) -> dict[str
         ("make the llmgw user and directories", directories),
         (STEP_CONFIG, lambda: write_server_config(layout, plan)),
         (STEP_KEY, lambda: put_master_key(layout, plan)),
-        ("install the service", lambda: (manager.install(SERVER_UNIT), f"{SERVER_UNIT} ({manager.kind})")),
+        ("install the service", lambda: (install_server_units(manager, SERVER_UNIT),
+                                         f"{SERVER_UNIT} ({manager.kind})")),
     ], start_unit(manager, SERVER_UNIT), changed=plan.program_changed)
     if plan.vip:
         floating.setup(layout, plan.vip, plan.vip_interface, plan.listen.get("client") or LISTEN_DEFAULTS["client"],

@@ -258,10 +258,11 @@ def test_systemd_analyze_verify_passes_on_every_unit_in_systemd(tmp_path):
     program.write_text(f"#!{sys.executable}\n")
     program.chmod(0o755)
     names = []
-    for unit in sorted((ROOT / "systemd").glob("*.service")):
+    for unit in sorted((ROOT / "systemd").glob("*.*")):
         (tmp_path / unit.name).write_text(unit.read_text().replace("/usr/local/bin/llmgw", str(program)))
         names.append(unit.name)
-    assert names == ["llmgw-agent.service", "llmgw-firewall.service", "llmgw-mirror.service", "llmgw-server.service"]
+    assert names == ["llmgw-agent.service", "llmgw-firewall.service", "llmgw-mirror.service", "llmgw-server.service",
+                     "llmgw-upgrade.path", "llmgw-upgrade.service"]
     done = subprocess.run(["systemd-analyze", "verify", *names], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", "")

@@ -6,7 +6,9 @@
 - POST /upgrade/self {"version", "sha256", "from"}: from the control plane
   driving an upgrade: fetch VERSION from it, put it in place of this
   program, start the watchdog, answer 202, and stop, for the service
-  manager to start the new program.
+  manager to start the new program. Where this process may not replace its
+  program (systemd runs it as llmgw), the program is staged for the root
+  upgrade helper instead (llmgw.release.helper), which restarts it.
 
 Whichever control plane leads next reads from `Releases`, so a control
 plane that upgraded holds both programs: the one it ran (what a rollback
@@ -25,6 +27,9 @@ from aiohttp import web
 
 from llmgw import __version__
 from llmgw.release import Releases, ReleaseError, check_program, fetch_wheels, running_program, upgrade_self
+from llmgw.release.helper import Request, can_replace, helper_installed, stage
+from llmgw.release.program import sha256_of
+from llmgw.release.selfupgrade import fetch_program
 from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:
@@ -99,6 +104,11 @@ class UpgradeMachine:
             for got in await fetch_wheels(source, wheels, self.plane.exchange.client_context(),
                                           self.releases.directory / ".incoming-wheels"):
                 await asyncio.to_thread(self.releases.hold_wheel, got, got.name)
+            if not await asyncio.to_thread(can_replace, running_program()):
+                await self.through_helper(source, version, sha256, within)
+                log.info("llmgw %s fetched from the control plane at %s and staged; the upgrade helper puts it "
+                         "in place and restarts this control plane", version, source)
+                return web.json_response({"version": version, "already": False, "helper": True}, status=202)
             target = await upgrade_self(source, version, sha256, self.plane.exchange.client_context(),
                                         self.plane.cfg.data_dir, within)
             # Held for the nodes and for the next leader: this control plane may lead when they fetch it.
@@ -109,3 +119,24 @@ class UpgradeMachine:
         log.info("upgraded to %s by the control plane at %s; restarting into it", version, source)
         asyncio.get_running_loop().call_later(LINGER_S, self.plane.stop_requested.set)
         return web.json_response({"version": version, "already": False}, status=202)
+
+    async def through_helper(self, source: str, version: str, sha256: str, within: float) -> None:
+        """This process may not replace its own program (systemd runs it as llmgw, ProtectSystem=strict): the
+        program fetched, checked, held, and staged for llmgw-upgrade.service, which runs as root (helper.py)."""
+        if not helper_installed():
+            raise ReleaseError(f"this control plane runs as a user that cannot replace {running_program()}, and "
+                               "the upgrade helper is not installed (/etc/systemd/system/llmgw-upgrade.path); "
+                               "install it with `systemctl enable --now llmgw-upgrade.path` from the units in "
+                               "systemd/, or upgrade this machine with sudo")
+        incoming = self.releases.directory / f".incoming-{version}.pyz"
+        try:
+            await fetch_program(source, version, self.plane.exchange.client_context(), incoming)
+            if await asyncio.to_thread(sha256_of, incoming) != sha256:
+                raise ReleaseError(f"llmgw {version} fetched from {source} does not match its sha256; nothing was "
+                                   "staged")
+            program = await asyncio.to_thread(check_program, incoming)
+            await asyncio.to_thread(self.releases.hold, program)
+            await asyncio.to_thread(stage, self.releases.directory, incoming,
+                                    Request(version, sha256, f"llmgw-{version}.pyz", within))
+        finally:
+            incoming.unlink(missing_ok=True)
