@@ -103,6 +103,19 @@ class OIDCProvider:
             state = next((line for line in status.splitlines() if line.startswith("State:")), "State: ?")
         except OSError:
             state = "State: gone"
+        # Each thread's state, where in the kernel it waits and on which system call: the main thread asleep
+        # in epoll_wait is an event loop with nothing to do; in futex, waiting on a thread of its pool.
+        threads = []
+        for task in sorted(Path(f"/proc/{self.proc.pid}/task").glob("*")):
+            try:
+                comm = (task / "comm").read_text().strip()
+                stat = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                wchan = (task / "wchan").read_text().strip() or "-"
+                syscall = (task / "syscall").read_text().split()[0]
+            except OSError:
+                continue
+            threads.append(f"{task.name} {comm} {stat} wchan={wchan} syscall={syscall}")
+        said += f"; threads: {', '.join(threads) or 'none read'}"
         if shutil.which("ss") is None:
             return f"{said}; node's {state.strip()}"
         listeners = subprocess.run(["ss", "-Hltnp", f"sport = :{self.port}"], capture_output=True, text=True)
