@@ -8,9 +8,11 @@ The provider is plain http: the issuer is on loopback, where llmgw allows it.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -18,7 +20,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.support.pgcluster import free_port
 
 HERE = Path(__file__).parent / "oidc"
 CLIENT_ID = "llmgw"
@@ -52,8 +53,10 @@ class OIDCProvider:
     def __init__(self, root: Path, redirect_uris: list[str]):
         ensure_installed()
         root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.issuer = f"http://127.0.0.1:{self.port}"
+        # Known once it listens, on a port the kernel gave it (start()).
+        self.port = 0
+        self.issuer = ""
+        self.signing_key = _rsa_jwk()
         self.state_path = root / "provider.json"
         self.log_path = root / "provider.log"
         self.users = json.loads(json.dumps(USERS))
@@ -61,7 +64,7 @@ class OIDCProvider:
         self.proc: subprocess.Popen | None = None
 
     def _write(self) -> None:
-        state = {"port": self.port, "users": self.users,
+        state = {"users": self.users, "signing_key": self.signing_key,
                  "client": {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
                             "redirect_uris": self.redirect_uris}}
         temp = self.state_path.with_suffix(".tmp")
@@ -74,7 +77,7 @@ class OIDCProvider:
 
     def start(self) -> OIDCProvider:
         self._write()
-        self.log = open(self.log_path, "ab")
+        self.log = open(self.log_path, "wb")  # a fresh log: its "ready" line is this start's
         self.proc = subprocess.Popen(["node", str(HERE / "provider.js"), str(self.state_path)], cwd=HERE,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -82,6 +85,13 @@ class OIDCProvider:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the OpenID provider exited with {self.proc.returncode}:\n{self.output()}")
+            if not self.issuer:
+                ready = re.search(r"^ready (http://127\.0\.0\.1:(\d+))$", self.output(), re.M)
+                if ready is None:
+                    last_error = "it has not printed 'ready' yet"
+                    time.sleep(0.05)
+                    continue
+                self.issuer, self.port = ready.group(1), int(ready.group(2))
             try:
                 with urllib.request.urlopen(self.issuer + "/.well-known/openid-configuration", timeout=2) as r:
                     if r.status == 200:
@@ -90,8 +100,10 @@ class OIDCProvider:
             except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
                 last_error = repr(e)
             time.sleep(0.1)
-        # Seen once in CI (the provider alive, its import warning printed, discovery never answered) and not
-        # reproduced since: say everything that tells the causes apart, so a second time names its cause.
+        # Seen twice in CI and once in a full local run, each time at the setup of the same test (alive and
+        # asleep, its import warning printed, never listening), never in 80 starts alone. Since then node
+        # no longer makes its RSA key nor takes a port picked beforehand; if it comes again, this says
+        # where each of node's threads waits.
         raise AssertionError(f"the OpenID provider did not answer its discovery in 30 s (last: {last_error}); "
                              f"{self._diagnosis()}\n{self.output()}")
 
@@ -118,9 +130,9 @@ class OIDCProvider:
         said += f"; threads: {', '.join(threads) or 'none read'}"
         if shutil.which("ss") is None:
             return f"{said}; node's {state.strip()}"
-        listeners = subprocess.run(["ss", "-Hltnp", f"sport = :{self.port}"], capture_output=True, text=True)
-        return (f"{said}; node's {state.strip()}; listening on port {self.port}: "
-                f"{listeners.stdout.strip() or listeners.stderr.strip() or 'nothing'}")
+        listeners = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True)
+        own = [line for line in listeners.stdout.splitlines() if f"pid={self.proc.pid}," in line]
+        return f"{said}; node's {state.strip()}; node listens on: {'; '.join(own) or 'nothing'}"
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -135,3 +147,19 @@ class OIDCProvider:
                 self.proc.wait()
         if getattr(self, "log", None):
             self.log.close()
+
+
+def _rsa_jwk() -> dict[str, str]:
+    """A 2048-bit RSA private key as a JWK, for the provider to sign ID tokens with (made here, with
+    cryptography, rather than by node at its start)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    numbers = key.private_numbers()
+
+    def b64(n: int) -> str:
+        return base64.urlsafe_b64encode(n.to_bytes((n.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+
+    public = numbers.public_numbers
+    return {"kty": "RSA", "n": b64(public.n), "e": b64(public.e), "d": b64(numbers.d), "p": b64(numbers.p),
+            "q": b64(numbers.q), "dp": b64(numbers.dmp1), "dq": b64(numbers.dmq1), "qi": b64(numbers.iqmp)}
