@@ -31,7 +31,7 @@ from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
 from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
-from llmgw.release import ReleaseError, confirm, fetch_wheels, upgrade_self
+from llmgw.release import ReleaseError, confirm, fetch_wheels, held_wheels, upgrade_self
 from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
@@ -140,11 +140,26 @@ class Agent:
             self._stop.set()
         return None
 
+    async def _engine_wheels(self) -> None:
+        """The engine wheels the leader holds (an offline bundle's), fetched before llama.cpp's server is
+        installed: a node that joined after the bundle's upgrade installs from them as the others did, not
+        from a registry it may not reach. Without them (none held, the leader unreachable), the install
+        goes on as it would have."""
+        if not self.link.leader:
+            return
+        try:
+            held = await held_wheels(self.link.leader, self.ssl)
+            if held:
+                await fetch_wheels(self.link.leader, held, self.ssl, wheels_dir(self.cfg.data_dir))
+        except ReleaseError as e:
+            log.info("no engine wheels from the control plane: %s", e)
+
     async def _on_status(self, status) -> None:
         await self.runner.on_status(status)
 
     async def _binary(self, engine: str):
         if engine == "llamacpp":
+            await self._engine_wheels()
             try:
                 server = await ensure_llama_server(self.cfg.data_dir, self.cfg.engines.llamacpp,
                                                    progress=lambda line: log.info("llama.cpp: %s", line))

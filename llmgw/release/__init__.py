@@ -12,13 +12,14 @@ from __future__ import annotations
 from llmgw.release.bundle import BUNDLE_SUFFIX, Bundle, open_bundle
 from llmgw.release.program import Program, ReleaseError, check_program, running_program, sha256_of
 from llmgw.release.releases import Releases
-from llmgw.release.selfupgrade import RELEASE_PATH, WHEEL_PATH, fetch_program, fetch_wheels, upgrade_self
+from llmgw.release.selfupgrade import (RELEASE_PATH, WHEEL_PATH, fetch_program, fetch_wheels, held_wheels,
+                                       upgrade_self)
 from llmgw.release.swap import PREVIOUS_SUFFIX, install_program, previous_of, restore_previous
 from llmgw.release.watchdog import confirm, confirmed, start_watchdog, watch
 
 __all__ = [
     "BUNDLE_SUFFIX", "Bundle", "open_bundle", "Program", "ReleaseError", "check_program", "running_program",
     "sha256_of", "Releases", "PREVIOUS_SUFFIX", "install_program", "previous_of", "restore_previous",
-    "RELEASE_PATH", "WHEEL_PATH", "fetch_program", "fetch_wheels", "upgrade_self",
+    "RELEASE_PATH", "WHEEL_PATH", "fetch_program", "fetch_wheels", "held_wheels", "upgrade_self",
     "confirm", "confirmed", "start_watchdog", "watch",
 ]

@@ -26,6 +26,7 @@ FETCH_TIMEOUT = 600.0
 
 
 WHEEL_PATH = "/release/wheels/{name}"
+WHEELS_PATH = "/release/wheels"
 
 
 async def fetch_program(address: str, version: str, ssl: ssl_module.SSLContext | None, into: Path,
@@ -71,6 +72,22 @@ async def fetch_wheels(address: str, wheels: dict[str, str], ssl: ssl_module.SSL
         os.replace(partial, target)
         got.append(target)
     return got
+
+
+async def held_wheels(address: str, ssl: ssl_module.SSLContext | None) -> dict[str, str]:
+    """The engine wheels the control plane at `address` holds (name: sha256), or ReleaseError."""
+    scheme = "https" if ssl is not None else "http"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session, \
+                session.get(f"{scheme}://{address}{WHEELS_PATH}", ssl=ssl if ssl is not None else False) as r:
+            if r.status != 200:
+                raise ReleaseError(f"control plane {address} did not list its wheels ({r.status})")
+            listed = await r.json()
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
+        raise ReleaseError(f"control plane {address} did not list its wheels: {e or type(e).__name__}") from None
+    if not isinstance(listed, dict):
+        raise ReleaseError(f"control plane {address} listed its wheels as something other than a mapping")
+    return {str(name): str(digest) for name, digest in listed.items()}
 
 
 async def upgrade_self(address: str, version: str, sha256: str, ssl: ssl_module.SSLContext | None,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import ssl
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from llmgw.release import check_program, fetch_wheels, open_bundle, sha256_of
+from llmgw.release import ReleaseError, check_program, fetch_wheels, held_wheels, open_bundle, sha256_of
 from llmgw.trust import client_ssl_context
 from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
@@ -58,10 +59,19 @@ def test_upgrade_from_a_bundle_holds_its_program_and_hands_its_wheel_to_nodes_ov
     assert status["releases"] == ["0.2.0"]
     sent = open_bundle(path, tmp_path / "sent").wheels[0]
     assert status["wheels"] == {wheel: sha256_of(sent)}
-    # What a node's agent fetches into DATA/wheels when it is told to upgrade: with its cluster certificate.
+    # A node that joins afterwards lists the wheels and fetches them into DATA/wheels before it installs
+    # llama.cpp's server (as a node told to upgrade does): with its cluster certificate, and only with one.
     code = server.ctl_json("node", "add", "--name", "gpu-1")["code"]
     joined = llmgw("join", code, "--data-dir", str(tmp_path / "node"), "--config", str(tmp_path / "agent.yaml"))
     assert joined.returncode == 0, joined.stderr
-    got = asyncio.run(fetch_wheels(f"127.0.0.1:{server.ports['agent']}", status["wheels"],
-                                   client_ssl_context(str(tmp_path / "node")), tmp_path / "node" / "wheels"))
+    agent_port = f"127.0.0.1:{server.ports['agent']}"
+    certificate = client_ssl_context(str(tmp_path / "node"))
+    listed = asyncio.run(held_wheels(agent_port, certificate))
+    assert listed == status["wheels"]
+    got = asyncio.run(fetch_wheels(agent_port, listed, certificate, tmp_path / "node" / "wheels"))
     assert [g.read_bytes() for g in got] == [sent.read_bytes()]
+    # The cluster's CA trusted, and no certificate of a node's to show.
+    stranger = ssl.create_default_context(cafile=str(tmp_path / "node" / "ca.crt"))
+    stranger.check_hostname = False
+    with pytest.raises(ReleaseError, match="did not list its wheels"):
+        asyncio.run(held_wheels(agent_port, stranger))

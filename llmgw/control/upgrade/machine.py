@@ -1,5 +1,7 @@
 """A control plane's side of upgrades on the cluster's mTLS port: handing out programs, and upgrading itself.
 
+- GET /release/wheels: the engine wheels an offline bundle brought (name:
+  sha256), and GET /release/wheels/NAME, each, to the nodes.
 - GET /release/VERSION: the program this control plane holds for VERSION,
   to a node or another control plane of the cluster (the port's middleware
   has refused anyone else).
@@ -28,8 +30,7 @@ from aiohttp import web
 from llmgw import __version__
 from llmgw.release import Releases, ReleaseError, check_program, fetch_wheels, running_program, upgrade_self
 from llmgw.release.helper import Request, can_replace, helper_installed, stage
-from llmgw.release.program import sha256_of
-from llmgw.release.selfupgrade import fetch_program
+from llmgw.release import fetch_program, sha256_of
 from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class UpgradeMachine:
         self.upgrading = False
 
     def mount(self, app: web.Application) -> None:
+        app.router.add_get("/release/wheels", self.wheel_list)
         app.router.add_get("/release/wheels/{name}", self.wheel)
         app.router.add_get("/release/{version}", self.release)
         app.router.add_post(SELF_PATH, self.handle_self)
@@ -75,6 +77,11 @@ class UpgradeMachine:
         if path is None:
             return _error(404, f"control plane {self.plane.name} holds no llmgw {version}", "not_found")
         return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
+    async def wheel_list(self, request: web.Request) -> web.Response:
+        """The engine wheels this control plane holds (name: sha256): what a node that joined after the
+        bundle's upgrade fetches before it installs llama.cpp's server."""
+        return web.json_response(await asyncio.to_thread(self.releases.wheels))
 
     async def wheel(self, request: web.Request) -> web.StreamResponse:
         path = self.releases.wheel(request.match_info["name"])
