@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
+import shlex
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +42,7 @@ from llmgw.onboard import floating, hastore, patroni
 from llmgw.onboard.firstplane import FirstPlane, Result
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.checks import Check
-from llmgw.onboard.nodeadd import NodeAdd, checked, prepare, program_file, run_there
+from llmgw.onboard.nodeadd import STEP_CHECK, NodeAdd, checked, prepare, program_file, run_there
 from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
 from llmgw.onboard.patroni import StoreMachine, StorePorts, StoreSecrets
 from llmgw.onboard.serveradd import ServerAdd, add_server
@@ -145,8 +149,60 @@ async def check_there(job: HaJob, machine: HaMachine) -> str:
                     known_hosts=job.known_hosts, program=job.program, root=machine.root)
     said: list[Progress] = []
     session, _ = await checked(there, said.append)
-    session.close()
-    return "; ".join(p.sentence for p in said if p.state == "done")
+    try:
+        targets = peers([m.store for m in job.machines], machine.store)
+        done = await session.conn.run(shlex.join(["python3", "-c", REACH_PROBE, *targets]), check=False)
+        try:
+            results = json.loads(str(done.stdout or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise StepFailed(STEP_CHECK, f"{machine.store.name} could not try the others' etcd ports "
+                                         f"({str(done.stderr or '').strip() or f'exit status {done.exit_status}'})"
+                                         ) from None
+    finally:
+        session.close()
+    return "; ".join([*(p.sentence for p in said if p.state == "done"), reached(machine.store.name, targets, results)])
+
+
+# Run on each of the three (python3 -c, as the login, no root needed): each ADDRESS:PORT given tried once.
+# "refused" is reached: the machine answered that nothing listens there yet, which is so before the install.
+REACH_PROBE = r"""
+import json, socket, sys
+out = {}
+for target in sys.argv[1:]:
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=3).close()
+        out[target] = "open"
+    except ConnectionRefusedError:
+        out[target] = "refused"
+    except OSError as e:
+        out[target] = e.strerror or type(e).__name__
+print(json.dumps(out))
+"""
+
+
+def peers(machines: list[StoreMachine], me: StoreMachine) -> dict[str, str]:
+    """The other two's etcd peer ports (the first thing the three say to one another), by machine name."""
+    return {m.host(m.ports.etcd_peer): m.name for m in machines if m is not me}
+
+
+def reached(name: str, targets: dict[str, str], results: dict[str, str]) -> str:
+    """The sentence for what `name` reached; StepFailed naming the first it could not."""
+    for target, other in targets.items():
+        result = results.get(target, "not tried")
+        if result not in ("open", "refused"):
+            raise StepFailed(STEP_CHECK, f"{name} cannot reach {other} at {target} ({result}); the three must "
+                                         "reach one another on etcd's, Patroni's and PostgreSQL's ports: a "
+                                         "firewall between them, or a wrong address?")
+    return f"reaches {' and '.join(targets.values())}"
+
+
+def reach_from_here(machines: list[StoreMachine]) -> str:
+    """This machine's half of the same check, run here."""
+    targets = peers(machines, machines[0])
+    done = subprocess.run([sys.executable, "-c", REACH_PROBE, *targets], capture_output=True, text=True,
+                          timeout=60)
+    return reached(machines[0].name, targets, json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def job_from_choices(choices: Choices) -> HaJob:
@@ -167,6 +223,10 @@ def check_others(choices: Choices) -> list[Check]:
     except patroni.StoreSetupError as e:
         return [Check("the three", "reach", "fail", f"{e}.")]
     found = []
+    try:
+        found.append(Check("this machine", "reach", "ok", reach_from_here([m.store for m in job.machines])))
+    except StepFailed as e:
+        found.append(Check("this machine", "reach", "fail", e.sentence))
     for machine, chosen in zip(job.machines[1:], choices.others, strict=True):
         try:
             found.append(Check(chosen.label(), "reach", "ok", asyncio.run(check_there(job, machine))))
@@ -229,6 +289,7 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     machines = [m.store for m in job.machines]
     # Both others reached before anything is done here: a machine that cannot be logged in to stops the
     # install with nothing started on any.
+    report(Progress(here.store.name, STEP_REACH, "done", await asyncio.to_thread(reach_from_here, machines)))
     for machine in job.machines[1:]:
         assert machine.ssh is not None
         report(Progress(machine.store.name, STEP_REACH, "done", await check_there(job, machine)))

@@ -30,10 +30,10 @@ from tests.support.sshd import keygen
 from tests.support.waiting import wait_until
 
 from llmgw.onboard import hastore, patroni
-from llmgw.onboard.hainstall import HaJob, HaMachine, check_others, check_there
+from llmgw.onboard.hainstall import HaJob, HaMachine, check_others, check_there, reached
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
-from llmgw.onboard.patroni import StoreMachine
+from llmgw.onboard.patroni import StoreMachine, StorePorts
 from llmgw.onboard.services import SupervisedManager
 from llmgw.onboard.ssh import Credentials, Target
 from llmgw.onboard.steps import StepFailed
@@ -122,7 +122,9 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
     first_reached = next(i for i, p in enumerate(progress) if p["step"] == "reach it")
     first_written = next(i for i, p in enumerate(progress) if p["step"] == "etcd's configuration")
     assert first_reached < first_written
-    assert {p["machine"] for p in progress if p["step"] == "reach it"} == {"cp-2", "cp-3"}
+    reach = {p["machine"]: p["sentence"] for p in progress if p["step"] == "reach it"}
+    assert set(reach) == {"cp-1", "cp-2", "cp-3"}
+    assert reach["cp-1"] == "reaches cp-2 and cp-3" and reach["cp-2"].endswith("; reaches cp-1 and cp-3")
 
     # Every server.yaml names the three PostgreSQL hosts; the password in it is for root and llmgw alone.
     for entry in machines:
@@ -169,14 +171,20 @@ def patroni_uid() -> int:
     return pwd.getpwnam(patroni.SUPERUSER).pw_uid
 
 
+def loopback(name: str) -> StoreMachine:
+    """A machine on loopback with ports nothing listens on: reached, and answered "nothing here yet"."""
+    return StoreMachine(name, "127.0.0.1", ports=StorePorts(free_port(), free_port(), free_port(), free_port()))
+
+
 def test_the_setup_screens_check_of_another_machine_logs_in_as_the_install_will_and_says_what_it_found(
         sshd, pyz, tmp_path):
-    job = HaJob(machines=[], credentials=Credentials(str(sshd.client_key), None, None),
-                known_hosts=tmp_path / "known_hosts", program=pyz)
-    other = HaMachine(StoreMachine("cp-2", "127.0.0.1"), ssh=Target.parse(f"root@127.0.0.1:{sshd.port}"))
+    other = HaMachine(loopback("cp-2"), ssh=Target.parse(f"root@127.0.0.1:{sshd.port}"))
+    job = HaJob(machines=[HaMachine(loopback("cp-1")), other, HaMachine(loopback("cp-3"))],
+                credentials=Credentials(str(sshd.client_key), None, None), known_hosts=tmp_path / "known_hosts",
+                program=pyz)
     said = asyncio.run(check_there(job, other))
     assert said.startswith(f"root@127.0.0.1:{sshd.port}; host key SHA256:")
-    assert said.endswith(f"; python3 {python_here()}, {platform.machine()}")
+    assert said.endswith(f"; python3 {python_here()}, {platform.machine()}; reaches cp-1 and cp-3")
     assert asyncio.run(check_there(job, other)).split("; ")[1] == "host key as recorded"
 
     stranger = HaJob(machines=[], credentials=Credentials(str(keygen(tmp_path / "stranger")), None, None),
@@ -184,6 +192,17 @@ def test_the_setup_screens_check_of_another_machine_logs_in_as_the_install_will_
     with pytest.raises(StepFailed) as refused:
         asyncio.run(check_there(stranger, other))
     assert refused.value.sentence.startswith(f"root@127.0.0.1:{sshd.port} did not accept the key ")
+
+
+def test_a_machine_that_cannot_reach_another_is_named_with_the_port_and_what_to_look_at():
+    # What the probe says of a port a firewall drops (this sandbox answers every address, so it is given).
+    with pytest.raises(StepFailed) as unreachable:
+        reached("cp-2", {"10.0.0.7:2380": "cp-3", "10.0.0.5:2380": "cp-1"},
+                {"10.0.0.7:2380": "timed out", "10.0.0.5:2380": "refused"})
+    assert unreachable.value.sentence == ("cp-2 cannot reach cp-3 at 10.0.0.7:2380 (timed out); the three must reach "
+                                          "one another on etcd's, Patroni's and PostgreSQL's ports: a firewall "
+                                          "between them, or a wrong address?")
+    assert reached("cp-1", {"10.0.0.6:2380": "cp-2"}, {"10.0.0.6:2380": "refused"}) == "reaches cp-2"
 
 
 def test_the_setup_screens_refuse_two_machines_at_one_address_before_logging_in(sshd):
