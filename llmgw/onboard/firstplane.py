@@ -35,6 +35,7 @@ from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
 from llmgw.onboard.services import ServiceManager, install_server_units
+from llmgw.onboard.supervisor import account_exists
 from llmgw.onboard.steps import Progress, StepFailed
 
 SERVER_UNIT = "llmgw-server.service"
@@ -147,7 +148,7 @@ class FirstPlane:
         users = []
         if self.layout.real and os.geteuid() == 0:
             for user in ("llmgw", "llmgw-engine"):
-                if _has_user(user):
+                if account_exists(user):
                     continue
                 done = subprocess.run(["useradd", "--system", "--home-dir", "/nonexistent", "--no-create-home",
                                        "--shell", "/usr/sbin/nologin", user], capture_output=True, text=True)
@@ -201,7 +202,7 @@ class FirstPlane:
             # 0640: server.yaml may hold the store's password (three machines); root's, read by llmgw's group.
             write_atomic(path, ("# Written by llmgw setup; keys: docs/reference.md\n"
                                 + yaml.safe_dump(doc, sort_keys=False)).encode(), 0o640)
-            if self.layout.real and _has_user("llmgw"):
+            if self.layout.real and account_exists("llmgw"):
                 shutil.chown(path, "root", "llmgw")
             written.append(str(path))
         if not written:
@@ -407,16 +408,6 @@ def _sh(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
-
-
-def _has_user(name: str) -> bool:
-    import pwd
-
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
 
 
 def _answers(url: str) -> bool:

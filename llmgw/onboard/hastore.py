@@ -35,7 +35,7 @@ from llmgw.onboard import debian, patroni
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.patroni import PatroniPaths, StoreMachine, StorePorts, StoreSecrets
 from llmgw.onboard.services import VENDOR_UNITS, ServiceManager, service_manager
-from llmgw.onboard.steps import Progress, StepFailed
+from llmgw.onboard.steps import Progress, StepFailed, read_plan
 
 # Debian 12's, for PostgreSQL 15 under Patroni with etcd beside it.
 PACKAGES = ("etcd-server", "patroni", "python3-etcd", f"postgresql-{patroni.PG_VERSION}")
@@ -205,12 +205,7 @@ class StorePlan:
 
     @classmethod
     def from_json(cls, text: str) -> StorePlan:
-        try:
-            doc = json.loads(text)
-            return cls(**{key: doc[key] for key in doc if key in cls.__dataclass_fields__})
-        except (ValueError, TypeError) as e:
-            raise StepFailed("read the plan", f"the plan on stdin is not what llmgw server init --ha sends ({e}); "
-                                              "run it with the same version of llmgw on every machine") from None
+        return read_plan(cls, text, "llmgw server init --ha")
 
     def store_machines(self) -> list[StoreMachine]:
         return [StoreMachine(m["name"], m["address"], m.get("postgres", True), StorePorts(**m.get("ports", {})))

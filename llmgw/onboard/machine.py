@@ -23,7 +23,7 @@ from llmgw.errors import ExpectedError
 from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import ServiceManager, service_manager, wait_active
-from llmgw.onboard.steps import Progress, StepFailed
+from llmgw.onboard.steps import Progress, StepFailed, read_plan
 
 AGENT_UNIT = "llmgw-agent.service"
 USER = "llmgw"
@@ -48,12 +48,7 @@ class NodePlan:
 
     @classmethod
     def from_json(cls, text: str) -> NodePlan:
-        try:
-            doc = json.loads(text)
-            return cls(**{key: doc[key] for key in doc if key in cls.__dataclass_fields__})
-        except (ValueError, TypeError) as e:
-            raise StepFailed("read the plan", f"the plan on stdin is not what llmgw node add sends ({e}); "
-                                              "run llmgw node add --ssh with the same version of llmgw") from None
+        return read_plan(cls, text, "llmgw node add --ssh")
 
 
 Report = Callable[[Progress], None]

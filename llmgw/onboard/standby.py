@@ -25,7 +25,7 @@ from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import LISTEN_DEFAULTS
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
 from llmgw.onboard.services import install_server_units, service_manager
-from llmgw.onboard.steps import Progress, StepFailed
+from llmgw.onboard.steps import Progress, StepFailed, read_plan
 
 SERVER_UNIT = "llmgw-server.service"
 STEP_CONFIG = "write server.yaml"
@@ -47,12 +47,7 @@ class ServerPlan:
 
     @classmethod
     def from_json(cls, text: str) -> ServerPlan:
-        try:
-            doc = json.loads(text)
-            return cls(**{key: doc[key] for key in doc if key in cls.__dataclass_fields__})
-        except (ValueError, TypeError) as e:
-            raise StepFailed("read the plan", f"the plan on stdin is not what llmgw server add sends ({e}); "
-                                              "run llmgw server add --ssh with the same version of llmgw") from None
+        return read_plan(cls, text, "llmgw server add --ssh")
 
 
 def _own(layout: Layout, path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
 
 from llmgw.errors import ExpectedError
 
@@ -62,3 +63,17 @@ class StepFailed(ExpectedError):
 
     def progress(self, machine: str) -> Progress:
         return Progress(machine, self.step, "failed", self.sentence)
+
+
+Plan = TypeVar("Plan")
+
+
+def read_plan(cls: type[Plan], text: str, sender: str) -> Plan:
+    """The plan the installing machine sent on stdin, as the dataclass `cls` (keys it does not know left out);
+    StepFailed naming `sender`, the command that sends it, when it is not one."""
+    try:
+        doc: Any = json.loads(text)
+        return cls(**{key: doc[key] for key in doc if key in cls.__dataclass_fields__})  # type: ignore[attr-defined]
+    except (ValueError, TypeError) as e:
+        raise StepFailed("read the plan", f"the plan on stdin is not what {sender} sends ({e}); run {sender} "
+                                          "with the same version of llmgw") from None

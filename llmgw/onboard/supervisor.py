@@ -36,7 +36,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 INSTALL_MADE_USERS = frozenset({"llmgw"})
 
 
-def _account(name: str) -> bool:
+def account_exists(name: str) -> bool:
+    """Whether this machine has the user `name`."""
     try:
         pwd.getpwnam(name)
     except KeyError:
@@ -201,7 +202,7 @@ class Supervisor:
         # too; and PostgreSQL refuses to run as root.
         if not self.spec.user or os.geteuid() != 0:
             return {}
-        if not self.layout.real and (self.spec.user in INSTALL_MADE_USERS or not _account(self.spec.user)):
+        if not self.layout.real and (self.spec.user in INSTALL_MADE_USERS or not account_exists(self.spec.user)):
             return {}
         try:
             pwd.getpwnam(self.spec.user)

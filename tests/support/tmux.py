@@ -67,12 +67,15 @@ class Terminal:
         return self._tmux("capture-pane", "-p", "-t", "t", *(["-S", "-"] if scrollback else []))
 
     def wait_for(self, *texts: str, timeout: float = 30) -> str:
-        """The screen once it shows every one of `texts` at once. Fails showing the last screen."""
+        """The screen once it shows every one of `texts` at once, and shows the same at the next look: a
+        capture taken while the program is still drawing has the top of a screen and not yet its bottom
+        (a test under load read an end screen's heading, then an API key cut short). Fails showing the
+        last screen."""
         last = [""]
 
         def showing() -> str:
-            last[0] = self.screen()
-            return last[0] if all(t in last[0] for t in texts) else ""
+            before, last[0] = last[0], self.screen()
+            return last[0] if all(t in last[0] for t in texts) and last[0] == before else ""
         try:
             return wait_until(showing, timeout, f"the terminal showed {texts!r}", interval=0.2)
         except AssertionError as e:
