@@ -108,7 +108,13 @@ def apply(releases: Path, target: Path, data_dir: str, restart: Callable[[str], 
     the request is moved aside (upgrade-request.failed.json, with the reason), so that systemd's PathExists=
     does not run the helper on it again and again."""
     try:
-        return _apply(releases, target, data_dir, restart, watchdog_extra)
+        try:
+            return _apply(releases, target, data_dir, restart, watchdog_extra)
+        except OSError as e:
+            # A disk that is full, a folder that went away: said as the rest, and the request moved aside
+            # all the same, or PathExists= would start the helper on it again at once, again and again.
+            raise ReleaseError(f"the upgrade could not be applied ({e}); see the state of {target} and "
+                               f"{target.name}.previous, and tell the control plane to upgrade again") from None
     except ReleaseError as e:
         path = request_path(releases)
         if path.exists():
