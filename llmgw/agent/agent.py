@@ -115,7 +115,7 @@ class Agent:
         self.hardware = NodeHardware(self.discovery, self.supervisor)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
                                 ssl=self.ssl, hardware=self.hardware,
-                                shards=self.runner, labels=dict(cfg.labels),
+                                shards=self.runner, labels=dict(cfg.labels), advertise=self.advertise,
                                 on_welcome=lambda _: confirm(cfg.data_dir, __version__),
                                 on_upgrade=self._upgrade)
         self._stop: asyncio.Event | None = None

@@ -70,7 +70,7 @@ class Hardware(Protocol):
 
 class ClusterLink:
     def __init__(self, *, node_id: str, name: str, control_planes: list[str], ssl: ssl_module.SSLContext | None,
-                 hardware: Hardware, shards: Shards, labels: dict[str, str] | None = None,
+                 hardware: Hardware, shards: Shards, labels: dict[str, str] | None = None, advertise: str = "",
                  on_welcome: Callable[[Welcome], None] | None = None,
                  on_upgrade: Callable[[Upgrade], Awaitable[str | None]] | None = None) -> None:
         self.node_id, self.name = node_id, name
@@ -78,6 +78,7 @@ class ClusterLink:
         self.ssl = ssl
         self.hardware, self.shards = hardware, shards
         self.labels = labels or {}
+        self.advertise = advertise
         self.on_welcome = on_welcome
         self.on_upgrade = on_upgrade  # None, or why this node cannot upgrade itself
         self.leader = ""  # the control plane this agent is connected to, "" while none
@@ -126,7 +127,7 @@ class ClusterLink:
             host, gpus, storage = self.hardware.describe()
             await link.send(Register(self.node_id, self.name, __version__, host=host, gpus=gpus, storage=storage,
                                      engines=self.shards.engines(), labels=self.labels,
-                                     shards=self.shards.statuses()))
+                                     shards=self.shards.statuses(), advertise=self.advertise))
             messages = link.messages()
             try:
                 first = await asyncio.wait_for(anext(messages), WELCOME_WITHIN)

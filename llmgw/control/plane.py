@@ -39,6 +39,7 @@ from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
+from llmgw.control.scrapetargets import ScrapeTargets
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.upgrade import Upgrader, UpgradeMachine
@@ -281,8 +282,14 @@ def _metrics_app(plane: ControlPlane) -> web.Application:
         body = await asyncio.to_thread(generate_latest, plane.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    targets = ScrapeTargets(plane.store, plane.cfg.store)
+
+    async def prometheus_targets(request: web.Request) -> web.Response:
+        return web.json_response(await targets.groups())
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/prometheus/targets", prometheus_targets)
     return app
 
 

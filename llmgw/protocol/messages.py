@@ -101,6 +101,9 @@ class Register:
     shards: list[ShardStatus] = field(default_factory=list)
     """What it runs now (an agent that restarted and adopted its engines): the control plane keeps these rather than
     starting them again."""
+    advertise: str = ""
+    """The address the control planes reach this node at (its engines, its node exporter for /prometheus/targets);
+    "" from an agent older than it."""
 
 
 # --- how a node is doing ---------------------------------------------------------------------

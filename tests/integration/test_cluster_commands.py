@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -180,3 +181,12 @@ def test_a_standby_asked_for_logs_names_the_leader(servers, postgres_cluster):
     assert done.stderr.strip() == ("llmgw: this control plane (cp-b) stands by and the nodes are connected to the "
                                    f"leader only: the leader is cp-a ({a.client_url}); run this there")
     assert json.loads(b.ctl("ctl", "status", "--json").stdout)["role"] == "standby"
+
+
+def test_prometheus_is_given_every_machine_once_with_what_it_is(cluster):
+    # Server, node and PostgreSQL all run on this one machine: one target, three roles. Before the agent
+    # told its address, the node was a second target under the machine's host name.
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.ports['metrics']}/prometheus/targets", timeout=10) as r:
+        groups = json.loads(r.read())
+    assert groups == [{"targets": ["127.0.0.1:9100"],
+                       "labels": {"node": "cp-a", "llmgw_role": "control-plane,node,store"}}]
