@@ -98,6 +98,8 @@ class Budgets:
         # What this process charged since the last snapshot(), by counter and period start.
         self._delta: dict[tuple[str, str, str, float], int] = {}
         self._spend: dict[Counter, _Spend] = {}
+        # Each budget's amount as the last request under it said, for the spent ratio Prometheus reads.
+        self._amounts: dict[Counter, int] = {}
         self._reads: dict[Counter, asyncio.Task[None]] = {}
         self._unread: set[Counter] = set()
         self._task: asyncio.Task[None] | None = None
@@ -115,7 +117,9 @@ class Budgets:
         now = time.time() if now is None else now
         worst: Refusal | None = None
         for budget in principal.limits.budgets:
-            spend = self._counter((budget.scope, budget.scope_id, budget.period), now)
+            counter = (budget.scope, budget.scope_id, budget.period)
+            self._amounts[counter] = budget.micros
+            spend = self._counter(counter, now)
             if spend.micros < budget.micros:
                 continue
             wait = max(1, math.ceil(period_end(budget.period, now) - now))
@@ -148,6 +152,12 @@ class Budgets:
         if spend is None or spend.start != period_start(period, now):
             return 0
         return spend.micros
+
+    def spent_ratios(self, now: float | None = None) -> list[tuple[str, str, str, float]]:
+        """(scope, scope_id, period, this period's spend / the budget) for each budget a request met here."""
+        now = time.time() if now is None else now
+        return [(scope, scope_id, period, self.spent(scope, scope_id, period, now) / amount if amount else 0.0)
+                for (scope, scope_id, period), amount in list(self._amounts.items())]
 
     # sharing spend between workers
 

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from llmgw.control.agentsvc import AgentService
 from llmgw.control.catalog import Policy
+from llmgw.control.clustermetrics import ClusterCollector
 from llmgw.control.reconciler import Reconciler
 from llmgw.store import StoreError
 from llmgw.trust import peer_node_id
@@ -48,6 +49,7 @@ class Cluster:
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
             demand=plane.demand)
         plane.registry.register(self.reconciler.pass_seconds)
+        plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
         self._task: asyncio.Task | None = None
 
     def mount(self, app: web.Application) -> None:

@@ -85,8 +85,13 @@ class _StateCollector:
                                   labels=["rule", "action"])
         for (rule, action), count in self.router.guard_stats.decisions.items():
             guard.add_metric([rule, action], count)
+        budgets = GaugeMetricFamily("llmgw_budget_spent_ratio",
+                                    "This period's spend against each budget a request met (1 is all of it), by level",
+                                    labels=["scope", "id", "period"])
+        for scope, scope_id, period, ratio in self.router.budgets.spent_ratios():
+            budgets.add_metric([scope, scope_id, period], ratio)
         cache = self.router.cache
-        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, bound, guard]
+        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, bound, guard, budgets]
         for name, value, what in (("hits", cache.hits, "Answers reused for the same request"),
                                   ("similar_hits", cache.similar_hits, "Answers reused for a similar question"),
                                   ("misses", cache.misses, "Cache look-ups that found nothing"),

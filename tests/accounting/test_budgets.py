@@ -222,3 +222,23 @@ async def test_budgets_that_do_not_share_keep_no_record_to_send(store):
     budgets = Budgets(store)
     budgets.charge(key, 10, NOW)
     assert budgets.snapshot() == []
+
+
+async def test_the_share_of_each_budget_spent_is_there_for_prometheus_once_a_request_met_it(store):
+    key = await principal(store)
+    await set_limits(store, "team", key.path.team.id, budget_micros=20_000_000, period="month")
+    await set_limits(store, "key", key.key.id, budget_micros=4_000_000, period="day")
+    key = await principal(store)
+    budgets = Budgets(store)
+    await budgets.restore(NOW)
+    assert budgets.spent_ratios(NOW) == []
+
+    assert budgets.check(key, NOW) is None
+    budgets.charge(key, 3_000_000, NOW)
+
+    assert sorted(budgets.spent_ratios(NOW)) == sorted([("team", key.path.team.id, "month", 0.15),
+                                                        ("key", key.key.id, "day", 0.75)])
+    # A new day starts the key's day afresh; the team's month goes on.
+    tomorrow = NOW + 86_400
+    assert dict(((s, p), r) for s, _, p, r in budgets.spent_ratios(tomorrow)) == {("team", "month"): 0.15,
+                                                                                   ("key", "day"): 0.0}

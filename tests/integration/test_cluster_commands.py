@@ -183,10 +183,18 @@ def test_a_standby_asked_for_logs_names_the_leader(servers, postgres_cluster):
     assert json.loads(b.ctl("ctl", "status", "--json").stdout)["role"] == "standby"
 
 
-def test_prometheus_is_given_every_machine_once_with_what_it_is(cluster):
+def test_prometheus_is_given_every_machine_once_and_the_leaders_nodes_and_replicas(cluster, tmp_path):
+    metrics = f"http://127.0.0.1:{cluster.ports['metrics']}"
     # Server, node and PostgreSQL all run on this one machine: one target, three roles. Before the agent
     # told its address, the node was a second target under the machine's host name.
-    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.ports['metrics']}/prometheus/targets", timeout=10) as r:
+    with urllib.request.urlopen(metrics + "/prometheus/targets", timeout=10) as r:
         groups = json.loads(r.read())
     assert groups == [{"targets": ["127.0.0.1:9100"],
                        "labels": {"node": "cp-a", "llmgw_role": "control-plane,node,store"}}]
+
+    _sim_model(cluster, tmp_path)
+    with urllib.request.urlopen(metrics + "/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    for line in ('llmgw_nodes{state="connected"} 1.0', 'llmgw_nodes{state="lost"} 0.0',
+                 'llmgw_node_up{node="node-a"} 1.0', 'llmgw_replicas{model="simmy",state="ready"} 1.0'):
+        assert line in lines, "\n".join(x for x in lines if x.startswith(("llmgw_node", "llmgw_replicas")))

@@ -55,7 +55,9 @@ HEALTHY_AFTER = 30.0  # a worker that ran this long starts the backoff afresh wh
 OUTBOX_MAX = 200_000  # counts kept for other control planes while none takes them
 # Gauges where a sum would say something false: the most open breaker and
 # the oldest unwritten row are what an operator needs to see.
-LARGEST = frozenset({"llmgw_breaker_state", "llmgw_usage_writer_lag_seconds"})
+LARGEST = frozenset({"llmgw_breaker_state", "llmgw_usage_writer_lag_seconds",
+                     # Every worker counts the others' spend too (budgets are shared): summing would multiply it.
+                     "llmgw_budget_spent_ratio"})
 
 
 def worker_command(channel_fd: int) -> list[str]:
