@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.support.agents import AgentProcess
+from tests.test_grafana_dashboard import dashboard_metrics
 from tests.support.waiting import wait_for, wait_until
 
 
@@ -198,3 +199,9 @@ def test_prometheus_is_given_every_machine_once_and_the_leaders_nodes_and_replic
     for line in ('llmgw_nodes{state="connected"} 1.0', 'llmgw_nodes{state="lost"} 0.0',
                  'llmgw_node_up{node="node-a"} 1.0', 'llmgw_replicas{model="simmy",state="ready"} 1.0'):
         assert line in lines, "\n".join(x for x in lines if x.startswith(("llmgw_node", "llmgw_replicas")))
+
+    # Every metric the shipped Grafana dashboard asks for is one this server announces.
+    announced = {x.split()[2] for x in lines if x.startswith("# TYPE ")}
+    announced |= {x.split()[2] + "_bucket" for x in lines if x.startswith("# TYPE ") and x.endswith(" histogram")}
+    missing = sorted(dashboard_metrics() - announced)
+    assert not missing, f"the dashboard asks for metrics the server does not have: {missing}"
