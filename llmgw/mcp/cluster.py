@@ -40,8 +40,10 @@ log = logging.getLogger("llmgw.mcp")
 
 MAX_LOG_LINES = 500  # an agent's context is not a terminal: `ctl logs` allows 5,000
 DEFAULT_LOG_LINES = 100
+EXPLAINED_IN_STATUS = 10
 # A shard's id as the placement makes it (r_ and 12 hex digits), or a test's; never a path.
 SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+A_SHARD = "a shard's id as list_replicas shows it (like r_0123456789ab)"
 
 Arguments = dict[str, Any]
 Answer = tuple[str, dict[str, Any]]  # the text for people, the data for scripts
@@ -133,8 +135,10 @@ class ClusterTools:
         nodes = await catalog.nodes()
         models = await catalog.list_models()
         replicas = await catalog.replicas()
-        waiting = {m["name"]: await self._waits(m["name"]) for m in models
-                   if m["replicas"]["ready"] < _wanted(m) and not m["parked"]}
+        # Each explanation is a placement pass over the whole catalog: the first few short models get their
+        # reason here, any more are pointed at explain_placement.
+        short = [m["name"] for m in models if m["replicas"]["ready"] < _wanted(m) and not m["parked"]]
+        waiting = {name: await self._waits(name) for name in short[:EXPLAINED_IN_STATUS]}
         unhealthy = _unhealthy(status, nodes, models, replicas, waiting)
         gpus = _gpus(nodes)
         leader = status["leader"]
@@ -285,8 +289,7 @@ _TOOLS: dict[str, _Tool] = {t.name: t for t in (
           "output. Asked of the node by the leader; read from what the agent keeps in memory, never a file.",
           {"node": _NODE,
            "source": {"type": "string", "pattern": SHARD_ID.pattern, "maxLength": 128,
-                      "description": "a shard's id as list_replicas shows it (like r_0123456789ab); without "
-                                     "it, the agent's own log"},
+                      "description": f"{A_SHARD}; without it, the agent's own log"},
            "lines": {"type": "integer", "minimum": 1, "maximum": MAX_LOG_LINES,
                      "description": f"how many of the last lines (default {DEFAULT_LOG_LINES})"}},
           ("node",), ClusterTools.node_logs),
@@ -319,8 +322,9 @@ def _checked(tool: _Tool, arguments: Any) -> Arguments:
             if len(value) > spec["maxLength"]:
                 raise BadArguments(f'"{name}" is at most {spec["maxLength"]} characters: {spec["description"]}')
             if "pattern" in spec and not re.match(spec["pattern"], value):
-                raise BadArguments(f'"{name}" is {spec["description"]}, not {value!r}: {tool.name} reads only the '
-                                   "lines the node's agent keeps, never a path")
+                # Only node_logs' source has a shape to keep: what reaches the agent is a shard's id, no path.
+                raise BadArguments(f'"{name}" is {A_SHARD}, not {value!r}: {tool.name} reads only the lines the '
+                                   "node's agent keeps, never a path")
         elif kind == "integer":
             if isinstance(value, bool) or not isinstance(value, int) or not (
                     spec["minimum"] <= value <= spec["maximum"]):
