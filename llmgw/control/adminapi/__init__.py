@@ -137,7 +137,16 @@ def _field(data: dict[str, Any], name: str, kind: type | tuple, required: bool =
 # status
 
 async def status(request: web.Request) -> web.Response:
-    plane: ControlPlane = request.app[PLANE]
+    return _json(await status_of(request.app[PLANE]))
+
+
+async def status_of(plane: ControlPlane) -> dict[str, Any]:
+    """What `llmgw ctl status` shows: this control plane, the leader, the store, the machines, the plugins.
+
+    A function of the plane rather than of a request, so that the cluster's
+    own MCP tools (llmgw.mcp.cluster) say what the admin API says. Read from
+    the store and this process, so a standby answers it as the leader does.
+    """
     lease = plane.lease.state.lease
     now = time.time()
     leader = None
@@ -154,7 +163,7 @@ async def status(request: web.Request) -> web.Response:
         cluster = await machines(plane.store, lease.holder.rsplit("#", 1)[0] if leader and lease else "")
     except StoreError:
         cluster = {"control_planes": [], "nodes": []}
-    return _json({
+    return {
         "name": plane.name,
         "version": __version__,
         "holder": plane.holder,
@@ -172,7 +181,7 @@ async def status(request: web.Request) -> web.Response:
         "plugins": plane.plugins.as_list(builtin=True),
         "control_planes": await _control_planes(plane, leader),
         "traffic": _traffic(plane),
-    })
+    }
 
 
 async def _control_planes(plane: ControlPlane, leader: dict[str, Any] | None) -> list[dict[str, Any]]:

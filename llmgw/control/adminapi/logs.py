@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from llmgw.control.adminapi import PLANE, Refused, _json
-from llmgw.control.adminapi.models import catalog, refusals
+from llmgw.control.adminapi.models import catalog_of, refusals
 from llmgw.protocol import to_dict
 
 if TYPE_CHECKING:
@@ -52,10 +52,21 @@ def _standby(plane: ControlPlane) -> str:
 async def node_logs(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     lines = _lines(request)
-    source = request.query.get("source", "").strip()
+    return _json(await node_logs_of(plane, request.match_info["node"], request.query.get("source", "").strip(),
+                                    lines))
+
+
+async def node_logs_of(plane: ControlPlane, ident: str, source: str, lines: int) -> dict:
+    """A node's last `lines` of its agent's log, or of shard `source`'s engine, asked of the node now.
+
+    Refused (Refused, or the catalog's Refusal for a node there is not) with
+    the sentence the admin API answers: on a standby, which control plane to
+    ask; for a node not connected, when it was last heard from. The cluster's
+    MCP tool `node_logs` (llmgw.mcp.cluster) calls this too.
+    """
     if not plane.lease.leading:
         raise Refused(503, _standby(plane), "not_leader")
-    record = await catalog(request).find_node(request.match_info["node"])
+    record = await catalog_of(plane).find_node(ident)
     agents = plane.cluster.agents
     node = agents.nodes.get(record.id)
     if node is None or not node.connected:
@@ -67,8 +78,8 @@ async def node_logs(request: web.Request) -> web.Response:
         if source and source not in node.shards:
             raise Refused(404, f"node {record.name} runs no shard {source}; {_shards(node.shards)}", "not_found")
         raise Refused(409 if source else 502, f"node {record.name}: {answer.error}", "node_refused")
-    return _json({"node": record.name, "node_id": record.id, "source": source,
-                  "lines": [to_dict(line) for line in answer.lines]})
+    return {"node": record.name, "node_id": record.id, "source": source,
+            "lines": [to_dict(line) for line in answer.lines]}
 
 
 def _shards(shards: dict) -> str:

@@ -35,7 +35,11 @@ if TYPE_CHECKING:
 
 
 def catalog(request: web.Request) -> Catalog:
-    plane: ControlPlane = request.app[PLANE]
+    return catalog_of(request.app[PLANE])
+
+
+def catalog_of(plane: ControlPlane) -> Catalog:
+    """The catalog the admin API reads and changes; the cluster's MCP tools (llmgw.mcp.cluster) read the same."""
     found = getattr(plane, "catalog", None)  # the reconciler's, with its policy, where it has one
     return found if isinstance(found, Catalog) else Catalog(plane.store, plane.accounts.audit)
 
