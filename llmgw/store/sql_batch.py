@@ -31,9 +31,11 @@ def _file(r: Row) -> StoredFile:
 
 
 def _batch(r: Row) -> Batch:
+    stamps = dict(zip(("in_progress_at", "finalizing_at", "completed_at", "cancelling_at", "cancelled_at",
+                       "failed_at", "expired_at"), (None if v is None else float(v) for v in r[14:21]), strict=True))
     return Batch(r[0], r[1], r[2], r[3], r[4], r[5], r[6], int(r[7]), float(r[8]), float(r[9]), int(r[10]),
-                 int(r[11]), r[12], r[13], *(None if v is None else float(v) for v in r[14:21]),
-                 metadata=load_json(r[21]) or {}, errors=load_json(r[22]) or [])
+                 int(r[11]), r[12], r[13], **stamps, metadata=load_json(r[21]) or {},
+                 errors=load_json(r[22]) or [])
 
 
 def _places(first: int, count: int) -> str:
@@ -61,7 +63,7 @@ class BatchSQL:
 
     async def list_files(self, project_id: str, *, purpose: str | None = None, limit: int = 100,
                          after: str | None = None) -> list[StoredFile]:
-        where, args = ["project_id = $1"], [project_id]
+        where, args = ["project_id = $1"], [project_id]  # type: list[str], list[Any]
         if purpose is not None:
             args.append(purpose)
             where.append(f"purpose = ${len(args)}")
@@ -86,10 +88,11 @@ class BatchSQL:
 
     async def file_in_open_batch(self, file_id: str) -> str | None:
         """The id of a batch not yet ended that reads or wrote the file, if one does."""
-        return await self._db.fetchval(
+        found = await self._db.fetchval(
             f"SELECT id FROM batches WHERE status IN ({_places(2, len(OPEN_BATCH))}) "
             "AND (input_file_id = $1 OR output_file_id = $1 OR error_file_id = $1) LIMIT 1",
             file_id, *OPEN_BATCH)
+        return None if found is None else str(found)
 
     # batches
 
@@ -143,7 +146,8 @@ class BatchSQL:
         unknown = set(changes) - set(BATCH_STAMPS)
         if unknown:
             raise StoreError(f"a batch has no column {', '.join(sorted(unknown))} a status change may set")
-        sets, args = ["status = $1"], [status]
+        sets: list[str] = ["status = $1"]
+        args: list[Any] = [status]
         for column, value in changes.items():
             args.append(dump_json(value) if column == "errors" else value)
             sets.append(f"{column} = ${len(args)}")
