@@ -27,6 +27,7 @@ from collections.abc import Callable
 import orjson
 
 from llmgw.account import Principal, principal_of
+from llmgw.config.router import AdmissionSettings
 from llmgw.router.batches.inputs import Line, read_lines
 from llmgw.router.batches.keeper import FileKeeper, place_for
 from llmgw.router.call import new_request_id
@@ -46,8 +47,9 @@ PROFILE = "batch"
 MAX_LINES_READ = 10 ** 7  # the file was checked against router.batch.max_lines at upload
 
 
-def lowest_band(plane: ClientPlane) -> str | None:
-    bands = plane.settings.current.router.admission.bands
+def lowest_band(admission: AdmissionSettings) -> str | None:
+    """The band batch lines wait in: the one of lowest priority, so every other band's requests go first."""
+    bands = admission.bands
     return min(bands, key=lambda b: b.priority).name if bands else None
 
 
@@ -195,7 +197,7 @@ class BatchRunner:
             return LineResult(line.number, "error", _failed_line(line.custom_id, "invalid_api_key", str(refusal)))
         kept: list[Usage] = []
         request_id = new_request_id()
-        inside = Inside(body=line.body, profile=PROFILE, band=lowest_band(self.plane), batch_id=batch.id,
+        inside = Inside(body=line.body, profile=PROFILE, band=lowest_band(self.plane.settings.current.router.admission), batch_id=batch.id,
                         keep=kept.append)
         shape = CHAT if line.url == "/v1/chat/completions" else EMBEDDINGS
         response = await serve(self.plane, shape, who, request_id, None, inside)
