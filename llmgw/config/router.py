@@ -187,11 +187,17 @@ class BatchSettings:
     """How many batch lines the leader has in flight at once, over every batch. They go in at the lowest admission
     band, so a busy model lets people's requests in first whatever this is."""
 
+    retain_days: int = 30
+    """How long files and ended batches are kept: the leader deletes, once an hour, files made longer ago than this
+    that no running batch uses, and batches that ended and were made longer ago. 0 keeps them until deleted."""
+
     def validate(self) -> None:
         if self.concurrency < 1:
             raise Invalid("concurrency", N_("must be 1 or more, got {value}"), params={"value": self.concurrency})
         if self.max_lines < 1:
             raise Invalid("max_lines", N_("must be 1 or more, got {value}"), params={"value": self.max_lines})
+        if self.retain_days < 0:
+            raise Invalid("retain_days", N_("must be 0 or more, got {value}"), params={"value": self.retain_days})
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from llmgw.store.driver import Driver, Row
 from llmgw.store.errors import StoreError
-from llmgw.store.records_batch import BATCH_STAMPS, OPEN_BATCH, Batch, BatchLine, LineResult, StoredFile
+from llmgw.store.records_batch import BATCH_STAMPS, ENDED_BATCH, OPEN_BATCH, Batch, BatchLine, LineResult, StoredFile
 from llmgw.store.sql_json import dump_json, load_json
 from llmgw.store.sql_usage import insert_usage
 
@@ -94,7 +94,22 @@ class BatchSQL:
             file_id, *OPEN_BATCH)
         return None if found is None else str(found)
 
+    async def old_files(self, before: float, limit: int = 500) -> list[StoredFile]:
+        """Files made before `before` that no batch still running reads or writes, oldest first."""
+        rows = await self._db.fetch(
+            f"SELECT {_FILE} FROM files f WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM batches b "
+            f"WHERE b.status IN ({_places(3, len(OPEN_BATCH))}) AND f.id IN (b.input_file_id, b.output_file_id, "
+            "b.error_file_id)) ORDER BY created_at, id LIMIT $2", before, int(limit), *OPEN_BATCH)
+        return [_file(r) for r in rows]
+
     # batches
+
+    async def delete_ended_batches(self, before: float) -> int:
+        """Batches made before `before` that have ended, with their lines; how many."""
+        rows = await self._db.fetch(
+            f"DELETE FROM batches WHERE created_at < $1 AND status IN ({_places(2, len(ENDED_BATCH))}) RETURNING id",
+            before, *ENDED_BATCH)
+        return len(rows)
 
     async def add_batch(self, batch: Batch, custom_ids: Sequence[str]) -> None:
         """The batch and one pending line per custom id (line numbers from 1), in one transaction."""

@@ -110,3 +110,19 @@ async def test_a_projects_batches_are_listed_newest_first(store):
     assert [b.id for b in await store.list_batches("prj_a")] == ["batch_2", "batch_1"]
     assert [b.id for b in await store.list_batches("prj_a", after="batch_2")] == ["batch_1"]
     assert [b.id for b in await store.list_batches("prj_a", limit=1)] == ["batch_2"]
+
+
+async def test_retention_finds_old_files_no_running_batch_uses_and_deletes_ended_batches_with_their_lines(store):
+    for file_id, at in (("file-old", 1.0), ("file-in", 2.0), ("file-new", 50.0)):
+        await store.add_file(_file(file_id, at=at), b"x")
+    await store.add_batch(_batch("batch_running", total=1, at=3.0), ["a"])  # reads file-in
+    await store.add_batch(_batch("batch_ended", total=2, at=4.0), ["a", "b"])
+    await store.move_batch("batch_ended", ["in_progress"], "completed", {"completed_at": 5.0})
+    await store.add_batch(_batch("batch_late", total=1, at=60.0), ["a"])
+    await store.move_batch("batch_late", ["in_progress"], "failed", {"failed_at": 61.0})
+
+    assert [f.id for f in await store.old_files(10.0)] == ["file-old"]
+    assert await store.delete_ended_batches(10.0) == 1
+    assert await store.batch_by_id("batch_ended") is None
+    assert await store.batch_lines("batch_ended") == []
+    assert {b.id for b in await store.list_batches("prj_a")} == {"batch_running", "batch_late"}

@@ -42,6 +42,7 @@ log = logging.getLogger("llmgw.batches")
 POLL = 1.0  # seconds between looks at the store for new, cancelled and expired batches
 FLUSH_LINES = 64  # results recorded in one transaction at most
 FLUSH_EVERY = 0.5  # seconds a result waits at most before it is recorded
+SWEEP_EVERY = 3600.0  # seconds between deletions of what router.batch.retain_days no longer keeps
 PRINCIPAL_TTL = 30.0  # a key revoked, or its limits changed, is seen by its batch within this
 PROFILE = "batch"
 MAX_LINES_READ = 10 ** 7  # the file was checked against router.batch.max_lines at upload
@@ -63,6 +64,7 @@ class BatchRunner:
         self._stopping: set[str] = set()  # batches cancelled or expired: no new line is sent
         self._running = 0  # lines in flight over every batch
         self._freed = asyncio.Event()
+        self._swept = -SWEEP_EVERY
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._watch(), name="batch runner")
@@ -77,6 +79,9 @@ class BatchRunner:
             try:
                 if self.leading():
                     await self._look()
+                    if time.monotonic() - self._swept >= SWEEP_EVERY:
+                        self._swept = time.monotonic()
+                        await self.sweep(time.time())
             except StoreError as e:
                 log.warning("batches: the store did not answer (%s); looking again in %.0f s", e, POLL)
             await asyncio.sleep(POLL)
@@ -90,6 +95,22 @@ class BatchRunner:
                 task = asyncio.create_task(self._drive(batch), name=f"batch {batch.id}")
                 self._drivers[batch.id] = task
                 task.add_done_callback(functools.partial(self._ended, batch.id))
+
+    async def sweep(self, now: float) -> tuple[int, int]:
+        """Delete files and ended batches older than router.batch.retain_days; (files, batches) deleted."""
+        days = self.plane.settings.current.router.batch.retain_days
+        if not days:
+            return 0, 0
+        before = now - days * 86400.0
+        files = 0
+        while old := await self.plane.store.old_files(before):
+            for file in old:
+                files += await self.keeper.delete(file)
+        batches = await self.plane.store.delete_ended_batches(before)
+        if files or batches:
+            log.info("batches: deleted %d file(s) and %d batch(es) older than %d days (router.batch.retain_days)",
+                     files, batches, days)
+        return files, batches
 
     def _ended(self, batch_id: str, task: asyncio.Task) -> None:
         self._drivers.pop(batch_id, None)
@@ -197,8 +218,8 @@ class BatchRunner:
             return LineResult(line.number, "error", _failed_line(line.custom_id, "invalid_api_key", str(refusal)))
         kept: list[Usage] = []
         request_id = new_request_id()
-        inside = Inside(body=line.body, profile=PROFILE, band=lowest_band(self.plane.settings.current.router.admission), batch_id=batch.id,
-                        keep=kept.append)
+        band = lowest_band(self.plane.settings.current.router.admission)
+        inside = Inside(body=line.body, profile=PROFILE, band=band, batch_id=batch.id, keep=kept.append)
         shape = CHAT if line.url == "/v1/chat/completions" else EMBEDDINGS
         response = await serve(self.plane, shape, who, request_id, None, inside)
         raw = getattr(response, "body", None)
