@@ -11,6 +11,8 @@ import io
 import json
 import signal
 import time
+import urllib.error
+import urllib.request
 
 import openai
 import pytest
@@ -133,6 +135,48 @@ def test_a_file_that_breaks_a_rule_is_refused_naming_its_line(gw):
     assert refused.value.body["param"] == "purpose"
 
 
+def send(gw, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
+         key: bool = True) -> tuple[int, dict]:
+    headers = {"Authorization": f"Bearer {gw.key}"} if key else {}
+    if content_type:
+        headers["Content-Type"] = content_type
+    request = urllib.request.Request(gw.client_url + path, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def form(**fields: bytes) -> bytes:
+    parts = [b'--xx\r\nContent-Disposition: form-data; name="%s"%s\r\n\r\n%s\r\n'
+             % (name.encode(), b'; filename="a.jsonl"' if name == "file" else b"", value)
+             for name, value in fields.items()]
+    return b"".join(parts) + b"--xx--\r\n"
+
+
+def test_an_upload_that_is_not_a_readable_form_is_refused_with_400_never_500(gw):
+    multipart = "multipart/form-data; boundary=xx"
+    sent = {
+        "a JSON body": (b'{"purpose": "batch"}', "application/json"),
+        "no boundary": (b"junk", "multipart/form-data"),
+        "a broken form": (b"junk", multipart),
+        "no purpose": (form(file=chat_lines("p", 1)), multipart),
+        "no file": (form(purpose=b"batch"), multipart),
+    }
+    for what, (body, content_type) in sent.items():
+        status, answer = send(gw, "POST", "/v1/files", body, content_type)
+        assert status == 400 and answer["error"]["message"], (what, answer)
+    assert send(gw, "POST", "/v1/files", form(purpose=b"batch", file=chat_lines("p", 1)), multipart)[0] == 200
+    status, answer = send(gw, "GET", "/v1/files?limit=0")
+    assert status == 400 and answer["error"]["param"] == "limit"
+    status, answer = send(gw, "POST", "/v1/batches", json.dumps({
+        "input_file_id": "file-000000000000000000000000", "endpoint": "/v1/chat/completions",
+        "completion_window": "24h", "metadata": {"k": "v" * 600}}).encode(), "application/json")
+    assert status == 400 and answer["error"]["param"] == "metadata"
+    assert send(gw, "GET", "/v1/files", key=False)[0] == 401  # no key, no files
+
+
 def test_a_batch_that_asks_for_what_is_not_here_is_refused_with_a_sentence(gw):
     chat = upload(gw, chat_lines("r", 2))
     bad = {
@@ -204,6 +248,27 @@ def test_a_cancelled_batch_ends_cancelled_and_an_ended_one_cannot_be_cancelled(g
     with pytest.raises(openai.ConflictError) as refused:
         gw.openai.batches.cancel(one.id)
     assert "can no longer be cancelled" in refused.value.body["message"]
+
+
+def test_a_line_the_gateway_refuses_is_in_the_error_file_with_its_refusal_and_one_usage_row(gw):
+    before = batch_usage(gw)["requests"]
+    rows = [{"custom_id": "good", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "qwen", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}},
+            {"custom_id": "nowhere", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}},
+            {"custom_id": "shapeless", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "qwen", "messages": "not a list"}}]
+    batch = gw.openai.batches.create(input_file_id=upload(gw, jsonl(rows)).id, endpoint="/v1/chat/completions",
+                                     completion_window="24h")
+
+    done = finished(gw, batch.id)
+    assert done.status == "completed"
+    assert (done.request_counts.completed, done.request_counts.failed) == (1, 2)
+    assert [row["custom_id"] for row in outputs(gw, done)] == ["good"]
+    errors = [json.loads(line) for line in gw.openai.files.content(done.error_file_id).text.splitlines()]
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [("nowhere", 404), ("shapeless", 400)]
+    assert "there is no model no-such-model" in errors[0]["response"]["body"]["error"]["message"]
+    assert batch_usage(gw)["requests"] - before == 3
 
 
 def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw):

@@ -94,20 +94,11 @@ async def upload(request: web.Request, plane: ClientPlane, principal: Principal)
     settings = plane.settings.current.router.batch
     if not request.content_type.startswith("multipart/form-data"):
         raise Refuse(400, 'POST /v1/files takes multipart/form-data with "purpose" and "file"', "invalid_request")
-    most = int(settings.max_file_bytes)
-    purpose = filename = None
-    content: bytes | None = None
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            raise Refuse(400, "a nested multipart part is not a file; send one file", "invalid_request")
-        if part.name == "purpose":
-            purpose = (await _read_part(part, _PURPOSE_BYTES, "purpose")).decode("utf-8", "replace").strip()
-        elif part.name == "file":
-            filename = part.filename or "upload.jsonl"
-            content = await _read_part(part, most, "file")
-        else:
-            await part.release()  # a field this gateway does not use (expires_after): read past it
+    try:
+        purpose, filename, content = await _read_upload(request, int(settings.max_file_bytes))
+    except ValueError as e:  # aiohttp's word for a body that is not the multipart it says
+        raise Refuse(400, f"the upload is not multipart/form-data that can be read ({e}); send \"purpose\" and "
+                          "\"file\" as form fields", "invalid_request") from None
     if purpose is None:
         raise Refuse(400, 'the upload needs "purpose": batch', "invalid_request", param="purpose")
     if purpose not in UPLOAD_PURPOSES:
@@ -125,6 +116,24 @@ async def upload(request: web.Request, plane: ClientPlane, principal: Principal)
                       place_for(len(content), int(settings.store_below)))
     await keeper(plane).keep(file, content)
     return _json(file_object(file))
+
+
+async def _read_upload(request: web.Request, most: int) -> tuple[str | None, str | None, bytes | None]:
+    """The form's purpose, the file's name and its bytes (None for a field not sent)."""
+    purpose = filename = None
+    content: bytes | None = None
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            raise Refuse(400, "a nested multipart part is not a file; send one file", "invalid_request")
+        if part.name == "purpose":
+            purpose = (await _read_part(part, _PURPOSE_BYTES, "purpose")).decode("utf-8", "replace").strip()
+        elif part.name == "file":
+            filename = part.filename or "upload.jsonl"
+            content = await _read_part(part, most, "file")
+        else:
+            await part.release()  # a field this gateway does not use (expires_after): read past it
+    return purpose, filename, content
 
 
 async def _read_part(part: BodyPartReader, most: int, name: str) -> bytes:

@@ -128,22 +128,25 @@ class BatchRunner:
                 return
             if not await self._send_all(batch, lines):
                 return  # no longer leading: the next leader carries on with the lines still pending
+        # As the store has it now: a cancel that came while the lines ran wins over their finishing.
+        fresh = await store.batch_by_id(batch.id)
+        if fresh is None:
+            return
         now = time.time()
-        if batch.id in self._stopping and now >= batch.expires_at and batch.status != "cancelling":
+        if fresh.status == "cancelling":
+            await self._finish(fresh, ("cancelling",), "cancelled", "cancelled_at")
+        elif fresh.status in ("in_progress", "validating") and now >= fresh.expires_at:
             # Past its window: what was not sent is an error line each, counted as failed.
             left = await store.batch_lines(batch.id, "pending")
             await store.finish_lines(batch.id, [
                 LineResult(line.line, "error", _failed_line(line.custom_id, "batch_expired",
                                                             "this line was not sent before the batch expired"))
                 for line in left])
-            await self._finish(batch, "expired", "expired_at")
-        elif batch.id in self._stopping or batch.status == "cancelling":
-            await self._finish(batch, "cancelled", "cancelled_at")
-        else:
-            if batch.status != "finalizing":
-                await store.move_batch(batch.id, ("in_progress", "validating"), "finalizing",
-                                       {"finalizing_at": now})
-            await self._finish(batch, "completed", "completed_at")
+            await self._finish(fresh, ("in_progress", "validating"), "expired", "expired_at")
+        elif fresh.status == "finalizing" or await store.move_batch(
+                batch.id, ("in_progress", "validating"), "finalizing", {"finalizing_at": now}):
+            await self._finish(fresh, ("finalizing",), "completed", "completed_at")
+        # else: cancelled between the read and the move; the next look finishes it as cancelled
 
     async def _inputs(self, batch: Batch) -> dict[int, Line] | None:
         file = await self.plane.store.file_by_id(batch.input_file_id)
@@ -189,6 +192,10 @@ class BatchRunner:
                 if recorded and (len(recorded) >= FLUSH_LINES or time.monotonic() - flushed >= FLUSH_EVERY):
                     await store.finish_lines(batch.id, recorded)
                     recorded, flushed = [], time.monotonic()
+                    # A cancel is seen at each record, not only at the next look: no more lines go after it.
+                    fresh = await store.batch_by_id(batch.id)
+                    if fresh is None or fresh.status == "cancelling":
+                        self._stopping.add(batch.id)
             if recorded:
                 await store.finish_lines(batch.id, recorded)
             return not todo or batch.id in self._stopping
@@ -233,13 +240,13 @@ class BatchRunner:
         return LineResult(line.number, "done" if response.status < 400 else "error", result,
                           kept[0] if kept else None)
 
-    async def _finish(self, batch: Batch, status: str, stamp: str) -> None:
+    async def _finish(self, batch: Batch, from_statuses: tuple[str, ...], status: str, stamp: str) -> None:
         store = self.plane.store
         out = await self._write(batch, "output", await store.batch_lines(batch.id, "done"))
         errors = await self._write(batch, "error", await store.batch_lines(batch.id, "error"))
-        await store.move_batch(batch.id, OPEN_BATCH, status,
-                               {stamp: time.time(), "output_file_id": out, "error_file_id": errors})
-        log.info("batch %s %s", batch.id, status)
+        if await store.move_batch(batch.id, from_statuses, status,
+                                  {stamp: time.time(), "output_file_id": out, "error_file_id": errors}):
+            log.info("batch %s %s", batch.id, status)
 
     async def _write(self, batch: Batch, kind: str, lines: list[BatchLine]) -> str | None:
         """The output or error file, under an id made from the batch's: a leader that wrote it and died before
