@@ -140,7 +140,7 @@ class ControlPlane:
         self.agent_mounts.append(self.upgrades.mount)
         self.upgrader = Upgrader(self)
         # Batches' lines are sent by the leader through its own router (docs/batches.md); with workers
-        # this process has none, and the lines wait for a leader that routes in its own process.
+        # this process has none, and the first worker sends them (control/workers/worker.py).
         self.batches = BatchRunner(self, leading=lambda: self.lease.leading) if self._router else None
         self._runners: list[web.AppRunner] = []
 

@@ -293,3 +293,19 @@ def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw):
     assert sorted(row["custom_id"] for row in rows) == sorted(f"k-{n}" for n in range(LINES))
     assert batch_usage(gw)["requests"] - before == LINES
     print(f"\nkilled with {done_before} of {LINES} lines recorded")
+
+
+def test_with_worker_processes_the_first_worker_runs_the_batch(tmp_path):
+    engine = SimEngine(tmp_path, "qwen", "--max-tokens-default", "2").start()
+    config = write_config(tmp_path / "gw.yaml", {"workers": 2, "models": [{"name": "qwen", "endpoints": [engine.url]}]})
+    server = Server(tmp_path, "workers", config=config)
+    try:
+        serving_with_first_key(server)
+        batch = server.openai.batches.create(input_file_id=upload(server, chat_lines("w", 20)).id,
+                                             endpoint="/v1/chat/completions", completion_window="24h")
+        done = finished(server, batch.id)
+        assert (done.status, done.request_counts.completed) == ("completed", 20)
+        assert sorted(row["custom_id"] for row in outputs(server, done)) == sorted(f"w-{n}" for n in range(20))
+    finally:
+        server.stop()
+        engine.stop()
