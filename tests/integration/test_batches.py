@@ -26,6 +26,7 @@ COMPLETION_PER_1K = 2000
 DISCOUNT = 50
 MAX_FILE = 256 * 1024
 QUOTA = 1024 * 1024
+SECRET = "sk-proj-" + "a1B2c3D4" * 6  # what the module's guardrail policy refuses to send on
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,8 @@ def gw(tmp_path_factory):
                              "concurrency": 32}},
         "models": [{"name": "qwen", "endpoints": [engine.url],
                     "price": {"prompt_per_1k": PROMPT_PER_1K, "completion_per_1k": COMPLETION_PER_1K,
-                              "batch_discount": DISCOUNT}}]})
+                              "batch_discount": DISCOUNT}}],
+        "guard": {"default": ["secrets"], "policies": {"secrets": {"mode": "enforce", "input": {"secrets": "block"}}}}})
     server = serving_with_first_key(Server(root, "gw", config=config))
     server.engine = engine
     yield server
@@ -250,25 +252,30 @@ def test_a_cancelled_batch_ends_cancelled_and_an_ended_one_cannot_be_cancelled(g
     assert "can no longer be cancelled" in refused.value.body["message"]
 
 
-def test_a_line_the_gateway_refuses_is_in_the_error_file_with_its_refusal_and_one_usage_row(gw):
+def test_a_line_the_gateway_or_a_guardrail_refuses_is_in_the_error_file_with_one_usage_row(gw):
     before = batch_usage(gw)["requests"]
     rows = [{"custom_id": "good", "method": "POST", "url": "/v1/chat/completions",
              "body": {"model": "qwen", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}},
             {"custom_id": "nowhere", "method": "POST", "url": "/v1/chat/completions",
              "body": {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}},
             {"custom_id": "shapeless", "method": "POST", "url": "/v1/chat/completions",
-             "body": {"model": "qwen", "messages": "not a list"}}]
+             "body": {"model": "qwen", "messages": "not a list"}},
+            {"custom_id": "leaky", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "qwen", "messages": [{"role": "user", "content": f"use {SECRET}"}]}}]
     batch = gw.openai.batches.create(input_file_id=upload(gw, jsonl(rows)).id, endpoint="/v1/chat/completions",
                                      completion_window="24h")
 
     done = finished(gw, batch.id)
     assert done.status == "completed"
-    assert (done.request_counts.completed, done.request_counts.failed) == (1, 2)
+    assert (done.request_counts.completed, done.request_counts.failed) == (1, 3)
     assert [row["custom_id"] for row in outputs(gw, done)] == ["good"]
-    errors = [json.loads(line) for line in gw.openai.files.content(done.error_file_id).text.splitlines()]
-    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [("nowhere", 404), ("shapeless", 400)]
+    text = gw.openai.files.content(done.error_file_id).text
+    errors = [json.loads(line) for line in text.splitlines()]
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [
+        ("nowhere", 404), ("shapeless", 400), ("leaky", 400)]
     assert "there is no model no-such-model" in errors[0]["response"]["body"]["error"]["message"]
-    assert batch_usage(gw)["requests"] - before == 3
+    assert errors[2]["response"]["body"]["error"]["code"] == "guardrail_blocked" and SECRET not in text
+    assert batch_usage(gw)["requests"] - before == 4
 
 
 def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw):
