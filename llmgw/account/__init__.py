@@ -6,7 +6,7 @@ inside without touching them (docs/internals.md).
 """
 
 from llmgw.account.chattokens import ChatTokens, chat_key_id
-from llmgw.account.keycache import KeyCache, Principal
+from llmgw.account.keycache import KeyCache, Principal, principal_of
 from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
@@ -28,6 +28,7 @@ __all__ = [
     "Current",
     "Effective",
     "KeyCache",
+    "principal_of",
     "LimitError",
     "People",
     "Places",

@@ -134,18 +134,7 @@ class KeyCache:
     async def _read(self, d: bytes) -> Principal | None:
         self.store_reads += 1
         key = await self.store.key_by_digest(d)
-        if key is None:
-            return None
-        path = await self.store.project_path(key.project_id)
-        if path is None:
-            return None
-        chain = [
-            await self.store.get_limits("org", path.org.id),
-            await self.store.get_limits("team", path.team.id),
-            await self.store.get_limits("project", path.project.id),
-            await self.store.get_limits("key", key.id),
-        ]
-        return Principal(key, path, effective(chain))
+        return None if key is None else await principal_of(self.store, key)
 
     def _remember(self, d: bytes, principal: Principal | None) -> None:
         until = time.monotonic() + self._ttl()
@@ -175,3 +164,18 @@ class KeyCache:
 def _fail(future: asyncio.Future, error: BaseException) -> None:
     future.set_exception(error)
     future.exception()  # marked retrieved: each waiter re-raises it itself
+
+
+async def principal_of(store: Store, key: ApiKey) -> Principal | None:
+    """The key with its project's place in the tree and the limits of its chain, read from the store: what a
+    request with this key is held to. None when its project is gone."""
+    path = await store.project_path(key.project_id)
+    if path is None:
+        return None
+    chain = [
+        await store.get_limits("org", path.org.id),
+        await store.get_limits("team", path.team.id),
+        await store.get_limits("project", path.project.id),
+        await store.get_limits("key", key.id),
+    ]
+    return Principal(key, path, effective(chain))

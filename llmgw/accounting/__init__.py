@@ -22,11 +22,11 @@ budgets, and exports of the raw rows.
 """
 
 from llmgw.accounting.budgets import Budgets, period_end, period_start
-from llmgw.accounting.prices import cost
+from llmgw.accounting.prices import batch_cost, cost
 from llmgw.accounting.ratelimit import RateLimiter
 from llmgw.accounting.refusal import Refusal, level_name
 from llmgw.accounting.reports import Series, UsageReports
 from llmgw.accounting.usage import UsageWriter
 
-__all__ = ["Budgets", "RateLimiter", "Refusal", "Series", "UsageReports", "UsageWriter", "cost", "level_name",
-           "period_end", "period_start"]
+__all__ = ["Budgets", "RateLimiter", "Refusal", "Series", "UsageReports", "UsageWriter", "batch_cost", "cost",
+           "level_name", "period_end", "period_start"]

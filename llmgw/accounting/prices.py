@@ -30,3 +30,8 @@ def cost(price: Price, prompt_tokens: int, cached_tokens: int, completion_tokens
     completion_cost = _div_up(max(completion_tokens, 0) * price.completion_per_1k, 1000)
     return (prompt_cost + completion_cost
             + max(images, 0) * price.per_image + max(meshes, 0) * price.per_mesh)
+
+
+def batch_cost(price: Price, spent: int) -> int:
+    """What a batch's line costs: `spent` less the model's batch_discount percent, rounded up as cost() is."""
+    return _div_up(max(spent, 0) * (100 - price.batch_discount), 100)

@@ -28,6 +28,8 @@ def register(commands, common) -> None:
     usage.add_argument("--until", metavar="WHEN", help="to when (default now)")
     usage.add_argument("--by", choices=["key", "project", "model"], default="key",
                        help="what to sum by (default key)")
+    usage.add_argument("--batch", action="store_true",
+                       help="the lines of batches only (/v1/batches), each costed at its model's batch_discount")
     usage.set_defaults(run=run_usage)
     actions = usage.add_subparsers(dest="usage_command", metavar="ACTION")
     export = actions.add_parser(
@@ -85,12 +87,14 @@ def _span(args) -> dict:
 
 
 def run_usage(args) -> int:
-    answer = client(args).call("GET", "/api/v1/usage", query={**_span(args), "by": args.by})
+    query = {**_span(args), "by": args.by, **({"batch": "1"} if args.batch else {})}
+    answer = client(args).call("GET", "/api/v1/usage", query=query)
     if args.json:
         emit_json(answer)
         return 0
     groups, total = answer["rows"], answer["total"]
-    print(f"usage from {when(answer['since'])} to {when(answer['until'])}, by {answer['by']}")
+    of = "batch lines' usage" if answer.get("batch") else "usage"
+    print(f"{of} from {when(answer['since'])} to {when(answer['until'])}, by {answer['by']}")
     headers = [args.by] + (["project"] if args.by == "key" else []) + [
         "requests", "errors", "tokens in", "cached", "out", "cost"]
 

@@ -167,6 +167,40 @@ class BreakerSettings:
 
 
 @dataclass(frozen=True)
+class BatchSettings:
+    """Files and batches on `/v1/files` and `/v1/batches` (docs/batches.md)."""
+
+    max_file_bytes: Size = Size("100MB")
+    """The largest file one upload may be; a larger one is refused with 413."""
+
+    project_quota: Size = Size("1GB")
+    """The most bytes of files one project may hold at once, uploads and the output and error files its batches wrote
+    together. An upload past it is refused with 413, saying how much the project holds; deleting files makes room."""
+
+    store_below: Size = Size("1MB")
+    """Files smaller than this are kept in the store; larger ones on the leader's data directory, under `files/`."""
+
+    max_lines: int = 50000
+    """The most requests one batch's input file may hold."""
+
+    concurrency: int = 16
+    """How many batch lines the leader has in flight at once, over every batch. They go in at the lowest admission
+    band, so a busy model lets people's requests in first whatever this is."""
+
+    retain_days: int = 30
+    """How long files and ended batches are kept: the leader deletes, once an hour, files made longer ago than this
+    that no running batch uses, and batches that ended and were made longer ago. 0 keeps them until deleted."""
+
+    def validate(self) -> None:
+        if self.concurrency < 1:
+            raise Invalid("concurrency", N_("must be 1 or more, got {value}"), params={"value": self.concurrency})
+        if self.max_lines < 1:
+            raise Invalid("max_lines", N_("must be 1 or more, got {value}"), params={"value": self.max_lines})
+        if self.retain_days < 0:
+            raise Invalid("retain_days", N_("must be 0 or more, got {value}"), params={"value": self.retain_days})
+
+
+@dataclass(frozen=True)
 class RouterSettings:
     cache: CacheSettings = field(default_factory=CacheSettings)
     """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same
@@ -216,6 +250,9 @@ class RouterSettings:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     """When a failing replica is passed over."""
 
+    batch: BatchSettings = field(default_factory=BatchSettings)
+    """Files and batches: how large, how many at once (docs/batches.md)."""
+
     def validate(self) -> None:
         for i, entry in enumerate(self.trusted_proxies):
             try:
@@ -259,10 +296,17 @@ class Price:
     per_mesh: int = 0
     """What one 3D mesh made costs, in micro-units."""
 
+    batch_discount: int = 50
+    """The percentage taken off what a line of a batch (`/v1/batches`) costs, 0 to 100: 50 charges a batch line half of
+    what the same request costs sent on its own. The usage row carries the discounted cost."""
+
     def validate(self) -> None:
         for key in ("prompt_per_1k", "cached_per_1k", "completion_per_1k", "per_image", "per_mesh"):
             if getattr(self, key) < 0:
                 raise Invalid(key, N_("a price cannot be negative, got {value}"), params={"value": getattr(self, key)})
+        if not 0 <= self.batch_discount <= 100:
+            raise Invalid("batch_discount", N_("a percentage from 0 to 100, got {value}"),
+                          params={"value": self.batch_discount})
 
 
 @dataclass(frozen=True)

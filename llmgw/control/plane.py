@@ -47,6 +47,7 @@ from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.guard.policy import missing_detectors
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
+from llmgw.router.batches import BatchRunner
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, StoreError, open_store
@@ -139,6 +140,9 @@ class ControlPlane:
         self.upgrades = UpgradeMachine(self)
         self.agent_mounts.append(self.upgrades.mount)
         self.upgrader = Upgrader(self)
+        # Batches' lines are sent by the leader through its own router (docs/batches.md); with workers
+        # this process has none, and the first worker sends them (control/workers/worker.py).
+        self.batches = BatchRunner(self, leading=lambda: self.lease.leading) if self._router else None
         self._runners: list[web.AppRunner] = []
 
     @property
@@ -247,6 +251,8 @@ class ControlPlane:
         self.exchange.start()
         self.ldap_sync.start()
         self.upgrader.start()
+        if self.batches:
+            self.batches.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
         # Serving: what a watchdog of an upgrade into this version waits for (docs/upgrade.md).
@@ -261,6 +267,8 @@ class ControlPlane:
             # First, while the store is open and the lease held: their
             # requests finish and their usage rows are written.
             await self.workers.stop()
+        if self.batches:
+            await self.batches.stop()  # lines in flight stay pending, for whichever leads next
         await self.upgrader.stop()
         await self.exchange.stop()
         await self.ldap_sync.stop()

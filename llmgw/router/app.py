@@ -16,6 +16,7 @@ from aiohttp import web
 from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, looks_like_key
 from llmgw.auth.scim import mount as mount_scim
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
+from llmgw.router.batches import add_routes as add_batch_routes
 from llmgw.router.call import new_request_id
 from llmgw.router.clientaddr import client_address
 from llmgw.router.connguard import ConnectionGuard
@@ -248,6 +249,7 @@ def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None
     app.router.add_get("/ready", ready)
     app.router.add_get("/v1/models", list_models)
     add_routes(app)
+    add_batch_routes(app)  # /v1/files and /v1/batches (docs/batches.md)
     # SCIM provisioning (issue 14): before the portal's catch-all, and outside /v1, so no key check or
     # standby pass-on touches it; it answers 404 in SCIM's shape while auth.scim.enabled is off.
     mount_scim(app, plane)

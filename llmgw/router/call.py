@@ -83,6 +83,9 @@ class Call:
     prepared: Any = None
     load_wait: float | None = None  # seconds it waited for a replica to load
     answer_id: str | None = None  # the id the answer gave the client (chatcmpl-…, msg_…, resp_…): router.answerid
+    # A batch's line (handlers.Inside): priced at the model's batch_discount, its usage row given to keep_usage.
+    batch_id: str | None = None
+    keep_usage: Any = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -105,6 +108,8 @@ class Call:
             detail["load_wait_s"] = round(self.load_wait, 3)
         if self.estimated:
             detail["estimated"] = list(self.estimated)
+        if self.batch_id:
+            detail["batch"] = self.batch_id
         if self.delivered_tokens is not None and self.delivered_tokens < self.completion_tokens:
             detail["delivered_tokens"] = self.delivered_tokens
         decisions = list(self.guard_decisions)

@@ -33,6 +33,7 @@ from llmgw.router.translate import anthropic as anth
 from llmgw.router.translate import responses as resp_api
 from llmgw.router.translate.common import TranslateError, encode_sse
 from llmgw.router.upstream import Opened, open_upstream
+from llmgw.store import Usage
 from llmgw.guard.decisions import Decisions
 from llmgw.guard.gate import OutputChecker, check_input
 from llmgw.guard.review import OutputReview, Reviewers, review_input
@@ -157,56 +158,83 @@ def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
 
 def handler(shape: Shape):
     async def handle(request: web.Request) -> web.StreamResponse:
-        plane = request.app[PLANE]
-        principal: Principal = request[PRINCIPAL]
-        call: Call | None = None
-        request_id = request[REQUEST_ID]
-        try:
-            call = await _begin(plane, request, shape, principal, request_id)
-            return await _route(plane, request, shape, call)
-        except Refuse as refused:
-            if call is not None:
-                call.status = refused.status
-                call.decided_by = call.decided_by or refused.decided_by
-                call.error = refused.code
-            else:
-                # Refused before it named a usable model (bad JSON, no such
-                # model): still one usage row, saying why.
-                plane.router.refused_early(request_id, principal, shape.api, refused.status, refused.code)
-            if call is not None and call.prepared is not None:
-                return await loading.refuse_in_stream(call, refused)
-            return shape.error(refused.status, refused.message, refused.code, refused.param,
-                               {**refused.headers, "x-request-id": request_id})
-        except asyncio.CancelledError:
-            if call is not None:
-                call.status = CLIENT_GONE
-                call.error = "client_gone"
-            raise
-        except Exception:
-            # A bug of ours: the log gets the traceback, the client a sentence
-            # with the id to quote, never the traceback itself.
-            log.exception("request %s failed inside llmgw", request_id)
-            failed = Refuse(500, f"llmgw failed to handle this request (request id {request_id}); "
-                                 "the administrator can look it up in the server's log", "internal_error")
-            if call is not None:
-                call.status, call.error = 500, "internal_error"
-                if call.prepared is not None:
-                    return await loading.refuse_in_stream(call, failed)
-            return shape.error(500, failed.message, failed.code, None, {"x-request-id": request_id})
-        finally:
-            if call is not None:
-                if call.checker is not None:
-                    call.checker.cancel()  # judgments of an answer no one reads any more
-                if not call.status:
-                    call.status = CLIENT_GONE
-                plane.router.settle(call)
+        return await serve(request.app[PLANE], shape, request[PRINCIPAL], request[REQUEST_ID], request)
     return handle
 
 
-async def _begin(plane: ClientPlane, request: web.Request, shape: Shape, principal: Principal,
-                 request_id: str) -> Call:
+@dataclass(frozen=True)
+class Inside:
+    """A request made inside the gateway rather than read from a client: a batch's line (llmgw.router.batches).
+
+    It takes the same path as a client's (limits, guardrails, routing, one
+    usage row), in the profile and band it names; its usage row goes to
+    `keep` rather than the usage writer, so that the line's result and its
+    row are recorded together.
+    """
+
+    body: dict
+    profile: str
+    band: str | None
+    batch_id: str
+    keep: Callable[[Usage], None]
+
+
+async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_id: str,
+                request: web.Request | None, inside: Inside | None = None) -> web.StreamResponse:
+    """One request, from reading it to its answer (or refusal) and its usage row: a client's (`request`),
+    or one made inside the gateway (`inside`, with request None), whose answer is never streamed."""
+    call: Call | None = None
+    try:
+        call = await _begin(plane, request, shape, principal, request_id, inside)
+        return await _route(plane, request, shape, call)
+    except Refuse as refused:
+        if call is not None:
+            call.status = refused.status
+            call.decided_by = call.decided_by or refused.decided_by
+            call.error = refused.code
+        else:
+            # Refused before it named a usable model (bad JSON, no such
+            # model): still one usage row, saying why.
+            plane.router.refused_early(request_id, principal, shape.api, refused.status, refused.code,
+                                       batch_id=inside.batch_id if inside else None,
+                                       keep=inside.keep if inside else None)
+        if call is not None and call.prepared is not None:
+            return await loading.refuse_in_stream(call, refused)
+        return shape.error(refused.status, refused.message, refused.code, refused.param,
+                           {**refused.headers, "x-request-id": request_id})
+    except asyncio.CancelledError:
+        if call is not None:
+            call.status = CLIENT_GONE
+            call.error = "client_gone"
+        raise
+    except Exception:
+        # A bug of ours: the log gets the traceback, the client a sentence
+        # with the id to quote, never the traceback itself.
+        log.exception("request %s failed inside llmgw", request_id)
+        failed = Refuse(500, f"llmgw failed to handle this request (request id {request_id}); "
+                             "the administrator can look it up in the server's log", "internal_error")
+        if call is not None:
+            call.status, call.error = 500, "internal_error"
+            if call.prepared is not None:
+                return await loading.refuse_in_stream(call, failed)
+        return shape.error(500, failed.message, failed.code, None, {"x-request-id": request_id})
+    finally:
+        if call is not None:
+            if call.checker is not None:
+                call.checker.cancel()  # judgments of an answer no one reads any more
+            if not call.status:
+                call.status = CLIENT_GONE
+            plane.router.settle(call)
+
+
+async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, principal: Principal,
+                 request_id: str, inside: Inside | None) -> Call:
     settings = plane.settings.current.router
-    body = await read_json(request, int(settings.max_body))
+    if inside is not None:
+        body = inside.body
+    else:
+        assert request is not None
+        body = await read_json(request, int(settings.max_body))
     name = _model_name(body)
     entry = _find_model(plane, principal, name)
     wants = False
@@ -227,15 +255,26 @@ async def _begin(plane: ClientPlane, request: web.Request, shape: Shape, princip
     capability.check(entry, shape.api, body, upstream)
     _check_max_tokens(entry, upstream)
     _check_choices(upstream, settings.max_n)
-    profile = request.headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile
+    if inside is not None:
+        if stream:
+            raise Refuse(400, 'a batch\'s requests are answered whole: "stream" must be false or left out',
+                         "invalid_request", param="stream")
+        profile, band, headers = inside.profile, inside.band, None
+    else:
+        assert request is not None
+        headers = request.headers
+        profile = headers.get(PROFILE_HEADER) or entry.settings.profile or settings.default_profile
+        band = principal.key.band
     if profile not in scheduler.profiles():
         known = ", ".join(sorted(scheduler.profiles()))
         raise Refuse(400, f"{PROFILE_HEADER}: there is no profile {profile}; the profiles are {known}",
                      "unknown_profile")
     call = Call(id=request_id, api=shape.api, principal=principal, model=entry, upstream_path=shape.upstream_path,
                 upstream_body=upstream, stream=stream, wants_usage=wants, profile=profile,
-                session_key=scheduler.session_key(upstream, request.headers) if profile == "chat" else None,
-                band=principal.key.band, client_body=body)
+                session_key=scheduler.session_key(upstream, headers) if profile == "chat" else None,
+                band=band, client_body=body)
+    if inside is not None:
+        call.batch_id, call.keep_usage = inside.batch_id, inside.keep
     router = plane.router
     last_user = _guard_input(plane, shape, call)
     # claim() counts the request; with workers it may first ask the main process for a loan. The limits
@@ -315,7 +354,8 @@ def _room(entry: ModelEntry, saturation: int) -> bool:
     return bool(usable) and not (saturation and _full(entry, saturation)())
 
 
-async def _route(plane: ClientPlane, request: web.Request, shape: Shape, call: Call) -> web.StreamResponse:
+async def _route(plane: ClientPlane, request: web.Request | None, shape: Shape,
+                 call: Call) -> web.StreamResponse:
     router = plane.router
     settings = plane.settings.current.router
     saturation = settings.admission.saturation
@@ -367,7 +407,7 @@ async def _route(plane: ClientPlane, request: web.Request, shape: Shape, call: C
         ticket.release()
 
 
-async def _answer(plane: ClientPlane, request: web.Request, shape: Shape, call: Call,
+async def _answer(plane: ClientPlane, request: web.Request | None, shape: Shape, call: Call,
                   opened: Opened) -> web.StreamResponse:
     upstream = opened.response
     name = call.served_model or call.model.name
@@ -380,7 +420,7 @@ async def _answer(plane: ClientPlane, request: web.Request, shape: Shape, call: 
         if call.prepared is not None:  # the stream began while the model loaded: the refusal ends it
             raise Refuse(upstream.status, message, "engine_refused", decided_by="engine")
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
-    if not call.stream:
+    if not call.stream or request is None:
         response = await _whole(shape, call, opened, name)
         reuse.keep(plane.router, shape, call, opened.first)
         return response

@@ -50,12 +50,14 @@ def stopped(name: str) -> Refuse:
                   "model_stopped")
 
 
-async def until_ready(router: Router, request: web.Request, call: Call, load: Duration) -> bool:
+async def until_ready(router: Router, request: web.Request | None, call: Call, load: Duration) -> bool:
     """Wait for the call's model to have a replica, when it is a catalog model that must load first.
 
     Returns True when it waited (the call's model is then the registry's
     fresh entry, with its replicas); False when there was nothing to wait
-    for. Raises Refuse for a stopped model, or a wait past `load`.
+    for. Raises Refuse for a stopped model, or a wait past `load`. `request`
+    is None for a request made inside the gateway (a batch's line), which
+    is never streamed and has no client to leave.
     """
     entry = call.model
     catalog = entry.catalog
@@ -82,7 +84,7 @@ async def until_ready(router: Router, request: web.Request, call: Call, load: Du
     started = time.monotonic()
     deadline = started + float(load)
     with demand.asking(catalog):
-        if call.stream:
+        if call.stream and request is not None:
             call.prepared = await _begin_stream(request, call, registry)
         said = time.monotonic()
         while (left := deadline - time.monotonic()) > 0:
@@ -103,7 +105,7 @@ async def until_ready(router: Router, request: web.Request, call: Call, load: Du
                 call.load_wait = time.monotonic() - started
                 return True
             if call.prepared is None:
-                if request.transport is None or request.transport.is_closing():
+                if request is not None and (request.transport is None or request.transport.is_closing()):
                     raise Refuse(CLIENT_GONE, "the client left while its model loaded", "client_gone")
             elif time.monotonic() - said >= COMMENT_EVERY:
                 said = time.monotonic()

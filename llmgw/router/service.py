@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from llmgw.accounting import Budgets, RateLimiter, UsageWriter, cost
+from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
 from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import OwnSecrets
 from llmgw.guard.decisions import GuardStats
@@ -196,18 +196,22 @@ class Router:
             await asyncio.sleep(KEY_FILE_CHECK)
             await asyncio.to_thread(self.registry.refresh_keys)
 
-    def refused_early(self, request_id: str, principal, api: str, status: int, code: str) -> None:
+    def refused_early(self, request_id: str, principal, api: str, status: int, code: str, *,
+                      batch_id: str | None = None, keep: Callable[[Usage], None] | None = None) -> None:
         self.metrics.child(self.metrics.refused, "-", code).inc()
         self.metrics.child(self.metrics.requests, "-", api, str(status)).inc()
-        self.usage.submit(Usage(
-            id=request_id, at=time.time(), key_id=principal.key.id, project_id=principal.path.project.id,
-            person_id=principal.key.person_id, model="", status=status, detail={"api": api, "error": code}))
+        detail = {"api": api, "error": code, **({"batch": batch_id} if batch_id else {})}
+        row = Usage(id=request_id, at=time.time(), key_id=principal.key.id, project_id=principal.path.project.id,
+                    person_id=principal.key.person_id, model="", status=status, detail=detail, batch_id=batch_id)
+        (keep or self.usage.submit)(row)
 
     def settle(self, call: Call) -> None:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""
         model = call.model
         served = self.registry.model(call.served_model or model.name) or model
         spent = cost(served.settings.price, call.prompt_tokens, call.cached_tokens, call.completion_tokens)
+        if call.batch_id:
+            spent = batch_cost(served.settings.price, spent)
         principal = call.principal
         now = time.time()
         tokens = call.prompt_tokens + call.completion_tokens
@@ -237,7 +241,7 @@ class Router:
             decisions = list(call.guard_decisions) + (call.checker.decisions if call.checker else [])
             if decisions:
                 self.guard_stats.record(decisions)
-        self.usage.submit(Usage(
+        row = Usage(
             id=call.id, at=call.at, key_id=principal.key.id, project_id=principal.path.project.id,
             person_id=principal.key.person_id, model=name,
             endpoint=call.endpoint.id if call.endpoint else "", status=call.status,
@@ -245,7 +249,9 @@ class Router:
             completion_tokens=call.completion_tokens, cost_micros=spent,
             ttft_ms=None if call.ttft is None else round(call.ttft * 1000, 3),
             duration_ms=round(call.elapsed() * 1000, 3), cache=call.cache, detail=call.detail(),
-            answer_id=call.answer_id))
+            answer_id=call.answer_id, batch_id=call.batch_id)
+        # A batch's line keeps its row to record with the line's result (llmgw.router.batches).
+        (call.keep_usage or self.usage.submit)(row)
 
 
 def _started(session: aiohttp.ClientSession | None) -> aiohttp.ClientSession:

@@ -43,6 +43,7 @@ from llmgw.store.records import (
     Usage,
     UsageDay,
 )
+from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
@@ -51,6 +52,7 @@ __all__ = [
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
     "ClusterCA", "ControlPlaneAddress", "UpgradeRecord", "JoinToken", "NodeCertificate",
+    "Batch", "BatchLine", "LineResult", "StoredFile",
 ]
 
 
@@ -179,8 +181,9 @@ class Store(Protocol):
     # one): requests, errors (status >= 400), prompt_tokens, cached_tokens,
     # completion_tokens, cost_micros; most costly first. StoreError for
     # another `by`.
+    # batch_only: the rows of batch lines only (Usage.batch_id set).
     async def usage_summary(self, since: float, until: float | None = None,
-                            by: str = "key") -> list[dict[str, Any]]: ...
+                            by: str = "key", *, batch_only: bool = False) -> list[dict[str, Any]]: ...
     # A page of an export: rows in [since, until) after (after_at, after_id),
     # the previous page's last row; oldest first; of one person, or of some
     # projects (none: no rows), when given.
@@ -268,6 +271,32 @@ class Store(Protocol):
     async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
     async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
 
+
+    # files and batches (sql_batch.py, docs/batches.md)
+    async def add_file(self, file: StoredFile, content: bytes | None) -> None: ...  # content: IN_STORE's bytes
+    async def file_by_id(self, file_id: str) -> StoredFile | None: ...
+    async def file_content(self, file_id: str) -> bytes | None: ...  # None when not kept in the store
+    # A project's files, newest first, after the file `after` (a page's last).
+    async def list_files(self, project_id: str, *, purpose: str | None = None, limit: int = 100,
+                         after: str | None = None) -> list[StoredFile]: ...
+    async def delete_file(self, file_id: str) -> bool: ...  # False when there was none
+    async def project_file_bytes(self, project_id: str) -> int: ...
+    async def file_in_open_batch(self, file_id: str) -> str | None: ...  # a batch not ended that uses it
+    # Files made before `before` that no open batch uses, oldest first: what retention deletes.
+    async def old_files(self, before: float, limit: int = 500) -> list[StoredFile]: ...
+    async def delete_ended_batches(self, before: float) -> int: ...  # ended batches made before, with their lines
+    # The batch and its lines (pending, numbered from 1), in one transaction.
+    async def add_batch(self, batch: Batch, custom_ids: Sequence[str]) -> None: ...
+    async def batch_by_id(self, batch_id: str) -> Batch | None: ...
+    async def list_batches(self, project_id: str, *, limit: int = 20, after: str | None = None) -> list[Batch]: ...
+    async def open_batches(self) -> list[Batch]: ...  # not ended, oldest first
+    # Compare and set: the status (and BATCH_STAMPS columns) only if it is one of from_statuses.
+    async def move_batch(self, batch_id: str, from_statuses: Sequence[str], status: str,
+                         changes: dict[str, Any] | None = None) -> bool: ...
+    async def pending_lines(self, batch_id: str) -> list[int]: ...
+    # Lines' outcomes with their usage rows, one transaction, pending lines only: (done, failed) recorded.
+    async def finish_lines(self, batch_id: str, results: Sequence[LineResult]) -> tuple[int, int]: ...
+    async def batch_lines(self, batch_id: str, state: str | None = None) -> list[BatchLine]: ...
 
 async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:
     """Open the store at `url` and bring its schema up to this program's.

@@ -180,6 +180,8 @@ class Usage:
     answer_id: str | None = None
     # The person the key (or the portal's chat) belongs to, when it has one.
     person_id: str | None = None
+    # The batch that sent it (batch_…), for a line of a batch: priced at the batch discount.
+    batch_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Sequence
 
-from llmgw.store.driver import Driver, MissingParent, Row
+from llmgw.store.driver import Driver, MissingParent, Row, Statements
 from llmgw.store.errors import StoreError
 from llmgw.store.records import SCOPES, Limits, ProjectCache, Usage, UsageDay
 from llmgw.store.sql_json import dump_json, load_json
@@ -16,7 +16,7 @@ from llmgw.store.sql_json import dump_json, load_json
 _LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at"
 _USAGE = (
     "id, at, key_id, project_id, model, endpoint, status, prompt_tokens, cached_tokens, "
-    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id, person_id"
+    "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id, person_id, batch_id"
 )
 _CACHE = "project_id, ttl, similarity, enabled, updated_at"
 
@@ -150,11 +150,46 @@ def _limits(r: Row) -> Limits:
 
 def _usage(r: Row) -> Usage:
     return Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
-                 detail=load_json(r[14]) or {}, answer_id=r[15], person_id=r[16])
+                 detail=load_json(r[14]) or {}, answer_id=r[15], person_id=r[16], batch_id=r[17])
 
 
 def _cache(r: Row) -> ProjectCache:
     return ProjectCache(r[0], float(r[1]), None if r[2] is None else float(r[2]), bool(r[3]), float(r[4]))
+
+
+async def insert_usage(tx: Statements, rows: Sequence[Usage]) -> None:
+    """Usage rows and their day sums, inside the caller's transaction: add_usage's, or a batch line's
+    (sql_batch.py), whose result and usage row are recorded together."""
+    # DO NOTHING on a known id: the writer retries a batch whose commit it
+    # did not see, and a request must be counted once however often. The
+    # day sums follow the same rule: the ids already stored are read in
+    # this transaction and only the others are added. (One writer a
+    # process sends a request's row; two never race on one id.)
+    values = [
+        (u.id, u.at, u.key_id, u.project_id, u.model, u.endpoint, u.status, u.prompt_tokens,
+         u.cached_tokens, u.completion_tokens, u.cost_micros, u.ttft_ms, u.duration_ms,
+         u.cache, dump_json(u.detail or {}), u.answer_id, u.person_id, u.batch_id)
+        for u in rows
+    ]
+    known: set[str] = set()
+    for chunk in _chunks([u.id for u in rows]):
+        found = await tx.fetch(f"SELECT id FROM usage WHERE id IN ({_in(1, len(chunk))})", *chunk)
+        known.update(r[0] for r in found)
+    await tx.executemany(
+        f"INSERT INTO usage ({_USAGE}) VALUES ({_in(1, len(_USAGE.split(', ')))}) ON CONFLICT (id) DO NOTHING",
+        values,
+    )
+    fresh = []
+    for u in rows:
+        if u.id not in known:  # and the first of an id sent twice in one batch, as the INSERT keeps
+            known.add(u.id)
+            fresh.append(u)
+    daily = _daily_sums(fresh)
+    await tx.executemany(_upsert("usage_daily", _DAILY_KEY), daily)
+    for table, (column, place) in _ROLLUPS.items():
+        await tx.executemany(_upsert(table, f"day, {column}, model"), _rollup_sums(daily, place))
+    for table, (column, place) in _TOTALS.items():
+        await tx.executemany(_upsert(table, f"day, {column}"), _total_sums(daily, place))
 
 
 class UsageSQL:
@@ -216,39 +251,8 @@ class UsageSQL:
     async def add_usage(self, rows: Sequence[Usage]) -> None:
         if not rows:
             return
-        # DO NOTHING on a known id: the writer retries a batch whose commit it
-        # did not see, and a request must be counted once however often. The
-        # day sums follow the same rule: the ids already stored are read in
-        # this transaction and only the others are added. (One writer a
-        # process sends a request's row; two never race on one id.)
-        values = [
-            (u.id, u.at, u.key_id, u.project_id, u.model, u.endpoint, u.status, u.prompt_tokens,
-             u.cached_tokens, u.completion_tokens, u.cost_micros, u.ttft_ms, u.duration_ms,
-             u.cache, dump_json(u.detail or {}), u.answer_id, u.person_id)
-            for u in rows
-        ]
         async with self._db.transaction() as tx:
-            known: set[str] = set()
-            for chunk in _chunks([u.id for u in rows]):
-                found = await tx.fetch(f"SELECT id FROM usage WHERE id IN ({_in(1, len(chunk))})", *chunk)
-                known.update(r[0] for r in found)
-            await tx.executemany(
-                f"INSERT INTO usage ({_USAGE}) VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
-                "ON CONFLICT (id) DO NOTHING",
-                values,
-            )
-            fresh = []
-            for u in rows:
-                if u.id not in known:  # and the first of an id sent twice in one batch, as the INSERT keeps
-                    known.add(u.id)
-                    fresh.append(u)
-            daily = _daily_sums(fresh)
-            await tx.executemany(_upsert("usage_daily", _DAILY_KEY), daily)
-            for table, (column, place) in _ROLLUPS.items():
-                await tx.executemany(_upsert(table, f"day, {column}, model"), _rollup_sums(daily, place))
-            for table, (column, place) in _TOTALS.items():
-                await tx.executemany(_upsert(table, f"day, {column}"), _total_sums(daily, place))
+            await insert_usage(tx, rows)
 
     async def usage_rows(self, since: float, until: float | None = None,
                          key_id: str | None = None, project_id: str | None = None,
@@ -309,7 +313,7 @@ class UsageSQL:
         return [_usage(r) for r in rows]
 
     async def usage_summary(self, since: float, until: float | None = None,
-                            by: str = "key") -> list[dict[str, Any]]:
+                            by: str = "key", *, batch_only: bool = False) -> list[dict[str, Any]]:
         column = _SUMMARY_BY.get(by)
         if column is None:
             raise StoreError(f'usage cannot be summed by "{by}"; use one of {", ".join(_SUMMARY_BY)}')
@@ -317,6 +321,8 @@ class UsageSQL:
         if until is not None:
             where += " AND at < $2"
             args.append(until)
+        if batch_only:
+            where += " AND batch_id IS NOT NULL"
         rows = await self._db.fetch(
             f"SELECT {column}, COUNT(*), "
             "CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), "

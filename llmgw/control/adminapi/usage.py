@@ -1,6 +1,7 @@
 """The admin API's usage routes: summaries, exports and one request's record.
 
     GET /api/v1/usage?since=&until=&by=key|project|model   sums per key, project or model
+                     [&batch=1]                             of batches' lines only
     GET /api/v1/usage/export?format=csv|jsonl&since=&until= every row, streamed
     GET /api/v1/requests?key=&model=&status=&since=&limit= the latest requests, newest first
     GET /api/v1/requests/{id}                              one request and its decisions, by its
@@ -62,14 +63,15 @@ async def summary(request: web.Request) -> web.Response:
     by = request.query.get("by", "key")
     if by not in BY:
         raise Refused(400, f'usage is summed by {", ".join(BY)}, not "{by}"', "invalid_request")
-    groups = await plane.store.usage_summary(since, until, by)
+    batch_only = request.query.get("batch", "") in ("1", "true")
+    groups = await plane.store.usage_summary(since, until, by, batch_only=batch_only)
     names = await _names(plane, by, [g["group"] for g in groups])
     for g in groups:
         g["name"], g["project"] = names.get(g["group"], (g["group"], None))
         g["cost"] = format_money(g["cost_micros"])
     total = {name: sum(g[name] for g in groups) for name in TOTALS}
     total["cost"] = format_money(total["cost_micros"])
-    return _json({"since": since, "until": until, "by": by, "rows": groups, "total": total})
+    return _json({"since": since, "until": until, "by": by, "batch": batch_only, "rows": groups, "total": total})
 
 
 async def _names(plane: ControlPlane, by: str, groups: list[str | None]) -> dict[Any, tuple[str, str | None]]:

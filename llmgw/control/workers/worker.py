@@ -43,6 +43,7 @@ from llmgw.tasks import cancel_and_wait
 if TYPE_CHECKING:
     from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
     from llmgw.control.settings import ClusterSettingsWatcher
+    from llmgw.router.batches import BatchRunner
     from llmgw.router.service import Router
     from llmgw.store import Store
 
@@ -160,6 +161,7 @@ class Worker:
         self._KeyCache, self._Throttle, self._Router = KeyCache, UnknownKeyThrottle, Router
         self._ChatTokens = ChatTokens
         self._runner: web.AppRunner | None = None
+        self._batches: BatchRunner | None = None  # the first worker's: it sends batches' lines while the plane leads
         self._tasks: list[asyncio.Task] = []
         self.closed = asyncio.Event()  # the main process went away
         self._serve = asyncio.Event()  # the main process says: accept connections
@@ -207,6 +209,12 @@ class Worker:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
         await self._runner.setup()
         self._tasks.append(asyncio.create_task(self._report(), name="worker-report"))
+        if self.index == 0:
+            # The main process has no router: the first worker sends batches' lines (docs/batches.md).
+            from llmgw.router.batches import BatchRunner
+
+            self._batches = BatchRunner(self, leading=lambda: self.lease.leading)
+            self._batches.start()
         self.channel.send(Ready(os.getpid()))
         waits = [asyncio.create_task(e.wait()) for e in (self._serve, self.closed, self.stopping)]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -218,6 +226,8 @@ class Worker:
         self.channel.send(Serving(os.getpid()))
 
     async def stop(self) -> None:
+        if self._batches:
+            await self._batches.stop()  # lines in flight stay pending, for whichever sends next
         if self._runner:
             await self._runner.cleanup()
         await cancel_and_wait(*self._tasks)

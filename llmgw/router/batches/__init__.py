@@ -1,0 +1,7 @@
+"""Files and batches in OpenAI's shapes (docs/batches.md): the client API (api.py), the input file's rules
+(inputs.py), where bytes are kept (keeper.py), and the leader's runner (runner.py)."""
+
+from llmgw.router.batches.api import add_routes
+from llmgw.router.batches.runner import BatchRunner
+
+__all__ = ["BatchRunner", "add_routes"]
