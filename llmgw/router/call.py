@@ -83,6 +83,10 @@ class Call:
     prepared: Any = None
     load_wait: float | None = None  # seconds it waited for a replica to load
     answer_id: str | None = None  # the id the answer gave the client (chatcmpl-…, msg_…, resp_…): router.answerid
+    # The request's span while it is traced (router.trace); else the client's own trace (an OpenTelemetry
+    # Context from its traceparent), passed on to the engine as it came.
+    span: Any = None
+    trace_parent: Any = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -95,9 +95,10 @@ class Tracing:
               attributes: Mapping[str, Any] | None = None) -> Span | None:
         """A span begun now under `parent` (a span, or a context from `parent_from`), or None while off.
 
-        With no parent it is a root, sampled by the ratio. The caller ends it (`end`)."""
+        With no parent it is a root, sampled by the ratio (at 0, None). The caller ends it (`end`)."""
         tracer = self.tracer
-        if tracer is None:
+        if tracer is None or (parent is None and self.settings.sample_ratio == 0):
+            # A root at ratio 0 is never kept: no span at all, rather than one that records nothing.
             return None
         context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
         return tracer.start_span(name, context=context or Context(), kind=kind, attributes=attributes,
