@@ -452,6 +452,9 @@ def _traces_step(rig: Rig, direct: Step, seconds: float) -> dict:
         for _ in range(TRACES_ROUNDS):
             for mode, steps in modes.items():
                 rig.telemetry("" if mode == "off" else sink.url, 0.0 if mode == "ratio0" else 1.0)
+                # The provider replaced sends what it held from a thread of its own: let it, before a
+                # slice it would otherwise be counted in.
+                time.sleep(0.2)
                 steps.append(run_step(rig, "traces", "gateway", 1, slice_s))
         rig.telemetry("", 1.0)  # the provider replaced: what it held is sent before the sink is asked
         if not sink.wait(timeout=10):

@@ -47,7 +47,9 @@ def begin(tracing: Tracing, request: web.Request, api: str, request_id: str) -> 
     came (once found well formed), so the engine's own traces join the client's.
     """
     parent = parent_from(request.headers) if TRACEPARENT in request.headers else None
-    if not tracing.on:
+    if not tracing.on or (parent is None and not tracing.roots):
+        # At ratio 0 a request the client did not trace makes no span at all, rather than one that records
+        # nothing: the hot path pays as it does with tracing off.
         return None, parent
     operation = OPERATIONS[api]
     span = tracing.start(operation, parent, kind=SpanKind.SERVER,

@@ -59,6 +59,11 @@ class Tracing:
     def on(self) -> bool:
         return self.tracer is not None
 
+    @property
+    def roots(self) -> bool:
+        """Whether a trace can begin here: on, at a ratio above 0. At 0 only a caller's sampled trace is kept."""
+        return self.tracer is not None and self.settings.sample_ratio > 0
+
     def apply(self, settings: TelemetrySettings) -> None:
         if settings == self.settings:
             return
@@ -95,10 +100,10 @@ class Tracing:
               attributes: Mapping[str, Any] | None = None) -> Span | None:
         """A span begun now under `parent` (a span, or a context from `parent_from`), or None while off.
 
-        With no parent it is a root, sampled by the ratio (at 0, None). The caller ends it (`end`)."""
+        With no parent it is a root, sampled by the ratio: one sampled out is a span that records nothing,
+        whose traceparent still tells whoever it is passed to that it was not kept. The caller ends it (`end`)."""
         tracer = self.tracer
-        if tracer is None or (parent is None and self.settings.sample_ratio == 0):
-            # A root at ratio 0 is never kept: no span at all, rather than one that records nothing.
+        if tracer is None:
             return None
         context = trace.set_span_in_context(parent) if isinstance(parent, Span) else parent
         return tracer.start_span(name, context=context or Context(), kind=kind, attributes=attributes,

@@ -18,6 +18,7 @@ import secrets
 import anthropic
 import openai
 import pytest
+import yaml
 
 from tests.support.agents import AgentProcess
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -205,3 +206,28 @@ def test_bad_telemetry_settings_are_refused_with_a_sentence(gateway):
     done = gateway.ctl("ctl", "config", "set", "telemetry.otlp_endpoint", "collector:4318")
     assert done.returncode == 1
     assert "telemetry.otlp_endpoint: expected an OTLP/HTTP collector's URL" in done.stderr
+
+
+def test_a_replica_start_is_one_trace_from_the_leaders_decision_to_the_nodes_engine_loading(gateway, receiver,
+                                                                                            tmp_path):
+    wait_until(lambda: gateway.ctl_json("ctl", "nodes"), timeout=30, what="the agent joined the cluster")
+    model = tmp_path / "simmy.yaml"
+    model.write_text(yaml.safe_dump({"name": "simmy", "profiles": [{"engine": "sim", "cpu_cores": 1,
+                                                                    "memory": "256MB"}]}))
+    done = gateway.ctl("ctl", "model", "add", "-f", str(model))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def started(spans):
+        return [s for s in spans if s.name == "replica start" and s.attributes.get("llmgw.model") == "simmy"]
+
+    [leader] = receiver.wait_for(started, timeout=60, what="the leader's replica start")
+    spans = in_trace(receiver, leader.trace_id, "replica start", "shard start", "launch", "engine load")
+    [node] = spans["shard start"]
+    # The node traced it though its own sample_ratio is 0: the leader had.
+    assert node.service == "llmgw-agent" and node.parent_span_id == leader.span_id
+    assert node.attributes["llmgw.model"] == "simmy"
+    for step in ("launch", "engine load"):
+        assert [s.parent_span_id for s in spans[step]] == [node.span_id], step
+    assert spans["launch"][0].attributes["llmgw.engine"] == "sim"
+    assert leader.attributes["llmgw.node"] == "node-t"
+    assert leader.attributes["llmgw.outcome"] == "ready"

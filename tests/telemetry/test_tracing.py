@@ -21,6 +21,11 @@ def receiver():
     r.close()
 
 
+def sampled(headers: dict[str, str]) -> bool:
+    """The sampled bit of a traceparent's flags (the next bit says whether the trace id is random)."""
+    return bool(int(headers["traceparent"].rsplit("-", 1)[1], 16) & 1)
+
+
 def tracing_to(receiver: OtlpReceiver, ratio: float = 1.0, service: str = "llmgw-test") -> Tracing:
     tracing = Tracing(service, "machine-1", "9.9")
     tracing.apply(TelemetrySettings(otlp_endpoint=receiver.url, sample_ratio=ratio))
@@ -46,14 +51,16 @@ def test_a_span_reaches_the_collector_with_the_programs_name_once_the_program_st
 
 def test_at_ratio_0_only_what_a_caller_sampled_is_traced_in_the_callers_trace(receiver):
     tracing = tracing_to(receiver, ratio=0.0, service="llmgw-ratio0")
-    assert tracing.start("a root of our own") is None
+    own = tracing.start("a root of our own")
+    assert own is not None and not own.is_recording()
+    assert not sampled(traceparent_of(own))  # whoever it reaches is told it was not kept
+    end(own)
     kept = tracing.start("asked for", parent_from({"traceparent": SAMPLED}))
     dropped = tracing.start("sampled out", parent_from({"traceparent": SAMPLED_OUT}))
     assert kept is not None and kept.is_recording()
     assert dropped is not None and not dropped.is_recording()
     # The decision travels on: what this sends an engine says sampled, or not.
-    assert traceparent_of(kept)["traceparent"].endswith("-01")
-    assert traceparent_of(dropped)["traceparent"].endswith("-00")
+    assert sampled(traceparent_of(kept)) and not sampled(traceparent_of(dropped))
     end(kept)
     end(dropped)
     tracing.shutdown()
