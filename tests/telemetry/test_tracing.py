@@ -116,3 +116,16 @@ def test_good_telemetry_settings_are_read_and_the_default_path_is_added(tmp_path
     assert (telemetry.traces_url, telemetry.sample_ratio) == ("http://10.0.0.9:4318/v1/traces", 0.25)
     assert TelemetrySettings("https://otel.example.com/ingest/traces").traces_url == \
         "https://otel.example.com/ingest/traces"
+
+
+def test_at_ratio_1_what_a_caller_sampled_out_stays_out(receiver):
+    """A node tracing everything of its own still leaves out a start its control plane sampled out."""
+    tracing = tracing_to(receiver, ratio=1.0, service="llmgw-ratio1")
+    dropped = tracing.start("sampled out upstream", parent_from({"traceparent": SAMPLED_OUT}))
+    own = tracing.start("a root of our own")
+    assert dropped is not None and not dropped.is_recording()
+    assert own is not None and own.is_recording()
+    end(dropped)
+    end(own)
+    tracing.shutdown()
+    assert [s.name for s in receiver.received() if s.service == "llmgw-ratio1"] == ["a root of our own"]
