@@ -231,3 +231,19 @@ def test_a_replica_start_is_one_trace_from_the_leaders_decision_to_the_nodes_eng
     assert spans["launch"][0].attributes["llmgw.engine"] == "sim"
     assert leader.attributes["llmgw.node"] == "node-t"
     assert leader.attributes["llmgw.outcome"] == "ready"
+
+
+def test_with_tracing_turned_off_the_clients_traceparent_still_reaches_the_engine_as_it_came(gateway, receiver):
+    off = gateway.ctl("ctl", "config", "set", "telemetry.otlp_endpoint", "")
+    assert off.returncode == 0, off.stderr
+    try:
+        trace_id, _, header = traceparent()
+        client = openai.OpenAI(api_key=gateway.key, base_url=gateway.client_url + "/v1", max_retries=0,
+                               default_headers={"traceparent": header})
+        client.chat.completions.create(model="sim", messages=[{"role": "user", "content": prompt()}])
+        # The very header, the client's span id in it: no span of the gateway's came between.
+        assert header in engine_traceparents(gateway)
+        assert not [t for t in engine_traceparents(gateway) if trace_id in t and t != header]
+    finally:
+        on = gateway.ctl("ctl", "config", "set", "telemetry.otlp_endpoint", receiver.url)
+        assert on.returncode == 0, on.stderr
