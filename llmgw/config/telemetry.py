@@ -22,8 +22,9 @@ __all__ = ["TelemetrySettings"]
 class TelemetrySettings:
     otlp_endpoint: str = ""
     """Where traces are sent, over OTLP/HTTP: an OpenTelemetry collector (or Jaeger, Tempo, Phoenix…) such as
-    `http://127.0.0.1:4318`, to which `/v1/traces` is added, or the whole URL when it has a path of its own. Empty
-    traces nothing at all, and costs nothing (docs/observability.md)."""
+    `http://127.0.0.1:4318`, to which `/v1/traces` is added, or the whole URL when it has a path of its own; never
+    with a user name or password in it, which the settings would hold in the clear. Empty traces nothing at all, and
+    costs nothing (docs/observability.md)."""
 
     sample_ratio: float = 1.0
     """The share of requests and replica starts traced, from 0 to 1, decided once for a whole trace: a request whose
@@ -40,6 +41,11 @@ class TelemetrySettings:
                               N_("expected an OTLP/HTTP collector's URL like http://127.0.0.1:4318, or nothing to "
                                  "trace nothing, got {value}"),
                               params={"value": describe(endpoint)})
+            if parts.username or parts.password:
+                # The settings are stored and shown as they are: a secret there is in the clear.
+                raise Invalid("otlp_endpoint",
+                              N_("holds a user name or password; the settings are no place for a secret, so give "
+                                 "the collector's address alone (one that needs credentials is not supported yet)"))
         ratio = self.sample_ratio
         if math.isnan(ratio) or not 0.0 <= ratio <= 1.0:
             raise Invalid("sample_ratio",

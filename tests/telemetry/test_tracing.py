@@ -96,6 +96,8 @@ def test_changed_settings_send_to_the_new_collector_and_the_old_provider_sends_w
     ({"otlp_endpoint": "collector:4318"}, 'telemetry.otlp_endpoint: expected an OTLP/HTTP collector\'s URL like '
                                           'http://127.0.0.1:4318, or nothing to trace nothing, got "collector:4318"'),
     ({"otlp_endpoint": "ftp://collector"}, "telemetry.otlp_endpoint: expected an OTLP/HTTP collector's URL"),
+    ({"otlp_endpoint": "https://me:s3cret@otel.example.com"}, "telemetry.otlp_endpoint: holds a user name or "
+                                                               "password; the settings are no place for a secret"),
     ({"endpoint": "http://collector:4318"}, "telemetry.endpoint: unknown key; did you mean telemetry.otlp_endpoint?"),
 ])
 def test_bad_telemetry_settings_are_refused_with_a_sentence_naming_the_key(tmp_path, telemetry, said):
