@@ -22,7 +22,6 @@ from collections.abc import Callable
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
 from llmgw.files import write_atomic
-from llmgw.telemetry import Span, Tracing, end, parent_from
 from llmgw.protocol import (
     FetchProgress,
     LogLine,
@@ -34,6 +33,7 @@ from llmgw.protocol import (
     StartShard,
     StopShard,
 )
+from llmgw.telemetry import Span, Tracing, end, parent_from
 
 log = logging.getLogger("llmgw.agent.shards")
 
