@@ -32,6 +32,7 @@ from llmgw.config import AgentConfig
 from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
 from llmgw.release import ReleaseError, confirm, fetch_wheels, held_wheels, upgrade_self
+from llmgw.telemetry import Tracing
 from llmgw.trust import client_ssl_context, node_identity
 
 log = logging.getLogger("llmgw.agent")
@@ -107,11 +108,14 @@ class Agent:
         self.weights = Weights(cfg.cache_dir, hf_endpoint=cfg.weights.hf_endpoint,
                                hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror,
                                fetchers=fetchers)
+        # The node's traces of its starts (agent.yaml telemetry), made in run() and sent before it returns.
+        self.tracing = Tracing("llmgw-agent", cfg.node_name, __version__)
         self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,
                                   binary=self._binary, engines=installed_engines(cfg), host=self.listen,
                                   advertise=self.advertise, disabled=tuple(cfg.engines.disabled),
                                   own_log=self.own_log.lines,
-                                  key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user)
+                                  key_dir=os.path.join(cfg.data_dir, "engines-run"), engine_user=user,
+                                  tracing=self.tracing)
         self.hardware = NodeHardware(self.discovery, self.supervisor)
         self.link = ClusterLink(node_id=self.node_id, name=cfg.node_name, control_planes=list(cfg.control_planes),
                                 ssl=self.ssl, hardware=self.hardware,
@@ -172,9 +176,11 @@ class Agent:
         self.own_log.attach()
         warnings = WarningsFile(self.cfg.data_dir)
         logging.getLogger().addHandler(warnings)
+        self.tracing.apply(self.cfg.telemetry)
         try:
             await self._run(stop, stop_engines)
         finally:
+            await asyncio.to_thread(self.tracing.shutdown)
             logging.getLogger().removeHandler(warnings)
             self.own_log.detach()
 

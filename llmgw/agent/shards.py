@@ -33,8 +33,12 @@ from llmgw.protocol import (
     StartShard,
     StopShard,
 )
+from llmgw.telemetry import Span, Tracing, end, parent_from
 
 log = logging.getLogger("llmgw.agent.shards")
+
+# What a shard's start ends in, for its spans: the supervisor's word once the engine answers or gives up.
+LOADED = ("ready", "failed", "stopped")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -63,7 +67,7 @@ class ShardRunner:
                  binary: Callable[[str], Any], engines: dict[str, str], host: str = "127.0.0.1",
                  advertise: str = "127.0.0.1", disabled: tuple[str, ...] = (),
                  own_log: Callable[[int], list[LogLine]] | None = None, key_dir: str = "",
-                 engine_user: str | None = None) -> None:
+                 engine_user: str | None = None, tracing: Tracing | None = None) -> None:
         self.supervisor = supervisor
         self.key_dir = key_dir or "."
         self.engine_user = engine_user
@@ -78,6 +82,10 @@ class ShardRunner:
         self._tasks: dict[str, asyncio.Task] = {}
         self._sources: dict[str, str] = {}  # shard id -> weights source, for RemoveWeights' "in use"
         self._cards: dict[str, list[int]] = {}  # shard id -> the GPUs it was started on, for the node's overview
+        # The node's traces of each start: `shard start` beneath the leader's `replica start` when the
+        # StartShard carried one, with `download`, `launch` and `engine load` beneath it.
+        self.tracing = tracing or Tracing("llmgw-agent")
+        self._spans: dict[str, _StartSpans] = {}
 
     # --- the Shards seam ----------------------------------------------------------------------
 
@@ -99,6 +107,8 @@ class ShardRunner:
         """The supervisor's reports, passed on with the URL the router uses."""
         if status.shard_id in self._pending and status.state != "starting":
             self._pending.pop(status.shard_id, None)
+        if status.state in LOADED and status.shard_id in self._spans:
+            self._spans.pop(status.shard_id).over(status.state)
         await self.updates.put(self._public(status))
 
     async def start(self, message: StartShard) -> None:
@@ -114,6 +124,7 @@ class ShardRunner:
                                               since=time.time())
         self._sources[shard_id] = message.profile.source
         self._cards[shard_id] = list(message.profile.gpus)
+        self._trace(message)
         task = asyncio.create_task(self._launch(message), name=f"shard-{shard_id}")
         self._tasks[shard_id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(shard_id, None))
@@ -123,6 +134,8 @@ class ShardRunner:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if message.shard_id in self._spans:
+            self._spans.pop(message.shard_id).over("stopped")
         self._pending.pop(message.shard_id, None)
         self._sources.pop(message.shard_id, None)
         self._cards.pop(message.shard_id, None)
@@ -157,8 +170,22 @@ class ShardRunner:
 
     # --- one launch ------------------------------------------------------------------------------
 
+    def _trace(self, message: StartShard) -> None:
+        """The start's `shard start` span: beneath the leader's, kept or not as the leader decided; with no
+        traceparent, a trace of the node's own, kept at the agent's sample_ratio."""
+        parent = parent_from({"traceparent": message.traceparent}) if message.traceparent else None
+        span = self.tracing.start("shard start", parent)
+        if span is None:
+            return
+        profile = message.profile
+        span.set_attribute("llmgw.model", profile.model)
+        span.set_attribute("llmgw.shard", message.shard_id)
+        span.set_attribute("llmgw.engine", profile.engine)
+        self._spans[message.shard_id] = _StartSpans(self.tracing, span)
+
     async def _launch(self, message: StartShard) -> None:
         shard_id, profile = message.shard_id, message.profile
+        spans = self._spans.get(shard_id)
         try:
             if profile.engine in self.disabled:
                 raise _Refused(f"the engine {profile.engine} is disabled on this node (agent.yaml engines.disabled)")
@@ -176,9 +203,13 @@ class ShardRunner:
                     self._pending[shard_id] = status
                     self.updates.put_nowait(status)
 
+                if spans is not None:
+                    spans.step("download", {"llmgw.source.kind": _source_kind(profile.source)})
                 model_path = await self.weights.fetch_profile(profile, on_progress=progress)
-            await self._say(shard_id, profile.model, "starting the engine",
-                            weights_bytes=await asyncio.to_thread(_length, model_path))
+            length = await asyncio.to_thread(_length, model_path)
+            if spans is not None:
+                spans.step("launch", {"llmgw.engine": profile.engine, "llmgw.weights_bytes": length})
+            await self._say(shard_id, profile.model, "starting the engine", weights_bytes=length)
             binary = await self._binary(profile.engine)
             port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")
             key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
@@ -187,10 +218,16 @@ class ShardRunner:
             spec = EngineSpec(shard_id, launch.argv, launch.model or profile.model,
                               url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env),
                               api_key_file=key_file or "")
+            if spans is not None:
+                # Until the engine answers its health check: the weights read, the model loaded.
+                spans.step("engine load", {"llmgw.port": port})
             await self.supervisor.start(spec)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure is the shard's, said in its status
+            if shard_id in self._spans:
+                # A code, never the sentence: a path, a URL or an engine's own words do not go in a span.
+                self._spans.pop(shard_id).over("failed", "weights" if isinstance(e, WeightsError) else "launch")
             why = str(e) or type(e).__name__
             if not isinstance(e, (_Refused, WeightsError)) and type(e).__name__ not in ("ProfileError",
                                                                                          "EngineError"):
@@ -227,6 +264,30 @@ class ShardRunner:
 
 class _Refused(Exception):
     pass
+
+
+class _StartSpans:
+    """A start's `shard start` span and the step under way beneath it; each step ends as the next begins."""
+
+    def __init__(self, tracing: Tracing, root: Span) -> None:
+        self.tracing, self.root = tracing, root
+        self.current: Span | None = None
+
+    def step(self, name: str, attributes: dict[str, str | int]) -> None:
+        end(self.current)
+        self.current = self.tracing.start(name, self.root, attributes=attributes)
+
+    def over(self, outcome: str, failed_in: str = "") -> None:
+        error = None if outcome == "ready" else failed_in or outcome
+        end(self.current, error)
+        self.root.set_attribute("llmgw.outcome", outcome)
+        end(self.root, error)
+
+
+def _source_kind(source: str) -> str:
+    """hf, mirror, http(s) or path: where weights came from, without the address (a URL can hold a token)."""
+    scheme = source.split(":", 1)[0].lower() if ":" in source else ""
+    return scheme if scheme in ("hf", "mirror", "http", "https", "s3") else "path"
 
 
 def _length(path: str) -> int:

@@ -16,6 +16,13 @@ other steps run with
 no policy applied, so their figures mean what they meant before init
 installed the baseline.
 
+The `traces` step (`--traces`) runs c1 again through the same gateway in
+slices taking turns: tracing off (no `telemetry.otlp_endpoint`), on at
+`sample_ratio: 0`, and on at 1 with every request's spans sent over
+OTLP/HTTP to a collector in this process that takes them and keeps none
+(llmgw/benchmark/spansink.py); it prints what ratio 0 and ratio 1 cost over
+the slices with it off.
+
 The `workers` step runs c32 and s64 again through a gateway with
 `--workers 2`, unpinned, and prints the scaling against the one-process
 figures above. Nothing is pinned there, so the two workers share the cores
@@ -48,6 +55,7 @@ import aiohttp
 import psutil
 
 from llmgw.benchmark import nginx
+from llmgw.benchmark.spansink import SpanSink
 
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 16}
 # Only an OpenAI key's shape: what the baseline must refuse, to show the guard step measured it at work.
@@ -184,6 +192,14 @@ class Rig:
         client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
         client.call("POST", "/api/v1/config", {"set": {"guard.default": json.dumps(policies)}})
 
+    def telemetry(self, endpoint: str, ratio: float) -> None:
+        """Set telemetry.*, as guard_default sets its key: in force for the next request."""
+        from llmgw.control.adminclient import AdminClient
+
+        client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
+        client.call("POST", "/api/v1/config", {"set": {"telemetry.otlp_endpoint": json.dumps(endpoint),
+                                                       "telemetry.sample_ratio": str(ratio)}})
+
     def stop(self) -> None:
         end_processes(self.procs)
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -265,8 +281,9 @@ def run_step(rig: Rig, name: str, target: str, concurrency: int, seconds: float,
     return Step(name, target, len(latencies), failed, took, latencies, cpu)
 
 
-def overhead(seconds: float = 5.0, say=print) -> dict:
-    """Run every step; print figures as `name: value unit` lines; return them for --json."""
+def overhead(seconds: float = 5.0, say=print, traces: bool = False) -> dict:
+    """Run every step (the traces step with `traces`); print figures as `name: value unit` lines; return them
+    for --json."""
     rig = Rig.start(answer_tokens=16)
     results: dict = {"placement": rig.placement, "seconds_per_step": seconds, "steps": {}}
     say(f"placement: {rig.placement}")
@@ -292,6 +309,10 @@ def overhead(seconds: float = 5.0, say=print) -> dict:
                 guard = results["steps"]["guard"] = _guard_step(rig, direct, seconds)
                 for key, value in guard.items():
                     say(f"guard.{key}: {value} {GUARD_UNITS.get(key, '')}".rstrip())
+                if traces:
+                    traced = results["steps"]["traces"] = _traces_step(rig, direct, seconds)
+                    for key, value in traced.items():
+                        say(f"traces.{key}: {value} {TRACES_UNITS.get(key, '')}".rstrip())
     finally:
         rig.stop()
     stream_rig = Rig.start(answer_tokens=64)
@@ -409,6 +430,54 @@ def _guard_step(rig: Rig, direct: Step, seconds: float) -> dict:
             "gateway_cpu_s_per_1k": round(per_1k(guarded), 3),
             "cpu_cost_s_per_1k": round(per_1k(guarded) - per_1k(plain), 3),
             "failed": guarded.failed + plain.failed}
+
+
+TRACES_UNITS = {"added_p50_ms": "ms", "ratio0_cost_p50_ms": "ms", "ratio0_cost_p99_ms": "ms",
+                "ratio1_cost_p50_ms": "ms", "ratio1_cost_p99_ms": "ms", "ratio0_cpu_cost_s_per_1k": "s",
+                "ratio1_cpu_cost_s_per_1k": "s"}
+# Rounds of (off, ratio 0, ratio 1) slices, side by side for the same reason as the guard step's.
+TRACES_ROUNDS = 4
+
+
+def _traces_step(rig: Rig, direct: Step, seconds: float) -> dict:
+    """c1 through the gateway in slices taking turns: tracing off, on at ratio 0, on at ratio 1 to a sink."""
+    sink = SpanSink()
+    modes: dict[str, list[Step]] = {"off": [], "ratio0": [], "ratio1": []}
+    slice_s = seconds / (TRACES_ROUNDS * len(modes))
+    try:
+        # Once on before the slices: the first provider imports the SDK and the exporter (a tenth of a
+        # second), which no slice should count.
+        rig.telemetry(sink.url, 1.0)
+        run_step(rig, "traces", "gateway", 1, slice_s)
+        for _ in range(TRACES_ROUNDS):
+            for mode, steps in modes.items():
+                rig.telemetry("" if mode == "off" else sink.url, 0.0 if mode == "ratio0" else 1.0)
+                # The provider replaced sends what it held from a thread of its own: let it, before a
+                # slice it would otherwise be counted in.
+                time.sleep(0.2)
+                steps.append(run_step(rig, "traces", "gateway", 1, slice_s))
+        rig.telemetry("", 1.0)  # the provider replaced: what it held is sent before the sink is asked
+        if not sink.wait(timeout=10):
+            raise RuntimeError("no spans reached the bench's collector at sample_ratio 1, so the traces step "
+                               "would measure a gateway that sends none")
+    finally:
+        rig.telemetry("", 1.0)
+        sink.close()
+    off, ratio0, ratio1 = (_merged(mode, steps) for mode, steps in modes.items())
+
+    def per_1k(step: Step) -> float:
+        return step.gateway_cpu / step.done * 1000 if step.done else float("nan")
+
+    return {"gateway_rps": round(ratio1.rate),
+            "added_p50_ms": round(ratio1.pct(0.5) - direct.pct(0.5), 3),
+            "ratio0_cost_p50_ms": round(ratio0.pct(0.5) - off.pct(0.5), 3),
+            "ratio0_cost_p99_ms": round(ratio0.pct(0.99) - off.pct(0.99), 3),
+            "ratio1_cost_p50_ms": round(ratio1.pct(0.5) - off.pct(0.5), 3),
+            "ratio1_cost_p99_ms": round(ratio1.pct(0.99) - off.pct(0.99), 3),
+            "ratio0_cpu_cost_s_per_1k": round(per_1k(ratio0) - per_1k(off), 3),
+            "ratio1_cpu_cost_s_per_1k": round(per_1k(ratio1) - per_1k(off), 3),
+            "spans_received": sink.spans,
+            "failed": off.failed + ratio0.failed + ratio1.failed}
 
 
 def _workers_step(one: dict, seconds: float, say, workers: int = 2) -> dict:

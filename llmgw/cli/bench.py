@@ -21,6 +21,10 @@ def register(ctl_commands) -> None:
                     "nginx is installed, c1, c32 and 64-token streams run again through a gateway in front "
                     "of nginx serving fixed answers: the gateway's own figures. Nothing leaves this machine.")
     overhead.add_argument("--seconds", type=float, default=5.0, help="how long each step runs (default 5)")
+    overhead.add_argument("--traces", action="store_true",
+                          help="also run concurrency 1 in slices taking turns with tracing off, at sample_ratio 0 "
+                               "and at 1 (every request's spans sent to a collector on loopback), and print what "
+                               "ratio 0 and ratio 1 cost over it off")
     overhead.add_argument("--json", action="store_true", help="print one JSON document at the end")
     overhead.set_defaults(run=run_overhead)
 
@@ -32,7 +36,7 @@ def run_overhead(args) -> int:
         print("llmgw: --seconds must be between 0.2 and 600", file=sys.stderr)
         return 2
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    results = overhead(seconds=args.seconds, say=say)
+    results = overhead(seconds=args.seconds, say=say, traces=args.traces)
     if args.json:
         emit_json(results)
     return 0

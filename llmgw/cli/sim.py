@@ -87,6 +87,10 @@ def register(commands) -> None:
     p.add_argument("--load-seconds", type=_rate, default=0.0, metavar="SECONDS",
                    help="answer /health with 503 for this long after start, as an engine loading its weights "
                         "does (default 0)")
+    p.add_argument("--log-headers", metavar="FILE",
+                   help="append each /v1 request's method, path and headers (Authorization left out) to FILE, "
+                        "one JSON line each: what a gateway sends an engine besides the body, such as its "
+                        "X-Request-Id and a W3C traceparent")
     fail = p.add_argument_group("failures, for a router's tests")
     fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
                       help="take only requests with this key (repeatable); others get 401")
@@ -121,7 +125,7 @@ def run_sim(args) -> int:
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
         fail_words=dict(args.fail_on),
         cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
-        guard_words=dict(args.guard), loading=args.load_seconds,
+        guard_words=dict(args.guard), loading=args.load_seconds, headers_log=args.log_headers,
     )
     try:
         sock = bind(cfg.host, cfg.port)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.server import LogSettings, check_networks
+from llmgw.config.telemetry import TelemetrySettings
 from llmgw.config.types import Address, describe
 from llmgw.errors import N_
 
@@ -146,6 +147,11 @@ class AgentConfig:
 
     engines: EngineSettings = field(default_factory=EngineSettings)
     """Which engines this node runs, and where their programs are."""
+
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """Traces of this node's part in starting replicas (the download, the launch, the engine loading), sent to an
+    OpenTelemetry collector. A start its control plane traced is traced here whatever `sample_ratio` says
+    (docs/observability.md)."""
 
     firewall_networks: list[str] = field(default_factory=list)
     """The cluster's networks, as CIDR (10.0.0.0/24, fd00::/64): what `llmgw firewall on` opens this node's engine

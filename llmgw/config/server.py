@@ -26,6 +26,7 @@ from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.storeaddress import several_hosts_problem
+from llmgw.config.telemetry import TelemetrySettings
 from llmgw.config.types import Address, AddressOrOff, Duration, describe
 from llmgw.errors import N_
 
@@ -231,6 +232,9 @@ class ClusterSettings:
 
     portal: PortalSettings = field(default_factory=PortalSettings)
     """The web portal on the client port: its default language and the address its snippets show."""
+
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """Traces of requests and of replica starts, sent to an OpenTelemetry collector (docs/observability.md)."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

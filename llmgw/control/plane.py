@@ -51,6 +51,7 @@ from llmgw.router.batches import BatchRunner
 from llmgw.router.app import make_client_app
 from llmgw.router.service import Router
 from llmgw.store import Store, StoreError, open_store
+from llmgw.telemetry import Tracing
 from llmgw.trust import ClusterTrust, make_agent_app
 
 log = logging.getLogger("llmgw.server")
@@ -116,6 +117,8 @@ class ControlPlane:
         self._settings_gauge = Gauge("llmgw_settings_version", "Cluster settings version in force",
                                      registry=self.registry)
         Info("llmgw_build", "This program's version", registry=self.registry).info({"version": __version__})
+        # This process's traces (telemetry.*, live): its requests' and, as leader, its replica starts'.
+        self.tracing = Tracing("llmgw-server", self.name, __version__)
         # With workers the routers are theirs; this process has none.
         self.workers: WorkerPool | None = None
         self._router: Router | None = None
@@ -124,7 +127,7 @@ class ControlPlane:
             self.keys = FannedKeys(self.keys, self.workers)
         else:
             self._router = Router(store, lambda: self.settings.current, self.registry,
-                                  own_secrets=own_secrets(cfg))
+                                  own_secrets=own_secrets(cfg), tracing=self.tracing)
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
@@ -210,6 +213,8 @@ class ControlPlane:
             log.warning("%s: no installed plugin gives a detector of kind %r, so that rule checks nothing; "
                         "`llmgw doctor` lists the plugins", key, kind)
         self.settings.subscribe(lambda s: self._settings_gauge.set(self.settings.version))
+        self.tracing.apply(self.settings.current.telemetry)
+        self.settings.subscribe(lambda s: self.tracing.apply(s.telemetry))
         if self._router:
             self._router.apply(self.settings.current)
             self.settings.subscribe(self._router.apply)
@@ -283,6 +288,7 @@ class ControlPlane:
         if self._router:
             await self._router.stop()
         await self.store.close()
+        await asyncio.to_thread(self.tracing.shutdown)  # the last spans sent, the stop's own among them
 
 
 def _metrics_app(plane: ControlPlane) -> web.Application:

@@ -38,6 +38,7 @@ from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
 from llmgw.store import NodeRecord, Replica, Store, StoreError
+from llmgw.telemetry import Span, Tracing, end, traceparent_of
 
 
 log = logging.getLogger("llmgw.reconciler")
@@ -49,6 +50,8 @@ FORGET_AFTER = 600.0  # a stopped or failed replica's row is kept this long, for
 # A steady pass over a few nodes takes milliseconds; over 1,000 nodes and 5,000
 # replicas about a quarter of a second (benchmarks/bench_cluster.py).
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# A replica's start is over, for its `replica start` span, once it is in one of these.
+START_ENDS = ("ready", "failed", "stopped", "parked")
 
 
 def parked_message(model: str, why: str) -> str:
@@ -71,7 +74,7 @@ class Reconciler:
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
                  engine_key: Callable[[], str] = lambda: "",
                  demand: Callable[[], Demand] = Demand,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, tracing: Tracing | None = None) -> None:
         self._engine_key = engine_key
         self._demand = demand  # what the router's requests ask for: on-demand loads, when each model was used
         self.store = store
@@ -88,6 +91,10 @@ class Reconciler:
         self._progress: dict[str, float] = {}  # replica -> when its start last moved
         self._sent: dict[str, float] = {}  # replica -> when StartShard was last sent
         self._messages: dict[str, Any] = {}  # replica -> its StartShard, while it is pending
+        # The control plane's traces: a `replica start` span from placement's decision until the replica is
+        # ready or has failed, which the node's own spans of the start go beneath (StartShard.traceparent).
+        self._tracing = tracing
+        self._starts: dict[str, Span] = {}
         self._dirty: set[str] = set()
         self._nodes_dirty: set[str] = set()  # written whole: a Register, a link gone
         self._beats_dirty: set[str] = set()  # only a newer Heartbeat: written in one batch
@@ -167,6 +174,18 @@ class Reconciler:
         if new != r:
             self.replicas[r.id] = new
             self._dirty.add(r.id)
+            if new.state in START_ENDS and r.id in self._starts:
+                self._start_over(r.id, new.state)
+
+    def _start_over(self, replica_id: str, outcome: str) -> None:
+        span = self._starts.pop(replica_id)
+        span.set_attribute("llmgw.outcome", outcome)
+        end(span, None if outcome == "ready" else outcome)
+
+    def _starts_over(self, outcome: str) -> None:
+        """Every start still traced ends here: the leader stops, or leads no more."""
+        for replica_id in list(self._starts):
+            self._start_over(replica_id, outcome)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -183,6 +202,7 @@ class Reconciler:
             self._stopping = True
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self._starts_over("leader_stopped")
         try:
             await self._write()
         except StoreError:
@@ -197,6 +217,7 @@ class Reconciler:
             self.agents.changed.clear()
             if not self._leading():
                 self._loaded = False
+                self._starts_over("leadership_ended")
                 continue
             try:
                 await self.once()
@@ -355,7 +376,8 @@ class Reconciler:
                 log.info("starting %s of %s on node %s%s", r.id, r.model, action.node_id,
                          f" ({action.reason})" if action.reason else "")
                 message = self._messages[r.id] = dc_replace(action.message(self.startup_timeout),
-                                                            api_key=self._engine_key())
+                                                            api_key=self._engine_key(),
+                                                            traceparent=self._trace_start(r, action))
                 if await self.agents.send(action.node_id, message):
                     self._sent[r.id] = now
             elif isinstance(action, Purge):
@@ -365,6 +387,22 @@ class Reconciler:
             elif isinstance(action, Wait):
                 waits[action.model] = action.reason
         self.waits = waits
+
+    def _trace_start(self, r: Replica, action: Start) -> str:
+        """A `replica start` span for `r`, and the traceparent the node's spans of it go beneath ("" off)."""
+        span = self._tracing.start("replica start") if self._tracing is not None else None
+        if span is None:
+            return ""
+        self._starts[r.id] = span
+        node = self.agents.nodes.get(action.node_id)
+        if span.is_recording():
+            span.set_attribute("llmgw.model", r.model)
+            span.set_attribute("llmgw.replica", r.id)
+            span.set_attribute("llmgw.node", node.name if node is not None else action.node_id)
+            span.set_attribute("llmgw.profile", r.profile)
+            if action.reason:
+                span.set_attribute("llmgw.reason", action.reason)  # placement's own words: "on demand", …
+        return traceparent_of(span).get("traceparent", "")
 
     async def _resend(self, now: float) -> None:
         """A StartShard the agent never answered (sent while it was away) goes again: it is idempotent.

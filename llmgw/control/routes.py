@@ -59,20 +59,24 @@ def _is_capability(name: str) -> TypeGuard[Capability]:
 def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: str | None) -> dict[str, Placed]:
     """Every catalog model (aliases too) with the replicas among `replicas` that can take requests."""
     ready: dict[str, list[tuple[str, str]]] = {}
+    profiles: dict[str, int] = {}
     for r in replicas:
         if r.state == "ready" and r.url and r.desired == "run":
             ready.setdefault(r.model, []).append((r.id, r.url))
+            profiles[r.id] = r.profile
     placed: dict[str, Placed] = {}
     for entry in entries:
         if entry.removed:
             continue
         spec = entry.spec
         found = tuple(sorted(ready.get(spec.name, [])))
+        engines = tuple((shard, spec.profiles[profiles[shard]].engine) for shard, _ in found
+                        if profiles[shard] < len(spec.profiles))
         for name in (spec.name, *spec.aliases):
             settings = ModelSettings(name=name, context_length=spec.context_length, max_output_tokens=spec.max_output,
                                      capabilities=[c for c in spec.can() if _is_capability(c)])
             placed[name] = Placed(settings, found, key, upstream=spec.name, on_demand=entry.on_demand,
-                                  stopped=entry.stopped)
+                                  stopped=entry.stopped, engines=engines)
     return placed
 
 
@@ -117,7 +121,7 @@ async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> d
         log.info("%d replica(s) the store lists as ready did not answer and wait for their agents: %s",
                  len(gone), ", ".join(sorted(gone)))
     return {name: Placed(p.settings, tuple(r for r in p.replicas if r[1] in alive), p.api_key, p.upstream,
-                         p.on_demand, p.stopped)
+                         p.on_demand, p.stopped, p.engines)
             for name, p in placed.items()}
 
 
@@ -130,7 +134,8 @@ def to_doc(routes: Routes) -> dict:
                           "max_output_tokens": p.settings.max_output_tokens,
                           "capabilities": list(p.settings.capabilities),
                           "replicas": [list(r) for r in p.replicas], "upstream": p.upstream,
-                          "on_demand": p.on_demand, "stopped": p.stopped}
+                          "on_demand": p.on_demand, "stopped": p.stopped,
+                          "engines": [list(e) for e in p.engines]}
                    for name, p in routes.placed.items()},
         "waits": dict(routes.waits), "loading": dict(routes.loading),
     }
@@ -143,8 +148,9 @@ def from_doc(doc: dict, key: str | None) -> Routes:
                                  max_output_tokens=int(p.get("max_output_tokens") or 0),
                                  capabilities=[c for c in map(str, p.get("capabilities") or []) if _is_capability(c)])
         replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
+        engines = tuple((str(shard), str(engine)) for shard, engine in p.get("engines") or [])
         placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),
-                              bool(p.get("stopped")))
+                              bool(p.get("stopped")), engines)
     return Routes(placed, dict(doc.get("waits") or {}), dict(doc.get("loading") or {}))
 
 

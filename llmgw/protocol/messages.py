@@ -200,6 +200,9 @@ class StartShard:
     """Counted from the download's last progress, not from the start: a big download is not a failed start."""
     api_key: str = field(default="", repr=False)
     """The key the engine is started with, so only the control planes' routers can use it. Never logged."""
+    traceparent: str = ""
+    """The leader's `replica start` span (W3C traceparent), which the node's spans of this start go beneath; its
+    flags carry the leader's sampling decision. Empty when the leader traces nothing: the node's own ratio decides."""
 
 
 @dataclass

@@ -86,6 +86,10 @@ class Call:
     # A batch's line (handlers.Inside): priced at the model's batch_discount, its usage row given to keep_usage.
     batch_id: str | None = None
     keep_usage: Any = None
+    # The request's span while it is traced (router.trace); else the client's own trace (an OpenTelemetry
+    # Context from its traceparent), passed on to the engine as it came.
+    span: Any = None
+    trace_parent: Any = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

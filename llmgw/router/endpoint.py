@@ -37,6 +37,10 @@ class Endpoint:
     url: str  # base URL, ending in /v1
     upstream_model: str  # the name sent to it in "model"
     external: bool = False
+    # What answers here, as a trace names it (gen_ai.provider.name): the engine of a replica the cluster
+    # placed (vllm, llamacpp, sim…), "external" for an outside provider, "openai_compatible" for an
+    # endpoint listed in the settings, whose engine llmgw did not start and cannot name.
+    provider: str = "openai_compatible"
     weight: float = 1.0
     api_key: str | None = None  # a provider key, read from its file by the registry; never logged
     key_file: str | None = None  # where that key is read from; None for an endpoint that needs none

@@ -12,12 +12,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from llmgw.account import Principal
-from llmgw.router import capability, loading, scheduler
+from llmgw.router import capability, loading, scheduler, trace
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.answerid import answer_id, stream_answer_id
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
@@ -184,10 +185,13 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
     """One request, from reading it to its answer (or refusal) and its usage row: a client's (`request`),
     or one made inside the gateway (`inside`, with request None), whose answer is never streamed."""
     call: Call | None = None
+    span, client_trace = trace.begin(plane.router.tracing, request, shape.api, request_id)
+    early, early_code = 0, ""  # a request refused before it became a call: the status and code it got
     try:
-        call = await _begin(plane, request, shape, principal, request_id, inside)
+        call = await _begin(plane, request, shape, principal, request_id, inside, span, client_trace)
         return await _route(plane, request, shape, call)
     except Refuse as refused:
+        early, early_code = refused.status, refused.code
         if call is not None:
             call.status = refused.status
             call.decided_by = call.decided_by or refused.decided_by
@@ -211,6 +215,7 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
         # A bug of ours: the log gets the traceback, the client a sentence
         # with the id to quote, never the traceback itself.
         log.exception("request %s failed inside llmgw", request_id)
+        early, early_code = 500, "internal_error"
         failed = Refuse(500, f"llmgw failed to handle this request (request id {request_id}); "
                              "the administrator can look it up in the server's log", "internal_error")
         if call is not None:
@@ -225,10 +230,15 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
             if not call.status:
                 call.status = CLIENT_GONE
             plane.router.settle(call)
+        if span is not None:
+            if call is not None:
+                trace.finish(span, call, call.status, call.error)
+            else:
+                trace.finish(span, None, early or CLIENT_GONE, early_code or "client_gone")
 
 
 async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, principal: Principal,
-                 request_id: str, inside: Inside | None) -> Call:
+                 request_id: str, inside: Inside | None, span: trace.Span | None, client_trace: Any) -> Call:
     settings = plane.settings.current.router
     if inside is not None:
         body = inside.body
@@ -272,9 +282,11 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
     call = Call(id=request_id, api=shape.api, principal=principal, model=entry, upstream_path=shape.upstream_path,
                 upstream_body=upstream, stream=stream, wants_usage=wants, profile=profile,
                 session_key=scheduler.session_key(upstream, headers) if profile == "chat" else None,
-                band=band, client_body=body)
+                band=band, client_body=body, span=span, trace_parent=client_trace)
     if inside is not None:
         call.batch_id, call.keep_usage = inside.batch_id, inside.keep
+    if span is not None:
+        trace.describe(span, call)
     router = plane.router
     last_user = _guard_input(plane, shape, call)
     # claim() counts the request; with workers it may first ask the main process for a loan. The limits
@@ -306,8 +318,11 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
         return None
     # Messages and Responses are already in the chat shape the engine reads.
     api = shape.api if shape in (COMPLETIONS, EMBEDDINGS) else "chat"
+    span = trace.step(plane.router.tracing, call, "guard input") if call.span is not None else None
     result = check_input(policy, call.upstream_body, api)
     call.guard, call.guard_decisions = policy, list(result.decisions)
+    if span is not None:
+        trace.guarded(span, result.decisions, result.refusal.code if result.refusal is not None else None)
     if result.refusal is not None:
         raise Refuse(result.refusal.status, result.refusal.message, result.refusal.code,
                      decided_by=f"guard:{result.refusal.rule}")
@@ -329,8 +344,15 @@ async def _review_input(router, call: Call, text: str) -> None:
     decisions = Decisions()
     for d in call.guard_decisions:
         decisions.add(d.rule, d.action, d.direction)
-    refusal = await review_input(router.reviewers, call.guard, text, decisions)
+    span = trace.step(router.tracing, call, "guard review") if call.span is not None else None
+    try:
+        refusal = await review_input(router.reviewers, call.guard, text, decisions)
+    except BaseException:
+        trace.end(span, "review_failed")
+        raise
     call.guard_decisions = decisions.items
+    if span is not None:
+        trace.guarded(span, decisions.items, refusal.code if refusal is not None else None)
     if refusal is not None:
         raise Refuse(refusal.status, refusal.message, refusal.code, decided_by=f"guard:{refusal.rule}",
                      headers={"Retry-After": "1"} if refusal.status == 503 else None)
@@ -389,7 +411,8 @@ async def _route(plane: ClientPlane, request: web.Request | None, shape: Shape,
         candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
         async with asyncio.timeout(float(settings.timeouts.total)):
             opened = await open_upstream(router.session_for(served), call, candidates, settings.timeouts,
-                                         settings.retries, scheduler.take, events=router.events)
+                                         settings.retries, scheduler.take, events=router.events,
+                                         tracing=router.tracing)
             call.endpoint = opened.endpoint
             call.ttft = opened.took
             try:
@@ -400,6 +423,8 @@ async def _route(plane: ClientPlane, request: web.Request | None, shape: Shape,
             finally:
                 opened.endpoint.in_flight -= 1
                 opened.response.release()
+                if opened.span is not None:
+                    trace.end(opened.span, call.error if call.status >= 500 else None)
     except TimeoutError:
         raise Refuse(504, f"the answer took longer than router.timeouts.total "
                           f"({settings.timeouts.total})", "upstream_timeout", decided_by="timeout") from None
@@ -421,13 +446,13 @@ async def _answer(plane: ClientPlane, request: web.Request | None, shape: Shape,
             raise Refuse(upstream.status, message, "engine_refused", decided_by="engine")
         return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
     if not call.stream or request is None:
-        response = await _whole(shape, call, opened, name)
+        response = await _whole(shape, call, opened, name, plane.router.tracing)
         reuse.keep(plane.router, shape, call, opened.first)
         return response
     return await _stream(plane, request, shape, call, opened, name)
 
 
-async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Response:
+async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing) -> web.Response:
     try:
         answer = orjson.loads(opened.first)
     except orjson.JSONDecodeError:
@@ -438,7 +463,15 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str) -> web.Res
     headers = {"x-request-id": call.id}
     engine_answer = answer
     if call.checker is not None and isinstance(answer, dict):
-        answer = await guard_whole(call.checker, answer)
+        span = trace.step(tracing, call, "guard output") if call.span is not None else None
+        try:
+            answer = await guard_whole(call.checker, answer)
+        except BaseException:
+            trace.end(span, "review_failed")
+            raise
+        if span is not None:
+            trace.guarded(span, call.checker.decisions,
+                          "guardrail_blocked" if call.checker.stopped is not None else None)
     settle_whole(call, engine_answer, answer)
     if shape is MESSAGES:
         sent = anth.chat_to_message(answer, model=call.model.name,

@@ -79,6 +79,7 @@ class Placed:
     upstream: str = ""  # the name the engines serve it under (an alias's model); "" is settings.name
     on_demand: bool = False
     stopped: bool = False
+    engines: tuple[tuple[str, str], ...] = ()  # (shard id, engine) of each replica, for its traces
 
 
 # A registry told of no secret files still never reads the agent's own (OwnSecrets' default); frozen, so
@@ -168,7 +169,7 @@ class Registry:
             for n, (path, weight) in enumerate(files, start=1):
                 ident = f"external:{model.name}" if len(files) == 1 else f"external:{model.name}#{n}"
                 made.append(Endpoint(id=ident, model=model.name, url=url, upstream_model=upstream,
-                                     external=True, weight=weight, key_file=path))
+                                     external=True, provider="external", weight=weight, key_file=path))
             return made
         return [Endpoint(id=url.rstrip("/"), model=model.name, url=url.rstrip("/"), upstream_model=model.name)
                 for url in model.endpoints]
@@ -176,8 +177,10 @@ class Registry:
     @staticmethod
     def _replicas_of(placed: Placed) -> list[Endpoint]:
         name = placed.settings.name
+        engines = dict(placed.engines)
         return [Endpoint(id=f"{name}/{shard}", model=name, url=url.rstrip("/"), upstream_model=placed.upstream or name,
-                         api_key=placed.api_key) for shard, url in placed.replicas]
+                         provider=engines.get(shard) or "openai_compatible", api_key=placed.api_key)
+                for shard, url in placed.replicas]
 
     def _wanted_files(self) -> set[str]:
         return {e.key_file for e in self._endpoints.values() if e.key_file}

@@ -24,6 +24,7 @@ from llmgw.router.call import Call
 from llmgw.router.guarded import guard_whole
 from llmgw.router.replay import replay_json, replay_stream
 from llmgw.router.similar import Question, embed_question, question
+from llmgw.router import trace
 
 
 async def from_cache(router, shape, call: Call) -> web.Response | None:
@@ -39,11 +40,25 @@ async def from_cache(router, shape, call: Call) -> web.Response | None:
     setting = router.project_caches.get(call.principal.path.project.id)
     if setting is None or not setting.enabled or shape.api == "embeddings":
         return None
+    span = trace.step(router.tracing, call, "cache lookup") if call.span is not None else None
+    try:
+        found = await _look(router, shape, call, setting)
+    except BaseException:
+        trace.end(span, "cancelled")
+        raise
+    if span is not None:
+        span.set_attribute("llmgw.cache.result", found if isinstance(found, str) else call.cache or "hit")
+        trace.end(span)
+    return found if isinstance(found, web.Response) else None
+
+
+async def _look(router, shape, call: Call, setting) -> web.Response | str:
+    """The kept answer, or what became of the lookup: bypass or miss."""
     cache = router.cache
     policy = call.guard
     if policy is not None and (policy.no_store or policy.restore):
         cache.note("bypass")
-        return None
+        return "bypass"
     now = time.time()
     cache_key = answer_key(call.principal.path.project.id, shape.api, call.upstream_body)
     entry = cache.get(cache_key, now)
@@ -54,7 +69,7 @@ async def from_cache(router, shape, call: Call) -> web.Response | None:
     if entry is None:
         cache.note("miss")
         call.cache_key, call.cache_ttl = cache_key, setting.ttl
-        return None
+        return "miss"
     call.cache = "hit" if similarity is None else "similar"
     cache.note(call.cache)
     call.status, call.similarity = 200, similarity

@@ -35,6 +35,7 @@ from llmgw.router.scrape import EngineScraper
 from llmgw.router.similar import Embedder, SimilarIndex
 from llmgw.router.targets import providers_session
 from llmgw.store import ProjectCache, Store, StoreError, Usage
+from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
     from llmgw.account import Principal
@@ -46,12 +47,15 @@ KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
 
 class Router:
     def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
-                 *, own_secrets: OwnSecrets, share: bool = False):
+                 *, own_secrets: OwnSecrets, share: bool = False, tracing: Tracing | None = None):
         # share: this router is one of several worker processes, which
         # exchange their limits' and budgets' counts (llmgw/control/workers/).
         # own_secrets: this machine's secret files, which no provider key file may be.
         self.store = store
         self.settings = settings
+        # The process's traces, owned by whoever made this router (a plane, a worker); none made here
+        # is ever applied, so a router made without one traces nothing.
+        self.tracing = tracing or Tracing("llmgw-server")
         current = settings()
         self.registry = Registry(own_secrets)
         self.demand = DemandRecord()  # read by the leader's reconciler, in this process

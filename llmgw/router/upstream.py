@@ -21,9 +21,10 @@ import orjson
 
 from llmgw.config.router import Timeouts
 from llmgw.guard.events import Events
-from llmgw.router import probe
+from llmgw.router import probe, trace
 from llmgw.router.call import Call, Refuse
 from llmgw.router.endpoint import Endpoint
+from llmgw.telemetry import Tracing
 
 log = logging.getLogger("llmgw.upstream")
 
@@ -36,6 +37,7 @@ class Opened:
     response: aiohttp.ClientResponse
     first: bytes  # the first part of a stream; the whole body of an answer that is not
     took: float  # seconds to that first part
+    span: trace.Span | None = None  # this attempt's `upstream` span, ended when the answer is over
 
 
 class _Failed(Exception):
@@ -48,10 +50,12 @@ class _Failed(Exception):
 
 
 async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: list[Endpoint],
-                        timeouts: Timeouts, retries: int, take, events: Events | None = None) -> Opened:
+                        timeouts: Timeouts, retries: int, take, events: Events | None = None,
+                        tracing: Tracing | None = None) -> Opened:
     """The first candidate that answers. `take(endpoint)` claims it (the breaker's trial);
-    the caller owns the returned endpoint's in_flight and must release it. An outside
-    provider refusing its key is told to `events` (for the notification webhooks)."""
+    the caller owns the returned endpoint's in_flight and must release it, and ends its span
+    (`trace.end(opened.span)`). An outside provider refusing its key is told to `events` (for
+    the notification webhooks). Each attempt is an `upstream` span while the call is traced."""
     last: _Failed | None = None
     tried = 0
     for endpoint in candidates:
@@ -61,9 +65,11 @@ async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: 
             continue
         tried += 1
         endpoint.in_flight += 1
+        span, traced = (None, {}) if tracing is None else trace.attempt(tracing, call, endpoint)
         try:
-            opened = await _send(session, call, endpoint, timeouts)
+            opened = await _send(session, call, endpoint, timeouts, traced)
         except _Failed as failed:
+            trace.attempt_failed(span, failed.status, failed.reason)
             endpoint.in_flight -= 1
             last = failed
             if endpoint.external and failed.status in (401, 429):
@@ -82,10 +88,14 @@ async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: 
                                 reason="the provider answered 401 to its key; replace the key file")
             continue
         except BaseException:
+            trace.end(span, "cancelled")
             endpoint.in_flight -= 1
             endpoint.breaker.abandon()  # cancelled: no verdict, so a half-open trial is given back
             raise
         endpoint.breaker.success()
+        if span is not None:
+            trace.attempt_answered(span, opened.response.status, opened.took)
+            opened.span = span
         return opened
     raise _refusal(call, last)
 
@@ -121,10 +131,12 @@ def _client_timeout(timeouts: Timeouts) -> aiohttp.ClientTimeout:
     return found
 
 
-async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, timeouts: Timeouts) -> Opened:
+async def _send(session: aiohttp.ClientSession, call: Call, endpoint: Endpoint, timeouts: Timeouts,
+                traced: dict[str, str]) -> Opened:
     body = dict(call.upstream_body)
     body["model"] = endpoint.upstream_model
-    headers = {"Content-Type": "application/json", "X-Request-Id": call.id}
+    # traced: the attempt's traceparent, so an engine or a provider that traces continues this trace.
+    headers = {"Content-Type": "application/json", "X-Request-Id": call.id, **traced}
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
     timeout = _client_timeout(timeouts)

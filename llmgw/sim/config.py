@@ -37,6 +37,9 @@ class SimConfig:
     # Seconds /health answers 503 after start, as vLLM's does while it loads
     # weights: a replica that stays "starting" long enough to be seen so.
     loading: float = 0.0
+    # A file each /v1 request's path and headers (less Authorization) are appended to, one JSON line
+    # each: what a gateway sent the engine besides the body (X-Request-Id, a W3C traceparent).
+    headers_log: str | None = None
 
     @property
     def interval(self) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import time
 
@@ -61,6 +62,8 @@ class Engine:
                 return _error(405, f"{request.path} does not take {request.method}.")
             return _error(404, f"The sim-engine has no {request.path}; it serves /v1/chat/completions, "
                                "/v1/completions, /v1/embeddings, /v1/models, /health and /metrics.")
+        if self.cfg.headers_log and request.path.startswith("/v1/"):
+            self._log_headers(request)
         if request.path.startswith("/v1/") and (self.cfg.api_keys or self.cfg.refused_keys):
             refusal = self._check_key(request)
             if refusal is not None:
@@ -69,6 +72,13 @@ class Engine:
             return await route(request)
         except Refused as r:
             return _error(r.status, r.message, r.param, r.code)
+
+    def _log_headers(self, request: web.BaseRequest) -> None:
+        headers = {k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"}
+        line = json.dumps({"method": request.method, "path": request.path, "headers": headers})
+        # One write of one line, in append mode: lines from requests at once do not interleave.
+        with open(self.cfg.headers_log or "", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
 
     def _check_key(self, request: web.BaseRequest) -> web.Response | None:
         header = request.headers.get("Authorization", "")

@@ -10,7 +10,8 @@ from llmgw.benchmark import nginx
 
 
 def test_the_gateways_overhead_is_measured_in_one_second_steps():
-    done = subprocess.run([sys.executable, "-m", "llmgw", "ctl", "bench", "overhead", "--seconds", "1", "--json"],
+    done = subprocess.run([sys.executable, "-m", "llmgw", "ctl", "bench", "overhead", "--seconds", "1", "--traces",
+                           "--json"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
@@ -23,6 +24,9 @@ def test_the_gateways_overhead_is_measured_in_one_second_steps():
     # The guard step refuses to run unless the baseline refused a planted key, so a figure here was measured with it on.
     assert results["steps"]["guard"]["gateway_rps"] > 0
     assert "guard.cost_p50_ms: " in done.stderr
+    # Likewise the traces step unless the spans at ratio 1 reached its collector.
+    assert results["steps"]["traces"]["spans_received"] > 0
+    assert "traces.ratio1_cost_p50_ms: " in done.stderr
     if nginx.available():
         # The same gateway in front of nginx's fixed answers, each step answered whole (failed is 0 above).
         assert results["steps"]["nginx"]["s64_gateway_streams_per_s"] > 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from llmgw import heap
+from llmgw import __version__, heap
 from llmgw.accounting.lending import Borrower
 from llmgw.control.listeners import LISTEN_BACKLOG, client_site
 from llmgw.control.routes import from_doc
@@ -39,6 +39,7 @@ from llmgw.control.workers.messages import (
     Trip,
 )
 from llmgw.tasks import cancel_and_wait
+from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
     from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
@@ -150,6 +151,8 @@ class Worker:
         self._store: Store | None = None
         self.lease = SharedLease()
         self.registry = CollectorRegistry()
+        # Each worker's own provider: spans are sent from the process that made them.
+        self.tracing = Tracing("llmgw-server", f"{self.name}/worker-{index}", __version__)
         # The parts the client app reads, made in start() once the store is open; the app is built after
         # them, so it never meets one unmade (see the properties below).
         self._settings: ClusterSettingsWatcher | None = None
@@ -182,14 +185,16 @@ class Worker:
         self._told_keys = WorkerKeys(self._keys, self.channel)
         self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
-                                    share=True)
+                                    share=True, tracing=self.tracing)
         self.settings.subscribe(self.router.apply)
+        self.settings.subscribe(lambda s: self.tracing.apply(s.telemetry))
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
             Trip(ident, reason))
         # Read, never seeded: the main process wrote them before any worker started.
         await self.settings.refresh()
         if self.settings.version == 0:
             raise WorkerFailed("the cluster's settings could not be read from the store")
+        self.tracing.apply(self.settings.current.telemetry)
         self.settings.start(lambda: float(current().control.settings_poll))
         self.router.limits.merge(hello.rate)
         if hello.workers > 1:
@@ -239,6 +244,7 @@ class Worker:
             await self._settings.stop()
         if self._store:
             await self._store.close()
+        await asyncio.to_thread(self.tracing.shutdown)
         await self.channel.close()
 
     @property
