@@ -46,7 +46,7 @@ class Cluster:
             startup_timeout=lambda: float(control().startup_timeout),
             engine_key=lambda: plane.trust.engine_key,
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
-            demand=plane.demand)
+            demand=plane.demand, events=plane.events)
         plane.registry.register(self.reconciler.pass_seconds)
         self._task: asyncio.Task | None = None
 

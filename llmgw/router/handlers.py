@@ -270,6 +270,8 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     result = check_input(policy, call.upstream_body, api)
     call.guard, call.guard_decisions = policy, list(result.decisions)
     if result.refusal is not None:
+        # Refused inside _begin, so never settled: told here (its usage row is refused_early's).
+        plane.router.guard_blocked(call.principal, policy.names, result.decisions)
         raise Refuse(result.refusal.status, result.refusal.message, result.refusal.code,
                      decided_by=f"guard:{result.refusal.rule}")
     call.upstream_body = result.body
@@ -293,6 +295,7 @@ async def _review_input(router, call: Call, text: str) -> None:
     refusal = await review_input(router.reviewers, call.guard, text, decisions)
     call.guard_decisions = decisions.items
     if refusal is not None:
+        router.guard_blocked(call.principal, call.guard.names, decisions.items)
         raise Refuse(refusal.status, refusal.message, refusal.code, decided_by=f"guard:{refusal.rule}",
                      headers={"Retry-After": "1"} if refusal.status == 503 else None)
 
