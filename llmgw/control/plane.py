@@ -45,6 +45,7 @@ from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.upgrade import Upgrader, UpgradeMachine
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.guard.policy import missing_detectors
+from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
 from llmgw.router.app import make_client_app
@@ -108,6 +109,9 @@ class ControlPlane:
                                idle=lambda: float(self.settings.current.auth.session_idle))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
         self.accounts = Accounts(store, self.events)
+        # The notification webhooks: every event kept as deliveries in the store; sent while this plane leads.
+        self.notify = Notifier(store, self.events, lambda: self.settings.current.notify, cfg.data_dir,
+                               leading=lambda: self.lease.leading)
         # The directory sync runs here, on the leader; what it suspends, this plane's caches forget at once.
         self.ldap_sync = LdapSync(store, lambda: self.settings.current.auth,
                                   Secrets(store, cfg.data_dir, own_secrets(cfg)),
@@ -219,6 +223,7 @@ class ControlPlane:
         await self.lease.reclaim()
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
         self.lease.start()
+        self.notify.start()
         await self.trust.start(self.sockets["agent"], self.cfg.advertise)
         await self._seed_routes()
         if self.workers:
@@ -279,6 +284,7 @@ class ControlPlane:
         # then every row is written before the store closes.
         if self._router:
             await self._router.stop()
+        await self.notify.stop()
         await self.store.close()
 
 

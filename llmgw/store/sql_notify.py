@@ -90,7 +90,8 @@ class NotifySQL:
 
     async def list_deliveries(self, webhook_id: str | None = None, state: str | None = None,
                               limit: int = 100) -> list[Delivery]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         for column, value in (("webhook_id", webhook_id), ("state", state)):
             if value is not None:
                 args.append(value)
