@@ -3,6 +3,9 @@ and never sent to loopback, link-local or metadata addresses unless allowed."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from llmgw.config.notify import NotifySettings
@@ -47,7 +50,7 @@ def _parts(store, tmp_path, clock, **settings) -> tuple[Events, Sender, Webhooks
 
 
 async def test_a_signed_delivery_verifies_with_the_docs_snippet_and_only_with_its_secret(store, receiver, tmp_path):
-    clock = Clock(__import__("time").time())
+    clock = Clock(time.time())
     events, sender, hooks = _parts(store, tmp_path, clock)
     secret_file = tmp_path / "secret"
     secret_file.write_text("s3cret-of-the-receiver\n")
@@ -186,7 +189,7 @@ async def test_a_webhook_whose_address_is_loopback_by_the_time_it_is_sent_is_not
 async def test_only_the_leader_sends_and_a_removed_webhook_is_sent_nothing(store, receiver, tmp_path):
     clock = Clock()
     leading = [False]
-    current = NotifySettings()
+    current = NotifySettings(send_every=Duration("50ms"))
     sender = Sender(store, lambda: current, str(tmp_path), leading=lambda: leading[0], clock=clock)
     events = Events(clock=clock)
     events.subscribe(Recorder(store, clock=clock))
@@ -200,14 +203,15 @@ async def test_only_the_leader_sends_and_a_removed_webhook_is_sent_nothing(store
     sender.start()
     try:
         sender.wake()
-        await __import__("asyncio").sleep(0.2)
+        # A negative, with nothing to poll for: four rounds of send_every (50 ms) would have sent it.
+        await asyncio.sleep(0.2)
         assert receiver.got == []  # a standby keeps them for the leader
         leading[0] = True
         sender.wake()
         for _ in range(100):
             if receiver.got:
                 break
-            await __import__("asyncio").sleep(0.02)
+            await asyncio.sleep(0.02)
     finally:
         await sender.stop()
     assert [r.doc["kind"] for r in receiver.got] == ["key_revoked"]
