@@ -18,6 +18,7 @@ from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
 from llmgw.account.people import People
 from llmgw.account.tree import TreeError, check_name, parse_project_path
 from llmgw.errors import N_
+from llmgw.events import Events
 from llmgw.store import ApiKey, AuditEntry, Limits, Person, ProjectPath, Store
 
 
@@ -53,8 +54,9 @@ def limits_view(limits: Limits | None) -> dict[str, Any] | None:
 
 
 class Accounts:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, events: Events | None = None):
         self.store = store
+        self.events = events  # told of a key revoked (llmgw/events.py), for the webhooks
         self.people = People(store, self.audit)
 
     async def audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
@@ -145,6 +147,10 @@ class Accounts:
         view = key_view(after or before, path)
         if before.revoked_at is None:
             await self.audit(actor, "key.revoke", f"key:{key_id}", key_view(before, path), view)
+            if self.events is not None:
+                self.events.emit("key_revoked", subject=key_id, key_id=key_id, key_name=before.name,
+                                 project=str(path) if path is not None else before.project_id,
+                                 by=actor.name, via=actor.via)
         return view
 
     # limits

@@ -31,6 +31,13 @@ The store is the record; memory is what the hot path reads:
   from the store in the background; the read raises the counter when it
   lands, milliseconds later. The request that met it is not held for the
   read: the hot path never waits on the store.
+
+A charge that carries a budget past 80 % or 100 % of its sum emits
+`budget_80` or `budget_100` on the events bus (llmgw/events.py), once per
+level and period: the event's `once` key is the level and the period's
+start, so the webhooks keep one delivery for it however many control planes
+or processes see the crossing. Spend learned from the store (catch-up, a
+restart's restore) crosses nothing: the process whose charge crossed said so.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ from llmgw.store import Store, StoreError
 
 if TYPE_CHECKING:
     from llmgw.account import Principal
+    from llmgw.account.limits import Budget
+    from llmgw.events import Events
 
 log = logging.getLogger("llmgw.accounting")
 
@@ -91,8 +100,10 @@ Counter = tuple[str, str, str]  # scope, scope_id, period
 
 
 class Budgets:
-    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL, share: bool = False) -> None:
+    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL, share: bool = False,
+                 events: Events | None = None) -> None:
         self.store = store
+        self._events = events
         self.interval = interval
         self._share = share
         # What this process charged since the last snapshot(), by counter and period start.
@@ -140,7 +151,10 @@ class Budgets:
         now = time.time() if now is None else now
         for budget in principal.limits.budgets:
             spend = self._counter((budget.scope, budget.scope_id, budget.period), now)
+            before = spend.micros
             spend.micros += cost_micros
+            if self._events is not None and budget.micros > 0:
+                self._tell_crossing(principal, budget, spend.start, before, spend.micros)
             if self._share:
                 key = (budget.scope, budget.scope_id, budget.period, spend.start)
                 self._delta[key] = self._delta.get(key, 0) + cost_micros
@@ -158,6 +172,21 @@ class Budgets:
         now = time.time() if now is None else now
         return [(scope, scope_id, period, self.spent(scope, scope_id, period, now) / amount if amount else 0.0)
                 for (scope, scope_id, period), amount in list(self._amounts.items())]
+    def _tell_crossing(self, principal: Principal, budget: Budget, start: float, before: int, after: int) -> None:
+        assert self._events is not None
+        for percent in (100, 80):
+            line = budget.micros * percent // 100
+            if before < line <= after:
+                kind = f"budget_{percent}"
+                # The period's start in the subject too: the hourly dedupe must not hold back the next
+                # day's crossing, minutes after midnight.
+                subject = f"{budget.scope}:{budget.scope_id}:{budget.period}:{start:.0f}"
+                self._events.emit(
+                    kind, subject=subject, once=f"{kind}:{subject}",
+                    level=budget.scope, level_id=budget.scope_id, level_name=level_name(principal, budget.scope),
+                    period=budget.period, period_start=start, budget=format_money(budget.micros),
+                    spent=format_money(after), percent=percent)
+                return  # one charge past both lines says 100 %, not 80 % too
 
     # sharing spend between workers
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from llmgw.config.auth import LDAPSettings, OIDCSettings, SCIMSettings
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
+from llmgw.config.notify import NotifySettings
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.storeaddress import several_hosts_problem
@@ -235,6 +236,8 @@ class ClusterSettings:
 
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     """Traces of requests and of replica starts, sent to an OpenTelemetry collector (docs/observability.md)."""
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    """The notification webhooks' retries (the webhooks themselves: `llmgw ctl webhooks`, docs/webhooks.md)."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

@@ -47,7 +47,7 @@ class Cluster:
             startup_timeout=lambda: float(control().startup_timeout),
             engine_key=lambda: plane.trust.engine_key,
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
-            demand=plane.demand, tracing=plane.tracing)
+            demand=plane.demand, tracing=plane.tracing, events=plane.events)
         plane.registry.register(self.reconciler.pass_seconds)
         plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
         self._task: asyncio.Task | None = None

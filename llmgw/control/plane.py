@@ -31,6 +31,7 @@ from llmgw.auth import DirectoryAccounts, Secrets
 from llmgw.auth.ldapsync import LdapSync
 from llmgw.config import ServerConfig, cluster_part
 from llmgw.config.keyfiles import own_secrets
+from llmgw.events import Events
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand
@@ -45,6 +46,7 @@ from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.upgrade import Upgrader, UpgradeMachine
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.guard.policy import missing_detectors
+from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
 from llmgw.router.batches import BatchRunner
@@ -99,6 +101,9 @@ class ControlPlane:
         self.seeded_keys = seeded_keys
         self.started = time.monotonic()
         self.settings = ClusterSettingsWatcher(store)
+        # The events bus (llmgw/events.py): one for this process, handed to what emits. Cluster-wide
+        # kinds are told only while this plane leads; the webhooks' recorder subscribes in start().
+        self.events = Events(leading=lambda: self.lease.leading)
         self.lease = LeaseKeeper(store, self.holder, self.advertise(),
                                  ttl=lambda: float(self.settings.current.control.lease_ttl),
                                  on_change=self._leadership_changed)
@@ -106,7 +111,10 @@ class ControlPlane:
         self.chat = ChatTokens(store, ttl=lambda: float(self.settings.current.auth.cache_ttl),
                                idle=lambda: float(self.settings.current.auth.session_idle))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
-        self.accounts = Accounts(store)
+        self.accounts = Accounts(store, self.events)
+        # The notification webhooks: every event kept as deliveries in the store; sent while this plane leads.
+        self.notify = Notifier(store, self.events, lambda: self.settings.current.notify, cfg.data_dir,
+                               leading=lambda: self.lease.leading)
         # The directory sync runs here, on the leader; what it suspends, this plane's caches forget at once.
         self.ldap_sync = LdapSync(store, lambda: self.settings.current.auth,
                                   Secrets(store, cfg.data_dir, own_secrets(cfg)),
@@ -127,7 +135,7 @@ class ControlPlane:
             self.keys = FannedKeys(self.keys, self.workers)
         else:
             self._router = Router(store, lambda: self.settings.current, self.registry,
-                                  own_secrets=own_secrets(cfg), tracing=self.tracing)
+                                  own_secrets=own_secrets(cfg), tracing=self.tracing, events=self.events)
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
@@ -200,6 +208,8 @@ class ControlPlane:
 
     def _leadership_changed(self, leading: bool) -> None:
         self._leader_gauge.set(1 if leading else 0)
+        if leading:
+            self.events.emit("leader_changed", subject=self.name, leader=self.name, address=self.advertise())
         self.cluster.leadership_changed(leading)
         if self.workers:
             self.workers.lease_changed()
@@ -223,6 +233,7 @@ class ControlPlane:
         await self.lease.reclaim()
         await self.lease.round()  # lead at once on a fresh store, not a third of a TTL later
         self.lease.start()
+        self.notify.start()
         await self.trust.start(self.sockets["agent"], self.cfg.advertise)
         await self._seed_routes()
         if self.workers:
@@ -287,6 +298,7 @@ class ControlPlane:
         # then every row is written before the store closes.
         if self._router:
             await self._router.stop()
+        await self.notify.stop()
         await self.store.close()
         await asyncio.to_thread(self.tracing.shutdown)  # the last spans sent, the stop's own among them
 

@@ -36,6 +36,7 @@ from llmgw.control.catalog.sizing import sized
 from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
+from llmgw.events import Events
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
 from llmgw.store import NodeRecord, Replica, Store, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
@@ -74,7 +75,11 @@ class Reconciler:
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
                  engine_key: Callable[[], str] = lambda: "",
                  demand: Callable[[], Demand] = Demand,
-                 clock: Callable[[], float] = time.time, tracing: Tracing | None = None) -> None:
+                 clock: Callable[[], float] = time.time, tracing: Tracing | None = None,
+                 events: Events | None = None) -> None:
+        # Told of a replica failed and a node lost (llmgw/events.py); only the leader reconciles.
+        self._events = events
+        self._told_lost: set[str] = set()  # nodes whose loss was told, until they connect again
         self._engine_key = engine_key
         self._demand = demand  # what the router's requests ask for: on-demand loads, when each model was used
         self.store = store
@@ -174,6 +179,9 @@ class Reconciler:
         if new != r:
             self.replicas[r.id] = new
             self._dirty.add(r.id)
+            if new.state == "failed" and r.state != "failed" and self._events is not None:
+                self._events.emit("replica_failed", subject=r.id, replica=r.id, model=r.model, node_id=r.node_id,
+                                  reason=new.message or "")
             if new.state in START_ENDS and r.id in self._starts:
                 self._start_over(r.id, new.state)
 
@@ -296,6 +304,7 @@ class Reconciler:
             views[record.id] = view
         monotonic = time.monotonic()
         beats: list[tuple[str, dict, float]] = []
+        self._tell_lost(monotonic)
         for node in self.agents.nodes.values():
             # Seen: wall time now minus how long ago the agent last spoke (its link's clock).
             seen = now - (monotonic - node.last_seen) if node.last_seen else None
@@ -318,6 +327,22 @@ class Reconciler:
             # its Register encoded again (bench_cluster).
             await self.store.put_node_heartbeats(beats)
         return list(views.values())
+
+    def _tell_lost(self, monotonic: float) -> None:
+        """A node whose agent has been away for node_lost_after is told lost, once until it connects again:
+        from then its replicas are placed elsewhere (a link that drops and comes back at once is not news)."""
+        for node in self.agents.nodes.values():
+            if node.connected or node.lost_at is None:
+                self._told_lost.discard(node.id)
+                continue
+            away = monotonic - node.lost_at
+            if away >= self.policy.lost_after and node.id not in self._told_lost:
+                self._told_lost.add(node.id)
+                if self._events is not None:
+                    self._events.emit("node_lost", subject=node.id, node_id=node.id, node=node.name,
+                                      away_s=round(away, 1), replicas=sorted(
+                                          r.id for r in self.replicas.values()
+                                          if r.node_id == node.id and r.state not in GONE))
 
     def _size_from_weights(self, entries: list[Entry]) -> None:
         """A model added without knowing its size: each replica keeps what its weights' length needs, once known.

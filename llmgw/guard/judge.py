@@ -53,7 +53,7 @@ from llmgw.config.guard import JudgePolicy
 from llmgw.guard.replica import JudgeReplica
 
 if TYPE_CHECKING:
-    from llmgw.guard.events import Events
+    from llmgw.events import Events
 
 log = logging.getLogger("llmgw.guard.judge")
 

@@ -34,7 +34,7 @@ from llmgw.guard.policy import EffectivePolicy
 from llmgw.guard.services import Reading, ServiceResults, Services, merge_services
 
 if TYPE_CHECKING:
-    from llmgw.guard.events import Events
+    from llmgw.events import Events
     from llmgw.guard.replica import JudgeReplica
 
 Direction = Literal["input", "output"]

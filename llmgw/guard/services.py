@@ -38,7 +38,7 @@ from llmgw.config.bodytemplate import render_body
 from llmgw.config.guard import Service
 
 if TYPE_CHECKING:
-    from llmgw.guard.events import Events
+    from llmgw.events import Events
 
 DEFAULT_TIMEOUT = 3.0
 MAX_ANSWER_BYTES = 1 << 20  # a guard's verdict is small; a megabyte is something else

@@ -64,7 +64,7 @@ def mount(app: web.Application, plane: Any, *, registry: Registry | None = None)
     """
     pages = registered() if registry is None else registry
     store = plane.store
-    accounts = Accounts(store)
+    accounts = Accounts(store, plane.router.events)  # a key revoked here is told to the webhooks
     portal = Portal(plane=plane, store=store, accounts=accounts, people=accounts.people,
                     sessions=Sessions(store, lambda: plane.settings.current.auth),
                     reports=UsageReports(store),

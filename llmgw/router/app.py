@@ -137,8 +137,10 @@ async def authenticate(request: web.Request, handler):
         return _store_away()
     if principal is None:
         return _unknown_key(request, plane, "unknown API key")
-    refusal = principal.refusal(time.time())
+    now = time.time()
+    refusal = principal.refusal(now)
     if refusal:
+        plane.router.key_refused(principal, refusal, now)
         return api_error(401, refusal, "invalid_api_key")
     request[PRINCIPAL] = principal
     return await handler(request)

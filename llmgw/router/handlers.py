@@ -324,6 +324,8 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     if span is not None:
         trace.guarded(span, result.decisions, result.refusal.code if result.refusal is not None else None)
     if result.refusal is not None:
+        # Refused inside _begin, so never settled: told here (its usage row is refused_early's).
+        plane.router.guard_blocked(call.principal, policy.names, result.decisions)
         raise Refuse(result.refusal.status, result.refusal.message, result.refusal.code,
                      decided_by=f"guard:{result.refusal.rule}")
     call.upstream_body = result.body
@@ -354,6 +356,7 @@ async def _review_input(router, call: Call, text: str) -> None:
     if span is not None:
         trace.guarded(span, decisions.items, refusal.code if refusal is not None else None)
     if refusal is not None:
+        router.guard_blocked(call.principal, call.guard.names, decisions.items)
         raise Refuse(refusal.status, refusal.message, refusal.code, decided_by=f"guard:{refusal.rule}",
                      headers={"Retry-After": "1"} if refusal.status == 503 else None)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
 from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import OwnSecrets
-from llmgw.guard.decisions import GuardStats
-from llmgw.guard.events import Event, Events
+from llmgw.guard.decisions import Decision, GuardStats
+from llmgw.events import Event, Events
 from llmgw.guard.policy import Resolver
 from llmgw.guard.review import Reviewers
 from llmgw.router.admission import Admission
@@ -47,7 +47,8 @@ KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
 
 class Router:
     def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
-                 *, own_secrets: OwnSecrets, share: bool = False, tracing: Tracing | None = None):
+                 *, own_secrets: OwnSecrets, share: bool = False, tracing: Tracing | None = None,
+                 events: Events | None = None):
         # share: this router is one of several worker processes, which
         # exchange their limits' and budgets' counts (llmgw/control/workers/).
         # own_secrets: this machine's secret files, which no provider key file may be.
@@ -63,7 +64,12 @@ class Router:
         # Its own counts are always kept apart for an exchange: worker processes share them every
         # 100 ms, active-active control planes every 2 s (control/exchange.py).
         self.limits = RateLimiter(share=True)
-        self.budgets = Budgets(store, share=share)
+        # For the people who run the gateway: a judge or a service that could not answer, a budget
+        # running out, a guardrail's block. Logged here; the process that made it (the control plane,
+        # a worker) has the notification webhooks subscribe too.
+        self.events = events if events is not None else Events()
+        self.events.subscribe(_log_event)
+        self.budgets = Budgets(store, share=share, events=self.events)
         self.usage = UsageWriter(store)
         self.cache = AnswerCache(int(current.router.cache.max_bytes), int(current.router.cache.max_entry_bytes))
         # The questions answered, per conversation, for projects with --similar;
@@ -75,10 +81,6 @@ class Router:
         self._caches_task: asyncio.Task | None = None
         self.guards = Resolver()  # which guardrail policies apply, per key, per settings version
         self.guard_stats = GuardStats()
-        # For the people who run the gateway: a judge or a service that could
-        # not answer. Logged here; the notification webhooks subscribe too.
-        self.events = Events()
-        self.events.subscribe(_log_event)
         self.reviewers: Reviewers | None = None  # the judge and outside services; made with the HTTP session
         self.metrics = RouterMetrics(registry)
         self.metrics.watch(self, registry)
@@ -209,6 +211,24 @@ class Router:
                     person_id=principal.key.person_id, model="", status=status, detail=detail, batch_id=batch_id)
         (keep or self.usage.submit)(row)
 
+    def key_refused(self, principal: Principal, refusal: str, now: float) -> None:
+        """A key refused at the door: one that has expired is told to the webhooks, once for the key."""
+        key = principal.key
+        if key.expires_at is not None and key.expires_at <= now and key.revoked_at is None:
+            self.events.emit("key_expired", subject=key.id, once=f"key_expired:{key.id}", key_id=key.id,
+                             key_name=key.name, project=str(principal.path), expired_at=key.expires_at)
+
+    def guard_blocked(self, principal: Principal, policies: Sequence[str], decisions: Iterable[Decision]) -> None:
+        """A request or an answer stopped by a guardrail: the policies and rules, never the text.
+        Once an hour per project; the events held back are counted in the next one's `held_back`."""
+        blocks = [d for d in decisions if d.action == "block"]
+        if not blocks:
+            return
+        project = principal.path.project.id
+        self.events.emit("guardrail_blocked", subject=project, project=str(principal.path), project_id=project,
+                         key_id=principal.key.id, policies=list(policies), rules=sorted({d.rule for d in blocks}),
+                         direction=blocks[0].direction, blocks=len(blocks))
+
     def settle(self, call: Call) -> None:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""
         model = call.model
@@ -245,6 +265,7 @@ class Router:
             decisions = list(call.guard_decisions) + (call.checker.decisions if call.checker else [])
             if decisions:
                 self.guard_stats.record(decisions)
+                self.guard_blocked(principal, call.guard.names, decisions)
         row = Usage(
             id=call.id, at=call.at, key_id=principal.key.id, project_id=principal.path.project.id,
             person_id=principal.key.person_id, model=name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable
 
 import aiohttp
 
@@ -28,18 +29,27 @@ class TargetRefused(OSError):
     """A provider's address that outside providers may not be sent to."""
 
 
-def guarded_socket(addr_info: tuple) -> socket.socket:
-    """aiohttp's socket_factory for outside providers: a socket, unless the address is refused."""
-    family, kind, proto, _, sockaddr = addr_info
-    host = str(sockaddr[0])
-    why = address_refusal(host)
-    if why is not None:
-        if host not in _said and len(_said) < 1000:
-            _said.add(host)
-            log.error("an outside provider's URL led to a refused address: %s; it is not connected to (set the "
-                      "model's external.allow_private_targets: true if that provider really is there)", why)
-        raise TargetRefused(f"{why}; outside providers are not connected to it")
-    return socket.socket(family=family, type=kind, proto=proto)
+def refusing_socket(what: str, hint: str) -> Callable[[tuple], socket.socket]:
+    """An aiohttp socket_factory that refuses a link-local, metadata or loopback address, whatever the name
+    resolved to. `what` names whose URL it is in the refusal ("outside providers", "webhooks"); `hint` says,
+    in the log, how to allow it. The notification webhooks use it too (llmgw/notify)."""
+
+    def factory(addr_info: tuple) -> socket.socket:
+        family, kind, proto, _, sockaddr = addr_info
+        host = str(sockaddr[0])
+        why = address_refusal(host)
+        if why is not None:
+            if host not in _said and len(_said) < 1000:
+                _said.add(host)
+                log.error("a URL of %s led to a refused address: %s; it is not connected to (%s)", what, why, hint)
+            raise TargetRefused(f"{why}; {what} are not connected to it")
+        return socket.socket(family=family, type=kind, proto=proto)
+    return factory
+
+
+# aiohttp's socket_factory for outside providers: a socket, unless the address is refused.
+guarded_socket = refusing_socket("outside providers", "set the model's external.allow_private_targets: true if that "
+                                                      "provider really is there")
 
 
 def providers_session() -> aiohttp.ClientSession:

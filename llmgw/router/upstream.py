@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 
 from llmgw.config.router import Timeouts
-from llmgw.guard.events import Events
+from llmgw.events import Events
 from llmgw.router import probe, trace
 from llmgw.router.call import Call, Refuse
 from llmgw.router.endpoint import Endpoint

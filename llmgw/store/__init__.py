@@ -21,6 +21,7 @@ from llmgw.store.records import (
     CatalogModel,
     ClusterCA,
     ControlPlaneAddress,
+    Delivery,
     UpgradeRecord,
     Identity,
     JoinToken,
@@ -42,6 +43,7 @@ from llmgw.store.records import (
     Team,
     Usage,
     UsageDay,
+    Webhook,
 )
 from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
 
@@ -52,7 +54,7 @@ __all__ = [
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
     "ClusterCA", "ControlPlaneAddress", "UpgradeRecord", "JoinToken", "NodeCertificate",
-    "Batch", "BatchLine", "LineResult", "StoredFile",
+    "Batch", "BatchLine", "LineResult", "StoredFile", "Webhook", "Delivery",
 ]
 
 
@@ -270,6 +272,19 @@ class Store(Protocol):
     async def get_replica(self, replica_id: str) -> Replica | None: ...
     async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
     async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
+
+    # notification webhooks (sql_notify.py)
+    async def add_webhook(self, hook: Webhook) -> None: ...  # Conflict on a taken id
+    async def webhook(self, webhook_id: str) -> Webhook | None: ...
+    async def list_webhooks(self) -> list[Webhook]: ...  # oldest first
+    async def delete_webhook(self, webhook_id: str) -> bool: ...  # and its deliveries; False when none
+    # Each delivery unless its (webhook_id, once_key) is kept already, or its webhook is gone; returns how many.
+    async def add_deliveries(self, deliveries: Sequence[Delivery]) -> int: ...
+    async def delivery(self, delivery_id: str) -> Delivery | None: ...
+    async def due_deliveries(self, now: float, limit: int = 50) -> list[Delivery]: ...  # pending and due, soonest first
+    async def list_deliveries(self, webhook_id: str | None = None, state: str | None = None,
+                              limit: int = 100) -> list[Delivery]: ...  # newest first
+    async def record_attempt(self, delivery: Delivery) -> None: ...  # an attempt's outcome; StoreError when gone
 
 
     # files and batches (sql_batch.py, docs/batches.md)

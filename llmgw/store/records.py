@@ -388,3 +388,39 @@ class ScimGroup:
     external_id: str | None
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A URL the events bus's events are sent to (llmgw/notify). `events` is the kinds sent, ("*",) for all;
+    `format` "json" (the event) or "slack" ({"text": …}); `secret_sealed` the signing secret sealed under the
+    master key, None to send unsigned; `allow_private` lets the URL be on loopback, link-local or metadata
+    addresses."""
+
+    id: str
+    url: str
+    events: tuple[str, ...] = ("*",)
+    format: str = "json"
+    secret_sealed: bytes | None = None
+    allow_private: bool = False
+    enabled: bool = True
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event for one webhook, kept until it is delivered or given up on. `body` is the JSON sent, as sent at
+    every attempt; `once_key` is unique per webhook (an event that happens once, or the delivery's own id)."""
+
+    id: str
+    webhook_id: str
+    event_kind: str
+    body: str
+    once_key: str = ""
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    state: str = "pending"  # pending, delivered, failed
+    last_status: int | None = None
+    last_error: str = ""
+    created_at: float = 0.0
+    delivered_at: float | None = None

@@ -9,8 +9,8 @@ SQLStore is made of one mixin per domain, each the SQL of one idea:
 sql_account.py (people, sessions, the tenancy tree, API keys), sql_usage.py
 (limits, the answer cache's setting, usage rows), sql_cluster.py (audit,
 leases, settings, trust), sql_catalog.py (models, nodes, replicas) and
-sql_scim.py (SCIM provisioning's users and groups) and sql_batch.py (files
-and batches).
+sql_scim.py (SCIM provisioning's users and groups), sql_batch.py (files and
+batches) and sql_notify.py (the notification webhooks and their deliveries).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from llmgw.store.sql_account import AccountSQL
 from llmgw.store.sql_batch import BatchSQL
 from llmgw.store.sql_catalog import CatalogSQL
 from llmgw.store.sql_cluster import ClusterSQL
+from llmgw.store.sql_notify import NotifySQL
 from llmgw.store.sql_scim import ScimSQL
 from llmgw.store.sql_usage import UsageSQL
 
 
-class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL):
+class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, NotifySQL):
     """The Store protocol over a Driver. See llmgw.store.Store for each method."""
 
     def __init__(self, db: Driver) -> None:

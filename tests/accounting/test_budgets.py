@@ -242,3 +242,37 @@ async def test_the_share_of_each_budget_spent_is_there_for_prometheus_once_a_req
     tomorrow = NOW + 86_400
     assert dict(((s, p), r) for s, _, p, r in budgets.spent_ratios(tomorrow)) == {("team", "month"): 0.15,
                                                                                    ("key", "day"): 0.0}
+async def test_a_budget_at_80_and_100_percent_is_told_once_per_level_and_period(store):
+    from llmgw.events import Events
+
+    key = await principal(store)
+    await set_limits(store, "team", key.path.team.id, budget_micros=10_000_000, period="month")
+    await set_limits(store, "key", key.key.id, budget_micros=100_000_000, period="day")
+    key = await principal(store)
+    events = Events()
+    told = []
+    events.subscribe(told.append)
+    budgets = Budgets(store, events=events)
+    await budgets.restore(NOW)
+
+    budgets.charge(key, 7_999_999, NOW)
+    assert told == []
+    budgets.charge(key, 1, NOW)  # the team's 80 %, to the micro
+    budgets.charge(key, 1_000_000, NOW)
+    budgets.charge(key, 1_500_000, NOW)  # past 100 %
+    budgets.charge(key, 1_000_000, NOW)
+
+    assert [(e.kind, e.fields["level"], e.fields["percent"]) for e in told] == [
+        ("budget_80", "team", 80), ("budget_100", "team", 100)]
+    eighty, full = told
+    assert eighty.fields["level_id"] == key.path.team.id and eighty.fields["level_name"] == "the team Acme/ml"
+    assert eighty.fields["period"] == "month" and eighty.fields["period_start"] == utc(2026, 3, 1)
+    assert eighty.fields["budget"] == "10.00" and eighty.fields["spent"] == "8.00"
+    assert full.fields["spent"] == "10.50"
+    # The key that carries the period in its `once`: a webhook keeps one delivery for it, cluster-wide.
+    assert eighty.once == f"budget_80:team:{key.path.team.id}:month:{utc(2026, 3, 1):.0f}"
+
+    # The next month, the same team crosses again and is told again.
+    april = utc(2026, 4, 2)
+    budgets.charge(key, 10_000_000, april)
+    assert [(e.kind, e.fields["period_start"]) for e in told[2:]] == [("budget_100", utc(2026, 4, 1))]

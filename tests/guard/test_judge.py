@@ -18,7 +18,7 @@ from aiohttp import web
 
 from llmgw.config.guard import JudgePolicy
 from llmgw.config.types import Duration
-from llmgw.guard.events import Events
+from llmgw.events import Events
 from llmgw.guard.judge import Judge, JudgeUnavailable, Judgment, parse_judgment, read
 from llmgw.guard.judge_check import SpeedCheck, assess, check_speed
 from llmgw.router.breaker import Breaker

@@ -13,7 +13,7 @@ from llmgw.config.bodytemplate import render_body, validate_body_template
 from llmgw.config.guard import Service
 from llmgw.config.loader import Invalid
 from llmgw.config.types import Duration
-from llmgw.guard.events import Events
+from llmgw.events import Events
 from llmgw.guard.services import (
     Reading,
     ServiceUnavailable,

@@ -372,4 +372,7 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import upgrade
 
     upgrade.register(r)
+    from llmgw.control.adminapi import webhooks
+
+    webhooks.register(r)
     return app

@@ -186,6 +186,11 @@ class Worker:
         self._throttle = self._Throttle(lambda: current().auth.unknown_key_rate)
         self._router = self._Router(store, current, self.registry, own_secrets=own_secrets(self.cfg),
                                     share=True, tracing=self.tracing)
+        # What this worker's requests show (a guardrail's block, a budget spent, a key expired) is kept for
+        # the webhooks as the main process's is; the leader's sender sends it.
+        from llmgw.notify import Recorder
+
+        self.router.events.subscribe(Recorder(store))
         self.settings.subscribe(self.router.apply)
         self.settings.subscribe(lambda s: self.tracing.apply(s.telemetry))
         self.router.registry.on_trip = lambda ident, reason: self.channel.send(
@@ -240,6 +245,7 @@ class Worker:
             # For the main's limiter, which a replacement starts from; its unspent loans go back too.
             self._send_counts(with_metrics=True, stopping=True)
             await self.router.stop()
+            await self.router.events.drain()
         if self._settings:
             await self._settings.stop()
         if self._store:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from llmgw.guard.events import Events
+from llmgw.events import Events
 
 
 def test_the_same_event_about_the_same_subject_is_delivered_once_an_hour():
@@ -67,3 +67,26 @@ async def test_async_subscribers_are_run_and_a_failing_one_harms_no_one():
     events.emit("external_key_refused", subject="external:claude#1")
     await events.drain()
     assert got == ["external_key_refused"]
+
+
+def test_a_cluster_wide_event_is_told_only_while_this_process_leads():
+    leading = [False]
+    events = Events(leading=lambda: leading[0])
+    seen = []
+    events.subscribe(seen.append)
+    for kind in ("node_lost", "replica_failed", "leader_changed"):
+        assert not events.emit(kind, subject="n1")
+    # Seen by whichever process serves the request: told wherever it happens.
+    assert events.emit("key_revoked", subject="key_1", key_id="key_1")
+    leading[0] = True
+    assert events.emit("node_lost", subject="n1", node="gpu-1")
+    assert [e.kind for e in seen] == ["key_revoked", "node_lost"]
+
+
+def test_an_event_that_happens_once_carries_its_once_key():
+    events = Events()
+    seen = []
+    events.subscribe(seen.append)
+    events.emit("key_expired", subject="key_1", once="key_expired:key_1", key_id="key_1")
+    events.emit("key_revoked", subject="key_2", key_id="key_2")
+    assert [e.once for e in seen] == ["key_expired:key_1", ""]
