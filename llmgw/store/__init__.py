@@ -26,6 +26,7 @@ from llmgw.store.records import (
     JoinToken,
     Lease,
     Limits,
+    McpServer,
     Membership,
     NodeRecord,
     NodeCertificate,
@@ -46,7 +47,7 @@ from llmgw.store.records import (
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
-    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache",
+    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "McpServer", "Membership", "Org", "Person", "Project", "ProjectCache",
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
@@ -267,6 +268,14 @@ class Store(Protocol):
     async def get_replica(self, replica_id: str) -> Replica | None: ...
     async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
     async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
+
+    # the company's MCP servers behind /mcp (docs/mcp.md); secret headers arrive sealed by llmgw.mcp
+    async def add_mcp_server(self, server: McpServer) -> McpServer: ...  # version 1; Conflict on a name in use
+    # Compare-and-set on `expected_version`, as put_model; Conflict naming the version now, StoreError for none.
+    async def put_mcp_server(self, server: McpServer, expected_version: int) -> McpServer: ...
+    async def get_mcp_server(self, name: str) -> McpServer | None: ...
+    async def list_mcp_servers(self) -> list[McpServer]: ...  # by name
+    async def delete_mcp_server(self, name: str) -> bool: ...  # whether there was one
 
 
 async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:
