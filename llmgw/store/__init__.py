@@ -47,7 +47,8 @@ from llmgw.store.records import (
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
-    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "McpServer", "Membership", "Org", "Person", "Project", "ProjectCache",
+    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "McpServer", "Membership", "Org", "Person", "Project",
+    "ProjectCache",
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
