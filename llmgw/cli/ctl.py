@@ -70,6 +70,9 @@ def register(commands, common) -> None:
     from llmgw.cli import auth
 
     auth.register(sub, common)
+    from llmgw.cli import mcp
+
+    mcp.register(sub, common)
 
 
 def run_status(args) -> int:

@@ -23,7 +23,7 @@ def _server(r: Row) -> McpServer:
                      version=int(r[11]), created_at=float(r[12]), updated_at=float(r[13]), updated_by=r[14])
 
 
-def _args(s: McpServer) -> tuple:
+def _args(s: McpServer) -> tuple[object, ...]:
     return (s.url, s.description, dump_json(s.headers or {}), dump_json(s.header_refs or {}),
             dump_json(list(s.secret_names)), s.sealed, float(s.timeout), s.rate, bool(s.disabled),
             bool(s.allow_private), float(s.updated_at), s.updated_by)

@@ -363,4 +363,8 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import upgrade
 
     upgrade.register(r)
+    # Routes from a floor above (the MCP servers', llmgw.mcp): behind the same token middleware.
+    extend_admin = getattr(plane.extend, "admin", None)
+    if extend_admin is not None:
+        extend_admin(app, plane)
     return app
