@@ -220,6 +220,8 @@ class Gateway:
         served = self._served.get(server)
         if served is None or served.record.disabled or not tool or not principal.limits.allows_tool(name):
             raise UnknownTool(name)
+        if served.tools is not None and not any(t["name"] == tool for t in served.tools):
+            raise UnknownTool(name)  # not offered when last listed: the server is not asked for it
         started = time.monotonic()
         raw = _canonical(arguments)
         outcome = "ok"
