@@ -364,7 +364,7 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
 
     upgrade.register(r)
     # Routes from a floor above (the MCP servers', llmgw.mcp): behind the same token middleware.
-    extend_admin = getattr(plane.extend, "admin", None)
+    extend_admin = getattr(getattr(plane, "extend", None), "admin", None)
     if extend_admin is not None:
         extend_admin(app, plane)
     return app
