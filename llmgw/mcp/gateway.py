@@ -263,6 +263,15 @@ class Gateway:
         except UpstreamError as e:
             self._failed(served)
             raise CallRefused(str(e), "failed") from None
+        except Exception:
+            # An answer no branch above foresaw: the caller gets a sentence, the log the details.
+            log.exception("the MCP server %s's answer to %s could not be read", name, tool)
+            self._failed(served)
+            raise CallRefused(f"the MCP server {name} answered in a way llmgw could not read; the control "
+                              "plane's log says more", "failed") from None
+        if not isinstance(result, dict):
+            self._failed(served)
+            raise CallRefused(f"the MCP server {name} answered without a tool result", "failed")
         served.failures = 0
         if not isinstance(result.get("content"), list):
             result = {**result, "content": []}

@@ -114,9 +114,12 @@ async def _call(request: web.Request, gateway: Gateway, principal: Any, ident: A
         await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
 
     async def progress(given: dict[str, Any]) -> None:
-        await send({"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {**{k: v for k, v in given.items() if k in ("progress", "total", "message")},
-                               "progressToken": token}})
+        try:
+            await send({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {**{k: v for k, v in given.items() if k in ("progress", "total", "message")},
+                                   "progressToken": token}})
+        except ConnectionError:
+            pass  # the caller went away: the call is cancelled with its handler, not failed by the server
 
     try:
         result = await gateway.call(principal, name, arguments, progress)

@@ -91,6 +91,8 @@ class HttpUpstream:
             raise UpstreamError(f"the MCP server {self.name} could not be reached: {_reason(e)}") from None
         except OSError as e:
             raise UpstreamError(f"the MCP server {self.name} could not be reached: {e}") from None
+        except (ValueError, UnicodeError) as e:
+            raise UpstreamError(f"the MCP server {self.name}'s answer could not be read: {str(e)[:200]}") from None
         if status >= 400 and answer is None:
             raise UpstreamError(f"the MCP server {self.name} answered {method} with HTTP {status}")
         if answer is None:

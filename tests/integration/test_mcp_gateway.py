@@ -231,6 +231,23 @@ def test_five_failures_in_a_row_take_a_server_out_and_its_tools_leave_the_list(g
     assert gw.ctl("ctl", "mcp", "remove", "flaky").returncode == 0
 
 
+def test_a_caller_over_a_servers_rate_is_told_when_to_try_again(gw, company):
+    assert gw.ctl("ctl", "mcp", "add", "rated", "--url", company.url, "--allow-private", "--rate", "2").returncode == 0
+    assert gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*,rated.*").returncode == 0
+    try:
+        wait_until(lambda: "rated.echo" in tools(gw, gw.key), 20, "rated's tools were listed", interval=0.2)
+        for n in range(2):
+            assert _text(call(gw, gw.key, "rated.echo", {"text": f"call {n}"})) == f"echo: call {n}"
+        over = call(gw, gw.key, "rated.echo", {"text": "one too many"})
+        assert over.is_error and "2 times a minute; try again in" in _text(over)
+        assert not any(c["arguments"] == {"text": "one too many"} for c in company.calls())
+        # Another server's tools are not counted against it.
+        assert _text(call(gw, gw.key, "co.echo", {"text": "still fine"})) == "echo: still fine"
+    finally:
+        gw.ctl("ctl", "mcp", "remove", "rated")
+        gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*")
+
+
 def test_bad_messages_and_keys_get_a_sentence_not_a_traceback(gw):
     status, body = _post(gw, b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}', None)
     assert status == 401 and "no API key" in body["error"]["message"]
