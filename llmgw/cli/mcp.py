@@ -26,7 +26,14 @@ def register(sub, common) -> None:
     add = actions.add_parser("add", parents=[common], help="register a server, or change one with --replace",
                              epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add.add_argument("name", help="the server's name; its tools are NAME.tool")
-    add.add_argument("--url", required=True, help="its streamable HTTP address, or llmgw:admin for the cluster's own")
+    where = add.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="its streamable HTTP address, or llmgw:admin for the cluster's own tools")
+    where.add_argument("--stdio", metavar="COMMAND",
+                       help="run it on each control plane as this command line, spoken to over its standard input "
+                            "and output; its --header/--header-ref/--secret-file are its environment variables")
+    add.add_argument("--user", metavar="NAME",
+                     help="with --stdio: the user it runs as when llmgw is root (default llmgw-mcp, made if "
+                          "missing; '' for llmgw's own user)")
     add.add_argument("--description", default="", help="what it is, for people")
     add.add_argument("--secret-file", action="append", default=[], metavar="HEADER=FILE",
                      help="a header whose value is read from FILE now and kept sealed in the store")
@@ -96,10 +103,13 @@ def _secret(header: str, path: str) -> str:
 
 def run_add(args) -> int:
     secrets = {h: _secret(h, os.path.expanduser(p)) for h, p in _pairs("--secret-file", args.secret_file).items()}
-    payload = {"name": args.name, "url": args.url, "description": args.description,
+    url = args.url if args.url else "stdio:" + args.stdio
+    payload = {"name": args.name, "url": url, "description": args.description,
                "headers": _pairs("--header", args.header), "header_refs": _pairs("--header-ref", args.header_ref),
                "secrets": secrets, "timeout": args.timeout, "rate": args.rate, "disabled": args.disabled,
                "allow_private": args.allow_private, "replace": args.replace}
+    if args.user is not None:
+        payload["run_as"] = args.user
     server = client(args).call("POST", "/api/v1/mcp/servers", payload)
     if args.json:
         emit_json(server)

@@ -14,7 +14,8 @@ import orjson
 from aiohttp import web
 
 from llmgw.control.adminapi import PLANE, Refused, actor, body
-from llmgw.mcp.servers import IN_PROCESS, ServerError, Servers
+from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
+from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
 from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Upstream, UpstreamError
 from llmgw.router.targets import providers_session
 
@@ -85,6 +86,8 @@ async def servers_test(request: web.Request) -> web.Response:
     upstream: Upstream
     if record.url == IN_PROCESS:
         upstream = InProcessUpstream(plane)
+    elif record.url.startswith(STDIO):
+        upstream = stdio_upstream(record, servers)
     else:
         session = aiohttp.ClientSession() if record.allow_private else providers_session()
 
@@ -102,6 +105,8 @@ async def servers_test(request: web.Request) -> web.Response:
     finally:
         if session is not None:
             await session.close()
+        if isinstance(upstream, StdioUpstream):
+            await upstream.close()
     return _json({"name": record.name, "tools": [
         {"name": f"{record.name}.{t['name']}", "description": t.get("description") or ""} for t in tools]})
 

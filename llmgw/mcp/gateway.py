@@ -31,7 +31,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from llmgw.account.keycache import Principal
 from llmgw.mcp.guarding import Guarding, GuardRefusal
-from llmgw.mcp.servers import IN_PROCESS, ServerError, Servers
+from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
+from llmgw.mcp.stdio import stdio_upstream
 from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Progress, Upstream, UpstreamError
 from llmgw.router.targets import providers_session
 from llmgw.store import AuditEntry, McpServer, StoreError
@@ -102,6 +103,7 @@ class Gateway:
         for served in self._served.values():
             if served.loading is not None:
                 served.loading.cancel()
+            self._closing(served)
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
         for session in (self._guarded, self._open):
@@ -147,10 +149,20 @@ class Gateway:
         served = self._served.pop(name)
         if served.loading is not None:
             served.loading.cancel()
+        self._closing(served)
+
+    def _closing(self, served: Served) -> None:
+        close = getattr(served.upstream, "close", None)  # a stdio server's process is stopped with it
+        if close is not None:
+            task = asyncio.get_running_loop().create_task(close())
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
 
     def _upstream(self, record: McpServer) -> Upstream:
         if record.url == IN_PROCESS:
             return InProcessUpstream(self.plane)
+        if record.url.startswith(STDIO):
+            return stdio_upstream(record, self.servers)
         session = self._open if record.allow_private else self._guarded
         assert session is not None, "the gateway is started before it serves"
 

@@ -33,9 +33,11 @@ from llmgw.store import AuditEntry, McpServer, Store
 from llmgw.trust import TrustError
 
 IN_PROCESS = "llmgw:admin"  # the cluster's own read-only tools, answered in the control plane's process
+STDIO = "stdio:"  # a server run on the control plane: stdio:COMMAND ARGS… (llmgw.mcp.stdio)
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 # Headers the gateway writes itself: a server must not be told a caller it was not.
 _OURS = frozenset(h.lower() for h in ("X-Llmgw-Key", "X-Llmgw-User", "X-Llmgw-Project", "Content-Type", "Accept",
@@ -59,7 +61,8 @@ def view(server: McpServer) -> dict[str, Any]:
     return {"name": server.name, "url": server.url, "description": server.description,
             "headers": dict(server.headers), "header_refs": dict(server.header_refs),
             "secret_headers": list(server.secret_names), "timeout": server.timeout, "rate": server.rate,
-            "disabled": server.disabled, "allow_private": server.allow_private, "version": server.version,
+            "disabled": server.disabled, "allow_private": server.allow_private, "run_as": server.run_as,
+            "version": server.version,
             "updated_at": server.updated_at, "updated_by": server.updated_by}
 
 
@@ -67,10 +70,18 @@ def check_url(url: str, allow_private: bool) -> str:
     url = url.strip()
     if url == IN_PROCESS:
         return url
+    if url.startswith(STDIO):
+        from llmgw.mcp.stdio import command_of
+
+        try:
+            command_of(url)
+        except ValueError as e:
+            raise ServerError(str(e)) from None
+        return url
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServerError(f'"{url}" is not an MCP server\'s address: give http(s)://HOST/PATH, or {IN_PROCESS} '
-                          "for this cluster's own tools")
+        raise ServerError(f'"{url}" is not an MCP server\'s address: give http(s)://HOST/PATH, stdio:COMMAND for '
+                          f"one run on the control plane, or {IN_PROCESS} for this cluster's own tools")
     why = None if allow_private else host_refusal(parts.hostname)
     if why:
         raise ServerError(f"{why}; an MCP server there is refused unless it is added with --allow-private")
@@ -139,7 +150,7 @@ class Servers:
 
     async def _build(self, base: McpServer, data: dict[str, Any], actor: Actor) -> McpServer:
         known = {"name", "url", "description", "headers", "header_refs", "secrets", "timeout", "rate", "disabled",
-                 "allow_private"}
+                 "allow_private", "run_as"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ServerError(f"unknown field {', '.join(unknown)}; a server takes {', '.join(sorted(known))}")
@@ -157,6 +168,11 @@ class Servers:
         rate = data.get("rate", base.rate)
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 1):
             raise ServerError("rate is a whole number of calls a minute, 1 or more (or none)")
+        run_as = data.get("run_as", base.run_as if url.startswith(STDIO) else None)
+        if run_as is not None and (not isinstance(run_as, str) or not re.fullmatch(r"[A-Za-z0-9._-]{0,32}", run_as)):
+            raise ServerError("run_as is a user's name (or empty for the control plane's own user)")
+        if run_as is not None and not url.startswith(STDIO):
+            raise ServerError("--user is for a server run on the control plane (--stdio)")
         headers = _headers(data["headers"], "header") if "headers" in data else dict(base.headers)
         refs = _headers(data["header_refs"], "header-ref") if "header_refs" in data else dict(base.header_refs)
         for header, ref in refs.items():
@@ -168,11 +184,14 @@ class Servers:
             secrets = _headers(data["secrets"], "secret header")
             secret_names = sorted(secrets)
             sealed = await self._seal(base.name, secrets) if secrets else None
+        if url.startswith(STDIO) and not all(_ENV.match(h) for h in [*headers, *refs, *secret_names]):
+            raise ServerError("a stdio server is given its credentials as environment variables: name each "
+                              "with letters, digits and _ (not starting with a digit)")
         every = [h.lower() for h in [*headers, *refs, *secret_names]]
         if len(every) != len(set(every)):
             raise ServerError("a header is given twice (as --header, --header-ref or --secret-file); give each once")
         return replace(base, url=url, description=description, timeout=float(timeout), rate=rate,
-                       disabled=bool(data.get("disabled", base.disabled)), allow_private=allow_private,
+                       disabled=bool(data.get("disabled", base.disabled)), allow_private=allow_private, run_as=run_as,
                        headers=headers, header_refs=refs, secret_names=secret_names, sealed=sealed,
                        created_at=base.created_at or time.time(), updated_at=time.time(), updated_by=actor.name)
 

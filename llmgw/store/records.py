@@ -208,7 +208,9 @@ class McpServer:
     value is read at each call (a file, env:NAME, store:NAME); `sealed` is
     the secret headers as one JSON object sealed under the master key
     (llmgw.mcp.servers seals and unseals it), of which `secret_names` are
-    the header names, for listings. `version` rises by one with each change.
+    the header names, for listings. A stdio server's `url` is `stdio:` and
+    its command line, and its headers are its environment instead. `version`
+    rises by one with each change.
     """
 
     name: str
@@ -222,6 +224,7 @@ class McpServer:
     rate: int | None = None
     disabled: bool = False
     allow_private: bool = False
+    run_as: str | None = None  # a stdio server's user: None llmgw's unprivileged one, "" the control plane's
     version: int = 1
     created_at: float = 0.0
     updated_at: float = 0.0

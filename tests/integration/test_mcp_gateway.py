@@ -7,6 +7,7 @@ what the company server recorded it was given, and what `ctl audit` says.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import socket
@@ -245,6 +246,31 @@ def test_a_caller_over_a_servers_rate_is_told_when_to_try_again(gw, company):
         assert _text(call(gw, gw.key, "co.echo", {"text": "still fine"})) == "echo: still fine"
     finally:
         gw.ctl("ctl", "mcp", "remove", "rated")
+        gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*")
+
+
+def test_a_stdio_server_runs_on_the_control_plane_with_its_credentials_as_its_environment_only(gw, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("stdio-secret-9a\n")
+    command = f"{sys.executable} -m tests.mcp.company stdio"
+    added = gw.ctl("ctl", "mcp", "add", "local", "--stdio", command, "--user", "", "--header", f"PYTHONPATH={ROOT}",
+                   "--secret-file", f"COMPANY_TOKEN={token}")
+    assert added.returncode == 0, added.stderr
+    assert gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*,local.*").returncode == 0
+    try:
+        wait_until(lambda: "local.whoami" in tools(gw, gw.key), 30, "the stdio server's tools were listed",
+                   interval=0.2)
+        assert _text(call(gw, gw.key, "local.echo", {"text": "over a pipe"})) == "echo: over a pipe"
+        facts = json.loads(_text(call(gw, gw.key, "local.whoami", {})))
+        assert facts["uid"] == os.geteuid()
+        assert facts["token_sha256"] == hashlib.sha256(b"stdio-secret-9a").hexdigest()
+        # Its environment is its own: the control plane's (here, the test's) is not handed down.
+        assert set(facts["environment"]) <= {"PATH", "LANG", "HOME", "USER", "LOGNAME", "PYTHONPATH", "COMPANY_TOKEN",
+                                             "LC_CTYPE"}
+        listed = gw.ctl_json("ctl", "mcp", "list")
+        assert "stdio-secret-9a" not in json.dumps(listed)
+    finally:
+        gw.ctl("ctl", "mcp", "remove", "local")
         gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*")
 
 

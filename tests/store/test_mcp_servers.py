@@ -33,8 +33,10 @@ async def test_a_second_server_of_one_name_is_refused(store):
 
 async def test_a_change_on_the_version_read_lands_and_a_stale_one_is_refused(store):
     await store.add_mcp_server(_jira())
-    changed = await store.put_mcp_server(_jira(disabled=True, rate=None, sealed=None, updated_at=200.0), 1)
+    changed = await store.put_mcp_server(_jira(disabled=True, rate=None, sealed=None, updated_at=200.0,
+                                               run_as="mcp-user"), 1)
     assert (changed.version, changed.disabled, changed.rate, changed.sealed) == (2, True, None, None)
+    assert changed.run_as == "mcp-user"
     with pytest.raises(Conflict, match="now version 2"):
         await store.put_mcp_server(_jira(), 1)
     with pytest.raises(StoreError, match="no MCP server named db"):
@@ -43,8 +45,9 @@ async def test_a_change_on_the_version_read_lands_and_a_stale_one_is_refused(sto
 
 async def test_servers_list_by_name_and_a_removed_one_is_gone(store):
     await store.add_mcp_server(_jira())
-    await store.add_mcp_server(_jira(name="db", url="https://db.example.com/mcp", allow_private=True))
+    await store.add_mcp_server(_jira(name="db", url="stdio:/usr/bin/db-mcp --read-only", run_as=""))
     assert [s.name for s in await store.list_mcp_servers()] == ["db", "jira"]
+    assert (await store.get_mcp_server("db")).run_as == "" and (await store.get_mcp_server("jira")).run_as is None
     assert await store.delete_mcp_server("jira") is True
     assert await store.delete_mcp_server("jira") is False
     assert [s.name for s in await store.list_mcp_servers()] == ["db"]

@@ -5,6 +5,9 @@
 -- the master key, whose header names alone are in `secret_names` so that a
 -- listing can say which there are without unsealing anything. `version`
 -- rises with each change, for the control planes that poll the table.
+-- A stdio server's `url` is `stdio:` and its command line; `run_as` is the
+-- user it runs as (NULL: llmgw's own unprivileged one, '': the control
+-- plane's user).
 CREATE TABLE mcp_servers (
     name          TEXT PRIMARY KEY,
     url           TEXT NOT NULL,
@@ -17,6 +20,7 @@ CREATE TABLE mcp_servers (
     rate          INTEGER,
     disabled      BOOLEAN NOT NULL DEFAULT FALSE,
     allow_private BOOLEAN NOT NULL DEFAULT FALSE,
+    run_as        TEXT,
     version       INTEGER NOT NULL,
     created_at    DOUBLE PRECISION NOT NULL,
     updated_at    DOUBLE PRECISION NOT NULL,
