@@ -293,6 +293,11 @@ def test_bad_messages_and_keys_get_a_sentence_not_a_traceback(gw):
 
 
 def test_ctl_mcp_registers_lists_tests_disables_and_removes_a_server(gw, company):
+    try:
+        urllib.request.urlopen(f"http://{gw.admin}/api/v1/mcp/servers", timeout=5)
+        raise AssertionError("the admin API listed the MCP servers without its token")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401
     refused = gw.ctl("ctl", "mcp", "add", "local", "--url", company.url)
     assert refused.returncode == 1 and "--allow-private" in refused.stderr
     assert gw.ctl("ctl", "mcp", "add", "desk", "--url", company.url, "--allow-private", "--rate", "2",
