@@ -58,9 +58,18 @@ class Effective:
     tpm_from: str | None = None
     # Every level of the chain with an rpm or tpm of its own, top first.
     levels: tuple[Level, ...] = field(default_factory=tuple)
+    # The `server.tool` patterns of each level that names tools, top first (docs/mcp.md): a tool is granted
+    # where every one of them matches it, and none is granted where no level names any.
+    tools: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
 
     def allows_model(self, model: str) -> bool:
         return self.models is None or model in self.models
+
+    def allows_tool(self, tool: str) -> bool:
+        """Whether `tool` (`server.tool`) is granted: unlike models, none granted anywhere is none."""
+        from fnmatch import fnmatchcase
+
+        return bool(self.tools) and all(any(fnmatchcase(tool, p) for p in level) for level in self.tools)
 
 
 def effective(chain: list[Limits | None]) -> Effective:
@@ -72,6 +81,7 @@ def effective(chain: list[Limits | None]) -> Effective:
     expires_at = None
     budgets: list[Budget] = []
     levels: list[Level] = []
+    tools: list[tuple[str, ...]] = []
     for limits in chain:
         if limits is None:
             continue
@@ -84,13 +94,15 @@ def effective(chain: list[Limits | None]) -> Effective:
         if limits.models is not None:
             level = frozenset(limits.models)
             models = level if models is None else models & level
+        if limits.tools is not None:
+            tools.append(tuple(limits.tools))
         if limits.expires_at is not None and (expires_at is None or limits.expires_at < expires_at):
             expires_at = limits.expires_at
         if limits.budget_micros is not None:
             budgets.append(
                 Budget(limits.scope, limits.scope_id, limits.budget_micros, limits.period or "month")
             )
-    return Effective(rpm, tpm, models, expires_at, tuple(budgets), rpm_from, tpm_from, tuple(levels))
+    return Effective(rpm, tpm, models, expires_at, tuple(budgets), rpm_from, tpm_from, tuple(levels), tuple(tools))
 
 
 def check_narrows(new: Limits, above: list[Limits | None]) -> None:
@@ -175,4 +187,6 @@ def describe(limits: Mapping[str, Any] | None) -> list[str]:
         parts.append(f"budget {limits['budget']} a {limits.get('period') or 'month'}")
     if limits.get("models") is not None:
         parts.append("models " + (", ".join(limits["models"]) or "none"))
+    if limits.get("tools") is not None:
+        parts.append("tools " + (", ".join(limits["tools"]) or "none"))
     return parts

@@ -212,7 +212,7 @@ class Accounts:
     ) -> dict[str, Any]:
         """Change only the fields in `changes` (None clears one), or with
         `replace_all` write exactly `changes`, every other field cleared."""
-        allowed = {"rpm", "tpm", "budget_micros", "period", "models", "expires_at"}
+        allowed = {"rpm", "tpm", "budget_micros", "period", "models", "expires_at", "tools"}
         unknown = sorted(set(changes) - allowed)
         if unknown:
             raise AccountError(N_("unknown limit {unknown}; limits are {known}"),
@@ -228,6 +228,9 @@ class Accounts:
         models = changes.get("models")
         if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and m for m in models)):
             raise AccountError(N_("models must be a list of model names"))
+        tools = changes.get("tools")
+        if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools)):
+            raise AccountError(N_("tools must be a list of server.tool patterns, like jira.* or db.query"))
         scope_id, above = await self.resolve_scope(scope, ident)
         before = await self.store.get_limits(scope, scope_id)
         base = Limits(scope, scope_id) if replace_all or before is None else before

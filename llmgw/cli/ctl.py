@@ -73,6 +73,9 @@ def register(commands, common) -> None:
     from llmgw.cli import webhooks
 
     webhooks.register(sub, common)
+    from llmgw.cli import mcp
+
+    mcp.register(sub, common)
 
 
 def run_status(args) -> int:

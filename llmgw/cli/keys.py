@@ -61,6 +61,9 @@ def register(commands, common) -> None:
     limits.add_argument("--budget", help="money per --period, e.g. 25.00")
     limits.add_argument("--period", choices=["day", "month"], help="the budget's period (default month)")
     limits.add_argument("--models", help="comma-separated models allowed; '*' for every model")
+    limits.add_argument("--tools", metavar="PATTERNS",
+                        help="comma-separated MCP tools granted, as server.tool patterns ('jira.*,db.query'); "
+                             "'' closes the level to every tool, 'none' stops it naming any (docs/mcp.md)")
     limits.add_argument("--expires", metavar="DURATION", help="refuse from this long from now, e.g. 90d")
     limits.add_argument("--replace", action="store_true", help="write exactly these limits, clearing the rest")
     limits.set_defaults(run=run_limits)
@@ -160,6 +163,9 @@ def run_limits(args) -> int:
     if args.models is not None:
         given["models"] = None if args.models.strip() == "*" else [
             m.strip() for m in args.models.split(",") if m.strip()]
+    if args.tools is not None:
+        given["tools"] = None if args.tools.strip().lower() == "none" else [
+            t.strip() for t in args.tools.split(",") if t.strip()]
     if args.expires is not None:
         given["expires"] = None if args.expires.lower() == "none" else args.expires
     if not given and not args.replace:

@@ -138,25 +138,40 @@ def _load(args) -> tuple:
     return cfg, raw
 
 
+class _ClientPort:
+    """What floor 2 adds to the control plane's apps: /mcp (docs/mcp.md), then the portal's pages
+    (docs/portal.md), whose catch-all must come after /mcp; and the MCP servers' admin routes."""
+
+    def __call__(self, app, plane) -> None:
+        from llmgw.mcp import mount as mount_mcp
+        from llmgw.portal import mount as mount_portal
+
+        mount_mcp(app, plane)
+        mount_portal(app, plane)
+
+    def admin(self, app, plane) -> None:
+        from llmgw.mcp import mount_admin
+
+        mount_admin(app, plane)
+
+
 def run_server(args) -> int:
     from llmgw import logsetup
     from llmgw.control.plane import serve
     from llmgw.control.plugins import load_server_plugins
     from llmgw.control.workers import WorkerFailed, run_worker
-    from llmgw.portal import mount  # the portal's pages on the client port (docs/portal.md)
-
     if args.worker_of is not None:
         # Each worker routes and guards requests itself, so it needs the plugins
         # too; the main process has already warned of any that failed.
         load_server_plugins(quiet=True)
         _install_uvloop()
-        return asyncio.run(run_worker(args.worker_of, extend=mount))
+        return asyncio.run(run_worker(args.worker_of, extend=_ClientPort()))
     cfg, seeded = load(args)
     logsetup.setup(cfg.log.level, cfg.log.format)
     plugins = load_server_plugins()  # after the log is set up: a broken plugin's warning goes to the server's log
     _install_uvloop()
     try:
-        asyncio.run(serve(cfg, seeded, plugins, extend=mount))
+        asyncio.run(serve(cfg, seeded, plugins, extend=_ClientPort()))
     except WorkerFailed as e:
         print(f"llmgw: {e}", file=sys.stderr)
         return 1

@@ -1,4 +1,61 @@
-"""The MCP gateway at /mcp: the company's MCP servers behind one endpoint, and the cluster's own read-only tools.
+"""The MCP gateway: the company's MCP servers behind /mcp, on the client port (docs/mcp.md).
 
-    cluster.py    ClusterTools: `llmgw.cluster_status`, `list_nodes`, … answered in the control plane's process
+It stands on floor 2 beside the portal (docs/internals.md): it reads the
+key cache, the guardrails and the store through the control plane serving
+it, and control cannot import it. So cli/server.py hands `mount` to
+`serve(..., extend=)` and `run_worker(..., extend=)` (with the portal's),
+and the admin API's routes by `mount_admin`.
+
+- servers.py: registering a server, its secrets sealed; what it is sent.
+- upstream.py: asking a server (streamable HTTP, or this cluster's own tools in-process).
+- gateway.py: the servers and tools in memory, grants, bounds, rate, breaker, audit, metrics.
+- guarding.py: the caller's guardrail policies on the arguments and on the answer.
+- transport.py: /mcp itself (JSON-RPC 2.0 over the streamable HTTP transport).
+- admin.py: /api/v1/mcp/servers.
+- cluster.py: ClusterTools, `llmgw.cluster_status`, `list_nodes`, … answered in the control plane's process.
 """
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from aiohttp import web
+
+from llmgw.mcp.gateway import Gateway
+from llmgw.mcp.transport import GATEWAY, other, post
+
+__all__ = ["Gateway", "gateway_of", "mount", "mount_admin"]
+
+# The gateway each process's plane serves, for the admin routes on the same plane to say a server changed.
+_GATEWAYS: weakref.WeakKeyDictionary[Any, Gateway] = weakref.WeakKeyDictionary()
+
+
+def gateway_of(plane: Any) -> Gateway | None:
+    return _GATEWAYS.get(plane)
+
+
+def mount(app: web.Application, plane: Any) -> None:
+    """Add /mcp to a client app; `plane` is the process serving it (a control plane or a worker)."""
+    gateway = Gateway(plane, plane.registry)
+    _GATEWAYS[plane] = gateway
+    app[GATEWAY] = gateway
+    app.router.add_post("/mcp", post)
+    app.router.add_get("/mcp", other)  # and HEAD
+    app.router.add_delete("/mcp", other)
+
+    async def start(_: web.Application) -> None:
+        await gateway.start()
+
+    async def stop(_: web.Application) -> None:
+        await gateway.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+
+
+def mount_admin(app: web.Application, plane: Any) -> None:
+    """Add /api/v1/mcp/servers to the admin API's app."""
+    from llmgw.mcp.admin import register
+
+    register(app)

@@ -27,6 +27,7 @@ from llmgw.store.records import (
     JoinToken,
     Lease,
     Limits,
+    McpServer,
     Membership,
     NodeRecord,
     NodeCertificate,
@@ -49,7 +50,8 @@ from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
-    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "Membership", "Org", "Person", "Project", "ProjectCache",
+    "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "McpServer", "Membership", "Org", "Person", "Project",
+    "ProjectCache",
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
@@ -312,6 +314,15 @@ class Store(Protocol):
     # Lines' outcomes with their usage rows, one transaction, pending lines only: (done, failed) recorded.
     async def finish_lines(self, batch_id: str, results: Sequence[LineResult]) -> tuple[int, int]: ...
     async def batch_lines(self, batch_id: str, state: str | None = None) -> list[BatchLine]: ...
+
+    # the company's MCP servers behind /mcp (docs/mcp.md); secret headers arrive sealed by llmgw.mcp
+    async def add_mcp_server(self, server: McpServer) -> McpServer: ...  # version 1; Conflict on a name in use
+    # Compare-and-set on `expected_version`, as put_model; Conflict naming the version now, StoreError for none.
+    async def put_mcp_server(self, server: McpServer, expected_version: int) -> McpServer: ...
+    async def get_mcp_server(self, name: str) -> McpServer | None: ...
+    async def list_mcp_servers(self) -> list[McpServer]: ...  # by name
+    async def delete_mcp_server(self, name: str) -> bool: ...  # whether there was one
+
 
 async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:
     """Open the store at `url` and bring its schema up to this program's.

@@ -137,6 +137,7 @@ class Limits:
     period: str | None = None
     models: list[str] | None = None
     expires_at: float | None = None
+    tools: list[str] | None = None  # `server.tool` patterns (docs/mcp.md); [] closes the level to every tool
 
 
 @dataclass
@@ -199,6 +200,37 @@ class UsageDay:
     cached_tokens: int
     completion_tokens: int
     cost_micros: int
+
+
+@dataclass
+class McpServer:
+    """A company's MCP server behind /mcp (docs/mcp.md).
+
+    `headers` are sent as they are; `header_refs` name where a header's
+    value is read at each call (a file, env:NAME, store:NAME); `sealed` is
+    the secret headers as one JSON object sealed under the master key
+    (llmgw.mcp.servers seals and unseals it), of which `secret_names` are
+    the header names, for listings. A stdio server's `url` is `stdio:` and
+    its command line, and its headers are its environment instead. `version`
+    rises by one with each change.
+    """
+
+    name: str
+    url: str
+    description: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    header_refs: dict[str, str] = field(default_factory=dict)
+    secret_names: list[str] = field(default_factory=list)
+    sealed: bytes | None = None
+    timeout: float = 60.0
+    rate: int | None = None
+    disabled: bool = False
+    allow_private: bool = False
+    run_as: str | None = None  # a stdio server's user: None llmgw's unprivileged one, "" the control plane's
+    version: int = 1
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    updated_by: str = ""
 
 
 @dataclass

@@ -8,9 +8,10 @@ Upserts use `INSERT … ON CONFLICT`, which both dialects share.
 SQLStore is made of one mixin per domain, each the SQL of one idea:
 sql_account.py (people, sessions, the tenancy tree, API keys), sql_usage.py
 (limits, the answer cache's setting, usage rows), sql_cluster.py (audit,
-leases, settings, trust), sql_catalog.py (models, nodes, replicas) and
+leases, settings, trust), sql_catalog.py (models, nodes, replicas),
 sql_scim.py (SCIM provisioning's users and groups), sql_batch.py (files and
-batches) and sql_notify.py (the notification webhooks and their deliveries).
+batches), sql_notify.py (the notification webhooks and their deliveries) and
+sql_mcp.py (the company's MCP servers).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from llmgw.store.sql_account import AccountSQL
 from llmgw.store.sql_batch import BatchSQL
 from llmgw.store.sql_catalog import CatalogSQL
 from llmgw.store.sql_cluster import ClusterSQL
+from llmgw.store.sql_mcp import McpSQL
 from llmgw.store.sql_notify import NotifySQL
 from llmgw.store.sql_scim import ScimSQL
 from llmgw.store.sql_usage import UsageSQL
 
 
-class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, NotifySQL):
+class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, NotifySQL, McpSQL):
     """The Store protocol over a Driver. See llmgw.store.Store for each method."""
 
     def __init__(self, db: Driver) -> None:

@@ -13,7 +13,7 @@ from llmgw.store.errors import StoreError
 from llmgw.store.records import SCOPES, Limits, ProjectCache, Usage, UsageDay
 from llmgw.store.sql_json import dump_json, load_json
 
-_LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at"
+_LIMITS = "scope, scope_id, rpm, tpm, budget_micros, period, models, expires_at, tools"
 _USAGE = (
     "id, at, key_id, project_id, model, endpoint, status, prompt_tokens, cached_tokens, "
     "completion_tokens, cost_micros, ttft_ms, duration_ms, cache, detail, answer_id, person_id, batch_id"
@@ -145,7 +145,7 @@ def _upsert(table: str, key: str) -> str:
 
 
 def _limits(r: Row) -> Limits:
-    return Limits(r[0], r[1], r[2], r[3], r[4], r[5], load_json(r[6]), r[7])
+    return Limits(r[0], r[1], r[2], r[3], r[4], r[5], load_json(r[6]), r[7], load_json(r[8]))
 
 
 def _usage(r: Row) -> Usage:
@@ -207,12 +207,12 @@ class UsageSQL:
 
     async def put_limits(self, limits: Limits) -> None:
         await self._db.execute(
-            f"INSERT INTO limits ({_LIMITS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            f"INSERT INTO limits ({_LIMITS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
             "ON CONFLICT (scope, scope_id) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, "
             "budget_micros = excluded.budget_micros, period = excluded.period, "
-            "models = excluded.models, expires_at = excluded.expires_at",
+            "models = excluded.models, expires_at = excluded.expires_at, tools = excluded.tools",
             limits.scope, limits.scope_id, limits.rpm, limits.tpm, limits.budget_micros,
-            limits.period, dump_json(limits.models), limits.expires_at,
+            limits.period, dump_json(limits.models), limits.expires_at, dump_json(limits.tools),
         )
 
     async def list_budgets(self) -> list[Limits]:

@@ -317,7 +317,7 @@ async def limits_put(request: web.Request) -> web.Response:
             changes["budget_micros"] = None if given["budget"] is None else parse_money(str(given["budget"]))
         except LimitError as e:
             raise Refused(400, f"--budget: {e}", "invalid_request") from None
-    for name in ("period", "models"):
+    for name in ("period", "models", "tools"):
         if name in given:
             changes[name] = given[name]
     if "expires" in given:
@@ -326,7 +326,7 @@ async def limits_put(request: web.Request) -> web.Response:
                 Duration.parse(str(given["expires"])))
         except ValueError as e:
             raise Refused(400, f"--expires: {e}", "invalid_request") from None
-    unknown = sorted(set(given) - {"rpm", "tpm", "budget", "period", "models", "expires"})
+    unknown = sorted(set(given) - {"rpm", "tpm", "budget", "period", "models", "expires", "tools"})
     if unknown:
         raise Refused(400, f"unknown limit {', '.join(unknown)}", "invalid_request")
     result = await plane.accounts.set_limits(actor(request), scope, ident, changes,
@@ -375,4 +375,8 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import webhooks
 
     webhooks.register(r)
+    # Routes from a floor above (the MCP servers', llmgw.mcp): behind the same token middleware.
+    extend_admin = getattr(getattr(plane, "extend", None), "admin", None)
+    if extend_admin is not None:
+        extend_admin(app, plane)
     return app

@@ -1,0 +1,120 @@
+"""/api/v1/mcp/servers on the admin API: what `llmgw ctl mcp` calls.
+
+Mounted by the control plane's admin app through the same hook that puts
+/mcp on the client port (cli/server.py), so every route here is behind the
+admin API's token middleware like any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from llmgw.control.adminapi import PLANE, Refused, actor, body
+from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
+from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
+from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Upstream, UpstreamError
+from llmgw.router.targets import providers_session
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+def _servers(request: web.Request) -> Servers:
+    plane = request.app[PLANE]
+    return Servers(plane.store, plane.cfg.data_dir, plane.cfg)
+
+
+def _told(request: web.Request) -> None:
+    from llmgw.mcp import gateway_of
+
+    gateway = gateway_of(request.app[PLANE])
+    if gateway is not None:
+        gateway.changed()
+
+
+async def _refusing(coro):
+    try:
+        return await coro
+    except ServerError as e:
+        raise Refused(e.status, str(e), e.code) from None
+
+
+async def servers_list(request: web.Request) -> web.Response:
+    return _json(await _servers(request).list())
+
+
+async def servers_add(request: web.Request) -> web.Response:
+    data = await body(request)
+    servers = _servers(request)
+    replace = bool(data.pop("replace", False))
+    name = data.get("name")
+    if replace and isinstance(name, str) and await request.app[PLANE].store.get_mcp_server(name) is not None:
+        data.pop("name")
+        view = await _refusing(servers.update(actor(request), name, data))
+        _told(request)
+        return _json(view)
+    view = await _refusing(servers.add(actor(request), data))
+    _told(request)
+    return _json(view, 201)
+
+
+async def servers_update(request: web.Request) -> web.Response:
+    data = await body(request)
+    data.pop("name", None)
+    view = await _refusing(_servers(request).update(actor(request), request.match_info["name"], data))
+    _told(request)
+    return _json(view)
+
+
+async def servers_remove(request: web.Request) -> web.Response:
+    view = await _refusing(_servers(request).remove(actor(request), request.match_info["name"]))
+    _told(request)
+    return _json(view)
+
+
+async def servers_test(request: web.Request) -> web.Response:
+    """The server's tools, asked now with its credentials: whether llmgw can reach it, and what it offers."""
+    plane = request.app[PLANE]
+    servers = _servers(request)
+    record = await _refusing(servers.get(request.match_info["name"]))
+    session = None
+    upstream: Upstream
+    if record.url == IN_PROCESS:
+        upstream = InProcessUpstream(plane)
+    elif record.url.startswith(STDIO):
+        upstream = stdio_upstream(record, servers)
+    else:
+        session = aiohttp.ClientSession() if record.allow_private else providers_session()
+
+        async def headers() -> dict[str, str]:
+            try:
+                return await servers.credentials(record)
+            except ServerError as e:
+                raise UpstreamError(str(e)) from None
+
+        upstream = HttpUpstream(record.name, record.url, headers, session, record.timeout)
+    try:
+        tools = await upstream.list_tools()
+    except UpstreamError as e:
+        raise Refused(502, str(e), "server_failed") from None
+    finally:
+        if session is not None:
+            await session.close()
+        if isinstance(upstream, StdioUpstream):
+            await upstream.close()
+    return _json({"name": record.name, "tools": [
+        {"name": f"{record.name}.{t['name']}", "description": t.get("description") or ""} for t in tools]})
+
+
+def register(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/v1/mcp/servers", servers_list)
+    r.add_post("/api/v1/mcp/servers", servers_add)
+    r.add_patch("/api/v1/mcp/servers/{name}", servers_update)
+    r.add_delete("/api/v1/mcp/servers/{name}", servers_remove)
+    r.add_post("/api/v1/mcp/servers/{name}/test", servers_test)
