@@ -140,19 +140,27 @@ def _load(args) -> tuple:
 
 class _ClientPort:
     """What floor 2 adds to the control plane's apps: /mcp (docs/mcp.md), then the portal's pages
-    (docs/portal.md), whose catch-all must come after /mcp; and the MCP servers' admin routes."""
+    (docs/portal.md), whose catch-all must come after /mcp; and the MCP servers' admin routes.
+    One a process: the admin routes tell the gateway this process serves, if any, of a change."""
+
+    def __init__(self) -> None:
+        self.gateway: Any = None  # llmgw.mcp.Gateway, once the client app is mounted here
 
     def __call__(self, app, plane) -> None:
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
 
-        mount_mcp(app, plane)
+        self.gateway = mount_mcp(app, plane)
         mount_portal(app, plane)
 
     def admin(self, app, plane) -> None:
         from llmgw.mcp import mount_admin
 
-        mount_admin(app, plane)
+        mount_admin(app, plane, self._changed)
+
+    def _changed(self) -> None:
+        if self.gateway is not None:
+            self.gateway.changed()
 
 
 def run_server(args) -> int:

@@ -17,7 +17,7 @@ and the admin API's routes by `mount_admin`.
 
 from __future__ import annotations
 
-import weakref
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -25,20 +25,13 @@ from aiohttp import web
 from llmgw.mcp.gateway import Gateway
 from llmgw.mcp.transport import GATEWAY, other, post
 
-__all__ = ["Gateway", "gateway_of", "mount", "mount_admin"]
-
-# The gateway each process's plane serves, for the admin routes on the same plane to say a server changed.
-_GATEWAYS: weakref.WeakKeyDictionary[Any, Gateway] = weakref.WeakKeyDictionary()
+__all__ = ["Gateway", "mount", "mount_admin"]
 
 
-def gateway_of(plane: Any) -> Gateway | None:
-    return _GATEWAYS.get(plane)
-
-
-def mount(app: web.Application, plane: Any) -> None:
-    """Add /mcp to a client app; `plane` is the process serving it (a control plane or a worker)."""
+def mount(app: web.Application, plane: Any) -> Gateway:
+    """Add /mcp to a client app; `plane` is the process serving it (a control plane or a worker).
+    Returns its gateway, for the admin routes of the same process to tell of a change (mount_admin)."""
     gateway = Gateway(plane, plane.registry)
-    _GATEWAYS[plane] = gateway
     app[GATEWAY] = gateway
     app.router.add_post("/mcp", post)
     app.router.add_get("/mcp", other)  # and HEAD
@@ -52,10 +45,12 @@ def mount(app: web.Application, plane: Any) -> None:
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
+    return gateway
 
 
-def mount_admin(app: web.Application, plane: Any) -> None:
-    """Add /api/v1/mcp/servers to the admin API's app."""
+def mount_admin(app: web.Application, plane: Any, changed: Callable[[], None]) -> None:
+    """Add /api/v1/mcp/servers to the admin API's app; `changed()` tells this process's gateway at once
+    (with worker processes there is none here, and theirs read the change within their poll)."""
     from llmgw.mcp.admin import register
 
-    register(app)
+    register(app, changed)

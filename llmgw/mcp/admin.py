@@ -7,6 +7,7 @@ admin API's token middleware like any other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -16,7 +17,7 @@ from aiohttp import web
 from llmgw.control.adminapi import PLANE, Refused, actor, body
 from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
-from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Upstream, UpstreamError
+from llmgw.mcp.upstream import CLUSTER_TOOLS_PATH, HttpUpstream, InProcessUpstream, Upstream, UpstreamError
 from llmgw.router.targets import providers_session
 
 
@@ -29,12 +30,12 @@ def _servers(request: web.Request) -> Servers:
     return Servers(plane.store, plane.cfg.data_dir, plane.cfg)
 
 
-def _told(request: web.Request) -> None:
-    from llmgw.mcp import gateway_of
+# Tells the gateway of this process, if it serves /mcp, that the servers changed (llmgw.mcp.mount_admin).
+CHANGED: web.AppKey[Callable[[], None]] = web.AppKey("llmgw.mcp.servers_changed")
 
-    gateway = gateway_of(request.app[PLANE])
-    if gateway is not None:
-        gateway.changed()
+
+def _told(request: web.Request) -> None:
+    request.app[CHANGED]()
 
 
 async def _refusing(coro):
@@ -111,8 +112,19 @@ async def servers_test(request: web.Request) -> web.Response:
         {"name": f"{record.name}.{t['name']}", "description": t.get("description") or ""} for t in tools]})
 
 
-def register(app: web.Application) -> None:
+async def cluster_tool(request: web.Request) -> web.Response:
+    """One of the cluster's own tools, for a worker process's /mcp (upstream.InProcessUpstream): the worker
+    has granted, guarded and will audit the call; this process has the cluster to answer it from."""
+    from llmgw.mcp.cluster import ClusterTools
+
+    arguments = await body(request)
+    return _json(await ClusterTools(request.app[PLANE]).call(request.match_info["name"], arguments))
+
+
+def register(app: web.Application, changed: Callable[[], None]) -> None:
+    app[CHANGED] = changed
     r = app.router
+    r.add_post(CLUSTER_TOOLS_PATH + "{name}", cluster_tool)
     r.add_get("/api/v1/mcp/servers", servers_list)
     r.add_post("/api/v1/mcp/servers", servers_add)
     r.add_patch("/api/v1/mcp/servers/{name}", servers_update)

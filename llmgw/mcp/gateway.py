@@ -137,9 +137,16 @@ class Gateway:
             served = self._served.get(name)
             if served is not None and served.record.version == record.version:
                 continue
+            try:
+                upstream = self._upstream(record)
+            except Exception:
+                # One server that cannot be set up (a stdio user gone, a bug) must not keep every other
+                # server's change from being read; it is tried again at the next poll.
+                log.exception("the MCP server %s could not be set up; the others are served", name)
+                continue
             if served is not None:
                 self._drop(name)
-            self._served[name] = Served(record, self._upstream(record))
+            self._served[name] = Served(record, upstream)
         now = time.monotonic()
         for served in self._served.values():
             if not served.record.disabled and now - served.tools_at > TOOLS_TTL:

@@ -19,6 +19,8 @@ import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from urllib.parse import quote
+
 import aiohttp
 import orjson
 
@@ -27,6 +29,11 @@ PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "llmgw", "version": "1"}
 
 Progress = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+# A worker process asks the main process for the cluster's own tools here (mcp/admin.py).
+CLUSTER_TOOLS_PATH = "/api/v1/mcp/cluster-tools/"
+MAIN_PROCESS_TIMEOUT = 30.0
 
 
 class UpstreamError(Exception):
@@ -181,29 +188,43 @@ def _reason(e: aiohttp.ClientError) -> str:
 
 
 class InProcessUpstream:
-    """This cluster's own read-only tools (`--url llmgw:admin`), answered in the control plane's process."""
+    """This cluster's own read-only tools (`--url llmgw:admin`), answered in the control plane's process.
+
+    A worker process serving /mcp (`workers` above 1) has the client port
+    but not the cluster (agents, the lease, the catalog's state live in the
+    main process), so it asks the main process over its admin API on
+    loopback, with the admin token, the way `llmgw ctl` would.
+    """
 
     def __init__(self, plane: Any):
-        self._plane = plane
-        self._tools: Any = None
+        from llmgw.control.workers.worker import Worker
+        from llmgw.mcp.cluster import ClusterTools
 
-    def _cluster(self) -> Any:
-        if self._tools is None:
-            import importlib
+        self._tools = ClusterTools(plane)
+        self._main: Any = None
+        if isinstance(plane, Worker):
+            from llmgw.control.adminclient import AdminClient
 
-            # Found when asked: the cluster's tools are a module of their own (cluster.py), and a
-            # build without it still serves every other server.
-            try:
-                module = importlib.import_module("llmgw.mcp.cluster")
-            except ModuleNotFoundError:
-                raise UpstreamError("this llmgw does not answer the cluster's own tools (llmgw:admin)") from None
-            self._tools = module.ClusterTools(self._plane)
-        return self._tools
+            admin = plane.cfg.listen.admin
+            host = "127.0.0.1" if admin.all_interfaces else admin.host
+            self._main = AdminClient(f"[{host}]:{admin.port}" if ":" in host else f"{host}:{admin.port}",
+                                     plane.cfg.admin_token_path, timeout=MAIN_PROCESS_TIMEOUT, via="mcp")
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        return list(self._cluster().tools())
+        return list(self._tools.tools())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress: Progress | None = None,
                         caller: Mapping[str, str] | None = None) -> dict[str, Any]:
-        result = await self._cluster().call(name, arguments)
-        return dict(result)
+        if self._main is None:
+            return dict(await self._tools.call(name, arguments))
+        from llmgw.control.adminclient import AdminError
+
+        try:
+            answer = await asyncio.to_thread(self._main.call, "POST", CLUSTER_TOOLS_PATH + quote(name, safe=""),
+                                             arguments)
+        except AdminError as e:
+            raise UpstreamError(f"the control plane's main process did not answer its cluster tool {name}: {e}") \
+                from None
+        if not isinstance(answer, dict):
+            raise UpstreamError(f"the control plane's main process answered its cluster tool {name} with no result")
+        return answer

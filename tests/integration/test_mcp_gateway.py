@@ -322,3 +322,49 @@ def test_ctl_mcp_registers_lists_tests_disables_and_removes_a_server(gw, company
     assert missing.returncode == 1 and "no MCP server named desk" in missing.stderr
     actions = {r["action"] for r in gw.ctl_json("ctl", "audit", "--limit", "200")}
     assert {"mcp.server.add", "mcp.server.update", "mcp.server.remove"} <= actions
+
+
+def _cluster_tools_granted(server) -> str:
+    """A key granted the cluster's own tools alone, once `llmgw` is registered as llmgw:admin."""
+    added = server.ctl("ctl", "mcp", "add", "llmgw", "--url", "llmgw:admin")
+    assert added.returncode == 0, added.stderr
+    made = server.ctl_json("keys", "create", "ops-agent", "--project", "Acme/ops/agents")
+    granted = server.ctl("keys", "limits", "--scope", "key", "--id", made["id"], "--tools", "llmgw.*")
+    assert granted.returncode == 0, granted.stderr
+    wait_until(lambda: len(tools(server, made["key"])) == 6, 20, "the granted key saw the cluster's tools",
+               interval=0.2)
+    return made["key"]
+
+
+def test_the_clusters_own_tools_are_granted_like_any_other_and_say_what_ctl_says(gw):
+    key = _cluster_tools_granted(gw)
+    assert sorted(tools(gw, key)) == ["llmgw.cluster_status", "llmgw.explain_placement", "llmgw.list_models",
+                                      "llmgw.list_nodes", "llmgw.list_replicas", "llmgw.node_logs"]
+    # A key granted co.* only does not see them.
+    assert not any(t.startswith("llmgw.") for t in tools(gw, gw.key))
+
+    status = call(gw, key, "llmgw.cluster_status", {})
+    assert not status.is_error
+    assert status.structured_content["answered_by"] == {"control_plane": "gw", "role": "leader", "leader": "gw"}
+    assert "gw" in _text(status)
+    missing = call(gw, key, "llmgw.explain_placement", {})
+    assert missing.is_error and '"model"' in _text(missing)
+    audit = gw.ctl_json("ctl", "audit", "--limit", "20")
+    assert any(e["action"] == "mcp.call" and e["target"] == "llmgw.cluster_status" for e in audit)
+
+
+def test_with_worker_processes_the_clusters_own_tools_are_answered_by_the_main_process(tmp_path):
+    # A worker serves /mcp but holds no cluster: it asks the main process over the admin API on loopback.
+    server = Server(tmp_path, "gw2", config=write_config(tmp_path / "server.yaml", {"workers": 2}))
+    assert server.init().returncode == 0
+    server.start()
+    try:
+        key = _cluster_tools_granted(server)
+        for _ in range(4):  # over new connections, so both workers answer some
+            status = call(server, key, "llmgw.cluster_status", {})
+            assert not status.is_error, _text(status)
+            assert status.structured_content["answered_by"]["control_plane"] == "gw2"
+        nodes = call(server, key, "llmgw.node_logs", {"node": "node-z"})
+        assert nodes.is_error and "there is no node node-z" in _text(nodes)
+    finally:
+        server.stop()
