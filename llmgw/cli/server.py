@@ -156,10 +156,16 @@ class _ClientPort:
     def admin(self, app, plane) -> None:
         from llmgw.mcp import mount_admin
 
-        mount_admin(app, plane, self._changed)
+        mount_admin(app, plane, lambda: self._told(plane))
 
-    def _changed(self) -> None:
-        if self.gateway is not None:
+    def _told(self, plane) -> None:
+        """The admin API changed the MCP servers: this process's gateway, and its workers', read them now."""
+        self.changed("mcp")
+        if getattr(plane, "workers", None) is not None:
+            plane.workers.part_changed("mcp")
+
+    def changed(self, part: str) -> None:
+        if part == "mcp" and self.gateway is not None:
             self.gateway.changed()
 
 

@@ -12,7 +12,7 @@ Budgets.snapshot(), Lender.lend()): lists whose shape those classes own,
 so they are `list[Any]` here and checked where they are merged.
 
 Main process → worker: Hello (first, once), Serve, LeaseNow, RoutesNow,
-Shared, Lent, Orphans, KeysChanged, Trip (one worker's, passed on).
+Shared, Lent, Orphans, KeysChanged, Trip (one worker's, passed on), PartChanged.
 Worker → main process: Ready, Serving, Failed, Counts, Borrow, Trip, KeysChanged (its portal's, fanned out).
 """
 
@@ -96,6 +96,14 @@ class KeysChanged:
     clear: bool = False
 
 
+@dataclass
+class PartChanged:
+    """What the client port's extension serves changed through the main process's admin API (the MCP
+    servers: part "mcp"): each worker's own copy is read again now rather than at its next poll."""
+
+    part: str
+
+
 # --- worker → main process ---------------------------------------------------------------------
 
 
@@ -150,13 +158,13 @@ class Trip:
     reason: str = ""
 
 
-Message = (Hello | Serve | LeaseNow | RoutesNow | Shared | Lent | Orphans | KeysChanged
+Message = (Hello | Serve | LeaseNow | RoutesNow | Shared | Lent | Orphans | KeysChanged | PartChanged
            | Ready | Serving | Failed | Counts | Borrow | Trip)
 
 MESSAGES: dict[str, type] = {
     "hello": Hello, "serve": Serve, "lease": LeaseNow, "routes": RoutesNow, "shared": Shared, "lent": Lent,
     "orphans": Orphans, "keys": KeysChanged, "ready": Ready, "serving": Serving, "failed": Failed,
-    "counts": Counts, "borrow": Borrow, "trip": Trip,
+    "counts": Counts, "borrow": Borrow, "trip": Trip, "part": PartChanged,
 }
 TYPE_OF: dict[type, str] = {cls: name for name, cls in MESSAGES.items()}
 

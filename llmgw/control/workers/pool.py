@@ -35,6 +35,7 @@ from llmgw.control.workers.messages import (
     Lent,
     Message,
     Orphans,
+    PartChanged,
     Ready,
     RoutesNow,
     Serve,
@@ -362,6 +363,10 @@ class WorkerPool:
     def keys_changed(self, key_id: str | None) -> None:
         """A key revoked (its id) or every key's limits changed (None): drop them from every worker's cache."""
         self._broadcast(KeysChanged(invalidate=key_id) if key_id else KeysChanged(clear=True))
+
+    def part_changed(self, part: str) -> None:
+        """Something the client port's extension serves changed here (the MCP servers): every worker reads it."""
+        self._broadcast(PartChanged(part))
 
     def _broadcast(self, message: Message) -> None:
         for slot in self.slots:

@@ -31,6 +31,7 @@ from llmgw.control.workers.messages import (
     LeaseNow,
     Lent,
     Orphans,
+    PartChanged,
     Ready,
     RoutesNow,
     Serve,
@@ -351,6 +352,10 @@ class Worker:
                 self._serve.set()
             elif isinstance(message, Orphans):
                 await self._adopt(set(message.sockets) - {self.index})
+            elif isinstance(message, PartChanged):
+                changed = getattr(self.extend, "changed", None)
+                if changed is not None:
+                    changed(message.part)
             elif isinstance(message, KeysChanged):
                 # The cache itself, not self.keys: what the main process fans out is not told back to it.
                 cache = _made(self._keys, "key cache")
