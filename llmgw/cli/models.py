@@ -383,6 +383,8 @@ def run_replicas(args) -> int:
 
 
 def run_explain(args) -> int:
+    from llmgw.control.catalog.explain import action_line
+
     e = _client(args).call("GET", _path(args.model) + "/placement")
     if args.json:
         emit_json(e)
@@ -406,20 +408,5 @@ def run_explain(args) -> int:
         print()
         print("a placement pass now would:")
         for a in e["actions"]:
-            print(f"  {_action(a)}")
+            print(f"  {action_line(a)}")
     return 0
-
-
-def _action(a: dict) -> str:
-    kind = a["action"]
-    if kind == "start":
-        cards = f" on GPUs {','.join(map(str, a['gpus']))}" if a["gpus"] else ""
-        return f"start {a['shard_id']} on {a['node_id']}{cards} (profile {a['profile_index']}): {a['reason']}"
-    if kind in ("stop", "lost"):
-        return f"{kind} {a['shard_id']} on {a['node_id']}: {a['reason']}"
-    if kind == "wait":
-        return f"wait: {a['reason']}"
-    if kind == "purge":
-        return f"delete {', '.join(a['sources'])} on {a['node_id']}"
-    return f"{kind} {a.get('model', '')}"
-

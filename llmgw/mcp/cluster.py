@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llmgw.control.catalog.explain import action_line
 from llmgw.control.adminapi import Refused, status_of
 from llmgw.control.adminapi.logs import node_logs_of
 from llmgw.control.adminapi.models import catalog_of
@@ -240,7 +241,7 @@ class ClusterTools:
         if rows:
             lines += ["", _table(["node", "verdict", "here", "why"], rows)]
         if e["actions"]:
-            lines += ["", "a placement pass now would:"] + [f"  {_action(a)}" for a in e["actions"]]
+            lines += ["", "a placement pass now would:"] + [f"  {action_line(a)}" for a in e["actions"]]
         return "\n".join(lines), {"answered_by": self._answered_by(), **e}
 
     async def node_logs(self, args: Arguments) -> Answer:
@@ -438,20 +439,6 @@ def _detail(r: dict[str, Any]) -> str:
         said = f"{done / 2**30:.1f} of {total / 2**30:.1f} GiB" if total else f"{done / 2**30:.1f} GiB"
         return f"{fetch.get('phase') or 'fetching'} {said}"
     return r["message"] or ""
-
-
-def _action(a: dict[str, Any]) -> str:
-    kind = a["action"]
-    if kind == "start":
-        cards = f" on GPUs {','.join(map(str, a['gpus']))}" if a["gpus"] else ""
-        return f"start {a['shard_id']} on {a['node_id']}{cards} (profile {a['profile_index']}): {a['reason']}"
-    if kind in ("stop", "lost"):
-        return f"{kind} {a['shard_id']} on {a['node_id']}: {a['reason']}"
-    if kind == "wait":
-        return f"wait: {a['reason']}"
-    if kind == "purge":
-        return f"delete {', '.join(a['sources'])} on {a['node_id']}"
-    return f"{kind} {a.get('model', '')}"
 
 
 def _count(n: int, what: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from llmgw.agent.supervisor.users import RunAs, UserError, resolve
-from llmgw.mcp.upstream import CLIENT_INFO, MAX_ANSWER, PROTOCOL_VERSION, Progress, UpstreamError
+from llmgw.mcp.upstream import CLIENT_INFO, MAX_ANSWER, PROTOCOL_VERSION, Progress, UpstreamError, every_tool
 
 log = logging.getLogger("llmgw.mcp")
 
@@ -58,15 +58,7 @@ class StdioUpstream:
         self._stderr: deque[str] = deque(maxlen=20)
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        tools: list[dict[str, Any]] = []
-        cursor = None
-        for _ in range(100):
-            result = await self._request("tools/list", {"cursor": cursor} if cursor else {}, None)
-            tools += [t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
-            cursor = result.get("nextCursor")
-            if not cursor:
-                break
-        return tools
+        return await every_tool(lambda params: self._request("tools/list", params, None))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress: Progress | None = None,
                         caller: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -40,6 +40,19 @@ class UpstreamError(Exception):
     """A server that could not be asked or answered wrongly, as a sentence naming the server, never a secret."""
 
 
+async def every_tool(ask: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A server's whole tool list, page by page (`ask` sends one tools/list with its params)."""
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):  # a server that pages forever is not followed forever
+        result = await ask({"cursor": cursor} if cursor else {})
+        tools += [t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    return tools
+
+
 class Upstream(Protocol):
     async def list_tools(self) -> list[dict[str, Any]]: ...  # MCP tool descriptors, names as the server has them
 
@@ -61,15 +74,7 @@ class HttpUpstream:
         self._ids = itertools.count(1)
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        tools: list[dict[str, Any]] = []
-        cursor = None
-        for _ in range(100):  # a server that pages forever is not followed forever
-            result = await self._request("tools/list", {"cursor": cursor} if cursor else {}, None, {})
-            tools += [t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
-            cursor = result.get("nextCursor")
-            if not cursor:
-                break
-        return tools
+        return await every_tool(lambda params: self._request("tools/list", params, None, {}))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress: Progress | None = None,
                         caller: Mapping[str, str] | None = None) -> dict[str, Any]:

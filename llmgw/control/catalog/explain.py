@@ -133,3 +133,17 @@ def action_view(action: Action) -> dict[str, Any]:
     doc = {"action": type(action).__name__.lower(), **dataclasses.asdict(action)}
     return doc
 
+
+def action_line(a: dict[str, Any]) -> str:
+    """An action_view() as the one line `ctl explain-placement` and the cluster's MCP tool print."""
+    kind = a["action"]
+    if kind == "start":
+        cards = f" on GPUs {','.join(map(str, a['gpus']))}" if a["gpus"] else ""
+        return f"start {a['shard_id']} on {a['node_id']}{cards} (profile {a['profile_index']}): {a['reason']}"
+    if kind in ("stop", "lost"):
+        return f"{kind} {a['shard_id']} on {a['node_id']}: {a['reason']}"
+    if kind == "wait":
+        return f"wait: {a['reason']}"
+    if kind == "purge":
+        return f"delete {', '.join(a['sources'])} on {a['node_id']}"
+    return f"{kind} {a.get('model', '')}"
