@@ -8,6 +8,7 @@ manager starts the new program.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import ssl as ssl_module
@@ -53,25 +54,53 @@ async def fetch_program(address: str, version: str, ssl: ssl_module.SSLContext |
 
 async def fetch_wheels(address: str, wheels: dict[str, str], ssl: ssl_module.SSLContext | None,
                        folder: Path) -> list[Path]:
-    """Each of `wheels` (name: sha256) not already in `folder`, fetched from the control plane and checked."""
+    """Each of `wheels` (name: sha256) not already in `folder`, fetched from the control plane and checked.
+
+    A node asks before each llama.cpp install; a wheel of ~100 MB hashed each time held its event loop
+    for a third of a second, so one checked here is marked (its digest, size and time beside it) and
+    hashed again only once the file changed. Hashing runs in a thread.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     got = []
     for name, digest in wheels.items():
         if "/" in name or not name.endswith(".whl"):
             continue
         target = folder / name
-        if target.is_file() and sha256_of(target) == digest:
+        if target.is_file() and (_marked(target, digest) or await asyncio.to_thread(sha256_of, target) == digest):
+            _mark(target, digest)
             got.append(target)
             continue
         partial = folder / (name + ".partial")
         await fetch_program(address, name, ssl, partial, WHEEL_PATH.format(name=name))
-        if sha256_of(partial) != digest:
+        if await asyncio.to_thread(sha256_of, partial) != digest:
             partial.unlink()
             raise ReleaseError(f"the wheel {name} fetched from control plane {address} does not match its sha256; "
                                "nothing was replaced")
         os.replace(partial, target)
+        _mark(target, digest)
         got.append(target)
     return got
+
+
+def _mark_of(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name + ".sha256")
+
+
+def _marked(wheel: Path, digest: str) -> bool:
+    """Whether `wheel` was checked against `digest` and has not changed since (size and mtime as then)."""
+    try:
+        st = wheel.stat()
+        return _mark_of(wheel).read_text().split() == [digest, str(st.st_size), str(st.st_mtime_ns)]
+    except OSError:
+        return False
+
+
+def _mark(wheel: Path, digest: str) -> None:
+    st = wheel.stat()
+    try:
+        _mark_of(wheel).write_text(f"{digest} {st.st_size} {st.st_mtime_ns}\n")
+    except OSError as e:  # not kept: the next install hashes it again, nothing worse
+        log.debug("the check of %s was not kept: %s", wheel, e)
 
 
 async def held_wheels(address: str, ssl: ssl_module.SSLContext | None) -> dict[str, str]:
