@@ -35,6 +35,8 @@ class Part:
     """What Enter lets you set, said in the settings dialog."""
     missing: str = "not built yet"
     """What a part that is not `built` is, on the list: not in the program, or in it but not placed by setup."""
+    docs: str = ""
+    """For a part in the program but not placed by setup: the page that says how to add it afterwards."""
 
 
 PARTS: tuple[Part, ...] = (
@@ -68,13 +70,15 @@ PARTS: tuple[Part, ...] = (
     Part("judge", "Guardrails' judge",
          "a small model that reads prompts and answers for harm",
          "the baseline policy still refuses secrets and masks card numbers, without a judge", built=False,
-         missing="not in setup yet"),
+         missing="not in setup yet", docs="docs/guardrails.md"),
     Part("firewall", "Firewall",
          "nftables: the client port open, the rest to the cluster",
          "the agent, metrics and engine ports are open to anyone who reaches this machine",
          settings="Rules written with nftables; the rule that keeps your SSH connection is written first."),
     Part("notify", "Notifications",
-         "webhooks told when something goes wrong", "nobody is told; look at llmgw ctl status", built=False),
+         "webhooks told when something goes wrong",
+         "nobody is told until a webhook is added (llmgw ctl webhooks add)", built=False,
+         missing="not in setup yet", docs="docs/webhooks.md"),
     Part("limits", "Limits and keys",
          "the longest an API key lives", "", always=True,
          settings="The longest lifetime of a new API key (e.g. 90d); empty is no limit."),
@@ -174,7 +178,7 @@ class Choices:
         part = PART[key]
         if not part.built:
             if part.missing != "not built yet":
-                return f"{part.name} is {part.missing}: add it once the cluster runs (docs/guardrails.md)."
+                return f"{part.name} is {part.missing}: add it once the cluster runs ({part.docs})."
             return f"{part.name} is not built yet in this version (docs/not-yet-built.md)."
         if part.always:
             return f"{part.name} is always part of an install."

@@ -14,6 +14,14 @@ def test_a_part_not_built_yet_cannot_be_turned_on_and_says_so():
     assert not c.is_on("mirror")
 
 
+def test_a_part_built_but_not_placed_by_setup_says_where_to_add_it_afterwards():
+    c = Choices()
+    assert c.toggle("notify") == "Notifications is not in setup yet: add it once the cluster runs (docs/webhooks.md)."
+    assert c.toggle("judge") == ("Guardrails' judge is not in setup yet: add it once the cluster runs "
+                                 "(docs/guardrails.md).")
+    assert not c.is_on("notify") and not c.is_on("judge")
+
+
 def test_a_part_that_is_always_there_stays_on():
     c = Choices()
     assert c.toggle("control") == "Control plane is always part of an install."
