@@ -150,8 +150,12 @@ class _ClientPort:
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
 
+        from llmgw.mcp.admin import PortalServers
+
         self.gateway = mount_mcp(app, plane)
-        mount_portal(app, plane)
+        # The portal's /admin/mcp changes servers through the same calls as the admin routes, telling this
+        # process's gateway (and, in the main process, its workers') as they do.
+        mount_portal(app, plane, mcp=PortalServers(plane, lambda: self._told(plane), self.gateway))
 
     def admin(self, app, plane) -> None:
         from llmgw.mcp import mount_admin

@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from llmgw.account import Actor
 from llmgw.control.adminapi import PLANE, Refused, actor, body
 from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
@@ -81,8 +82,13 @@ async def servers_remove(request: web.Request) -> web.Response:
 async def servers_test(request: web.Request) -> web.Response:
     """The server's tools, asked now with its credentials: whether llmgw can reach it, and what it offers."""
     plane = request.app[PLANE]
-    servers = _servers(request)
-    record = await _refusing(servers.get(request.match_info["name"]))
+    return _json(await _refusing(test_server(plane, _servers(request), request.match_info["name"])))
+
+
+async def test_server(plane: Any, servers: Servers, name: str) -> dict[str, Any]:
+    """A server's tools, asked now with its credentials (`ctl mcp test` and the portal's page): a
+    ServerError says why not."""
+    record = await servers.get(name)
     session = None
     upstream: Upstream
     if record.url == IN_PROCESS:
@@ -102,14 +108,51 @@ async def servers_test(request: web.Request) -> web.Response:
     try:
         tools = await upstream.list_tools()
     except UpstreamError as e:
-        raise Refused(502, str(e), "server_failed") from None
+        raise ServerError(str(e), 502, "server_failed") from None
     finally:
         if session is not None:
             await session.close()
         if isinstance(upstream, StdioUpstream):
             await upstream.close()
-    return _json({"name": record.name, "tools": [
-        {"name": f"{record.name}.{t['name']}", "description": t.get("description") or ""} for t in tools]})
+    return {"name": record.name, "tools": [
+        {"name": f"{record.name}.{t['name']}", "description": t.get("description") or ""} for t in tools]}
+
+
+class PortalServers:
+    """The MCP servers as the portal's /admin/mcp page changes them (cli/server.py hands it to the portal,
+    which cannot import this floor's neighbour): the same Servers calls as the routes above, each change
+    audited as the person signed in, and this process's gateway told as the routes tell it."""
+
+    def __init__(self, plane: Any, changed: Callable[[], None], gateway: Any = None):
+        self.plane, self.changed, self.gateway = plane, changed, gateway
+
+    def _servers(self) -> Servers:
+        return Servers(self.plane.store, self.plane.cfg.data_dir, self.plane.cfg)
+
+    async def list(self) -> list[dict[str, Any]]:
+        """Each server's view, with what this process's gateway knows of it (its breaker, its tools)."""
+        views = await self._servers().list()
+        for view in views:
+            view["state"] = self.gateway.state(view["name"]) if self.gateway is not None else None
+        return views
+
+    async def add(self, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+        view = await self._servers().add(actor, data)
+        self.changed()
+        return view
+
+    async def update(self, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
+        view = await self._servers().update(actor, name, data)
+        self.changed()
+        return view
+
+    async def remove(self, actor: Actor, name: str) -> dict[str, Any]:
+        view = await self._servers().remove(actor, name)
+        self.changed()
+        return view
+
+    async def test(self, name: str) -> dict[str, Any]:
+        return await test_server(self.plane, self._servers(), name)
 
 
 async def cluster_tool(request: web.Request) -> web.Response:

@@ -114,6 +114,17 @@ class Gateway:
         """A server was added, changed or removed here: read the table now, not at the next poll."""
         self._changed.set()
 
+    def state(self, name: str) -> dict[str, Any] | None:
+        """What this process knows of a server now, for the admin page: whether its breaker holds it out
+        (and for how long), its failures in a row, and how many tools it offered when last asked (None:
+        not asked yet). None: the server is not (yet) read here."""
+        served = self._served.get(name)
+        if served is None:
+            return None
+        left = served.open_until - time.monotonic()
+        return {"breaker": "open" if left > 0 else "closed", "open_for": max(0.0, left),
+                "failures": served.failures, "tools": None if served.tools is None else len(served.tools)}
+
     async def _poll(self) -> None:
         while True:
             try:

@@ -29,6 +29,7 @@ from llmgw.auth import SecretError, Secrets
 from llmgw.config.auth import STORE_SECRET_PREFIX
 from llmgw.config.keyfiles import own_secrets
 from llmgw.config.targets import host_refusal
+from llmgw.errors import ExpectedError
 from llmgw.store import AuditEntry, McpServer, Store
 from llmgw.trust import TrustError
 
@@ -44,8 +45,9 @@ _OURS = frozenset(h.lower() for h in ("X-Llmgw-Key", "X-Llmgw-User", "X-Llmgw-Pr
                                       "Mcp-Session-Id", "MCP-Protocol-Version", "Content-Length", "Host"))
 
 
-class ServerError(Exception):
-    """A server that cannot be registered or asked, as a sentence; `status` for the admin API."""
+class ServerError(ExpectedError):
+    """A server that cannot be registered or asked, as a sentence; `status` for the admin API and the
+    portal's page (which shows the sentence as it is: these are not in the catalogue yet)."""
 
     def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):
         super().__init__(message)

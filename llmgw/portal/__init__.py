@@ -57,10 +57,13 @@ def registered() -> Registry:
     return PAGES
 
 
-def mount(app: web.Application, plane: Any, *, registry: Registry | None = None) -> None:
+def mount(app: web.Application, plane: Any, *, registry: Registry | None = None, mcp: Any = None) -> None:
     """Add the portal's pages to a client app; `plane` is the PortalPlane (plane.py) serving it.
 
     `registry` is for tests that add a page of their own; by default every page module's pages.
+    `mcp` is the MCP servers' service for /admin/mcp (llmgw.mcp.admin.PortalServers), handed in by
+    cli/server.py since the portal and the MCP gateway stand side by side on one floor; None: that page
+    says the MCP gateway is not served here.
     """
     pages = registered() if registry is None else registry
     store = plane.store
@@ -70,7 +73,7 @@ def mount(app: web.Application, plane: Any, *, registry: Registry | None = None)
                     reports=UsageReports(store),
                     secrets=Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),
                     directory=DirectoryAccounts(store, accounts.people, accounts.audit),
-                    env=environment(), registry=pages, static=load_static())
+                    env=environment(), registry=pages, static=load_static(), mcp=mcp)
     app[PORTAL] = portal
     for portal_page in pages.pages:
         handler = wrap(portal_page)

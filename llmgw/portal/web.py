@@ -59,7 +59,7 @@ PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, o
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 FORM = web.RequestKey[MultiDictProxy[Any]]("form")
 NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
-             "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/usage", "/admin/audit",
+             "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/mcp", "/admin/usage", "/admin/audit",
              "/admin/sign-in", "/admin/settings")
 MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
@@ -168,6 +168,7 @@ class Portal:
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)
     oidc: OIDCClient = field(default_factory=OIDCClient)  # the provider's discovery and keys, cached
+    mcp: Any = None  # llmgw.mcp.admin.PortalServers, for /admin/mcp; None where /mcp is not served
 
     def catalog(self) -> Catalog:
         """The model catalog's service, acting as the page's viewer (its changes are audited)."""

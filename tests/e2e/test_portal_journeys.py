@@ -192,3 +192,27 @@ def test_signing_in_through_the_form_leads_to_the_page_asked_for(gateway, pages)
         page.click("button[type=submit]")
 
     assert urlparse(page.url).path == "/usage" and page.inner_text("h1") == "Usage"
+
+
+def test_an_mcp_server_added_through_the_admin_form_is_listed_and_its_tools_shown_when_tested(gateway, pages):
+    seen = pages("admin")
+    page = seen.page
+    page.goto(gateway.url + "/admin/mcp")
+    page.fill("#mcp-name", "cluster")
+    page.fill("#mcp-url", "llmgw:admin")
+    page.fill("#mcp-description", "This cluster's own tools")
+    page.fill("#mcp-secret-header", "X-Api-Token")
+    page.fill("#mcp-secret-value", "e2e-secret-7d41")
+
+    with page.expect_navigation() as answer:
+        page.click("form[action='/admin/mcp/add'] button[type=submit]")
+
+    assert answer.value.status == 200
+    assert page.inner_text("p.notice") == "The MCP server cluster was added."
+    row = page.inner_text("#mcp-cluster")
+    assert "This cluster's own tools" in row and "llmgw:admin" in row and "X-Api-Token" in row
+    assert "e2e-secret-7d41" not in page.content()
+    with page.expect_navigation():
+        page.click("form[action='/admin/mcp/cluster/test'] button[type=submit]")
+    assert "cluster.cluster_status" in page.inner_text("#tested")
+    seen.screenshot("admin-mcp-tested")

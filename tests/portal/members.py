@@ -17,6 +17,7 @@ from aiohttp import web
 
 from llmgw.account import Accounts, Actor
 from llmgw.config import ClusterSettings, ServerConfig
+from llmgw.events import Events
 from llmgw.portal import mount
 from llmgw.portal.member import CLOCK
 
@@ -51,7 +52,7 @@ class Plane:
         self.settings = SimpleNamespace(current=settings or ClusterSettings())
         self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
         self.keys = Keys()
-        self.router = SimpleNamespace(registry=SimpleNamespace(models={m: None for m in models}))
+        self.router = SimpleNamespace(registry=SimpleNamespace(models={m: None for m in models}), events=Events())
 
 
 def with_address(address: str) -> ClusterSettings:

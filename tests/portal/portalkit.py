@@ -10,6 +10,7 @@ import aiohttp
 from aiohttp import web
 
 from llmgw.config import ClusterSettings, ServerConfig
+from llmgw.events import Events
 from llmgw.portal import mount, registered
 from llmgw.portal.web import Registry
 
@@ -23,6 +24,7 @@ class Plane:
         self.store = store
         self.settings = SimpleNamespace(current=settings or ClusterSettings())
         self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
+        self.router = SimpleNamespace(events=Events())  # told of a key revoked here, as a router's are
 
 
 def portal_app(store, settings: ClusterSettings | None = None, *, pages: Registry | None = None,

@@ -16,6 +16,7 @@ import time
 from contextlib import asynccontextmanager
 from gettext import GNUTranslations
 from pathlib import Path
+from types import SimpleNamespace
 
 import aiohttp
 import openai
@@ -28,6 +29,7 @@ from babel.messages.pofile import read_po
 
 from llmgw.account import Accounts, Actor
 from llmgw.account.keycache import KeyCache
+from llmgw.events import Events
 from llmgw.accounting import Budgets
 from llmgw.config import ClusterSettings
 from llmgw.config.server import ServerConfig
@@ -50,6 +52,7 @@ class Plane:
         self.settings = settings
         self.cfg = cfg
         self.keys = KeyCache(store, lambda: 60.0)
+        self.router = SimpleNamespace(events=Events())  # what the pages tell of (a key revoked), as a router's
 
 
 @pytest.fixture
@@ -210,11 +213,15 @@ async def test_a_limits_change_reaches_a_key_already_in_the_cache(store, plane, 
     assert before.limits.rpm is None
     async with browser("ada@example.com") as ada:
         project = (await store.project_by_path("Acme", "ml", "app")).project.id
-        saved = await _post(ada, f"/admin/tree/project/{project}", {"rpm": "30", "models": "a, b"})
+        saved = await _post(ada, f"/admin/tree/project/{project}", {"rpm": "30", "models": "a, b",
+                                                                        "tools": "jira.*, db.query"})
         assert saved.status == 303
+        shown = await (await ada.get(f"/admin/tree/project/{project}")).text()
 
     after = await plane.keys.lookup(secret)
     assert after.limits.rpm == 30 and after.limits.allows_model("a") and not after.limits.allows_model("c")
+    assert after.limits.allows_tool("jira.search") and not after.limits.allows_tool("db.drop")
+    assert 'value="jira.*, db.query"' in shown
 
 
 async def test_the_keys_page_shows_fifty_a_page_and_the_rest_on_the_next(store, browser):

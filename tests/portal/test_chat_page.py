@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from llmgw.account import Accounts, Actor, ChatTokens
 from llmgw.account.sessions import chat_digest
 from llmgw.config import ClusterSettings, ServerConfig
+from llmgw.events import Events
 from llmgw.portal import mount
 from llmgw.store import Limits
 
@@ -35,7 +36,8 @@ class Plane:
         self.cfg = ServerConfig()  # data_dir: where sign-in's master key would be; these pages read none
         self.chat = ChatTokens(store, lambda: 5.0)
         self.router = SimpleNamespace(registry=SimpleNamespace(models={
-            "qwen": _model("chat", "completions"), "llama": _model("chat"), "embed": _model("embeddings")}))
+            "qwen": _model("chat", "completions"), "llama": _model("chat"), "embed": _model("embeddings")}),
+            events=Events())
 
 
 @pytest.fixture

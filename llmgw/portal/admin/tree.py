@@ -111,6 +111,8 @@ def _changes(posted: MultiDictProxy[str]) -> dict[str, Any]:
     changes["period"] = period or None
     models = [m.strip() for m in posted.get("models", "").split(",") if m.strip()]
     changes["models"] = models or None
+    tools = [t.strip() for t in posted.get("tools", "").split(",") if t.strip()]
+    changes["tools"] = tools or None  # MCP tools, as `keys limits --tools`: none named here narrows nothing
     return changes
 
 
