@@ -11,6 +11,7 @@ from llmgw.account import KeyCache
 from llmgw.auth.scim import make_token, mount
 from llmgw.config import ClusterSettings, ServerConfig
 from llmgw.config.auth import SCIMSettings
+from llmgw.events import Events
 from llmgw.portal import mount as mount_portal
 from llmgw.portal import registered
 
@@ -30,6 +31,7 @@ class Plane:
         self.settings = SimpleNamespace(current=settings_with(scim))
         self.cfg = replace(ServerConfig(), data_dir=data_dir)
         self.keys = KeyCache(store, ttl=lambda: 3600.0)  # an hour: only SCIM's clear() explains a refusal
+        self.router = SimpleNamespace(events=Events())  # the portal tells a revoked key's event to it
 
 
 def scim_app(plane: Plane) -> web.Application:
