@@ -21,8 +21,6 @@ from llmgw.config.targets import address_refusal
 
 log = logging.getLogger("llmgw.upstream")
 
-# Said once per address in the log, not once a request.
-_said: set[str] = set()
 
 
 class TargetRefused(OSError):
@@ -34,27 +32,32 @@ def refusing_socket(what: str, hint: str) -> Callable[[tuple], socket.socket]:
     resolved to. `what` names whose URL it is in the refusal ("outside providers", "webhooks"); `hint` says,
     in the log, how to allow it. The notification webhooks use it too (llmgw/notify)."""
 
+    # Each refused address is logged once per factory, i.e. per session (a router's, a webhook sender's):
+    # once a module-wide set, where one session's refusal hid another's, in the log and in the tests.
+    said: set[str] = set()
+
     def factory(addr_info: tuple) -> socket.socket:
         family, kind, proto, _, sockaddr = addr_info
         host = str(sockaddr[0])
         why = address_refusal(host)
         if why is not None:
-            if host not in _said and len(_said) < 1000:
-                _said.add(host)
+            if host not in said and len(said) < 1000:
+                said.add(host)
                 log.error("a URL of %s led to a refused address: %s; it is not connected to (%s)", what, why, hint)
             raise TargetRefused(f"{why}; {what} are not connected to it")
         return socket.socket(family=family, type=kind, proto=proto)
     return factory
 
 
-# aiohttp's socket_factory for outside providers: a socket, unless the address is refused.
-guarded_socket = refusing_socket("outside providers", "set the model's external.allow_private_targets: true if that "
-                                                      "provider really is there")
+def guarded_socket() -> Callable[[tuple], socket.socket]:
+    """aiohttp's socket_factory for outside providers: a socket, unless the address is refused."""
+    return refusing_socket("outside providers",
+                           "set the model's external.allow_private_targets: true if that provider really is there")
 
 
 def providers_session() -> aiohttp.ClientSession:
     """The session outside providers are sent through (see the module's docstring)."""
     # As the engines' session (router/service.py): no pool limit, admission decides.
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300,
-                                     socket_factory=guarded_socket)
+                                     socket_factory=guarded_socket())
     return aiohttp.ClientSession(connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",))
