@@ -215,21 +215,22 @@ def test_every_call_is_in_ctl_audit_with_the_arguments_digest_never_their_text(g
 
 
 def test_five_failures_in_a_row_take_a_server_out_and_its_tools_leave_the_list(gw, tmp_path):
-    flaky = Company(tmp_path, "flaky")
+    # A server that answers, then is stopped: every call after fails to connect, as a server down would.
+    gone = Company(tmp_path, "gone")
     try:
-        assert gw.ctl("ctl", "mcp", "add", "flaky", "--url", flaky.url, "--allow-private").returncode == 0
-        assert gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*,flaky.*").returncode == 0
-        wait_until(lambda: "flaky.echo" in tools(gw, gw.key), 20, "flaky's tools were listed", interval=0.2)
+        assert gw.ctl("ctl", "mcp", "add", "gone", "--url", gone.url, "--allow-private").returncode == 0
+        assert gw.ctl("keys", "limits", "--scope", "key", "--id", gw.key_id, "--tools", "co.*,gone.*").returncode == 0
+        wait_until(lambda: "gone.echo" in tools(gw, gw.key), 20, "gone's tools were listed", interval=0.2)
     finally:
-        flaky.stop()
+        gone.stop()
     for _ in range(5):
-        failed = call(gw, gw.key, "flaky.echo", {"text": "anyone there?"})
+        failed = call(gw, gw.key, "gone.echo", {"text": "anyone there?"})
         assert failed.is_error and "could not be reached" in _text(failed)
-    out = call(gw, gw.key, "flaky.echo", {"text": "anyone there?"})
+    out = call(gw, gw.key, "gone.echo", {"text": "anyone there?"})
     assert out.is_error and "failed 5 calls in a row" in _text(out)
     listed = tools(gw, gw.key)
-    assert "co.echo" in listed and not any(t.startswith("flaky.") for t in listed)
-    assert gw.ctl("ctl", "mcp", "remove", "flaky").returncode == 0
+    assert "co.echo" in listed and not any(t.startswith("gone.") for t in listed)
+    assert gw.ctl("ctl", "mcp", "remove", "gone").returncode == 0
 
 
 def test_a_caller_over_a_servers_rate_is_told_when_to_try_again(gw, company):
