@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 import orjson
 
 from llmgw.accounting.budgets import period_start
+from llmgw.errors import N_
 from llmgw.store import Store, Usage, UsageDay
 
 DAY = 86400
@@ -64,6 +65,36 @@ def _added(a: UsageDay, b: UsageDay) -> UsageDay:
 def day_span(since: float, until: float) -> tuple[int, int]:
     """The UTC days touching [since, until): the first, and the one after the last."""
     return int(since // DAY), max(int(since // DAY), math.ceil(until / DAY))
+
+
+# What a view of one measure says in place of its chart when it has nothing to draw. The portal's
+# usage pages and `llmgw ctl usage` (through the admin API) say the same sentence for the same sums.
+NOTHING_USED = N_("Nothing was used in this span.")
+ALL_FAILED = N_("Every request in this span failed, so none of them counted tokens or cost.")
+NONE_OF = {
+    "cost_micros": N_("No spend in this span: the models used cost nothing."),
+    "prompt_tokens": N_("No prompt tokens were counted in this span's requests."),
+    "cached_tokens": N_("No cached tokens were counted in this span's requests."),
+    "completion_tokens": N_("No completion tokens were counted in this span's requests."),
+    "errors": N_("No request in this span failed."),
+}
+
+
+def nothing_shown(*, requests: int, errors: int, value: int, metric: str) -> str | None:
+    """Why a view of `metric` over a span has nothing to draw, as a sentence; None when it has something.
+
+    `value` is the span's sum of `metric`. A view of spend over a model with
+    no price drew nothing and said "Nothing was used" above a table of 15
+    requests (issue 25): with requests in the span, the sentence says which
+    measure is empty and why, so the reader knows the requests are counted.
+    """
+    if not requests:
+        return NOTHING_USED
+    if value:
+        return None
+    if errors == requests and metric != "errors":
+        return ALL_FAILED
+    return NONE_OF.get(metric)
 
 
 def _iso(at: float) -> str:

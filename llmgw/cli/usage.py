@@ -106,6 +106,8 @@ def run_usage(args) -> int:
             for g in groups]
     rows.append(line(["total"] + ([""] if args.by == "key" else []), total))
     table(headers, rows)
+    if answer.get("note"):
+        print(answer["note"])  # the admin API's, so the portal and this table say the same of the same sums
     return 0
 
 

@@ -15,7 +15,7 @@ import datetime as dt
 
 from markupsafe import Markup, escape
 
-from llmgw.accounting.reports import Series
+from llmgw.accounting.reports import NOTHING_USED, Series, nothing_shown
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.store import UsageDay
@@ -28,23 +28,31 @@ COLOURS = 6
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 8, 12, 28
 LEGEND_ROW = 18
-EMPTY = N_("Nothing was used in these days.")
 OTHER = N_("other")
+SHOW_REQUESTS = N_("Show the requests instead")
 
 
-def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str) -> Markup:
-    """One bar a UTC day, stacked by group, as an accessible <svg>; a sentence when nothing was used.
+def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str,
+         requests_view: str | None = None) -> Markup:
+    """One bar a UTC day, stacked by group, as an accessible <svg>; a sentence when there is nothing to draw.
 
     `metric` is one of UsageDay's sums; `title` is already in the reader's
     language. Every bar's height is its value over the tallest day's total,
-    so bars compare across days and across groups.
+    so bars compare across days and across groups. The sentence is
+    reports.nothing_shown's: a span with requests but none of `metric` says
+    so, and links to `requests_view` (the page's URL counting requests) when given.
     """
     if metric not in METRICS:
         raise ValueError(f"a chart shows one of {', '.join(METRICS)}, not {metric!r}")
     stacks = _stacks(series, metric)
     totals = [sum(value for _, value in day) for day in stacks]
     if not series.days or not any(totals):
-        return Markup('<p class="chart-empty">{}</p>').format(_say(lang, EMPTY))
+        said = nothing_shown(requests=series.totals.requests, errors=series.totals.errors, value=0,
+                             metric=metric) or NOTHING_USED
+        empty = Markup('<p class="chart-empty">{}').format(_say(lang, said))
+        if requests_view and series.totals.requests:
+            empty += Markup(' <a href="{}">{}</a>').format(requests_view, _say(lang, SHOW_REQUESTS))
+        return empty + Markup("</p>")
     names = _names(series, lang)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     legend_rows = (len(names) + 2) // 3

@@ -11,6 +11,7 @@ import datetime as dt
 
 from aiohttp import web
 
+from llmgw.accounting.reports import NOTHING_USED
 from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
@@ -53,13 +54,13 @@ async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
     series = await portal.reports.by_day(since=since, until=until, person_id=viewer.person.id, by="model")
     lang = request[LANG]
     title = _title(lang, metric, days)
-    chart = bars(series, lang=lang, metric=metric, title=title)
+    chart = bars(series, lang=lang, metric=metric, title=title, requests_view=f"/usage?days={days}&metric=requests")
     by_model = [(model, _sum(rows)) for model, rows in series.groups.items()]
     by_day = [(day * DAY, _sum([rows[i] for rows in series.groups.values()], day))
               for i, day in enumerate(series.days)]
     return render(request, "usage.html", title=N_("Usage"), days=days, spans=SPANS, metric=metric,
                   metrics=METRICS, chart=chart, by_model=by_model, by_day=list(reversed(by_day)),
-                  totals=series.totals, first=series.days[0] * DAY, last=series.days[-1] * DAY)
+                  totals=series.totals, nothing=NOTHING_USED, first=series.days[0] * DAY, last=series.days[-1] * DAY)
 
 
 @page("/usage.csv")

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from llmgw.accounting import UsageReports
+from llmgw.accounting.reports import ALL_FAILED, NOTHING_USED, nothing_shown
 from llmgw.store import Usage
 
 DAY = 86400
@@ -127,3 +128,17 @@ async def test_an_export_of_no_projects_is_a_header_alone(store):
     assert b"".join(chunks).decode().splitlines() == [
         "id,at,time,key_id,project_id,model,endpoint,status,prompt_tokens,cached_tokens,completion_tokens,"
         "cost_micros,ttft_ms,duration_ms,cache,detail,answer_id"]
+
+
+@pytest.mark.parametrize(("requests", "errors", "value", "metric", "said"), [
+    (0, 0, 0, "cost_micros", NOTHING_USED),
+    (15, 0, 0, "cost_micros", "No spend in this span: the models used cost nothing."),
+    (15, 0, 0, "completion_tokens", "No completion tokens were counted in this span's requests."),
+    (3, 3, 0, "cost_micros", ALL_FAILED),
+    (3, 0, 0, "errors", "No request in this span failed."),
+    (15, 0, 15, "requests", None),
+    (15, 0, 2_000, "cost_micros", None),
+])
+def test_a_view_with_nothing_to_draw_says_whether_anything_was_used_and_what_it_lacked(
+        requests, errors, value, metric, said):
+    assert nothing_shown(requests=requests, errors=errors, value=value, metric=metric) == said

@@ -77,11 +77,13 @@ class Gateway:
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory) -> Iterator[Gateway]:
+def gateway(request, tmp_path_factory) -> Iterator[Gateway]:
+    """The module's gateway; a module that sets GATEWAY_PRICE serves MODEL at that price (None: no price)."""
     root = tmp_path_factory.mktemp("e2e")
     engine = SimEngine(root, MODEL).start()
+    price = getattr(request.module, "GATEWAY_PRICE", PRICE)
     server = Server(root, "gw", config=write_config(root / "gw.yaml", {"models": [
-        {"name": MODEL, "endpoints": [engine.url], "price": PRICE}]}))
+        {"name": MODEL, "endpoints": [engine.url], **({"price": price} if price else {})}]}))
     try:
         done = server.init("--json")
         assert done.returncode == 0, done.stderr

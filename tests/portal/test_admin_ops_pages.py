@@ -283,3 +283,33 @@ async def test_the_operations_pages_are_in_turkish_for_a_turkish_browser(client,
     assert "Modeller" in page and "Bir model sun" in page
     assert "qwen için değişiklik kaydedildi" in page and "yer bekliyor" in page
     assert "Düğümler" in nodes and "Henüz hiçbir düğüm katılmadı" in nodes
+
+
+async def test_usage_of_models_that_cost_nothing_says_no_spend_and_offers_the_requests_view(client, store):
+    # Issue 25: the cost view drew nothing over a model with no price and said "Nothing was used" above
+    # a table of its 15 requests.
+    chat = (await store.ensure_project("acme", "ml", "chat")).project
+    now = time.time()
+    await store.add_usage([Usage(id=f"req_{n}", at=now - 60 - n, key_id=None, project_id=chat.id, model="free",
+                                 prompt_tokens=10, completion_tokens=5) for n in range(15)])
+    await sign_in(client, "ada@example.com")
+
+    html = await (await client.get("/admin/usage?days=7&by=model")).text()
+
+    said = re.search(r'<p class="chart-empty">(.*?)</p>', html, re.S).group(1)
+    assert text_of(said) == "No spend in this span: the models used cost nothing. Show the requests instead"
+    assert 'href="/admin/usage?days=7&amp;by=model&amp;metric=requests"' in said
+    assert "Nothing was used" not in text_of(html) and "free 15 0 150 75 0.00" in text_of(html)
+    requests = await (await client.get("/admin/usage?days=7&by=model&metric=requests")).text()
+    assert "chart-empty" not in requests and '<rect class="bar bar-0"' in requests
+    turkish = await (await client.get("/admin/usage?days=7", headers={"Accept-Language": "tr"})).text()
+    assert "Bu aralıkta harcama yok: kullanılan modeller ücretsiz." in turkish
+
+
+async def test_usage_of_a_span_with_no_request_says_nothing_was_used(client):
+    await sign_in(client, "ada@example.com")
+
+    page = text_of(await (await client.get("/admin/usage?days=7")).text())
+
+    assert page.count("Nothing was used in this span.") == 2  # the chart's place and the table's
+    assert "Show the requests instead" not in page

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from llmgw.accounting.reports import Series
+from llmgw.accounting.reports import NOTHING_USED, Series
 from llmgw.portal import i18n
-from llmgw.portal.charts import EMPTY, OTHER, bars
+from llmgw.portal.charts import OTHER, bars
 from llmgw.store import UsageDay
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -96,9 +96,9 @@ def test_the_chart_has_no_style_no_script_and_no_event_handler():
 
 @pytest.mark.parametrize("lang", ["en", "tr"])
 def test_an_empty_span_is_a_sentence_in_the_readers_language_rather_than_an_empty_frame(lang):
-    assert EMPTY == "Nothing was used in these days."
+    assert NOTHING_USED == "Nothing was used in this span."
     for empty in (series({}), series({"llama": [0, 0, 0]})):
-        assert parse(bars(empty, lang=lang, title="t")).text == i18n.gettext(lang, EMPTY)
+        assert parse(bars(empty, lang=lang, title="t")).text == i18n.gettext(lang, NOTHING_USED)
 
 
 def test_an_unknown_metric_is_refused_with_the_ones_it_knows():

@@ -99,7 +99,45 @@ async def test_a_span_with_nothing_used_says_so(store):
     async with TestClient(TestServer(app(Plane(store)))) as client:
         await sign_in(client, "ada@example.com")
         page = Text(await (await client.get("/usage")).text()).text
-    assert "Nothing was used in these days." in page and world
+    assert "Nothing was used in this span." in page and world
+
+
+async def test_requests_to_a_model_that_costs_nothing_say_no_spend_and_lead_to_the_requests_view(store):
+    # Issue 25: a newcomer's test model has no price, so the default view (spend) had nothing to draw and
+    # said "Nothing was used" above a table of the 5 requests it had counted.
+    world = await seed(store)
+    web = world.paths["Acme/eng/web"].project.id
+    await store.add_usage([Usage(id=f"req_{n}", at=NOW - 60 * n, key_id="key_a", project_id=web,
+                                 person_id=world.ada["id"], model="free", prompt_tokens=8, completion_tokens=4)
+                           for n in range(5)])
+    async with TestClient(TestServer(app(Plane(store)))) as client:
+        await sign_in(client, "ada@example.com")
+        html = await (await client.get("/usage?days=7")).text()
+        said = re.search(r'<p class="chart-empty">(.*?)</p>', html, re.S).group(1)
+        link = re.search(r'<a href="([^"]+)">', said).group(1).replace("&amp;", "&")
+        requests = await (await client.get(link)).text()
+
+    assert Text(said).text == "No spend in this span: the models used cost nothing. Show the requests instead"
+    assert "Nothing was used" not in Text(html).text
+    assert "free 5 0 40 20 0.00" in Text(html).text
+    assert link == "/usage?days=7&metric=requests"
+    assert bars_by_model(chart(requests)) == {"free": 5}
+
+
+async def test_a_span_whose_requests_all_failed_says_so_on_every_view_but_the_requests(store):
+    world = await seed(store)
+    web = world.paths["Acme/eng/web"].project.id
+    await store.add_usage([Usage(id=f"req_{n}", at=NOW - 60 * n, key_id="key_a", project_id=web,
+                                 person_id=world.ada["id"], model="llama", status=503) for n in range(3)])
+    async with TestClient(TestServer(app(Plane(store)))) as client:
+        await sign_in(client, "ada@example.com")
+        said = {metric: Text(await (await client.get(f"/usage?days=7&metric={metric}")).text()).text
+                for metric in ("cost_micros", "prompt_tokens", "requests")}
+
+    failed = "Every request in this span failed, so none of them counted tokens or cost."
+    assert failed in said["cost_micros"] and failed in said["prompt_tokens"]
+    assert failed not in said["requests"]
+    assert "Total 3 3 0 0 0.00" in said["requests"]
 
 
 async def test_the_csv_holds_the_persons_rows_of_the_span_only(ada, world):

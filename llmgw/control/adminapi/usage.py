@@ -21,7 +21,7 @@ from aiohttp import web
 
 from llmgw.account import format_money
 from llmgw.accounting import UsageReports
-from llmgw.accounting.reports import FORMATS
+from llmgw.accounting.reports import FORMATS, nothing_shown
 from llmgw.control.adminapi import PLANE, Refused, _json
 from llmgw.control.exports import send_export
 
@@ -71,7 +71,11 @@ async def summary(request: web.Request) -> web.Response:
         g["cost"] = format_money(g["cost_micros"])
     total = {name: sum(g[name] for g in groups) for name in TOTALS}
     total["cost"] = format_money(total["cost_micros"])
-    return _json({"since": since, "until": until, "by": by, "batch": batch_only, "rows": groups, "total": total})
+    # The portal's sentence for the same sums: an empty span, or requests that cost nothing.
+    note = nothing_shown(requests=total["requests"], errors=total["errors"], value=total["cost_micros"],
+                         metric="cost_micros")
+    return _json({"since": since, "until": until, "by": by, "batch": batch_only, "rows": groups, "total": total,
+                  "note": note})
 
 
 async def _names(plane: ControlPlane, by: str, groups: list[str | None]) -> dict[Any, tuple[str, str | None]]:

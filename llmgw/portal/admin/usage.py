@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from llmgw.accounting.reports import Series
+from llmgw.accounting.reports import NOTHING_USED, Series
 from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
@@ -78,10 +78,12 @@ async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
     series = await portal.reports.by_day(since=until - (days - 1) * DAY, until=until, by=by)
     title = i18n.gettext(lang, N_("{metric} a day, by {by}, over the last {days} UTC days")).format(
         metric=i18n.gettext(lang, METRICS[metric]), by=i18n.gettext(lang, BY[by]).lower(), days=days)
-    chart = charts.bars(series, lang=lang, metric=metric, title=title)
+    chart = charts.bars(series, lang=lang, metric=metric, title=title,
+                        requests_view=f"/admin/usage?days={days}&by={by}&metric=requests")
     labels = await names(portal.store, by, series)
     return render(request, "admin/usage.html", title=N_("Usage"), days=days, by=by, metric=metric, spans=SPANS,
                   by_options=BY, metrics=METRICS, chart=chart, chart_title=title, totals=series.totals,
+                  nothing=NOTHING_USED,
                   rows=rows(series, labels, i18n.gettext(lang, N_("none"))),
                   first_day=series.days[0] * DAY if series.days else until)
 
