@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from collections.abc import Mapping
+
 from markupsafe import Markup, escape
 
 from llmgw.accounting.reports import NOTHING_USED, Series, nothing_shown
@@ -28,12 +30,15 @@ COLOURS = 6
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 8, 12, 28
 LEGEND_ROW = 18
+# A legend column is a third of the plot, about 30 characters at the chart's 11px: a longer name
+# (an ORG/TEAM/PROJECT) is cut there with an ellipsis and read whole in its <title> and the bars' titles.
+LEGEND_CHARS = 30
 OTHER = N_("other")
 SHOW_REQUESTS = N_("Show the requests instead")
 
 
 def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str,
-         requests_view: str | None = None) -> Markup:
+         requests_view: str | None = None, labels: Mapping[str, str] | None = None) -> Markup:
     """One bar a UTC day, stacked by group, as an accessible <svg>; a sentence when there is nothing to draw.
 
     `metric` is one of UsageDay's sums; `title` is already in the reader's
@@ -41,6 +46,9 @@ def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str,
     so bars compare across days and across groups. The sentence is
     reports.nothing_shown's: a span with requests but none of `metric` says
     so, and links to `requests_view` (the page's URL counting requests) when given.
+    `labels` names a group as the page's table does (a project's id ->
+    ORG/TEAM/PROJECT): the legend and the bars' titles read the same names
+    as the rows under the chart; a group without one is shown as it is.
     """
     if metric not in METRICS:
         raise ValueError(f"a chart shows one of {', '.join(METRICS)}, not {metric!r}")
@@ -53,7 +61,7 @@ def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str,
         if requests_view and series.totals.requests:
             empty += Markup(' <a href="{}">{}</a>').format(requests_view, _say(lang, SHOW_REQUESTS))
         return empty + Markup("</p>")
-    names = _names(series, lang)
+    names = _names(series, lang, labels or {})
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     legend_rows = (len(names) + 2) // 3
     height = HEIGHT + legend_rows * LEGEND_ROW
@@ -102,7 +110,7 @@ def bars(series: Series, *, lang: str, metric: str = "cost_micros", title: str,
         y = HEIGHT + (n // 3) * LEGEND_ROW
         parts.append(Markup('<rect class="swatch {}" x="{:.2f}" y="{}" width="10" height="10"/>').format(
             colour, x, y - 9))
-        parts.append(Markup('<text class="legend" x="{:.2f}" y="{}">{}</text>').format(x + 14, y, name))
+        parts.append(_legend(x + 14, y, name))
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
 
@@ -120,11 +128,18 @@ def _stacks(series: Series, metric: str) -> list[list[tuple[str, int]]]:
     return stacks
 
 
-def _names(series: Series, lang: str) -> dict[str, str]:
-    names = {f"bar-{c}": group or "—" for c, group in enumerate(list(series.groups)[:COLOURS])}
+def _names(series: Series, lang: str, labels: Mapping[str, str]) -> dict[str, str]:
+    names = {f"bar-{c}": labels.get(group) or group or "—" for c, group in enumerate(list(series.groups)[:COLOURS])}
     if len(series.groups) > COLOURS:
         names["bar-other"] = _say(lang, OTHER)
     return names
+
+
+def _legend(x: float, y: int, name: str) -> Markup:
+    if len(name) <= LEGEND_CHARS:
+        return Markup('<text class="legend" x="{:.2f}" y="{}">{}</text>').format(x, y, name)
+    return Markup('<text class="legend" x="{:.2f}" y="{}"><title>{}</title>{}…</text>').format(
+        x, y, name, name[:LEGEND_CHARS - 1])
 
 
 def _metric(day: UsageDay, metric: str) -> int:

@@ -243,6 +243,46 @@ async def test_usage_by_project_shows_each_tenants_sums_a_chart_and_a_csv_of_the
     assert sorted(line.split(",")[0] for line in lines[1:]) == ["req_1", "req_2", "req_3"]
 
 
+def legend_of(html: str) -> list[str]:
+    """The chart's legend as a reader sees it: each swatch's name, its full name where it is cut."""
+    svg = re.search(r"<svg.*?</svg>", html, re.S).group(0)
+    return [title or text for title, text in
+            re.findall(r'<text class="legend"[^>]*>(?:<title>(.*?)</title>)?(.*?)</text>', svg, re.S)]
+
+
+def usage_table(html: str) -> list[str]:
+    """The first cell of each row of the usage table, header and total left out."""
+    table = re.search(r'<table class="usage">.*?</table>', html, re.S).group(0)
+    return [text_of(cell) for cell in re.findall(r"<tr><td>(.*?)</td>", table, re.S)]
+
+
+async def test_the_usage_charts_legend_names_each_project_and_person_as_the_table_does(client, store):
+    # Issue 25: by project, the legend read prj_… ids above a table of ORG/TEAM/PROJECT names.
+    chat = (await store.ensure_project("acme", "ml", "chat")).project
+    search = (await store.ensure_project("acme-research-laboratories", "retrieval", "search")).project
+    bob = next(p for p in await store.list_people() if p.email == "bob@example.com")
+    now = time.time()
+    await store.add_usage([
+        Usage(id="req_1", at=now - 60, key_id=None, project_id=chat.id, model="qwen", cost_micros=4_000_000,
+              person_id=bob.id),
+        Usage(id="req_2", at=now - 50, key_id=None, project_id=search.id, model="qwen", cost_micros=2_000_000),
+        Usage(id="req_3", at=now - 40, key_id=None, project_id=None, model="qwen", cost_micros=1_000_000),
+    ])
+    await sign_in(client, "ada@example.com")
+
+    by_project = await (await client.get("/admin/usage?days=7&by=project")).text()
+    by_person = await (await client.get("/admin/usage?days=7&by=person")).text()
+
+    assert usage_table(by_project) == ["acme/ml/chat", "acme-research-laboratories/retrieval/search", "none"]
+    assert legend_of(by_project) == usage_table(by_project)
+    assert "prj_" not in re.search(r"<svg.*?</svg>", by_project, re.S).group(0)
+    assert usage_table(by_person) == ["bob@example.com", "none"]
+    assert legend_of(by_person) == usage_table(by_person)
+    assert bob.id not in by_person
+    bar = re.search(r'<rect class="bar bar-0"[^>]*><title>(.*?)</title>', by_project).group(1)
+    assert bar.endswith(": acme/ml/chat, 4.00")  # the bar's own title names it too
+
+
 @pytest.mark.integration
 async def test_a_real_server_serves_the_operations_pages_and_a_model_served_from_them(tmp_path):
     server = Server(tmp_path, "cp1")

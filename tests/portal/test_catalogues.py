@@ -24,6 +24,23 @@ LANGS = [lang for lang in catalogues.languages() if lang != "en"]
 # Part 6 adds control/catalog (Refusal), control/settings.py (SettingsError) and config/ (Invalid).
 RAISED = [("llmgw/account", {"AccountError", "TreeError", "LimitError"})]
 
+# The words a person meets on every page, each with the one Turkish word its every translation uses, so the
+# usage table and the member's usage page do not call the same thing two names (issue 25: "belirteç" on one,
+# "token" on the other). "Token" is two things: what a model counts (plural, or "N-token"), kept as "token"
+# as Turkish AI writing does, and a credential (an ID or SCIM token: one, singular), a "jeton".
+GLOSSARY = {
+    "tr": [
+        ("a model's tokens", r"\btokens\b|\bN-token\b", "token"),
+        ("a credential token", r"(?<!-)\btoken\b", "jeton"),
+        ("key", r"\bkeys?\b", "anahtar"),
+        ("project", r"\bprojects?\b", "proje"),
+        ("team", r"\bteams?\b", "ekip"),
+        ("spend", r"\bspend\b", "harcama"),
+    ],
+}
+# Sentences where the word is typed, not read (a command's value), so the Turkish keeps the English.
+TYPED = {'"{kind}" is not a kind of place; write org, team or project'}
+
 
 @pytest.fixture(scope="module")
 def template():
@@ -86,6 +103,40 @@ def test_two_parts_never_translate_one_sentence_two_ways(lang):
         seen.setdefault(m.id, (path.name, m.string))
 
     assert not clashes, "one sentence, two translations:\n" + "\n".join(clashes)
+
+
+def _read(text: str) -> str:
+    """A sentence as read: placeholders as N (a {n}-token context), names (ORG/TEAM) and code taken out."""
+    text = re.sub(r"\{[^}]*\}", "N", text)
+    return re.sub(r"\S*[:_.=/]\S*|\b[a-z]+-[a-z-]+\b|\b[A-Z]{2,}\b", " ", text)
+
+
+def _off_glossary(lang: str) -> list[str]:
+    off = []
+    for path, m in _entries(lang):
+        if m.id in TYPED:
+            continue
+        for what, english, turkish in GLOSSARY[lang]:
+            if re.search(english, _read(m.id), re.I) and turkish not in m.string.lower():
+                off.append(f"{path.name}: {what} is \"{turkish}\": {m.id!r} -> {m.string!r}")
+    return off
+
+
+@pytest.mark.parametrize("lang", sorted(GLOSSARY))
+def test_each_key_term_is_translated_the_same_way_in_every_part(lang):
+    off = _off_glossary(lang)
+
+    assert not off, "translations that name a key term otherwise than the glossary:\n" + "\n".join(off)
+
+
+def test_the_glossary_check_finds_a_term_said_another_way(tmp_path, monkeypatch):
+    part = tmp_path / "ops.po"
+    part.write_text('msgid ""\nmsgstr ""\n\nmsgid "Tokens out"\nmsgstr "Çıkan belirteçler"\n\n'
+                    'msgid "no token yet"\nmsgstr "henüz jeton yok"\n\n'
+                    'msgid "Path: ORG/TEAM/PROJECT"\nmsgstr "Yol: ORG/TEAM/PROJECT"\n')
+    monkeypatch.setattr(catalogues, "po_files", lambda lang: [part])
+
+    assert _off_glossary("tr") == ["ops.po: a model's tokens is \"token\": 'Tokens out' -> 'Çıkan belirteçler'"]
 
 
 def test_every_language_compiles_and_is_read_back():

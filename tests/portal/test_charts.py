@@ -104,3 +104,16 @@ def test_an_empty_span_is_a_sentence_in_the_readers_language_rather_than_an_empt
 def test_an_unknown_metric_is_refused_with_the_ones_it_knows():
     with pytest.raises(ValueError, match="cost_micros"):
         bars(series({"llama": [1]}), lang="en", metric="joy", title="t")
+
+
+def test_the_legend_names_groups_as_the_page_labels_them_and_cuts_a_long_name_keeping_it_whole_in_its_title():
+    long = "acme-research-laboratories/retrieval/search"
+    svg = parse(bars(series({"prj_1": [3_000_000], "prj_2": [2_000_000], "": [1_000_000]}), lang="en", title="t",
+                     labels={"prj_1": "acme/ml/chat", "prj_2": long, "": "none"}))
+
+    chat, cut, nobody = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "legend"]
+    assert chat.text == "acme/ml/chat" and nobody.text == "none"
+    assert cut.find(f"{SVG}title").text == long
+    assert cut.find(f"{SVG}title").tail == long[:29] + "…"
+    assert [r.find(f"{SVG}title").text for r in bar_rects(svg)] == [
+        "2026-02-16: acme/ml/chat, 3.00", f"2026-02-16: {long}, 2.00", "2026-02-16: none, 1.00"]

@@ -43,23 +43,29 @@ def choice(request: web.Request, name: str, allowed: Any, default: Any) -> Any:
     return default
 
 
-async def names(store: Store, by: str, series: Series) -> dict[str, str]:
-    """Each group's id -> what a person reads: a project's ORG/TEAM/PROJECT, a person's e-mail."""
+async def names(store: Store, by: str, series: Series, nobody: str) -> dict[str, str]:
+    """Each group's id -> what a person reads, for the table and the chart's legend alike.
+
+    A project is its ORG/TEAM/PROJECT, a person their e-mail, a model its
+    name; requests without a project or person are `nobody`. A group whose
+    project or person is gone keeps its id, the one thing left to name it.
+    """
+    known: dict[str, str] = {}
     if by == "project":
         orgs = {o.id: o.name for o in await store.list_orgs()}
         teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}
-        return {p.id: f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects()
-                if p.id in series.groups}
-    if by == "person":
-        return {p.id: p.email for p in await store.list_people() if p.id in series.groups}
-    return {}
+        known = {p.id: f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects()
+                 if p.id in series.groups}
+    elif by == "person":
+        known = {p.id: p.email for p in await store.list_people() if p.id in series.groups}
+    return {group: known.get(group, group) if group else nobody for group in series.groups}
 
 
-def rows(series: Series, labels: dict[str, str], nobody: str) -> list[dict[str, Any]]:
+def rows(series: Series, labels: dict[str, str]) -> list[dict[str, Any]]:
     """One row a group, summed over the span, costliest first (as Series orders them)."""
     out = []
     for group, days in series.groups.items():
-        out.append({"name": labels.get(group, group) if group else nobody,
+        out.append({"name": labels[group],
                     "requests": sum(d.requests for d in days), "errors": sum(d.errors for d in days),
                     "prompt_tokens": sum(d.prompt_tokens for d in days),
                     "completion_tokens": sum(d.completion_tokens for d in days),
@@ -78,13 +84,14 @@ async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
     series = await portal.reports.by_day(since=until - (days - 1) * DAY, until=until, by=by)
     title = i18n.gettext(lang, N_("{metric} a day, by {by}, over the last {days} UTC days")).format(
         metric=i18n.gettext(lang, METRICS[metric]), by=i18n.gettext(lang, BY[by]).lower(), days=days)
-    chart = charts.bars(series, lang=lang, metric=metric, title=title,
+    # One set of names for the legend and the rows, so a colour is read against the table it sums.
+    labels = await names(portal.store, by, series, i18n.gettext(lang, N_("none")))
+    chart = charts.bars(series, lang=lang, metric=metric, title=title, labels=labels,
                         requests_view=f"/admin/usage?days={days}&by={by}&metric=requests")
-    labels = await names(portal.store, by, series)
     return render(request, "admin/usage.html", title=N_("Usage"), days=days, by=by, metric=metric, spans=SPANS,
                   by_options=BY, metrics=METRICS, chart=chart, chart_title=title, totals=series.totals,
                   nothing=NOTHING_USED,
-                  rows=rows(series, labels, i18n.gettext(lang, N_("none"))),
+                  rows=rows(series, labels),
                   first_day=series.days[0] * DAY if series.days else until)
 
 
