@@ -176,7 +176,8 @@ class AuthSettings:
 
     break_glass: str = "admin@localhost"
     """The one account that keeps signing in with its password when `oidc.no_passwords` is on:
-    the way in while the provider is down."""
+    the way in while the provider is down. No directory (OIDC, LDAP, SCIM) ever ties, renames,
+    suspends, demotes or deletes it."""
 
     def validate(self) -> None:
         if self.unknown_key_rate < 1:
