@@ -154,6 +154,35 @@ async def test_an_unverified_email_does_not_take_over_an_admin_and_the_refusal_s
         assert await signed_in_as(session, gw) == "carol@corp.example"
 
 
+async def test_the_admin_people_page_links_an_identity_on_purpose_as_the_command_does(gw):
+    add_person(gw.server, "olga@corp.example", role="admin", password=PASSWORD)
+    pat = add_person(gw.server, "pat@corp.example")
+    gw.provider.set_user("pat-at-idp", email="pat@corp.example", email_verified=None)
+    async with browser() as session:
+        refused = await through_provider(session, gw, "pat-at-idp")
+        assert refused.status == 409
+        subject = re.search(r"llmgw people link \S+ oidc '([^']+)'", refusal(await refused.text())).group(1)
+
+        await sign_in_with_password(session, gw, "olga@corp.example")
+        page = await (await session.get(gw.url + f"/admin/people/{pat['id']}")).text()
+        linked = await session.post(gw.url + f"/admin/people/{pat['id']}/link", allow_redirects=False,
+                                    data={"_csrf": csrf_in(page), "source": "oidc", "subject": subject})
+        assert linked.status == 303
+        shown = html.unescape(await (await session.get(gw.url + linked.headers["Location"])).text())
+        assert "The directory's identity is tied to this person." in shown and subject in shown
+
+    async with browser() as session:
+        assert (await through_provider(session, gw, "pat-at-idp")).status == 303
+        assert await signed_in_as(session, gw) == "pat@corp.example"
+
+
+async def sign_in_with_password(session: aiohttp.ClientSession, gw, email: str) -> None:
+    csrf = csrf_in(await (await session.get(gw.url + "/signin")).text())
+    signed = await session.post(gw.url + "/signin", allow_redirects=False, data={
+        "_csrf": csrf, "email": email, "password": PASSWORD, "next": "/"})
+    assert signed.status == 303, await signed.text()
+
+
 @pytest.mark.parametrize("said", ["false", "true"])
 async def test_email_verified_as_a_string_is_not_a_verified_email(gw, said):
     email = f"dan-{said}@corp.example"
@@ -263,10 +292,7 @@ async def test_a_host_header_never_becomes_the_redirect_address_and_without_an_a
 
         add_person(gw.server, "root@corp.example", role="admin", password=PASSWORD)
         async with browser() as session:
-            csrf = csrf_in(await (await session.get(gw.url + "/signin")).text())
-            signed = await session.post(gw.url + "/signin", allow_redirects=False, data={
-                "_csrf": csrf, "email": "root@corp.example", "password": PASSWORD, "next": "/"})
-            assert signed.status == 303
+            await sign_in_with_password(session, gw, "root@corp.example")
             admin_page = await (await session.get(gw.url + "/admin/sign-in")).text()
             assert "none is set; set portal.address" in html.unescape(admin_page)
     finally:

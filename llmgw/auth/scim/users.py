@@ -3,11 +3,11 @@
 A user's id is ours, and is also the identity (source "scim") that ties it
 to the account, so DirectoryAccounts finds, ties and makes accounts for
 SCIM exactly as for OIDC and LDAP: an existing account with the e-mail is
-tied only when auth.scim.trust_email says the provider vouches for it, or an
-administrator linked the userName to it; never the break-glass account. Not the externalId: it is the
-provider's, optional (Okta need not send it) and may be replaced, while an
-identity's subject must never change. externalId and userName are kept
-in scim_users.
+tied only when auth.scim.trust_email says the provider vouches for it, or
+an administrator linked the userName to it; never the break-glass account.
+Not the externalId: it is the provider's, optional (Okta need not send it)
+and may be replaced, while an identity's subject must never change.
+externalId and userName are kept in scim_users.
 
 - userName, else the primary e-mail: the account's e-mail; name.formatted,
   else displayName, else given and family name: its name;
@@ -169,7 +169,7 @@ class Users:
         vouched = Vouched(SOURCE, user_id, email, _name(data) or email, frozenset(), email_verified=vouches,
                           link_as=user_name)
         person = await self.p.directory.find(vouched, create=True, actor=ACTOR)
-        if linked is not None:
+        if linked is not None and linked.person_id == person.id:
             await self.store.delete_identity(SOURCE, linked.subject)  # spent: the user's id ties it now
         user = ScimUser(user_id, person.id, user_name, external_id, data, now, now)
         try:
