@@ -202,7 +202,8 @@ class PortalSettings:
 
     address: str = ""
     """The gateway's address as the portal's snippets show it (https://llm.example.com).
-    Empty: the address the browser used."""
+    Empty: the address the browser used, for the snippets only; single sign-on does not start without
+    it (or auth.oidc.redirect_url), since a browser's Host header can name any address."""
 
     def validate(self) -> None:
         if self.language not in PORTAL_LANGUAGES:
