@@ -68,6 +68,10 @@ def _check_role(role: str) -> str:
     return role
 
 
+def _active_admin(person: Person) -> bool:
+    return person.role == "admin" and not person.disabled
+
+
 def _check_strength(password: str, email: str) -> None:
     weakness = check_password_strength(password, email)
     if weakness is not None:
@@ -174,16 +178,12 @@ class People:
     async def set_role(self, actor: Actor, ident: str, role: str) -> dict[str, Any]:
         role = _check_role(role)
         before = await self.person(ident)
-        if before.role == "admin" and role != "admin":
-            await self._keep_an_admin(before)
-        return await self._change(actor, "person.role", before, replace(before, role=role))
+        return await self.change(actor, "person.role", before, replace(before, role=role))
 
     async def suspend(self, actor: Actor, ident: str, *, lift: bool = False) -> dict[str, Any]:
         """Suspend a person (ending every session of theirs) or, with `lift`, let them in again."""
         before = await self.person(ident)
-        if not lift and before.role == "admin":
-            await self._keep_an_admin(before)
-        view = await self._change(actor, "person.unsuspend" if lift else "person.suspend",
+        view = await self.change(actor, "person.unsuspend" if lift else "person.suspend",
                                   before, replace(before, disabled=not lift, suspended_by=None if lift else "admin"))
         if not lift:
             await self.store.delete_sessions(before.id)
@@ -195,7 +195,7 @@ class People:
         password = new_password()
         after = replace(before, password_hash=await asyncio.to_thread(hash_password, password),
                         must_change_password=True, password_changed_at=time.time())
-        view = await self._change(actor, "person.reset_password", before, after)
+        view = await self.change(actor, "person.reset_password", before, after)
         await self.store.delete_sessions(before.id)
         return view, password
 
@@ -213,7 +213,7 @@ class People:
         _check_strength(new, before.email)
         after = replace(before, password_hash=await asyncio.to_thread(hash_password, new),
                         must_change_password=False, password_changed_at=time.time())
-        await self._change(actor, "person.change_password", before, after)
+        await self.change(actor, "person.change_password", before, after)
         await self.store.delete_sessions(before.id, keep=keep_session)
 
     async def set_locale(self, person_id: str, locale: str | None) -> None:
@@ -267,10 +267,19 @@ class People:
 
     # inside
 
-    async def _change(self, actor: Actor, action: str, before: Person, after: Person) -> dict[str, Any]:
+    async def change(self, actor: Actor, action: str, before: Person, after: Person,
+                     note: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write `after` over `before` and audit it (with `note` beside the new view).
+
+        Every change to a person goes through here, the CLI's, the portal's and the admin API's as much
+        as a directory's (OIDC, LDAP, SCIM, llmgw.auth.directory): so the last active admin is kept here,
+        where no path can go round it. SCIM once suspended the only admin because only the CLI, the
+        admin API and the portal checked (issue 25)."""
+        if _active_admin(before) and not _active_admin(after):
+            await self._keep_an_admin(before)
         await self.store.update_person(after)
         view = person_view(after)
-        await self._audit(actor, action, f"person:{after.id}", person_view(before), view)
+        await self._audit(actor, action, f"person:{after.id}", person_view(before), view | (note or {}))
         return view
 
     async def _keep_an_admin(self, leaving: Person) -> None:

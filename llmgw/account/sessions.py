@@ -94,8 +94,8 @@ class Sessions:
 
     async def sign_in(self, email: str, password: str, *, address: str, agent: str = "") -> SignedIn:
         """A new session for the right e-mail and password. One sentence (401) for an unknown
-        e-mail and a wrong password, which cost the same scrypt; 429 once the account or the
-        address has failed too often within auth.sign_in_window."""
+        e-mail, a wrong password and a suspended account, which cost the same scrypt and count alike;
+        429 once the account or the address has failed too often within auth.sign_in_window."""
         settings = self._settings()
         if settings.oidc.enabled and settings.oidc.no_passwords and _email_key(email) != _email_key(
                 settings.break_glass):
@@ -109,12 +109,12 @@ class Sessions:
         person = await self.store.person_by_email(email)
         stored = person.password_hash if person is not None else None
         matches = await asyncio.to_thread(check_password, password, stored or dummy_hash())
-        if person is None or stored is None or not matches:
+        # A suspended account is answered as a wrong password is, and counted: a different answer to the
+        # right password confirmed a guess, and went uncounted by the throttle (issue 25).
+        if person is None or stored is None or not matches or person.disabled:
             await self.store.add_sign_in_failure([account, place], now)
             raise AccountError(N_("that e-mail and password do not match an account here"),
                                401, "unauthorized")
-        if person.disabled:
-            raise AccountError(N_("your account is suspended; ask an administrator"), 403, "forbidden")
         await self.store.clear_sign_in_failures(account)
         return await self.open(person, address=address, agent=agent)
 

@@ -6,8 +6,8 @@ sessions and memberships it moves, and trust, whose master key seals its
 secrets.
 """
 
-from llmgw.auth.directory import DirectoryAccounts, GroupMap, Vouched
+from llmgw.auth.directory import SUSPENDED, DirectoryAccounts, GroupMap, Vouched
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.auth.trial import Step, Trial
 
-__all__ = ["DirectoryAccounts", "GroupMap", "SecretError", "Secrets", "Step", "Trial", "Vouched"]
+__all__ = ["SUSPENDED", "DirectoryAccounts", "GroupMap", "SecretError", "Secrets", "Step", "Trial", "Vouched"]

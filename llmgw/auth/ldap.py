@@ -69,8 +69,10 @@ class Found:
     name: str
     disabled: bool
 
-    def vouched(self, groups: frozenset[str] | None) -> Vouched:
-        return Vouched(SOURCE, self.subject, self.email, self.name, groups)
+    def vouched(self, groups: frozenset[str] | None, *, trust_email: bool = False) -> Vouched:
+        """`trust_email`: auth.ldap.trust_email, the administrator's word that people cannot write their own
+        mail attribute, so a first sign-in may be tied to the existing account with it."""
+        return Vouched(SOURCE, self.subject, self.email, self.name, groups, email_verified=trust_email)
 
 
 def _text(attrs: dict[str, list[bytes]], name: str) -> list[str]:
@@ -298,7 +300,7 @@ def _sign_in(settings: LDAPSettings, service_password: str, login: str, password
         # Checked before the bind too: a directory that still takes a disabled person's bind says no here.
         if person.disabled or not person_bind(settings, reader.url, person.dn, password):
             raise AccountError(WRONG, 401, "unauthorized")
-        return person.vouched(reader.groups(person))
+        return person.vouched(reader.groups(person), trust_email=settings.trust_email)
     finally:
         reader.close()
 

@@ -32,6 +32,7 @@ from joserfc.errors import BadSignatureError, InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 
 from llmgw.auth.directory import Vouched
+from llmgw.auth.oidcflow import NO_ADDRESS
 from llmgw.auth.oidcnet import OIDCError, get_json, post_form, session
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.auth.trial import Trial
@@ -242,23 +243,34 @@ def _same(a: str, b: str) -> bool:
 
 
 def vouched(settings: OIDCSettings, claims: dict[str, Any]) -> Vouched:
-    """Who the checked ID token says this is, and their groups (None when it does not say them)."""
+    """Who the checked ID token says this is, and their groups (None when it does not say them).
+
+    The identity is keyed by the issuer and the subject. The e-mail counts as vouched for (so a first
+    sign-in may be tied to the existing account with it, llmgw.auth.directory) only when it is the
+    `email` claim and the claim auth.oidc.verified_email_claim names is the boolean true: not absent (Entra
+    ID sends no email_verified, and lets people edit their e-mail in many tenants: "nOAuth"), not the
+    string "true" or "false", and never preferred_username or upn, which nothing verifies."""
     # Entra ID's `sub` differs per application registration (it is pairwise), so registering the app
     # anew would orphan every tie; its `oid` is the person's one id in the tenant. Elsewhere: sub.
-    subject = claims["oid"] if isinstance(claims.get("oid"), str) and claims.get("tid") else claims["sub"]
-    email = str(claims["email"]) if isinstance(claims.get("email"), str) else ""
+    bare = claims["oid"] if isinstance(claims.get("oid"), str) and claims.get("tid") else claims["sub"]
+    email = str(claims["email"]).strip() if isinstance(claims.get("email"), str) else ""
+    named = settings.verified_email_claim
+    verified = bool(email) and bool(named) and claims.get(named) is True
     if not email:
         for name in ("preferred_username", "upn"):
             value = claims.get(name)
             if isinstance(value, str) and _EMAIL.match(value):
-                email = value
+                email = value.strip()  # an account needs an e-mail; this one is never vouched for
                 break
-    if email and claims.get("email_verified") is False:
-        # An account is taken over by e-mail (directory.py): an address nobody proved is not enough.
-        raise OIDCError(N_("the provider has not verified {email}; verify it there, then sign in again"), 403,
-                        params={"email": email})
     name = str(claims["name"]) if isinstance(claims.get("name"), str) else ""
-    return Vouched(SOURCE, subject, email, name, _groups(settings, claims, email or subject))
+    subject = subject_of(str(claims["iss"]), str(bare))
+    return Vouched(SOURCE, subject, email, name, _groups(settings, claims, email or subject),
+                   email_verified=verified, former_subject=str(bare), link_as=subject)
+
+
+def subject_of(issuer: str, sub: str) -> str:
+    """An OIDC identity's key: the issuer and its subject, so another provider's same `sub` is no one's."""
+    return f"{issuer}#{sub}"
 
 
 def _groups(settings: OIDCSettings, claims: dict[str, Any], who: str) -> frozenset[str] | None:
@@ -292,9 +304,10 @@ async def client_secret(settings: OIDCSettings, secrets: Secrets) -> str:
     return await secrets.read(settings.client_secret_file, "auth.oidc.client_secret_file")
 
 
-async def trial(settings: OIDCSettings, secrets: Secrets, *, redirect_url: str,
+async def trial(settings: OIDCSettings, secrets: Secrets, *, redirect_url: str | None,
                 client: OIDCClient | None = None) -> Trial:
-    """Tries `settings` as a sign-in would, up to the browser's redirect: each step with one sentence."""
+    """Tries `settings` as a sign-in would, up to the browser's redirect: each step with one sentence.
+    `redirect_url` None: no address is configured (configured_redirect), which fails the last step."""
     client = client or OIDCClient()
     tried = Trial()
     if not settings.issuer:
@@ -321,5 +334,8 @@ async def trial(settings: OIDCSettings, secrets: Secrets, *, redirect_url: str,
         return tried
     tried.passed("client secret", N_("{ref} is readable; it is sent as {method}").format(
         ref=settings.client_secret_file, method=provider.client_auth))
+    if redirect_url is None:
+        tried.failed("redirect", NO_ADDRESS)
+        return tried
     tried.passed("redirect", client.authorization_url(settings, provider, redirect_url=redirect_url))
     return tried

@@ -14,16 +14,41 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import secrets
 from dataclasses import asdict, dataclass
 
+from llmgw.config.auth import OIDCSettings
+from llmgw.errors import N_
 from llmgw.trust import MasterKey, TrustError
 
 COOKIE = "llmgw_oidc"
 COOKIE_PATH = "/login/oidc"  # sent only to the start and the callback
 FLOW_TTL = 600.0  # s a person may take at the provider's login page
 _PURPOSE = "oidc-flow"
+CALLBACK = "/login/oidc/callback"  # the portal's (llmgw.portal.sso_pages)
+NO_ADDRESS = N_("single sign-on needs the gateway's address to send people back to, and none is set; set "
+                "portal.address (https://GATEWAY), or auth.oidc.redirect_url, and register "
+                "https://GATEWAY/login/oidc/callback at the provider")
+
+
+def configured_redirect(settings: OIDCSettings, portal_address: object) -> str | None:
+    """Where the provider sends the browser back: auth.oidc.redirect_url, else portal.address's callback.
+
+    None with neither: the address the browser used (its Host header) is never taken instead. Anyone
+    can send any Host; with `Host: evil.example` the redirect_uri became http://evil.example/login/oidc/
+    callback, and a provider that matched redirect URIs loosely would send the code there (issue 25)."""
+    if settings.redirect_url:
+        return str(settings.redirect_url)
+    if portal_address:
+        return str(portal_address).rstrip("/") + CALLBACK
+    return None
+
+
+def spent_key(state: str) -> str:
+    """What the store keeps of a state once its callback came (Store.spend_sign_in): its digest, not itself."""
+    return hashlib.sha256(state.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ def run_status(args) -> int:
         ("passwords", "on" if status["passwords"]["on"] else
          f"off (only {status['passwords']['break_glass']} keeps one)"),
         ("single sign-on", f"on: {oidc['issuer']} (client {oidc['client_id']})" if oidc["on"] else "off"),
+        *([("sign-in address", "NONE: single sign-on does not start until portal.address (or "
+                               "auth.oidc.redirect_url) is set")] if oidc["on"] and not oidc.get("redirect_url")
+          else []),
         ("directory", f"on: {', '.join(ldap['urls'])} under {ldap['base_dn']}" if ldap["on"] else "off"),
         ("last sync", _sync_text(sync) if ldap["on"] else "-"),
         ("provisioning", f"on: /scim/v2, token {_token_text(scim)}" if scim["on"] else "off"),

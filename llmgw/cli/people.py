@@ -29,7 +29,8 @@ def register(commands, common) -> None:
                "  printf '%s\\n' \"$PW\" | llmgw people add cy@example.com --name Cy --password-stdin\n"
                "  llmgw people role bea@example.com operator\n"
                "  llmgw people suspend bea@example.com\n"
-               "  llmgw people reset-password cy@example.com",
+               "  llmgw people reset-password cy@example.com\n"
+               "  llmgw people link ada@example.com oidc 'https://login.example.com#248289761001'",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = people.add_subparsers(dest="people_command", metavar="COMMAND")
 
@@ -66,6 +67,20 @@ def register(commands, common) -> None:
                            help="give a person a new password (printed once) and end their sessions")
     reset.add_argument("email", help="their e-mail or usr_ id")
     reset.set_defaults(run=run_reset)
+
+    link = sub.add_parser(
+        "link", parents=[common],
+        help="tie a directory's identity to a person on purpose (what a refused sign-in's sentence names)",
+        description=textwrap.fill(
+            "A directory's person is tied to an existing account by e-mail only when the directory vouches for "
+            "the e-mail (docs/sign-in.md); otherwise their sign-in is refused with the command to run here. "
+            "SOURCE is oidc, ldap or scim; SUBJECT is the id the refusal names (OIDC: ISSUER#SUBJECT, LDAP: the "
+            "objectGUID or entryUUID) or, for SCIM, the userName the provider will push. The break-glass "
+            "account (auth.break_glass) is never linked.", 79))
+    link.add_argument("email", help="their e-mail or usr_ id")
+    link.add_argument("source", choices=("oidc", "ldap", "scim"))
+    link.add_argument("subject", help="the directory's id for them, as the refusal names it")
+    link.set_defaults(run=run_link)
 
     for verb, helptext in (("join", "make a person a member of a place"),
                            ("leave", "take a person out of a place")):
@@ -140,6 +155,15 @@ def run_reset(args) -> int:
     print(person["password"])
     print(f"\nThe new password of {person['email']}; every session of theirs has ended. {SHOWN_ONCE}")
     return 0
+
+
+def run_link(args) -> int:
+    person = client(args).person_link(args.email, args.source, args.subject)
+    if args.source == "scim":
+        return _said(args, person, f"{person['email']} is linked to the SCIM userName {args.subject}: the "
+                                   "provider's next push of that user takes this account")
+    return _said(args, person, f"{person['email']} is tied to {args.source} {args.subject}: that directory's "
+                               "person signs in to this account from now on")
 
 
 def run_join(args) -> int:

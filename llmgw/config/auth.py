@@ -70,13 +70,22 @@ class OIDCSettings:
 
     redirect_url: str = ""
     """The address the provider sends people back to, registered there:
-    https://GATEWAY/login/oidc/callback. Empty: portal.address, else the address the browser used."""
+    https://GATEWAY/login/oidc/callback. Empty: portal.address's /login/oidc/callback. With neither set,
+    single sign-on does not start: the address a browser sent (its Host header) is never trusted."""
 
     scopes: list[str] = field(default_factory=lambda: ["openid", "email", "profile"])
     """What is asked of the provider; add the one that carries groups where it needs one (Keycloak: groups)."""
 
     groups_claim: str = "groups"
     """The ID token's claim that lists the person's groups."""
+
+    verified_email_claim: str = "email_verified"
+    """The ID token's claim by which the provider vouches for `email`: only its boolean true ties a first
+    sign-in to an existing account with that e-mail (the string "true" does not). Entra ID sends no
+    email_verified and lets people edit their e-mail in many tenants: name its optional claim xms_edov
+    there, or leave this empty to tie by the provider's subject (Entra: oid and tid) only. An e-mail not
+    vouched for makes its own account; one that is an existing account's is refused, and an administrator
+    links the two on purpose (llmgw people link). preferred_username and upn are never taken as vouched."""
 
     label: str = ""
     """The button says "Sign in with LABEL"; empty says "Sign in with single sign-on"."""
@@ -162,6 +171,11 @@ class LDAPSettings:
     create_accounts: bool = True
     """Make an account at the first sign-in of someone the directory vouches for."""
 
+    trust_email: bool = False
+    """The directory vouches for its mail attribute (only its administrators can change it, as in Active
+    Directory by default): a first sign-in whose mail is an existing account's is tied to that account.
+    Off: such a sign-in is refused, and an administrator links the two on purpose (llmgw people link)."""
+
     roles: dict[str, list[str]] = field(default_factory=dict)
     """Which groups give a role, by CN or whole DN; nested groups count. Read at every sign-in and sync."""
 
@@ -212,6 +226,11 @@ class SCIMSettings:
     token_file: str = ""
     """Where the bearer token the provider sends is: an absolute path, or store:auth/NAME. Empty: the
     token `llmgw ctl auth scim-token` made (the store keeps only its digest)."""
+
+    trust_email: bool = False
+    """The provider vouches for the e-mails it pushes: a user whose e-mail is an existing account's is tied
+    to that account. Off: such a user is refused (409), and an administrator links the two on purpose
+    (llmgw people link EMAIL scim USERNAME) before the provider pushes it again."""
 
     roles: dict[str, list[str]] = field(default_factory=dict)
     """Which SCIM groups (by displayName) give a role."""

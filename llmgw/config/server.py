@@ -176,7 +176,8 @@ class AuthSettings:
 
     break_glass: str = "admin@localhost"
     """The one account that keeps signing in with its password when `oidc.no_passwords` is on:
-    the way in while the provider is down."""
+    the way in while the provider is down. No directory (OIDC, LDAP, SCIM) ever ties, renames,
+    suspends, demotes or deletes it."""
 
     def validate(self) -> None:
         if self.unknown_key_rate < 1:
@@ -201,7 +202,8 @@ class PortalSettings:
 
     address: str = ""
     """The gateway's address as the portal's snippets show it (https://llm.example.com).
-    Empty: the address the browser used."""
+    Empty: the address the browser used, for the snippets only; single sign-on does not start without
+    it (or auth.oidc.redirect_url), since a browser's Host header can name any address."""
 
     def validate(self) -> None:
         if self.language not in PORTAL_LANGUAGES:

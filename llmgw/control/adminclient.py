@@ -196,6 +196,10 @@ class AdminClient:
     def person_suspend(self, ident: str, *, lift: bool = False) -> dict[str, Any]:
         return self.call("POST", _person_path(ident, "suspend"), {"lift": lift})
 
+    def person_link(self, ident: str, source: str, subject: str) -> dict[str, Any]:
+        """Tie a directory's identity to the person on purpose; their view, identities included."""
+        return self.call("POST", _person_path(ident, "link"), {"source": source, "subject": subject})
+
     def person_reset_password(self, ident: str) -> dict[str, Any]:
         """The person's view with "password": the new one, shown once."""
         return self.call("POST", _person_path(ident, "reset-password"), {})

@@ -116,9 +116,11 @@ class ControlPlane:
         self.notify = Notifier(store, self.events, lambda: self.settings.current.notify, cfg.data_dir,
                                leading=lambda: self.lease.leading)
         # The directory sync runs here, on the leader; what it suspends, this plane's caches forget at once.
+        # What `llmgw people link` calls (the admin API), and the sync's account rules.
+        self.directory = DirectoryAccounts(store, self.accounts.people, self.accounts.audit,
+                                           break_glass=lambda: self.settings.current.auth.break_glass)
         self.ldap_sync = LdapSync(store, lambda: self.settings.current.auth,
-                                  Secrets(store, cfg.data_dir, own_secrets(cfg)),
-                                  DirectoryAccounts(store, self.accounts.people, self.accounts.audit),
+                                  Secrets(store, cfg.data_dir, own_secrets(cfg)), self.directory,
                                   leading=lambda: self.lease.leading, on_suspended=self._forget_person)
         self.registry = CollectorRegistry()
         self._leader_gauge = Gauge("llmgw_leader", "1 while this control plane leads", registry=self.registry)

@@ -17,6 +17,7 @@ from typing import Any
 from llmgw.account import Actor
 from llmgw.auth import Secrets, Trial
 from llmgw.auth.ldapsync import SYNC_TARGET
+from llmgw.auth.oidcflow import configured_redirect
 from llmgw.auth.scim.tokens import make_token, token_made
 from llmgw.auth.secrets import check_name
 from llmgw.config import ServerConfig
@@ -27,7 +28,6 @@ from llmgw.control.settings import ClusterSettingsWatcher, SettingsError, valida
 from llmgw.errors import N_
 from llmgw.store import AuditEntry, Store
 
-CALLBACK = "/login/oidc/callback"  # the portal's (llmgw.portal.sso_pages), which control cannot import
 KINDS = ("oidc", "ldap")  # what can be tried; SCIM is answered, not dialled, so there is nothing to try
 
 
@@ -55,15 +55,18 @@ class SignInSetup:
             "oidc": {"on": oidc.enabled, "issuer": oidc.issuer, "client_id": oidc.client_id,
                      "label": oidc.label, "secret": oidc.client_secret_file, "groups_claim": oidc.groups_claim,
                      "create_accounts": oidc.create_accounts, "no_passwords": oidc.no_passwords,
+                     "redirect_url": self.redirect_url(oidc), "verified_email_claim": oidc.verified_email_claim,
                      "roles": oidc.roles, "memberships": oidc.memberships},
             "ldap": {"on": ldap.enabled, "urls": ldap.urls, "base_dn": ldap.base_dn, "bind_dn": ldap.bind_dn,
                      "secret": ldap.bind_password_file, "label": ldap.label, "domain": ldap.domain,
                      "create_accounts": ldap.create_accounts, "sync_interval": str(ldap.sync_interval),
+                     "trust_email": ldap.trust_email,
                      "roles": ldap.roles, "memberships": ldap.memberships,
                      "last_sync": {"at": sync[0].at, **(sync[0].after or {})} if sync else None},
             "scim": {"on": scim.enabled, "token": ("file" if scim.token_file else
                                                     "made" if made is not None else "none"),
-                     "token_made_at": made, "roles": scim.roles, "memberships": scim.memberships},
+                     "token_made_at": made, "trust_email": scim.trust_email, "roles": scim.roles,
+                     "memberships": scim.memberships},
             "secrets": await self.secret_names(),
             "accounts": await self._tied_counts(),
         }
@@ -99,15 +102,13 @@ class SignInSetup:
                                 params={"kind": kind, "what": "issuer" if kind == "oidc" else "urls"})
         return built
 
-    def redirect_url(self, settings: OIDCSettings, given: str, origin: str) -> str:
-        """Where the provider would send people back: as asked, as set, portal.address's, else `origin`'s
-        (the address the browser used on the admin page; the client port's for the admin API)."""
-        address = str(self.watcher.current.portal.address or "")
-        return (given or settings.redirect_url or (address.rstrip("/") + CALLBACK if address else "")
-                or origin.rstrip("/") + CALLBACK)
+    def redirect_url(self, settings: OIDCSettings, given: str = "") -> str | None:
+        """Where the provider would send people back: as asked, as set, else portal.address's; None with
+        none of them (single sign-on then does not start: llmgw.auth.oidc.configured_redirect)."""
+        return given or configured_redirect(settings, self.watcher.current.portal.address)
 
     async def trial(self, kind: str, given: dict[str, Any] | None = None, *, login: str = "",
-                    redirect_url: str = "", origin: str = "") -> Trial:
+                    redirect_url: str = "") -> Trial:
         """Try a block (or the one in force): every step with what it found or why it failed."""
         settings = self.block(kind, given)
         if not settings.enabled:
@@ -117,17 +118,17 @@ class SignInSetup:
             from llmgw.auth import oidc
 
             return await oidc.trial(settings, self.secrets,
-                                    redirect_url=self.redirect_url(settings, redirect_url, origin))
+                                    redirect_url=self.redirect_url(settings, redirect_url))
         from llmgw.auth import ldap
 
         return await ldap.trial(settings, self.secrets, login=login)
 
     async def keep(self, kind: str, given: dict[str, Any], actor: Actor, *, login: str = "",
-                   redirect_url: str = "", origin: str = "",
+                   redirect_url: str = "",
                    expected_version: int | None = None) -> tuple[Trial, int | None]:
         """Try `given`, and write it as auth.KIND only when every step passed; (trial, version) or (trial, None)."""
         settings = self.block(kind, given)
-        trial = await self.trial(kind, to_dict(settings), login=login, redirect_url=redirect_url, origin=origin)
+        trial = await self.trial(kind, to_dict(settings), login=login, redirect_url=redirect_url)
         if not trial.ok:
             return trial, None
         version, doc = await self.watcher.document()

@@ -72,7 +72,8 @@ def mount(app: web.Application, plane: Any, *, registry: Registry | None = None,
                     sessions=Sessions(store, lambda: plane.settings.current.auth),
                     reports=UsageReports(store),
                     secrets=Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),
-                    directory=DirectoryAccounts(store, accounts.people, accounts.audit),
+                    directory=DirectoryAccounts(store, accounts.people, accounts.audit,
+                                                break_glass=lambda: plane.settings.current.auth.break_glass),
                     env=environment(), registry=pages, static=load_static(), mcp=mcp)
     app[PORTAL] = portal
     for portal_page in pages.pages:

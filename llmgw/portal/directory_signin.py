@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmgw.account import Actor
+from llmgw.account import AccountError, Actor
 from llmgw.account.sessions import SignedIn
-from llmgw.auth import GroupMap, ldap
+from llmgw.auth import SUSPENDED, GroupMap, ldap
 from llmgw.errors import N_
 from llmgw.store import Person
 
@@ -41,9 +41,16 @@ async def sign_in(portal: Any, login: str, password: str, *, address: str, agent
 
     async def vouched_person() -> Person:
         vouched = await ldap.sign_in(settings, portal.secrets, login, password)
-        person: Person = await portal.directory.account(
-            vouched, GroupMap.of(settings), create=settings.create_accounts,
-            actor=Actor(vouched.email or vouched.subject, "ldap"))
+        try:
+            person: Person = await portal.directory.account(
+                vouched, GroupMap.of(settings), create=settings.create_accounts,
+                actor=Actor(vouched.email or vouched.subject, "ldap"))
+        except AccountError as e:
+            if e.code == SUSPENDED:
+                # As a wrong password, and counted (sign_in_vouched counts a 401): a suspension told apart
+                # from a wrong password confirms a guessed one.
+                raise AccountError(ldap.WRONG, 401, "unauthorized") from None
+            raise
         return person
 
     directory_signed: SignedIn = await portal.sessions.sign_in_vouched(login, vouched_person, address=address,

@@ -21,7 +21,8 @@ from aiohttp import web
 from llmgw.account import AccountError, Actor
 from llmgw.auth import GroupMap, SecretError
 from llmgw.auth.oidc import OIDCError, client_secret, vouched
-from llmgw.auth.oidcflow import COOKIE, COOKIE_PATH, FLOW_TTL, Flow
+from llmgw.auth.oidcflow import (CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect,
+                                 spent_key)
 from llmgw.config.auth import OIDCSettings
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
@@ -30,7 +31,8 @@ from llmgw.router.clientaddr import client_address
 
 log = logging.getLogger("llmgw.portal")
 
-CALLBACK = "/login/oidc/callback"
+NO_ADDRESS_SHOWN = N_("Single sign-on is not ready here: an administrator must first set the gateway's address "
+                      "(portal.address). Sign in with your password meanwhile.")
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -39,15 +41,11 @@ def _settings(request: web.Request) -> OIDCSettings:
     return settings
 
 
-def redirect_url(request: web.Request) -> str:
-    """Where the provider sends the browser back: auth.oidc.redirect_url, else portal.address's callback,
-    else this request's own origin's (the address the browser used)."""
+def redirect_url(request: web.Request) -> str | None:
+    """Where the provider sends the browser back: auth.oidc.redirect_url, else portal.address's callback;
+    None with neither (llmgw.auth.oidcflow.configured_redirect says why the Host header is not used)."""
     current = request.app[PORTAL].plane.settings.current
-    if current.auth.oidc.redirect_url:
-        return str(current.auth.oidc.redirect_url)
-    if current.portal.address:
-        return str(current.portal.address).rstrip("/") + CALLBACK
-    return f"{'https' if secure(request) else 'http'}://{request.host}{CALLBACK}"
+    return configured_redirect(current.auth.oidc, current.portal.address)
 
 
 def signin_offer(request: web.Request, target: str) -> dict[str, Any]:
@@ -88,6 +86,9 @@ async def start(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
         log.warning("single sign-on could not start: %s", e)
         return refused(request, 502, i18n.say(request[LANG], e), translated=True)
     back = redirect_url(request)
+    if back is None:
+        log.warning("single sign-on did not start: %s", NO_ADDRESS)
+        return refused(request, 503, NO_ADDRESS_SHOWN)
     flow = Flow.start(next_path=target, redirect_url=back, issuer=settings.issuer, client_id=settings.client_id,
                       now=time.time())
     response = web.HTTPSeeOther(portal.oidc.authorization_url(settings, provider, redirect_url=back,
@@ -130,6 +131,12 @@ async def callback(request: web.Request, viewer: Viewer | None) -> web.StreamRes
     code = request.query.get("code", "")
     if not code:
         return refused(request, 400, N_("The provider sent no sign-in code back; sign in again."))
+    now = time.time()
+    if not await portal.store.spend_sign_in(spent_key(flow.state), now, flow.started + FLOW_TTL + 60):
+        # Spent in the store, so on every control plane and worker: a replayed cookie, state and code
+        # would otherwise sign in again wherever the provider does not refuse a reused code (issue 25).
+        log.warning("a single sign-on callback came again with a state already used; refused")
+        return refused(request, 400, N_("This sign-in was used already; sign in again."))
     try:
         provider = await portal.oidc.provider(settings)
         secret = await client_secret(settings, portal.secrets)

@@ -301,6 +301,15 @@ class AccountSQL:
     async def clear_sign_in_failures(self, subject: str) -> None:
         await self._db.execute("DELETE FROM sign_in_failures WHERE subject = $1", subject)
 
+    async def spend_sign_in(self, digest: str, at: float, until: float) -> bool:
+        await self._db.execute("DELETE FROM spent_sign_ins WHERE until_at < $1", at)
+        try:
+            # The primary key decides between two callbacks at once, on any control plane or worker.
+            await self._db.execute("INSERT INTO spent_sign_ins (digest, until_at) VALUES ($1, $2)", digest, until)
+        except Duplicate:
+            return False
+        return True
+
     # the tenancy tree
 
     async def ensure_project(self, org: str, team: str, project: str) -> ProjectPath:

@@ -54,7 +54,11 @@ class Gateway:
         self.plane.cfg = replace(ServerConfig(), data_dir=str(root))
         self.server: TestServer | None = None
 
-    def use(self, settings: ClusterSettings) -> None:
+    def use(self, settings: ClusterSettings, *, address: bool = True) -> None:
+        """Put `settings` in force; with `address`, portal.address is this gateway's when they name none,
+        as an installation's is (single sign-on does not start without one)."""
+        if address and not settings.portal.address:
+            settings = replace(settings, portal=replace(settings.portal, address=self.url))
         self.plane.settings.current = settings
 
     async def start(self) -> None:

@@ -1,4 +1,5 @@
-"""Accounts a directory vouches for: tied to its id, taken over by e-mail, moved with groups, suspended by it."""
+"""Accounts a directory vouches for: tied to its id, tied by an e-mail it vouches for, moved with groups, suspended
+by it; never the break-glass account, never the last active admin."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ GMAP = GroupMap(roles={"admin": ["llmgw-admins"], "operator": ["llmgw-ops"]},
 async def directory(store) -> DirectoryAccounts:
     await store.ensure_project("Acme", "ml", "search")
     accounts = Accounts(store)
-    return DirectoryAccounts(store, accounts.people, accounts.audit)
+    return DirectoryAccounts(store, accounts.people, accounts.audit, break_glass=lambda: "admin@localhost")
 
 
 def ada(groups: set[str] | None = None, **kw) -> Vouched:
@@ -44,11 +45,12 @@ async def test_a_renamed_person_is_the_same_account_by_the_directory_id(director
     assert await store.count_people() == 1
 
 
-async def test_an_existing_account_with_the_same_mail_is_taken_over_and_keeps_its_hand_given_places(directory, store):
+async def test_an_existing_account_with_a_mail_the_directory_vouches_for_is_tied_and_keeps_its_hand_given_places(
+        directory, store):
     view, _ = await directory.people.add(ROOT, email="Ada@corp.example", name="Ada",
                                          member_of=["project:Acme/ml/search"])
 
-    person = await directory.account(ada({"ml-engineers"}), GMAP, create=True, actor=SYNC)
+    person = await directory.account(ada({"ml-engineers"}, email_verified=True), GMAP, create=True, actor=SYNC)
     assert person.id == view["id"]
     await directory.follow(person, ada(set()), GMAP, actor=SYNC)
 
@@ -96,3 +98,48 @@ async def test_a_directory_reinstates_only_its_own_suspension(directory, store):
     assert by_hand.suspended_by == "admin"
     assert not await directory.reinstate(by_hand, "ldap", actor=SYNC)
     assert (await store.person_by_id(person.id)).disabled
+
+
+async def test_a_mail_the_directory_does_not_vouch_for_is_refused_with_how_to_link_and_the_link_then_ties_it(
+        directory, store):
+    view, _ = await directory.people.add(ROOT, email="ada@corp.example", name="Ada")
+
+    with pytest.raises(AccountError) as refused:
+        await directory.account(ada({"llmgw-admins"}), GMAP, create=True, actor=SYNC)
+    assert refused.value.status == 409
+    assert "llmgw people link ada@corp.example ldap 'guid-ada'" in str(refused.value)
+    assert await store.identities_of(view["id"]) == [] and await store.count_people() == 1
+
+    await directory.link(ROOT, "ada@corp.example", "ldap", "guid-ada")
+    person = await directory.account(ada(set()), GMAP, create=True, actor=SYNC)
+    assert person.id == view["id"]
+
+
+async def test_the_break_glass_account_is_never_tied_renamed_or_suspended_by_a_directory(directory, store):
+    view, _ = await directory.people.add(ROOT, email="admin@localhost", name="Break glass", role="admin")
+    await directory.people.add(ROOT, email="bea@corp.example", name="Bea", role="admin")
+
+    for vouched in (ada(email="Admin@Localhost", email_verified=True), ada(email="admin@localhost")):
+        with pytest.raises(AccountError) as refused:
+            await directory.account(vouched, GMAP, create=True, actor=SYNC)
+        assert refused.value.status == 409 and "break-glass" in str(refused.value)
+    with pytest.raises(AccountError):
+        await directory.link(ROOT, "admin@localhost", "ldap", "guid-ada")
+    glass = await directory.people.person("admin@localhost")
+    with pytest.raises(AccountError):
+        await directory.suspend(glass, "ldap", actor=SYNC, why="gone")
+    assert await directory.follow(glass, ada({"ml-engineers"}, email="x@corp.example"), GMAP, actor=SYNC) == glass
+    after = await store.person_by_id(view["id"])
+    assert (after.email, after.role, after.disabled) == ("admin@localhost", "admin", False)
+    assert await store.identities_of(view["id"]) == []
+
+
+async def test_a_directory_cannot_suspend_the_last_active_admin(directory, store):
+    person = await directory.account(ada({"llmgw-admins"}), GMAP, create=True, actor=SYNC)
+    assert person.role == "admin"  # no other admin here: ada is the only one
+
+    with pytest.raises(AccountError) as refused:
+        await directory.suspend(person, "ldap", actor=SYNC, why="disabled in the directory")
+
+    assert refused.value.status == 409 and "last active admin" in str(refused.value)
+    assert not (await store.person_by_id(person.id)).disabled

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import html
 import json
 import re
 
@@ -89,11 +91,26 @@ async def test_a_wrong_password_is_refused_with_the_form_kept_and_counts_toward_
             assert throttled.status == 429 and "too many failed sign-ins" in await throttled.text()
 
 
-async def test_an_existing_account_with_the_same_mail_is_taken_over(gateway):
+async def test_an_existing_account_with_the_same_mail_is_tied_only_once_the_directory_is_trusted_for_mail(gateway):
     made = gateway.ctl_json("people", "add", "bob@corp.example", "--name", "Bob")
     async with browser(gateway) as http:
-        answer = await sign_in(http, "bob", "bob-password-1")
-        assert answer.status == 303
+        refused = await sign_in(http, "bob", "bob-password-1")
+        assert refused.status == 409
+        assert "llmgw people link bob@corp.example ldap" in html.unescape(await refused.text())
+    assert gateway.ctl_json("people", "show", "bob@corp.example")["identities"] == []
+
+    gateway.ctl_json("ctl", "config", "set", "auth.ldap.trust_email", "true")
+    async with browser(gateway) as http:
+
+        async def tied() -> bool:
+            return (await sign_in(http, "bob", "bob-password-1")).status == 303
+
+        for _ in range(100):  # until the settings poll has put trust_email in force
+            if await tied():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("bob was never tied with auth.ldap.trust_email on")
     bob = gateway.ctl_json("people", "show", "bob@corp.example")
     assert bob["id"] == made["id"] and bob["name"] == "Bob Babbage"
 

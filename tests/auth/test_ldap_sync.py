@@ -33,7 +33,8 @@ class World:
         self.ldap = settings_for(slapd, bind_file(tmp_path))
         self.secrets = file_secrets(tmp_path)
         accounts = Accounts(store)
-        self.directory = DirectoryAccounts(store, accounts.people, accounts.audit)
+        self.directory = DirectoryAccounts(store, accounts.people, accounts.audit,
+                                           break_glass=lambda: "admin@localhost")
         self.forgotten: list[str] = []
         self.sync = LdapSync(store, lambda: replace(ClusterSettings().auth, ldap=self.ldap), self.secrets,
                              self.directory, leading=lambda: True,

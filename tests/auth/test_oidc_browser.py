@@ -27,6 +27,7 @@ def gateway(tmp_path_factory):
     os.chmod(secret, 0o600)
     server.config = write_config(root / "gw.yaml", {
         "models": [{"name": "qwen", "endpoints": [engine.url]}],
+        "portal": {"address": server.client_url},  # single sign-on starts only with an address set
         "auth": {"oidc": {"issuer": provider.issuer, "client_id": CLIENT_ID, "client_secret_file": str(secret),
                           "scopes": ["openid", "email", "profile", "groups"], "label": "Corp",
                           "roles": {"admin": ["llmgw-admins"]}, "no_passwords": True}}})

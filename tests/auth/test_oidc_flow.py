@@ -148,10 +148,11 @@ class _Client:
         return await self.session.post(self.base + path, **kw)
 
 
-async def test_the_redirect_address_is_the_settings_else_the_portals_address_else_the_browsers(gateway, tmp_path):
+async def test_the_redirect_address_is_the_settings_else_the_portals_address_never_the_browsers(gateway, tmp_path):
     async def redirect_uri() -> str:
         async with browser() as session:
-            start = await session.get(gateway.url + "/login/oidc", allow_redirects=False)
+            start = await session.get(gateway.url + "/login/oidc", allow_redirects=False,
+                                      headers={"Host": "evil.example"})
             return query_of(start.headers["Location"])["redirect_uri"]
 
     assert await redirect_uri() == gateway.callback

@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.auth.scimkit import Plane, bearer, scim_app
 
+from llmgw.auth.directory import scim_name_link
 from llmgw.account import Accounts, Actor, Sessions
 from llmgw.config.auth import SCIMSettings
 from llmgw.store import Person
@@ -196,7 +197,9 @@ async def test_a_deleted_user_is_suspended_and_untied_and_the_account_stays(gate
     async with gateway.get(f"/scim/v2/Users/{made['id']}", headers=gateway.headers) as r:
         assert r.status == 404
     person = await store.person_by_id(person_id)
-    assert person.disabled and await store.identities_of(person_id) == []
+    # Untied from the user's id; linked to its userName, so that pushing it again takes the account back.
+    assert person.disabled
+    assert [i.subject for i in await store.identities_of(person_id)] == [scim_name_link(ENTRA_USER["userName"])]
 
     # Pushed again, the same e-mail takes the account back, active.
     async with gateway.post("/scim/v2/Users", json=ENTRA_USER, headers=gateway.headers) as r:

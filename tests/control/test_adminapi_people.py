@@ -10,6 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from llmgw.account import Accounts, Sessions, check_password
+from llmgw.auth import DirectoryAccounts
 from llmgw.config import AuthSettings
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.token import AdminToken
@@ -33,6 +34,11 @@ class Plane:
     accounts: Accounts
     admin_token: AdminToken = field(default_factory=lambda: AdminToken(SECRET, "ops"))
     keys: Keys = field(default_factory=Keys)
+
+    @property
+    def directory(self) -> DirectoryAccounts:
+        return DirectoryAccounts(self.store, self.accounts.people, self.accounts.audit,
+                                 break_glass=lambda: "admin@localhost")
 
 
 class Api:
@@ -149,7 +155,7 @@ async def test_a_suspended_person_loses_every_session_and_cannot_sign_in_until_i
 
     assert (status, suspended["state"]) == (200, "suspended")
     assert await sessions.current(signed_in.token) is None
-    with pytest.raises(Exception, match="suspended"):
+    with pytest.raises(Exception, match="do not match an account here"):  # as a wrong password: no hint
         await sessions.sign_in("gus@example.com", PASSWORD, address="192.0.2.1")
     status, lifted = await api.call("POST", "/api/v1/people/gus@example.com/suspend", {"lift": True})
     assert (status, lifted["state"]) == (200, "active")
@@ -240,3 +246,22 @@ def test_the_clis_roles_are_the_account_packages():
     from llmgw.cli.people import ROLES as CLI_ROLES
 
     assert CLI_ROLES == ROLES
+
+
+async def test_a_directory_identity_is_linked_on_purpose_and_never_to_the_break_glass_account(api):
+    await api.call("POST", "/api/v1/people", {"email": "admin@localhost", "name": "Admin", "role": "admin",
+                                              "password": PASSWORD})
+    await api.call("POST", "/api/v1/people", {"email": "ada@example.com", "name": "Ada", "password": PASSWORD})
+
+    status, linked = await api.call("POST", "/api/v1/people/ada@example.com/link",
+                                    {"source": "oidc", "subject": "https://sso.example.com#ada"})
+    assert status == 200
+    assert [(i["source"], i["subject"]) for i in linked["identities"]] == [("oidc", "https://sso.example.com#ada")]
+    status, taken = await api.call("POST", "/api/v1/people/admin@localhost/link",
+                                   {"source": "oidc", "subject": "https://sso.example.com#mallory"})
+    assert status == 409 and "break-glass" in taken["error"]["message"]
+    status, twice = await api.call("POST", "/api/v1/people/admin@localhost/link",
+                                   {"source": "ldap", "subject": ""})
+    assert status == 400
+    [entry] = [e for e in await audit_of(api, f"person:{linked['id']}") if e["action"] == "person.link"]
+    assert entry["actor"].startswith("ops") and entry["after"] == {"source": "oidc", "subject": "https://sso.example.com#ada"}

@@ -94,3 +94,13 @@ async def test_failed_sign_ins_older_than_a_day_are_forgotten_on_the_next_write(
     await store.add_sign_in_failure(["address:198.51.100.1"], 1000.0 + 86400.0 + 1)
 
     assert await store.sign_in_failures("address:192.0.2.7", since=0.0) == 0
+
+
+async def test_a_sign_in_state_is_spent_once_and_forgotten_after_its_flow_would_have_expired(store):
+    assert await store.spend_sign_in("digest-a", at=1000.0, until=1660.0) is True
+    assert await store.spend_sign_in("digest-a", at=1001.0, until=1661.0) is False  # a replay, on any plane
+    assert await store.spend_sign_in("digest-b", at=1002.0, until=1662.0) is True
+
+    # Past its `until` it is forgotten (a flow that old is refused by its cookie's age anyway).
+    assert await store.spend_sign_in("digest-c", at=1700.0, until=2360.0) is True
+    assert await store.spend_sign_in("digest-a", at=1701.0, until=2361.0) is True

@@ -71,6 +71,12 @@ class OIDCProvider:
         temp.write_text(json.dumps(state))
         os.replace(temp, self.state_path)  # whole, never half-written, when the provider reads it
 
+    def set_user(self, login: str, **claims) -> None:
+        """Add or replace a user the provider signs in as `login`: email, name, groups, and the claims a
+        test needs sent as written (email_verified: "false" a string, None: not sent at all; upn…)."""
+        self.users[login] = {"name": login, "groups": []} | claims
+        self._write()
+
     def set_groups(self, user: str, groups: list[str]) -> None:
         self.users[user]["groups"] = groups
         self._write()

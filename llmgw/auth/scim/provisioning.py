@@ -24,6 +24,9 @@ class Provisioning:
     # Tells this process's key cache (and through it the other workers) that someone's keys are refused or
     # let in again, at once rather than after auth.cache_ttl, as the admin API's suspension does.
     keys_changed: Callable[[], None]
+    # auth.scim.trust_email: the provider vouches for the e-mails it pushes, so one that is an existing
+    # account's ties that account; off, only an administrator's link does (llmgw people link EMAIL scim NAME).
+    trusts_email: Callable[[], bool]
 
     async def suspend(self, person: Person, why: str) -> None:
         if await self.directory.suspend(person, SOURCE, actor=ACTOR, why=why):

@@ -70,9 +70,10 @@ class Scim:
         store = plane.store
         self.plane = plane
         accounts = Accounts(store)
-        directory = DirectoryAccounts(store, accounts.people, accounts.audit)
+        directory = DirectoryAccounts(store, accounts.people, accounts.audit,
+                                      break_glass=lambda: plane.settings.current.auth.break_glass)
         provisioning = Provisioning(store, directory, accounts.audit, lambda: _gmap(plane.settings.current.auth.scim),
-                                    plane.keys.clear)
+                                    plane.keys.clear, lambda: plane.settings.current.auth.scim.trust_email)
         self.users = Users(provisioning)
         self.groups = Groups(provisioning)
         self.tokens = TokenCheck(store, Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),
@@ -101,6 +102,7 @@ class Scim:
             return error_response(e)
         except AccountError as e:
             return error_response(ScimError(e.status if e.status in (400, 403, 404, 409) else 400, e.template,
+                                            scim_type="uniqueness" if e.status == 409 else None,
                                             params=e.params or None))
         except Conflict as e:  # a race the checks before the write did not see: the database said it
             return error_response(ScimError(409, e.template, scim_type="uniqueness", params=e.params or None))

@@ -1,11 +1,13 @@
 """SCIM Users: the provider's view of an account, kept beside it in the store.
 
 A user's id is ours, and is also the identity (source "scim") that ties it
-to the account, so DirectoryAccounts finds, takes over and makes accounts
-for SCIM exactly as for OIDC and LDAP. Not the externalId: it is the
-provider's, optional (Okta need not send it) and may be replaced, while an
-identity's subject must never change. externalId and userName are kept
-in scim_users.
+to the account, so DirectoryAccounts finds, ties and makes accounts for
+SCIM exactly as for OIDC and LDAP: an existing account with the e-mail is
+tied only when auth.scim.trust_email says the provider vouches for it, or
+an administrator linked the userName to it; never the break-glass account.
+Not the externalId: it is the provider's, optional (Okta need not send it)
+and may be replaced, while an identity's subject must never change.
+externalId and userName are kept in scim_users.
 
 - userName, else the primary e-mail: the account's e-mail; name.formatted,
   else displayName, else given and family name: its name;
@@ -14,8 +16,10 @@ in scim_users.
   administrator made;
 - DELETE suspends the account and unties it, leaving it in place: its
   usage, its keys' history and the audit name it, and spend already
-  recorded must still add up. A user pushed again later with the same
-  e-mail takes the account back.
+  recorded must still add up. The same userName pushed again later takes
+  the account back (DELETE leaves a link to it, as an administrator's is).
+- the break-glass account and the last active admin are never suspended:
+  409 (People.change keeps the admin), with nothing changed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from llmgw.auth.directory import Vouched
+from llmgw.auth.directory import Vouched, scim_name_link
 from llmgw.auth.scim.errors import ScimError
 from llmgw.auth.scim.filter import Compare, lookup, matches
 from llmgw.auth.scim.patch import apply_patch
@@ -33,7 +37,7 @@ from llmgw.auth.scim.provisioning import ACTOR, SOURCE, Provisioning
 from llmgw.auth.scim.resources import Query, boolean, resource_body, when
 from llmgw.auth.scim.schemas import USER
 from llmgw.errors import N_
-from llmgw.store import Conflict, Person, ScimUser
+from llmgw.store import Conflict, Identity, Person, ScimUser
 
 # Kept in columns or the account, or never kept (a password: accounts SCIM makes have none).
 _APART = {"id", "meta", "schemas", "username", "externalid", "active", "password", "groups"}
@@ -156,10 +160,17 @@ class Users:
         existing = await self.store.person_by_email(email)
         if existing is not None and await self.store.scim_user_of(existing.id) is not None:
             raise _taken_email(email)
+        # An administrator's link to this userName, made after a refusal: it vouches for this one account.
+        linked = await self.store.identity(SOURCE, scim_name_link(user_name))
+        vouches = self.p.trusts_email() or (linked is not None and existing is not None
+                                            and linked.person_id == existing.id)
         user_id = str(uuid.uuid4())
         now = time.time()
-        vouched = Vouched(SOURCE, user_id, email, _name(data) or email, frozenset())
+        vouched = Vouched(SOURCE, user_id, email, _name(data) or email, frozenset(), email_verified=vouches,
+                          link_as=user_name)
         person = await self.p.directory.find(vouched, create=True, actor=ACTOR)
+        if linked is not None and linked.person_id == person.id:
+            await self.store.delete_identity(SOURCE, linked.subject)  # spent: the user's id ties it now
         user = ScimUser(user_id, person.id, user_name, external_id, data, now, now)
         try:
             await self.store.add_scim_user(user)
@@ -183,6 +194,10 @@ class Users:
             other_person = await self.store.person_by_email(email)
             if other_person is not None and other_person.id != person.id:
                 raise _taken_email(email)
+        if active is False:
+            # First: a refusal (the break-glass account, the last active admin) must leave the user as it was.
+            await self.p.suspend(person, "active set to false by the SCIM provider")
+            person = await self.store.person_by_id(person.id) or person
         after = replace(user, user_name=user_name, external_id=external_id, data=data,
                         updated_at=max(time.time(), user.updated_at))
         try:
@@ -206,6 +221,12 @@ class Users:
         await self.p.suspend(person, "deleted at the SCIM provider")
         await self.store.delete_identity(SOURCE, user.id)
         await self.store.delete_scim_user(user.id)  # and its group memberships
+        # The account was this provider's: the same userName pushed again takes it back, as a link would.
+        now = time.time()
+        try:
+            await self.store.add_identity(Identity(SOURCE, scim_name_link(user.user_name), person.id, now, now))
+        except Conflict:
+            pass
         await self.p.audit(ACTOR, "scim.user.delete", f"person:{person.id}", _view(user), None)
         fresh = await self.store.person_by_id(person.id)
         if fresh is not None:

@@ -31,12 +31,6 @@ def _setup(request: web.Request) -> SignInSetup:
     return SignInSetup(plane.store, plane.settings, plane.cfg)
 
 
-def _client_origin(request: web.Request) -> str:
-    """The client port as this control plane listens on it: the last resort for OIDC's callback address."""
-    plane: ControlPlane = request.app[PLANE]
-    return f"http://{plane.listen_addresses.get('client', '127.0.0.1:8080')}"
-
-
 def _refused(e: SecretError) -> Refused:
     return Refused(400, str(e), "secret_refused")
 
@@ -54,8 +48,7 @@ async def auth_test(request: web.Request) -> web.Response:
     login = _field(data, "login", str) or ""
     try:
         trial = await _setup(request).trial(request.match_info["kind"], _block(data), login=login,
-                                            redirect_url=_field(data, "redirect_url", str) or "",
-                                            origin=_client_origin(request))
+                                            redirect_url=_field(data, "redirect_url", str) or "")
     except SecretError as e:
         raise _refused(e) from None
     return _json(trial.view())
@@ -69,7 +62,7 @@ async def auth_keep(request: web.Request) -> web.Response:
     try:
         trial, version = await _setup(request).keep(
             request.match_info["kind"], block, actor(request), login=_field(data, "login", str) or "",
-            redirect_url=_field(data, "redirect_url", str) or "", origin=_client_origin(request),
+            redirect_url=_field(data, "redirect_url", str) or "",
             expected_version=_field(data, "expected_version", int))
     except SecretError as e:
         raise _refused(e) from None

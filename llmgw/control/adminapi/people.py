@@ -7,6 +7,7 @@
     POST /api/v1/people/{ident}/suspend          {lift?: bool}
     POST /api/v1/people/{ident}/reset-password
     POST /api/v1/people/{ident}/memberships      {place, remove?: bool}
+    POST /api/v1/people/{ident}/link             {source: oidc|ldap|scim, subject}
 
 Each calls llmgw.account.People, which checks and audits the change as the
 token's holder (and the login `llmgw ctl` claims). A password made here is in
@@ -80,6 +81,15 @@ async def person_memberships(request: web.Request) -> web.Response:
     return _json(await people.join(who, ident, place))
 
 
+async def person_link(request: web.Request) -> web.Response:
+    """A directory's identity tied to the person on purpose (llmgw.auth.DirectoryAccounts.link): what a sign-in
+    refused for an e-mail the directory does not vouch for tells an administrator to do."""
+    data = await body(request)
+    plane: ControlPlane = request.app[PLANE]
+    return _json(await plane.directory.link(actor(request), request.match_info["ident"],
+                                            _field(data, "source", str, True), _field(data, "subject", str, True)))
+
+
 def register(r: web.UrlDispatcher) -> None:
     r.add_get("/api/v1/people", people_list)
     r.add_post("/api/v1/people", person_add)
@@ -88,3 +98,4 @@ def register(r: web.UrlDispatcher) -> None:
     r.add_post("/api/v1/people/{ident}/suspend", person_suspend)
     r.add_post("/api/v1/people/{ident}/reset-password", person_reset_password)
     r.add_post("/api/v1/people/{ident}/memberships", person_memberships)
+    r.add_post("/api/v1/people/{ident}/link", person_link)

@@ -74,6 +74,17 @@ async def places(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
                          lambda people, ident: people.join(viewer.actor(), ident, place))
 
 
+@page("/admin/people/{ident}/link", methods=("POST",), role="admin")
+async def link(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    """A directory's identity tied on purpose, as `llmgw people link` does (DirectoryAccounts.link)."""
+    assert viewer is not None
+    posted = await form(request)
+    source, subject = posted.get("source", "").strip(), posted.get("subject", "").strip()
+    portal = request.app[PORTAL]
+    return await _change(request, N_("The directory's identity is tied to this person."),
+                         lambda people, ident: portal.directory.link(viewer.actor(), ident, source, subject))
+
+
 @page("/admin/people/{ident}/reset-password", methods=("POST",), role="admin")
 async def reset_password(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None

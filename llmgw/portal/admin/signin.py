@@ -13,12 +13,13 @@ import yaml
 from aiohttp import web
 
 from llmgw.auth import SecretError
+from llmgw.auth.oidcflow import NO_ADDRESS
 from llmgw.config.loader import parse_yaml, to_dict
 from llmgw.control.settings import SettingsError
 from llmgw.control.signin import KINDS, SignInSetup
 from llmgw.errors import N_
 from llmgw.portal import i18n
-from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render, secure
+from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
 
 add_nav("admin", "/admin/sign-in", N_("Sign-in"), "admin")
 
@@ -53,12 +54,10 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
                 blocks[kind] = posted.get("block", "")
                 logins[kind] = posted.get("login", "").strip()
                 given = _parsed(blocks[kind])
-                origin = f"{'https' if secure(request) else 'http'}://{request.host}"
                 if action == "try":
-                    trials[kind] = (await setup.trial(kind, given, login=logins[kind], origin=origin)).view()
+                    trials[kind] = (await setup.trial(kind, given, login=logins[kind])).view()
                 else:
-                    trial, version = await setup.keep(kind, given, viewer.actor(), login=logins[kind],
-                                                      origin=origin)
+                    trial, version = await setup.keep(kind, given, viewer.actor(), login=logins[kind])
                     if version is not None:
                         said = i18n.gettext(lang, N_("Every step passed, and the block is kept; settings version "
                                                      "{version} is in force.")).format(version=version)
@@ -82,7 +81,8 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
             errors[kind or action] = i18n.say(lang, e)
             status = 400
     return render(request, "admin/signin.html", status=status, title=N_("Sign-in"), state=await setup.status(),
-                  blocks=blocks, logins=logins, trials=trials, errors=errors, made_token=made_token)
+                  blocks=blocks, logins=logins, trials=trials, errors=errors, made_token=made_token,
+                  no_address=NO_ADDRESS)
 
 
 def _parsed(text: str) -> dict[str, Any]:

@@ -4,6 +4,8 @@
 //
 // STATE.json: {"client": {"client_id", "client_secret", "redirect_uris": [...]}, "signing_key": JWK,
 //              "users": {"ada": {"email", "name", "groups": [...]}, ...}}
+// A user may also carry email_verified (true when left out; null: not sent at all, as Entra ID does),
+// preferred_username, upn and xms_edov, sent as written; "email": null sends no e-mail.
 // Users are read from the file at every sign-in, so a test changes someone's groups by rewriting it.
 // The login page is oidc-provider's development interaction: any password is accepted for a known login.
 // Consent is given by the provider itself (loadExistingGrant), as for a company's own application.
@@ -41,7 +43,8 @@ function makeProvider(issuer) {
     pkce: { required: () => true },
     jwks: { keys: [signing] },
     cookies: { keys: ['llmgw-test-cookie-key'] },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'],
+              profile: ['name', 'preferred_username', 'upn'], groups: ['groups'] },
     scopes: ['openid', 'email', 'profile', 'groups'],
     // The claims in the ID token itself, as Keycloak and Entra ID send them, not only at userinfo.
     conformIdTokenClaims: false,
@@ -53,7 +56,13 @@ function makeProvider(issuer) {
         accountId: id,
         async claims() {
           const now = state().users[id] || user;
-          return { sub: id, email: now.email, email_verified: true, name: now.name, groups: now.groups };
+          const claims = { sub: id, email: now.email, email_verified: true, name: now.name, groups: now.groups };
+          for (const name of ['email_verified', 'preferred_username', 'upn', 'xms_edov']) {
+            if (name in now) claims[name] = now[name];
+          }
+          // null: the claim is not sent at all (JSON has no undefined).
+          for (const name of Object.keys(claims)) if (claims[name] === null) delete claims[name];
+          return claims;
         },
       };
     },
@@ -61,7 +70,7 @@ function makeProvider(issuer) {
       const accountId = ctx.oidc.session.accountId;
       const grant = new ctx.oidc.provider.Grant({ clientId: ctx.oidc.client.clientId, accountId });
       grant.addOIDCScope('openid email profile groups');
-      grant.addOIDCClaims(['email', 'email_verified', 'name', 'groups']);
+      grant.addOIDCClaims(['email', 'email_verified', 'xms_edov', 'name', 'preferred_username', 'upn', 'groups']);
       await grant.save();
       return grant;
     },
