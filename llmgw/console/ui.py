@@ -215,7 +215,7 @@ class App:
             edits[key] = edit
             rows.append(urwid.Columns([(width, urwid.Text(label)), urwid.AttrMap(edit, "field", "focus")]))
         refusal = urwid.Text("")
-        rows += [urwid.Divider(), refusal,
+        rows += [urwid.Divider(), *([refusal] if then is not None else []),
                  urwid.Text(("dim", "Enter next field (on the last: done)  F2 done  Esc cancel"))]
         walker: urwid.SimpleFocusListWalker = urwid.SimpleFocusListWalker(rows)
         box = urwid.ListBox(walker)
@@ -261,8 +261,8 @@ class App:
                     return None
                 return super().keypress(size, key)
 
-        # Room for the fields and a refusal of up to three lines.
-        self._open(Form(urwid.LineBox(box)), height=len(fields) + 10)
+        # Room for the fields, and for a form that stays open, a refusal of up to three lines.
+        self._open(Form(urwid.LineBox(box)), height=len(fields) + (10 if then is not None else 7))
 
     def message(self, title: str, rows: list[Any]) -> None:
         """A box of text over the screen, closed by any key."""
