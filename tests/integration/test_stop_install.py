@@ -15,10 +15,6 @@ import pytest
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
 
-from llmgw.onboard.layout import Layout
-from llmgw.onboard.services import service_manager
-from llmgw.onboard.stopping import stop_install
-
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("client", "agent", "admin", "metrics")
 
@@ -33,9 +29,6 @@ def installed(tmp_path):
     assert json.loads(done.stdout)["answer"]
     yield root, ports
     end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
-    # A test that failed because the engine outlived the stop leaves it running: ended here from its record.
-    layout = Layout(root)
-    stop_install(layout, service_manager(layout, "supervised"))
 
 
 def install(root: Path, ports: dict[str, int]) -> subprocess.CompletedProcess:
