@@ -46,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
     except StepFailed as e:
         print(f"llmgw: {e.sentence}", file=sys.stderr)
         return 1
+    except PermissionError:
+        # The install's processes are root's (or the installer's): another user may not signal them.
+        print(f"llmgw: this user may not stop what the install under {layout.root} started; run it as the "
+              f"user that installed it (sudo llmgw stop --root {layout.root})", file=sys.stderr)
+        return 1
     if args.json:
         emit_json({"root": str(layout.root), "stopped": [{"what": s.what, "pid": s.pid} for s in stopped]})
     elif not stopped:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -20,15 +22,23 @@ ROLES = ("client", "agent", "admin", "metrics")
 
 
 @pytest.fixture
-def installed(tmp_path):
-    """A directory install with the sim starter served; whatever is left of it is ended after the test."""
-    root = tmp_path / "root"
+def installed():
+    """A directory install with the sim starter served; whatever is left of it is ended after the test.
+
+    Not under pytest's tmp_path, which only root may enter: another user is to find the install and be refused.
+    """
+    above = Path(tempfile.mkdtemp(prefix="llmgw-stop-"))
+    above.chmod(0o755)
+    root = above / "root"
     ports = {role: free_port() for role in ROLES}
-    done = install(root, ports)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["answer"]
-    yield root, ports
-    end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
+    try:
+        done = install(root, ports)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["answer"]
+        yield root, ports
+    finally:
+        end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
+        shutil.rmtree(above, ignore_errors=True)
 
 
 def install(root: Path, ports: dict[str, int]) -> subprocess.CompletedProcess:
@@ -98,6 +108,15 @@ def test_llmgw_stop_ends_the_control_plane_the_agent_and_the_model_engine_of_a_d
     # What the stop has to end: the sim model's engine among the rest, each of them listening.
     assert engine_ports, "the install recorded no engine: the sim starter should be served"
     assert len(pids) >= 5 and listening(all_ports) == sorted(all_ports)
+
+    # Another user may not stop it: refused in a sentence, and everything still runs.
+    refused = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+                              "-m", "llmgw", "stop", "--root", str(root)], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert refused.returncode == 1
+    assert refused.stderr == (f"llmgw: this user may not stop what the install under {root} started; run it as "
+                              f"the user that installed it (sudo llmgw stop --root {root})\n")
+    assert len(still_running(pids)) == len(pids) and listening(all_ports) == sorted(all_ports)
 
     done = subprocess.run([sys.executable, "-m", "llmgw", "stop", "--root", str(root)], capture_output=True,
                           text=True, timeout=180, cwd=ROOT)
