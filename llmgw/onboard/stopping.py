@@ -24,9 +24,9 @@ from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import ServiceManager
 
 AGENT = "llmgw-agent.service"
-# What an install may have started, in the order it is stopped: the agent before its engines are, whatever
-# serves the cluster after, the control plane before the store it writes to (a three-machine install's
-# Patroni and etcd), keepalived's address last of llmgw's own.
+# What an install may have started, in the order it is stopped: the agent (then its engines), the mirror,
+# the control plane, the floating address that follows it (keepalived), and last the store the control plane
+# wrote to (a three-machine install's Patroni, then the etcd Patroni keeps its leader in).
 ORDER = (AGENT, "llmgw-mirror.service", "llmgw-server.service", "keepalived.service", "patroni.service",
          "etcd.service")
 # Under systemd only llmgw's own units are stopped: PostgreSQL, etcd and keepalived there are Debian's
