@@ -68,6 +68,9 @@ def build_parser() -> Parser:
     from llmgw.cli import setup as setup_cli
 
     setup_cli.register(commands)
+    from llmgw.cli import stop
+
+    stop.register(commands)
     from llmgw.cli import unbuilt
 
     unbuilt.register(commands)

@@ -225,7 +225,8 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
                         "internet, no weights), or hf:OWNER/REPO/FILE.gguf (default qwen2.5-0.5b)")
     g.add_argument("--starter-context", type=int, default=4096, metavar="TOKENS",
                    help="the starter model's context (default 4096)")
-    g.add_argument("--no-firewall", action="store_true", help="leave out the firewall")
+    g.add_argument("--no-firewall", action="store_true",
+                   help="leave out the firewall (an install into a directory, --root, leaves it out anyway)")
     g.add_argument("--language", default="en", choices=("en", "tr"), help="the portal's language (default en)")
     g.add_argument("--max-key-ttl", default="", metavar="DURATION",
                    help="the longest lifetime of a new API key, e.g. 90d (default: no limit)")
@@ -264,7 +265,9 @@ def run_install(args) -> int:
     choices = Choices(admin_email=args.admin_email, language=args.language, starter=args.starter,
                       starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
                       root=args.root or "/", services=args.services)
-    choices.on.update({"node": not args.no_node, "starter": not args.no_model, "firewall": not args.no_firewall})
+    choices.on.update({"node": not args.no_node, "starter": not args.no_model})
+    if args.no_firewall:
+        choices.on["firewall"] = False  # else on for the machine itself, off for a directory (Choices.default_on)
     for role in LISTEN_DEFAULTS:
         if getattr(args, f"listen_{role}") is not None:
             choices.listen[role] = getattr(args, f"listen_{role}")

@@ -103,18 +103,20 @@ class Models:
         name = self.selected()
         if key == "a":
             app.form("Add a model from a model file (docs/models.md)", [("file", "model file", "")],
-                     lambda v: self._act(app, lambda: self.client.call(
-                         "POST", "/api/v1/models", {"spec": read_model_file(v["file"])})))
+                     lambda v: self.client.call("POST", "/api/v1/models", {"spec": read_model_file(v["file"])}),
+                     then=lambda answer: self._done(app, answer))
         elif key == "v":
             app.form("Serve weights", [
                 ("source", "source", ""), ("engine", "engine (blank: by file)", ""), ("name", "name", ""),
                 ("gpus", "GPUs a replica", ""), ("context", "context (tokens)", ""), ("min", "replicas", "1")],
-                lambda v: self._act(app, lambda: self.client.call("POST", "/api/v1/models/serve", _serve_body(v))))
+                lambda v: self.client.call("POST", "/api/v1/models/serve", _serve_body(v)),
+                then=lambda answer: self._done(app, answer))
         elif key == "s" and name:
             app.form(f"Scale {name}", [("min", "at least", ""), ("max", "at most", "")],
-                     lambda v: self._act(app, lambda: self.client.call(
-                         "POST", _path(name) + "/scale",
-                         {"min": _number(v, "min", "at least"), "max": _number(v, "max", "at most")})))
+                     lambda v: self.client.call("POST", _path(name) + "/scale",
+                                                {"min": _number(v, "min", "at least"),
+                                                 "max": _number(v, "max", "at most")}),
+                     then=lambda answer: self._done(app, answer))
         elif key == "t" and name:
             self._act(app, lambda: self.client.call("POST", _path(name) + "/stop", {}))
         elif key == "r" and name:
@@ -125,14 +127,13 @@ class Models:
 
     def _act(self, app: App, call) -> None:
         app.say("asking the control plane…")
+        app.work(call, lambda answer: self._done(app, answer))
 
-        def done(answer: dict[str, Any]) -> None:
-            model = answer.get("model") or {}
-            said = f"{model['name']}: {model['state']}, version {model['version']}" if model else "done"
-            app.say("; ".join([said, *(answer.get("notes") or [])]))
-            app.refresh()
-
-        app.work(call, done)
+    def _done(self, app: App, answer: dict[str, Any]) -> None:
+        model = answer.get("model") or {}
+        said = f"{model['name']}: {model['state']}, version {model['version']}" if model else "done"
+        app.say("; ".join([said, *(answer.get("notes") or [])]))
+        app.refresh()
 
 
 def _serve_body(values: dict[str, str]) -> dict[str, Any]:

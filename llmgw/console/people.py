@@ -49,17 +49,17 @@ class People:
             app.form("Add a person (a password is made and shown once)",
                      [("email", "e-mail", ""), ("name", "name", ""), ("role", "role", "member"),
                       ("place", "member of (a path)", "")],
-                     lambda v: app.work(lambda: self._add_person(v), lambda made: self._made(app, made)))
+                     self._add_person, then=lambda made: self._made(app, made))
         elif key == "n":
             app.form("Add to the tree", [("kind", "org, team or project", "team"),
                                          ("path", "path (Acme/web/app)", "")],
-                     lambda v: app.work(lambda: self._add_place(v), lambda made: self._placed(app, made)))
+                     self._add_place, then=lambda made: self._placed(app, made))
         elif key == "l":
             app.form("Limits of a place or a key (blank: unchanged; none: no limit of its own)",
                      [("place", "place (Acme/web) or key id", ""), ("rpm", "requests a minute", ""),
                       ("tpm", "tokens a minute", ""), ("budget", "budget (25.00)", ""),
                       ("period", "budget's period (day, month)", "")],
-                     lambda v: app.work(lambda: self._limits(v), lambda answer: self._limited(app, answer)))
+                     self._limits, then=lambda answer: self._limited(app, answer))
         else:
             return False
         return True
@@ -119,6 +119,7 @@ class People:
         if person.get("password"):
             rows += ["", ["password, shown once: ", ("note", person["password"])],
                      "They sign in on the portal with it and are asked to choose their own."]
+        app.say(f"{person['email']} is added as {person['role']}")
         app.message("A person added", rows)
         app.refresh()
 

@@ -7,7 +7,6 @@ refuses a bad one naming the key, so nothing invalid is ever kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import urwid
@@ -39,20 +38,21 @@ class Settings:
         if key == "s":
             app.form("Set a key (checked by the control plane before it is kept)",
                      [("path", "key (router.cache.max_bytes)", ""), ("value", "value", "")],
-                     lambda v: self._change(app, lambda: {"set": {_path(v): v.get("value", "")}}))
+                     lambda v: self._post({"set": {_path(v): v.get("value", "")}}),
+                     then=lambda answer: self._changed(app, answer))
         elif key == "u":
             app.form("Put a key back to its default", [("path", "key", "")],
-                     lambda v: self._change(app, lambda: {"unset": [_path(v)]}))
+                     lambda v: self._post({"unset": [_path(v)]}), then=lambda answer: self._changed(app, answer))
         else:
             return False
         return True
 
-    def _change(self, app: App, body: Callable[[], dict[str, Any]]) -> None:
-        def done(answer: dict[str, Any]) -> None:
-            app.say(f"cluster settings version {answer['version']}; in force on every control plane within 5 s")
-            app.refresh()
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.client.call("POST", "/api/v1/config", body)
 
-        app.work(lambda: self.client.call("POST", "/api/v1/config", body()), done)
+    def _changed(self, app: App, answer: dict[str, Any]) -> None:
+        app.say(f"cluster settings version {answer['version']}; in force on every control plane within 5 s")
+        app.refresh()
 
 
 def _path(values: dict[str, str]) -> str:

@@ -195,12 +195,17 @@ class App:
 
     # --- dialogs ------------------------------------------------------------------------------
 
-    def form(self, title: str, fields: list[tuple[str, str, str]], submit: Callable[[dict[str, str]], None],
-             secret: tuple[str, ...] = ()) -> None:
+    def form(self, title: str, fields: list[tuple[str, str, str]], submit: Callable[[dict[str, str]], Any],
+             secret: tuple[str, ...] = (), then: Callable[[Any], None] | None = None) -> None:
         """A form over the screen: (key, label, default) a field; Enter on the last field or F2 submits.
 
-        A field named in `secret` is typed masked, and its value lives only
-        in this process's memory on its way to the admin API.
+        With `then`, `submit(values)` is the blocking work (run on a worker
+        thread) and the form stays open until it is done: a refusal is shown
+        in the form, over the values as they were typed, to be corrected and
+        sent again; `then(result)` runs once it was accepted and the form
+        closed. Without `then`, the form closes and `submit` starts the work
+        itself. A field named in `secret` is typed masked, and its value
+        lives only in this process's memory on its way to the admin API.
         """
         edits: dict[str, urwid.Edit] = {}
         rows: list[Any] = [urwid.Text(("title", title)), urwid.Divider()]
@@ -209,11 +214,25 @@ class App:
             edit = urwid.Edit(mask="*" if key in secret else None, edit_text=default)
             edits[key] = edit
             rows.append(urwid.Columns([(width, urwid.Text(label)), urwid.AttrMap(edit, "field", "focus")]))
-        rows += [urwid.Divider(), urwid.Text(("dim", "Enter next field (on the last: done)  F2 done  Esc cancel"))]
+        refusal = urwid.Text("")
+        rows += [urwid.Divider(), *([refusal] if then is not None else []),
+                 urwid.Text(("dim", "Enter next field (on the last: done)  F2 done  Esc cancel"))]
         walker: urwid.SimpleFocusListWalker = urwid.SimpleFocusListWalker(rows)
         box = urwid.ListBox(walker)
         walker.set_focus(2)
         app = self
+        sending = [False]
+
+        def accepted(result: Any) -> None:
+            sending[0] = False
+            app.close_dialog()
+            assert then is not None
+            then(result)
+
+        def refused(error: BaseException) -> None:
+            # The person typed all of it once: a refusal keeps it, and says what to change.
+            sending[0] = False
+            refusal.set_text(("bad", sentence(error)))
 
         class Form(urwid.WidgetWrap):
             def keypress(self, size, key):
@@ -228,6 +247,12 @@ class App:
                         walker.set_focus(focus + 1)
                         return None
                     values = {k: e.edit_text.strip() for k, e in edits.items()}
+                    if then is not None:
+                        if not sending[0]:
+                            sending[0] = True
+                            refusal.set_text(("dim", "sending…"))
+                            app.work(lambda: submit(values), accepted, refused)
+                        return None
                     app.close_dialog()
                     try:
                         submit(values)
@@ -236,7 +261,8 @@ class App:
                     return None
                 return super().keypress(size, key)
 
-        self._open(Form(urwid.LineBox(box)), height=len(fields) + 7)
+        # Room for the fields, and for a form that stays open, a refusal of up to three lines.
+        self._open(Form(urwid.LineBox(box)), height=len(fields) + (10 if then is not None else 7))
 
     def message(self, title: str, rows: list[Any]) -> None:
         """A box of text over the screen, closed by any key."""

@@ -150,8 +150,8 @@ class Choices:
 
     machines: int = 1
     others: list[Machine] = field(default_factory=lambda: [Machine(), Machine()])
-    on: dict[str, bool] = field(default_factory=lambda: {"all_three": True, "node": True, "starter": True,
-                                                         "firewall": True})
+    # What was turned on or off; a part not named here is as default_on() says.
+    on: dict[str, bool] = field(default_factory=lambda: {"all_three": True, "node": True, "starter": True})
     admin_email: str = "admin@localhost"
     language: str = "en"
     starter: str = "qwen2.5-0.5b"
@@ -166,7 +166,13 @@ class Choices:
         part = PART[key]
         if not part.built or not self.applies(part):
             return False
-        return part.always or self.on.get(key, False)
+        return part.always or self.on.get(key, self.default_on(key))
+
+    def default_on(self, key: str) -> bool:
+        """Whether a part nobody turned on or off is installed. The firewall is, on the machine itself only: an
+        install into a directory cannot write the machine's rules, and with the firewall on by default there it
+        was refused until the person found the part to turn off."""
+        return key == "firewall" and self.root == "/"
 
     def applies(self, part: Part) -> bool:
         if part.three_machines_only and self.machines != 3:
@@ -184,7 +190,7 @@ class Choices:
             return f"{part.name} is always part of an install."
         if not self.applies(part):
             return f"{part.name} is for three machines."
-        self.on[key] = not self.on.get(key, False)
+        self.on[key] = not self.is_on(key)
         return ""
 
     def starter_source(self) -> tuple[str, str, str]:

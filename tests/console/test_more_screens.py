@@ -40,6 +40,8 @@ def test_a_place_and_a_person_added_on_the_people_screen_are_in_the_tree_and_the
     screen.type("lots")
     screen.keys("Enter")
     screen.wait_for("there is no Nowhere/else in the tree")
+    screen.keys("Escape")
+    screen.wait_gone("Limits of a place or a key")
 
     screen.keys("p")
     screen.wait_for("Add a person")
@@ -59,6 +61,37 @@ def test_a_place_and_a_person_added_on_the_people_screen_are_in_the_tree_and_the
     assert len(password) >= 8 and password not in server.output()
 
 
+def test_a_refused_person_keeps_the_form_open_with_what_was_typed_and_the_refusal_in_it(server, terminal,
+                                                                                         capture):
+    screen = _console(terminal, server)
+    screen.keys("5")
+    screen.wait_for("The tree", "People (", "API keys (")
+    screen.keys("p")
+    screen.wait_for("Add a person")
+    screen.type("ada@example.com")
+    screen.keys("Enter")
+    screen.type("Ada Lovelace")
+    screen.keys("Enter")
+    screen.keys(*["BSpace"] * len("member"))
+    screen.type("boss")
+    screen.keys("F2")
+    refused = screen.wait_for('"boss" is not a role')
+    # Still the form, with every value as it was typed, and the sentence inside it.
+    assert "Add a person" in refused
+    assert "ada@example.com" in refused and "Ada Lovelace" in refused and "boss" in refused
+    capture(screen, "people-refused")
+    assert "ada@example.com" not in [p["email"] for p in server.ctl_json("people", "list")]
+
+    # Corrected where it stands (the role still has the focus) and sent again: added once.
+    screen.keys(*["BSpace"] * len("boss"))
+    screen.type("admin")
+    screen.keys("F2")
+    screen.wait_for("ada@example.com (Ada Lovelace) is added as admin", "password, shown once: ")
+    screen.keys("Enter")
+    screen.wait_gone("password, shown once")
+    assert [p["role"] for p in server.ctl_json("people", "list") if p["email"] == "ada@example.com"] == ["admin"]
+
+
 def test_a_setting_is_set_and_a_bad_value_refused_naming_the_key(server, terminal, capture):
     screen = _console(terminal, server)
     screen.keys("7")
@@ -74,10 +107,9 @@ def test_a_setting_is_set_and_a_bad_value_refused_naming_the_key(server, termina
     capture(screen, "settings-refused")
     assert server.ctl_json("ctl", "config", "get", "router.cache.max_bytes")["value"] != "lots"
 
-    screen.keys("s")
-    screen.wait_for("Set a key")
-    screen.type("router.cache.max_bytes")
-    screen.keys("Enter")
+    # The form is still open with the key typed: only the value is typed again.
+    assert "Set a key" in refused
+    screen.keys(*["BSpace"] * len("lots"))
     screen.type("64MB")
     screen.keys("Enter")
     screen.wait_for("cluster settings version 2; in force on every control plane within 5 s")

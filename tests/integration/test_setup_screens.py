@@ -24,6 +24,7 @@ from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
 from tests.support.sshd import Sshd
 from tests.support.tmux import Terminal
+from tests.support.waiting import wait_until
 
 from llmgw.control.adminclient import AdminClient
 
@@ -65,7 +66,8 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         term.keys("n")
         parts = term.wait_for("the parts of an install")
         assert "[-] Model mirror" in parts and "not built yet" in parts
-        assert "[x] Starter model" in parts and "[x] Firewall" in parts
+        # An install into a directory cannot write the machine's firewall: it starts off, and the next step works.
+        assert "[x] Starter model" in parts and "[ ] Firewall" in parts
         shots.joinpath("2-parts.txt").write_text(parts)
 
         # Down to the starter model (control, store, mirror, node, starter) and open its settings.
@@ -77,20 +79,6 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         term.wait_for("(X) Simulated model")
         term.keys("Escape")
         term.wait_for("on: sim")
-        # The firewall cannot be written by an install into a directory: said before anything is done,
-        # and closing the message opens the firewall's settings.
-        term.keys("n")
-        refused = term.wait_for("This cannot go together")
-        assert "turn the firewall off." in refused
-        shots.joinpath("2b-refused.txt").write_text(refused)
-        term.keys("Escape")
-        term.wait_for("Rules written with nftables")
-        term.keys("Escape")
-        # Waited for before the next key: an Esc followed at once by Down reads as one escape sequence.
-        term.wait_for("[x] Firewall                    on")
-        # Down to the firewall (media, judge, firewall) and turn it off.
-        term.keys("Down", "Down", "Down", "Space")
-        term.wait_for("[ ] Firewall")
         term.keys("n")
 
         checks = term.wait_for("Every check passed.")
@@ -125,6 +113,109 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         term.close()
 
 
+def _setup_terminal(root: Path, ports: dict[str, int]) -> Terminal:
+    argv = [sys.executable, "-m", "llmgw", "setup", "--root", str(root), *listen_flags(ports)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    return Terminal(argv, env, str(ROOT), root.parent)
+
+
+def focused(term: Terminal, row: str) -> list[str]:
+    """What the screen shows in reverse video, once that begins with `row` (the cursor moves a moment after its
+    key); a row of two lines (a part turned off says what is missing without it) is two items."""
+    seen: list[list[str]] = [[]]
+
+    def row_first() -> list[str] | None:
+        seen[0] = term.highlighted()
+        return seen[0] if seen[0] and seen[0][0].startswith(row) else None
+    try:
+        return wait_until(row_first, 30, f"{row!r} highlighted")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; highlighted: {seen[0]!r}") from None
+
+
+def test_the_parts_list_shows_which_row_has_the_focus_and_keeps_it_there_after_a_dialog(tmp_path):
+    ports = {role: free_port() for role in ROLES}
+    term = _setup_terminal(tmp_path / "root", ports)
+    try:
+        term.wait_for("Is this one machine, or three")
+        assert focused(term, "(X) One machine") == ["(X) One machine: this one runs everything"]
+        term.keys("n")
+        term.wait_for("the parts of an install")
+        # Down to the starter (control, store, mirror, node, starter): drawn in reverse, the whole row.
+        term.keys("Down", "Down", "Down", "Down")
+        assert focused(term, "[x] Starter model") == [
+            "[x] Starter model               on: qwen2.5-0.5b  a model that answers as soon as setup ends"]
+        # A row written dim (a part not built yet) is highlighted too.
+        term.keys("Down")
+        assert len(focused(term, "[-] Pictures and 3D")) == 1
+        term.keys("Up")
+        focused(term, "[x] Starter model")
+
+        term.keys("Enter")
+        term.wait_for("Simulated model (no internet, no weights)")
+        focused(term, "( ) Simulated model")  # in the dialog: its first choice
+        term.keys("Escape")
+        term.wait_gone("Simulated model (no internet, no weights)")
+        focused(term, "[x] Starter model")
+
+        # To the checks and back: still on the starter, not at the top.
+        term.keys("n")
+        term.wait_for("checks", "b: back")
+        term.keys("b")
+        term.wait_for("the parts of an install")
+        assert len(focused(term, "[x] Starter model")) == 1
+        term.keys("q")
+        assert term.wait_until_exit() == 0
+    finally:
+        term.close()
+
+
+def test_a_directory_install_starts_with_the_firewall_off_and_the_refusal_opens_a_dialog_that_turns_it_off(
+        tmp_path):
+    root = tmp_path / "root"
+    ports = {role: free_port() for role in ROLES}
+    term = _setup_terminal(root, ports)
+    shots = captures_dir()
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.keys("n")
+        assert "[ ] Firewall                    off" in term.wait_for("the parts of an install")
+        # Turned on anyway (control, store, mirror, node, starter, media, judge, firewall), then back up to the
+        # starter, so that it is the refusal that brings the focus to the firewall.
+        term.keys(*["Down"] * 7, "Space")
+        term.wait_for("[x] Firewall")
+        term.keys("Up", "Up", "Up")
+        focused(term, "[x] Starter model")
+        term.keys("n")
+        refused = term.wait_for("This cannot go together")
+        assert "turn the firewall off." in refused
+        shots.joinpath("2b-refused.txt").write_text(refused)
+        term.keys("Escape")
+        dialog = term.wait_for("Rules written with nftables", "[X] Install firewall")
+        shots.joinpath("2c-firewall.txt").write_text(dialog)
+        # Kept on, it is refused where it is set, with the same sentence.
+        term.keys("Escape")
+        term.wait_for("Rules written with nftables", "turn the firewall off.")
+        # The switch has the focus: Space turns it off, Esc keeps that.
+        focused(term, "[X] Install firewall")
+        term.keys("Space")
+        term.wait_for("[ ] Install firewall")
+        term.keys("Escape")
+        term.wait_gone("Rules written with nftables")
+        assert focused(term, "[ ] Firewall                    off")[1].startswith("without it: the agent")
+        term.keys("n")
+        term.wait_for("Every check passed.")
+        term.keys("n")
+        planned = term.wait_for("The same install from a script:")
+        assert " - Firewall: left out" in planned and "--no-firewall" in planned
+        term.keys("q")
+        assert term.wait_until_exit() == 0
+        assert not root.exists()
+    finally:
+        term.close()
+
+
 def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_secret(install_root):
     root, ports = install_root
     assert install(root, ports).returncode == 0
@@ -144,8 +235,7 @@ def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_
         term.wait_for("(X) Simulated model")
         term.keys("Escape")
         term.wait_for("on: sim")
-        term.keys("Down", "Down", "Down", "Space")
-        term.wait_for("[ ] Firewall")
+        assert "[ ] Firewall" in term.screen()
         term.keys("n")
         assert "llmgw is installed here already; its server holds its ports" in term.wait_for("Every check passed.")
         term.keys("n")
@@ -246,11 +336,8 @@ def test_the_setup_screens_for_three_machines_log_in_to_the_other_two_and_show_t
         term.keys("Down", "Space")
         term.wait_for("(X) Three machines")
         term.keys("n")
-        term.wait_for("Control plane on all three")
-        # Down to the firewall (store, all three, mirror, node, starter, media, judge, firewall): off, since
-        # an install into a directory cannot write this machine's rules.
-        term.keys(*["Down"] * 8, "Space")
-        term.wait_for("[ ] Firewall")
+        # The firewall off, since an install into a directory cannot write this machine's rules.
+        term.wait_for("Control plane on all three", "[ ] Firewall")
         term.keys("n")
         term.wait_for("the other two machines")
         for address in ("127.0.0.2", "127.0.0.3"):

@@ -41,7 +41,6 @@ def test_the_plan_says_what_is_left_out_and_what_that_costs():
 
 def test_the_command_repeats_the_choices_as_flags():
     c = Choices(starter="sim", root="/tmp/r", services="supervised")
-    c.toggle("firewall")
     c.listen["client"] = "127.0.0.1:8181"
     assert command(c) == ("llmgw server init --install --starter sim --no-firewall "
                           "--listen-client 127.0.0.1:8181 --root /tmp/r --services supervised")
@@ -86,8 +85,17 @@ def test_a_choice_that_cannot_be_installed_names_the_setting_to_open(change, par
     assert e.value.part == part and str(e.value).startswith(sentence)
 
 
+def test_an_install_on_the_machine_has_the_firewall_and_one_into_a_directory_leaves_it_out():
+    assert Choices().is_on("firewall")
+    c = Choices(root="/tmp/trial")
+    assert not c.is_on("firewall")
+    c.check()
+    assert "--no-firewall" in command(c)
+
+
 def test_an_install_into_a_directory_leaves_the_machines_firewall_alone():
     c = Choices(root="/tmp/trial")
+    assert c.toggle("firewall") == "" and c.is_on("firewall")
     with pytest.raises(ChoiceError, match="an install under /tmp/trial cannot write this machine's firewall") as e:
         c.check()
     assert e.value.part == "firewall"

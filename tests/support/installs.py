@@ -1,8 +1,10 @@
-"""Ending an install a test made under a root: its model stopped, then its supervised services, by their PIDs.
+"""Ending an install a test made under a root: its model stopped, then everything else it started, by their PIDs.
 
 The agent's unit has KillMode=process (engines outlive an agent that
 restarts), so stopping the agent alone would leave its engines running:
-the model is stopped first, the orderly way, and only then the units.
+the model is stopped first, the orderly way, and then the rest as `llmgw
+stop` does it, which also ends an engine the orderly way could not reach
+(a test that failed with its control plane already stopped).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from tests.support.waiting import wait_until
 from llmgw.control.adminclient import AdminClient, AdminError
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import service_manager
-
-UNITS = ("llmgw-agent.service", "llmgw-server.service")
+from llmgw.onboard.stopping import stop_install
 
 
 def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...] = ("sim",)) -> None:
@@ -33,5 +34,4 @@ def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...
                                                client.call("GET", "/api/v1/replicas", query={"model": m})),
                            60, f"{model}'s replicas stopped")
     finally:
-        for unit in UNITS:
-            manager.stop(unit)
+        stop_install(layout, manager)

@@ -42,3 +42,19 @@ def test_free_port_never_hands_out_the_same_port_twice():
 
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == 200
+
+
+def test_a_terminal_reads_reverse_video_as_highlighted_and_a_colour_numbered_7_as_a_colour(tmp_path):
+    # As a program writes them, read back through a real tmux: a row in reverse, and a colour numbered 7.
+    import sys
+
+    from tests.support.tmux import Terminal
+
+    script = ("import sys; sys.stdout.write('\\x1b[38;5;7mgrey\\x1b[0m plain \\x1b[7mfocused row\\x1b[27m after\\n"
+              "\\x1b[1;7mnext line\\x1b[m done\\n'); sys.stdout.flush(); input()")
+    term = Terminal([sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, str(tmp_path), tmp_path)
+    try:
+        term.wait_for("next line done")
+        assert term.highlighted() == ["focused row", "next line"]
+    finally:
+        term.close()

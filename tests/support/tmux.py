@@ -11,6 +11,7 @@ shows (wait_for), never on the clock. `llmgw_terminal` is the usual way in:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -66,6 +67,23 @@ class Terminal:
         words after it leaves the full-screen view can land there)."""
         return self._tmux("capture-pane", "-p", "-t", "t", *(["-S", "-"] if scrollback else []))
 
+    def highlighted(self) -> list[str]:
+        """The text the terminal shows in reverse video (a focused row, a button under the cursor), one item per
+        line that has any, top to bottom: what a person sees as where they are, which the plain screen loses."""
+        shown = self._tmux("capture-pane", "-p", "-e", "-t", "t")
+        found: list[str] = []
+        reverse = False  # an attribute set on one line holds on the next until reset
+        for line in shown.splitlines():
+            run = []
+            for text, params in _SGR.findall(line):
+                if params or text == "":
+                    reverse = _reverse_after(reverse, params)
+                if reverse:
+                    run.append(text)
+            if "".join(run).strip():
+                found.append("".join(run).strip())
+        return found
+
     def wait_for(self, *texts: str, timeout: float = 30) -> str:
         """The screen once it shows every one of `texts` at once, and shows the same at the next look: a
         capture taken while the program is still drawing has the top of a screen and not yet its bottom
@@ -109,6 +127,29 @@ class Terminal:
             os.kill(self.server_pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+# A run of text, or one SGR sequence (ESC [ params m) captured as its parameters; other sequences (tmux emits
+# few in a capture) are left as text.
+_SGR = re.compile(r"([^\x1b]+)|\x1b\[([0-9;:]*)m")
+
+
+def _reverse_after(reverse: bool, params: str) -> bool:
+    """Whether reverse video is on after the SGR sequence with `params`: 7 sets it, 27 and 0 (or none) reset it;
+    a colour's own numbers (38;5;7 is colour 7, not reverse) are skipped."""
+    values = [int(v) if v.isdigit() else 0 for v in re.split("[;:]", params)] if params else [0]
+    i = 0
+    while i < len(values):
+        value = values[i]
+        if value in (38, 48, 58):
+            i += 3 if values[i + 1:i + 2] == [5] else 5
+            continue
+        if value == 7:
+            reverse = True
+        elif value in (0, 27):
+            reverse = False
+        i += 1
+    return reverse
 
 
 def llmgw_terminal(argv: list[str], workdir: Path, env: dict[str, str] | None = None, cwd: str | None = None,

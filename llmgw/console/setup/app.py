@@ -14,11 +14,11 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import urwid
 
-from llmgw.console.setup.dialogs import message_dialog, part_dialog
+from llmgw.console.setup.dialogs import FOCUS, focusable, message_dialog, part_dialog
 from llmgw.onboard import checks as checking
 from llmgw.onboard.firstplane import STEP_NAMES, Result
 from llmgw.onboard.parts import PARTS, ChoiceError, Choices, command, plan
@@ -45,7 +45,7 @@ class PartRow(urwid.WidgetWrap):
     def __init__(self, app: SetupApp, key: str):
         self.app, self.key = app, key
         self.text = urwid.Text("")
-        super().__init__(urwid.AttrMap(self.text, None, "focus"))
+        super().__init__(urwid.AttrMap(self.text, None, FOCUS))
         self.refresh()
 
     def selectable(self) -> bool:
@@ -98,10 +98,14 @@ class SetupApp:
         self.progress_rows: dict[tuple[str, str], urwid.Text] = {}
         self.progress_walker: urwid.SimpleFocusListWalker | None = None
         self.part_rows: list[PartRow] = []
+        # The part the parts list had in focus: back on that list (from a dialog, or from the checks with b),
+        # the person is where they left it rather than at the top.
+        self.focused_part = ""
 
     # -- the frame
 
     def show(self, title: str, body: list[Any], keys: dict[str, tuple[str, Callable[[], None]]]) -> None:
+        self._remember_focus()
         self.header.original_widget.set_text(f" llmgw setup: {title}")
         self.keys = {k: fn for k, (_, fn) in keys.items()}
         self.footer.original_widget.set_text("  ".join(f"{k}: {what}" for k, (what, _) in keys.items()))
@@ -126,6 +130,26 @@ class SetupApp:
 
     def _rows(self) -> list[PartRow]:
         return self.part_rows
+
+    def _parts_list(self) -> urwid.ListBox | None:
+        body = self.frame.body
+        if isinstance(body, urwid.Overlay):
+            body = body.bottom_w
+        return body if isinstance(body, urwid.ListBox) and any(r in cast(list, body.body) for r in self.part_rows) \
+            else None
+
+    def _remember_focus(self) -> None:
+        listbox = self._parts_list()
+        if listbox is not None and isinstance(listbox.focus, PartRow):
+            self.focused_part = listbox.focus.key
+
+    def _focus_part(self, key: str) -> None:
+        """Put the parts list's focus on `key`'s row, if that row is on it."""
+        listbox = self._parts_list()
+        row = next((r for r in self.part_rows if r.key == key), None)
+        if listbox is not None and row is not None:
+            listbox.set_focus(cast(list, listbox.body).index(row))  # the walker is a list
+            self.focused_part = key
 
     def unhandled(self, key) -> bool | None:
         if isinstance(key, str) and key in self.keys:
@@ -166,9 +190,8 @@ class SetupApp:
                        "plane, and with it what you choose."),
             urwid.Divider(),
             urwid.Text(("title", "Is this one machine, or three for high availability?")),
-            urwid.AttrMap(one, None, "focus"), urwid.AttrMap(three, None, "focus"), urwid.Divider(),
-            urwid.Padding(urwid.AttrMap(urwid.Button("Next", on_press=lambda _b: next_()), None, "focus"),
-                          width=10),
+            focusable(one), focusable(three), urwid.Divider(),
+            urwid.Padding(focusable(urwid.Button("Next", on_press=lambda _b: next_())), width=10),
         ], {"n": ("next", next_), "q": ("quit", self.quit)})
 
     def screen_parts(self) -> None:
@@ -179,6 +202,7 @@ class SetupApp:
         ], {"n": ("next: " + ("the other machines" if self.choices.machines == 3 else "the checks"),
                   self.parts_done),
             "b": ("back", self.screen_machines), "q": ("quit", self.quit)})
+        self._focus_part(self.focused_part)
 
     def parts_done(self) -> None:
         try:
@@ -199,6 +223,8 @@ class SetupApp:
 
     def _reopen(self, key: str) -> None:
         self.close_dialog()
+        # The dialog is that part's: once it closes, the focus is on its row, where Space turns it off.
+        self._focus_part(key)
         self.open_dialog(part_dialog(key, self.choices, self.close_dialog))
 
     def screen_others(self) -> None:
@@ -216,7 +242,7 @@ class SetupApp:
             sudo = urwid.Edit(("dim", "sudo password (if sudo asks): "), m.sudo_password, mask="*")
             inputs: list[Any] = [address, user, *ways.values(), key_path, password, sudo]
             fields += [urwid.Text(("title", f"Machine {i}")),
-                       *(urwid.AttrMap(w, None, "focus") for w in inputs),
+                       *(focusable(w) for w in inputs),
                        urwid.Divider()]
             readers.append((m, address, user, ways, key_path, password, sudo))
 
@@ -240,8 +266,8 @@ class SetupApp:
             keep()
             self.screen_parts()
         fields.append(urwid.Columns([
-            (10, urwid.AttrMap(urwid.Button("Back", on_press=lambda _b: back()), None, "focus")),
-            (10, urwid.AttrMap(urwid.Button("Next", on_press=lambda _b: next_()), None, "focus"))], dividechars=2))
+            (10, focusable(urwid.Button("Back", on_press=lambda _b: back()))),
+            (10, focusable(urwid.Button("Next", on_press=lambda _b: next_())))], dividechars=2))
         self.show("the other two machines", fields, {"f2": ("next", next_), "esc": ("back", back)})
 
     def screen_checks(self) -> None:

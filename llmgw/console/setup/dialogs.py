@@ -14,6 +14,10 @@ import urwid
 from llmgw.onboard.parts import PART, STARTERS, ChoiceError, Choices
 
 OTHER_GGUF = "other"
+# Every attribute a focusable row's markup may carry, mapped to the focus colours: urwid's AttrMap maps only the
+# attributes it names, so a row written in "dim" or "" (the parts list) kept its own colours when focused and
+# nobody could see where the cursor was.
+FOCUS = {attr: "focus" for attr in (None, "", "dim", "ok", "warn", "fail", "title", "secret")}
 
 
 class Dialog(urwid.WidgetWrap):
@@ -23,7 +27,7 @@ class Dialog(urwid.WidgetWrap):
                  button_label: str = "Keep"):
         self._keep, self._close = keep, close
         self.message = urwid.Text("")
-        button = urwid.AttrMap(urwid.Button(button_label, on_press=lambda _b: self.done()), None, "focus")
+        button = urwid.AttrMap(urwid.Button(button_label, on_press=lambda _b: self.done()), None, FOCUS)
         pile = urwid.Pile([*body, urwid.Divider(), urwid.AttrMap(self.message, "fail"),
                            urwid.Padding(button, width=10)])
         super().__init__(urwid.LineBox(urwid.Filler(pile, valign="top"), title=title))
@@ -50,11 +54,13 @@ def _edit(caption: str, value: str, mask: str | None = None) -> urwid.Edit:
     return urwid.Edit(("dim", caption), value, mask=mask)
 
 
-def _focusable(w: urwid.Widget) -> urwid.Widget:
-    return urwid.AttrMap(w, None, "focus")
+def focusable(w: urwid.Widget) -> urwid.Widget:
+    """`w` drawn in reverse while it has the focus, whatever colours its own markup names."""
+    return urwid.AttrMap(w, None, FOCUS)
 
 
 def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog:
+    """The part's settings; for a part that can be left out, with the switch that turns it on or off too."""
     part = PART[key]
     intro = [_text(("title", part.name)), _text(part.what + "."),
              *([_text(("dim", f"Without it: {part.without}."))] if part.without else []), urwid.Divider()]
@@ -66,17 +72,46 @@ def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog
         return Dialog(part.name, [*intro, _text(("warn", said))], lambda: "", close)
     intro.append(_text(part.settings))
     intro.append(urwid.Divider())
+    body, keep = _settings(key, choices, intro)
+    if part.always:
+        return Dialog(part.name, body, keep, close)
+    # After the part's own fields, so the first of those keeps the focus when the dialog opens; for a part
+    # with none (the firewall) the switch has it, and the message that sent the person here ("turn the
+    # firewall off") can be done where it is read.
+    switch = urwid.CheckBox(f"Install {part.name.lower()}", state=choices.is_on(key))
+
+    def keep_with_switch() -> str:
+        before = choices.on.get(key)
+        choices.on[key] = switch.state
+        wrong = keep()
+        if not wrong:
+            try:
+                choices.check()
+            except ChoiceError as e:
+                if e.part == key:
+                    wrong = str(e)
+        if wrong:
+            if before is None:
+                choices.on.pop(key, None)
+            else:
+                choices.on[key] = before
+        return wrong
+    return Dialog(part.name, [*body, urwid.Divider(), focusable(switch)], keep_with_switch, close)
+
+
+def _settings(key: str, choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
+    """A part's own fields, and what keeps them: a sentence when a value cannot be kept, else ""."""
     if key == "control":
-        return _control(choices, intro, close)
+        return _control(choices, intro)
     if key == "starter":
-        return _starter(choices, intro, close)
+        return _starter(choices, intro)
     if key == "all_three":
         vip = _edit("Floating address (ADDR/LEN, empty for none): ", choices.vip)
 
         def keep_vip() -> str:
             choices.vip = vip.edit_text.strip()
             return ""
-        return Dialog(part.name, [*intro, _focusable(vip)], keep_vip, close)
+        return [*intro, focusable(vip)], keep_vip
     if key == "limits":
         ttl = _edit("Longest key lifetime (e.g. 90d; empty: no limit): ", choices.max_key_ttl)
 
@@ -91,11 +126,11 @@ def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog
                     choices.max_key_ttl = before
                     return str(e)
             return ""
-        return Dialog(part.name, [*intro, _focusable(ttl)], keep_ttl, close)
-    return Dialog(part.name, intro, lambda: "", close)
+        return [*intro, focusable(ttl)], keep_ttl
+    return intro, lambda: ""
 
 
-def _control(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog:
+def _control(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
     email = _edit("Administrator's e-mail: ", choices.admin_email)
     group: list[urwid.RadioButton] = []
     languages = {code: urwid.RadioButton(group, label, state=(choices.language == code))
@@ -108,12 +143,11 @@ def _control(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog
         choices.admin_email = value
         choices.language = next(code for code, b in languages.items() if b.state)
         return ""
-    body = [*intro, _focusable(email), urwid.Divider(), _text("The portal's language:"),
-            *(_focusable(b) for b in languages.values())]
-    return Dialog("Control plane", body, keep, close)
+    return [*intro, focusable(email), urwid.Divider(), _text("The portal's language:"),
+            *(focusable(b) for b in languages.values())], keep
 
 
-def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog:
+def _starter(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
     group: list[urwid.RadioButton] = []
     known = {s.key for s in STARTERS}
     buttons = {}
@@ -142,9 +176,8 @@ def _starter(choices: Choices, intro: list, close: Callable[[], None]) -> Dialog
                 choices.starter, choices.starter_context = before
                 return str(e)
         return ""
-    body = [*intro, *(_focusable(b) for b in buttons.values()), _focusable(other), urwid.Divider(),
-            _focusable(context)]
-    return Dialog("Starter model", body, keep, close)
+    return [*intro, *(focusable(b) for b in buttons.values()), focusable(other), urwid.Divider(),
+            focusable(context)], keep
 
 
 def message_dialog(title: str, sentence: str, close: Callable[[], None]) -> Dialog:
