@@ -365,7 +365,8 @@ class ModelSettings:
 
     context_length: int = 0
     """The most tokens the model reads and writes in one request, prompt and answer together. 0 is what the engine
-    reports."""
+    reports. Known here, a request's `max_tokens` that the context cannot hold with the prompt is lowered to the room
+    the prompt leaves, and the answer says so (X-Llmgw-Max-Tokens-Lowered)."""
 
     max_output_tokens: int = 0
     """The longest answer, in tokens, a request may ask for (larger `max_tokens` is refused with a sentence); clients

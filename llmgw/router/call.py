@@ -90,6 +90,10 @@ class Call:
     # Context from its traceparent), passed on to the engine as it came.
     span: Any = None
     trace_parent: Any = None
+    # What the gateway changed in the request so that it could be answered rather than refused (issue 25,
+    # item 22): tools that run at OpenAI, left out; a max_tokens the context could not hold, lowered (asked, sent).
+    tools_dropped: tuple[str, ...] = ()
+    max_tokens_lowered: tuple[int, int] | None = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -116,12 +120,30 @@ class Call:
             detail["batch"] = self.batch_id
         if self.delivered_tokens is not None and self.delivered_tokens < self.completion_tokens:
             detail["delivered_tokens"] = self.delivered_tokens
+        if self.tools_dropped:
+            detail["tools_dropped"] = list(self.tools_dropped)
+        if self.max_tokens_lowered is not None:
+            detail["max_tokens_lowered"] = {"asked": self.max_tokens_lowered[0], "sent": self.max_tokens_lowered[1]}
         decisions = list(self.guard_decisions)
         if self.checker is not None:
             decisions += self.checker.decisions
         if decisions:
             detail["guard"] = [d.as_dict() for d in decisions]
         return detail
+
+
+TOOLS_DROPPED_HEADER = "X-Llmgw-Tools-Dropped"
+MAX_TOKENS_LOWERED_HEADER = "X-Llmgw-Max-Tokens-Lowered"
+
+
+def changed_headers(call: Call) -> dict[str, str]:
+    """Headers that tell the client what the gateway changed in its request (docs/api-shapes.md)."""
+    headers = {}
+    if call.tools_dropped:
+        headers[TOOLS_DROPPED_HEADER] = ", ".join(call.tools_dropped)
+    if call.max_tokens_lowered is not None:
+        headers[MAX_TOKENS_LOWERED_HEADER] = "{}->{}".format(*call.max_tokens_lowered)
+    return headers
 
 
 def replicas_failing(entry: ModelEntry) -> Refuse:

@@ -83,6 +83,7 @@ class ChunkGuard:
         self.awaits = checker.review is not None  # the stream must use arewrite
         self._ending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (chunk, choice) held by rewrite
         self._text = False  # the stream is /v1/completions' (choices carry text) rather than chat's
+        self._fed: dict[int, str] = {}  # choice index -> the channel its last delta fed
 
     async def arewrite(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """rewrite(), and when the chunk ends the answer: the review's last word, then the end or a stop."""
@@ -122,7 +123,12 @@ class ChunkGuard:
                 self._text = True  # a /v1/completions stream: each choice carries text, not a delta
                 choice = {**choice, "text": self.checker.feed(choice["text"], _ch(index, "content"))}
             else:
-                choice = {**choice, "delta": self._delta(choice.get("delta") or {}, index)}
+                given = choice.get("delta") or {}
+                out.extend(self._switched(chunk, index, given))
+                if self.checker.stopped is not None:
+                    self.finished = True
+                    return out + [self._stop(chunk, index)]
+                choice = {**choice, "delta": self._delta(given, index)}
             finish = choice.get("finish_reason")
             if self.checker.stopped is not None:
                 self.finished = True
@@ -140,6 +146,27 @@ class ChunkGuard:
             rebuilt.append(choice)
         out.append({**chunk, "choices": rebuilt})
         return out
+
+    def _switched(self, chunk: dict[str, Any], index: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        """What was held of the channel the answer has just left (reasoning, text, a tool call), sent before the new
+        one begins.
+
+        Each channel is held on its own (a sentence at a time, a tool call's
+        arguments whole), and a tool call's name passes at once. Released
+        only at the end, the held rest of the thinking came after the call's
+        name, and the Anthropic and Responses translations, whose blocks
+        follow one another, closed the call to open the thinking again and
+        lost its arguments: Claude Code got every tool call with an empty
+        input (issue 25, item 22). The engines finish one channel before the
+        next begins, so the switch is where the rest belongs.
+        """
+        channels = _channels(delta, index)
+        if not channels:
+            return []
+        last, self._fed[index] = self._fed.get(index), channels[-1]
+        if last is None or last == channels[0]:
+            return []
+        return self._flushed(chunk, index)
 
     def _delta(self, given: dict[str, Any], index: int) -> dict[str, Any]:
         """A chat chunk's delta with its strings through the checker: content, reasoning, tool arguments."""
@@ -190,6 +217,19 @@ class ChunkGuard:
 
     def _stop(self, chunk: dict[str, Any], index: int) -> dict[str, Any]:
         return {**chunk, "choices": [self._end(index, "content_filter")]}
+
+
+def _channels(delta: dict[str, Any], index: int) -> list[str]:
+    """The channels a chat delta feeds, in the order the engines send them: thinking, text, tool calls."""
+    names = []
+    if any(isinstance(delta.get(f), str) and delta[f] for f in ("reasoning_content", "reasoning")):
+        names.append(_ch(index, "reasoning"))
+    if isinstance(delta.get("content"), str) and delta["content"]:
+        names.append(_ch(index, "content"))
+    for call in delta.get("tool_calls") or ():
+        if isinstance(call, dict):
+            names.append(_ch(index, f"tool:{call.get('index', 0)}"))
+    return names
 
 
 def encode_chunks(chunks: list[dict[str, Any]]) -> bytes:

@@ -23,9 +23,10 @@ from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.answerid import answer_id, stream_answer_id
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.body import read_json
-from llmgw.router.call import Call, Refuse, replicas_failing
+from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.errors import api_error
+from llmgw.router.fit import fit_max_tokens
 from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
 from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, relay
@@ -205,7 +206,8 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
         if call is not None and call.prepared is not None:
             return await loading.refuse_in_stream(call, refused)
         return shape.error(refused.status, refused.message, refused.code, refused.param,
-                           {**refused.headers, "x-request-id": request_id})
+                           {**refused.headers, **(changed_headers(call) if call is not None else {}),
+                            "x-request-id": request_id})
     except asyncio.CancelledError:
         if call is not None:
             call.status = CLIENT_GONE
@@ -264,6 +266,7 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         raise Refuse(400, e.message, "invalid_request", param=e.param) from None
     capability.check(entry, shape.api, body, upstream)
     _check_max_tokens(entry, upstream)
+    upstream, lowered = fit_max_tokens(upstream, shape.api, entry.settings.context_length)
     _check_choices(upstream, settings.max_n)
     if inside is not None:
         if stream:
@@ -285,6 +288,9 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
                 band=band, client_body=body, span=span, trace_parent=client_trace)
     if inside is not None:
         call.batch_id, call.keep_usage = inside.batch_id, inside.keep
+    call.max_tokens_lowered = lowered
+    if shape is RESPONSES:
+        call.tools_dropped = tuple(resp_api.hosted_tools(body))
     if span is not None:
         trace.describe(span, call)
     router = plane.router
@@ -447,7 +453,8 @@ async def _answer(plane: ClientPlane, request: web.Request | None, shape: Shape,
         message = refusal_message(upstream.status, opened.first, name)
         if call.prepared is not None:  # the stream began while the model loaded: the refusal ends it
             raise Refuse(upstream.status, message, "engine_refused", decided_by="engine")
-        return shape.error(upstream.status, message, "engine_refused", None, {"x-request-id": call.id})
+        return shape.error(upstream.status, message, "engine_refused", None,
+                           {**changed_headers(call), "x-request-id": call.id})
     if not call.stream or request is None:
         response = await _whole(shape, call, opened, name, plane.router.tracing)
         reuse.keep(plane.router, shape, call, opened.first)
@@ -463,7 +470,7 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing) -
         raise Refuse(502, f"the engine for {name} answered something that is not JSON", "upstream_invalid",
                      decided_by="upstream_error") from None
     call.status = 200
-    headers = {"x-request-id": call.id}
+    headers = {**changed_headers(call), "x-request-id": call.id}
     engine_answer = answer
     if call.checker is not None and isinstance(answer, dict):
         span = trace.step(tracing, call, "guard output") if call.span is not None else None
@@ -498,7 +505,7 @@ async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: 
     if response is None:
         response = web.StreamResponse(headers={
             "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-            "x-request-id": call.id})
+            **changed_headers(call), "x-request-id": call.id})
         await response.prepare(request)
     guard = ChunkGuard(call.checker) if call.checker is not None else None
     # The engine's events, passed on as they are (scanned) or translated into the client's API shape.

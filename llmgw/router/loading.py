@@ -28,7 +28,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.config import Duration
-from llmgw.router.call import Call, Refuse
+from llmgw.router.call import Call, Refuse, changed_headers
 from llmgw.router.errors import error_body
 from llmgw.router.translate.anthropic import anthropic_error
 from llmgw.router.translate.common import encode_sse
@@ -144,7 +144,7 @@ def _comment(name: str, catalog: str, registry: Registry) -> bytes:
 async def _begin_stream(request: web.Request, call: Call, registry: Registry) -> web.StreamResponse:
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-        "x-request-id": call.id, LOADING_HEADER: call.model.name})
+        **changed_headers(call), "x-request-id": call.id, LOADING_HEADER: call.model.name})
     await response.prepare(request)
     try:
         await response.write(_comment(call.model.name, call.model.catalog, registry))

@@ -20,7 +20,7 @@ from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry
 from llmgw.router.cache import hit_headers
 from llmgw.router.cache import key as answer_key
-from llmgw.router.call import Call
+from llmgw.router.call import Call, changed_headers
 from llmgw.router.guarded import guard_whole
 from llmgw.router.replay import replay_json, replay_stream
 from llmgw.router.similar import Question, embed_question, question
@@ -73,7 +73,7 @@ async def _look(router, shape, call: Call, setting) -> web.Response | str:
     call.cache = "hit" if similarity is None else "similar"
     cache.note(call.cache)
     call.status, call.similarity = 200, similarity
-    headers = {**hit_headers(entry, now, similarity), "x-request-id": call.id}
+    headers = {**hit_headers(entry, now, similarity), **changed_headers(call), "x-request-id": call.id}
     if call.checker is not None:
         entry = await _checked(call.checker, entry)
     if call.stream:

@@ -165,12 +165,19 @@ def _chosen_tool(body: dict, messages: list) -> tuple[str, str] | None:
     if choice == "none":
         return None
     # After a tool's result the sim answers in words, so an agent loop ends.
-    if not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
+    # A system message after the user's (Claude Code 2.1 sends its
+    # environment there) is context for the user's turn, not a turn.
+    last = next((m for m in reversed(messages) if not (isinstance(m, dict) and m.get("role") == "system")), None)
+    if not isinstance(last, dict) or last.get("role") != "user":
         return None
     functions = [f for t in tools if isinstance(t, dict) and isinstance(f := t.get("function"), dict)]
     if not functions:
         raise Refused(400, "tools must be a list of {\"type\": \"function\", \"function\": {\"name\": …}}.", "tools")
-    chosen = functions[0]
+    # An agent offers dozens of tools and the first is often one that
+    # starts more work (Claude Code's Agent spawns a sub-agent): a prompt
+    # that names a tool gets that one, so a test can steer a real client's
+    # turn to a tool that is safe to run.
+    chosen = _named_in(functions, last.get("content")) or functions[0]
     if isinstance(choice, dict):
         function = choice.get("function")
         wanted = function.get("name") if isinstance(function, dict) else None
@@ -183,6 +190,15 @@ def _chosen_tool(body: dict, messages: list) -> tuple[str, str] | None:
     if not isinstance(name, str) or not name:
         raise Refused(400, "Every tool needs a function name.", "tools")
     return name, tokens.tool_arguments(chosen.get("parameters"))
+
+
+def _named_in(functions: list[dict], content: object) -> dict | None:
+    """The function whose name the user's message holds, the longest name first (`read` inside `read_file`)."""
+    text = tokens.message_text(content)
+    if not text:
+        return None
+    named = [f for f in functions if isinstance(f.get("name"), str) and f["name"] and f["name"] in text]
+    return max(named, key=lambda f: len(f["name"]), default=None)
 
 
 def chat_plan(body: dict, cfg: SimConfig) -> ChatPlan:

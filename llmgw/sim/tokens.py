@@ -72,6 +72,15 @@ def message_chars(messages: list) -> int:
     return chars
 
 
+def message_text(content: object) -> str:
+    """A message's text: its string content, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
 _EXAMPLES = {"string": "x", "number": 1, "integer": 1, "boolean": True, "array": [], "object": {}, "null": None}
 
 

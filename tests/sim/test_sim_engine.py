@@ -439,3 +439,18 @@ def test_load_seconds_keeps_health_at_503_saying_it_is_loading(sims):
 
     assert e.value.code == 503 and b"still loading" in e.value.read()
     assert [m.id for m in client(s).models.list().data] == ["sim"]  # only /health waits
+
+
+def test_a_prompt_that_names_one_of_the_tools_gets_a_call_to_that_tool_even_with_a_system_message_after_it(sim):
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+        for name in ("Agent", "Read", "ReadMany")]
+    # Claude Code 2.1 puts its environment in a system message after the user's.
+    messages = [{"role": "user", "content": [{"type": "text", "text": "<reminder/>"},
+                                             {"type": "text", "text": "Use the Read tool."}]},
+                {"role": "system", "content": "Working directory: /src"}]
+    r = client(sim).chat.completions.create(model="sim", messages=messages, tools=tools)
+    (call,) = r.choices[0].message.tool_calls
+    assert (call.function.name, call.function.arguments) == ("Read", '{"path":"x"}')
+    named_none = client(sim).chat.completions.create(model="sim", messages=USER, tools=tools)
+    assert named_none.choices[0].message.tool_calls[0].function.name == "Agent"

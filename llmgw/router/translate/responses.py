@@ -22,8 +22,10 @@ from llmgw.router.translate.common import (
     json_type,
 )
 from llmgw.router.translate.responses_answer import ResponsesStream, chat_to_response
+from llmgw.router.translate.responses_tools import HOSTED, flat_name, hosted_tools, namespaced_names
 
-__all__ = ["ResponsesStream", "TranslateError", "chat_to_response", "encode_sse", "responses_to_chat"]
+__all__ = ["HOSTED", "ResponsesStream", "TranslateError", "chat_to_response", "encode_sse", "flat_name", "hosted_tools",
+           "namespaced_names", "responses_to_chat"]
 
 _STATELESS = ("this gateway keeps no responses, so it cannot continue one; send the whole conversation in "
               "input (with store: false)")
@@ -212,6 +214,10 @@ def _function_call(item: dict, at: str, messages: list[dict]) -> None:
         raise TranslateError(f"{at}: a function_call item needs the function's name", f"{at}.name")
     if not isinstance(arguments, str):
         raise TranslateError(f"{at}.arguments must be a JSON string, got {json_type(arguments)}", f"{at}.arguments")
+    namespace = item.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        # An earlier call of a namespace's function: named as the engine was told it.
+        name = flat_name(namespace, name)
     call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
     last = messages[-1] if messages else None
     # One assistant turn in chat completions holds its text and all of its
@@ -255,20 +261,29 @@ def _function_output(item: dict, at: str) -> tuple[dict, list[dict]]:
 
 def _tools(body: dict, chat: dict) -> None:
     out = []
-    for at, tool in checked_tools(body, types=("function",), other_type=(
-            "the built-in tool {kind} runs at OpenAI and is not available here; "
-            "only tools of type \"function\" are")):
-        parameters = tool.get("parameters")
-        if parameters is None:
-            parameters = {"type": "object", "properties": {}}
-        elif not isinstance(parameters, dict):
-            raise TranslateError(f"{at}.parameters must be a JSON schema object", f"{at}.parameters")
-        function: dict[str, Any] = {"name": tool["name"], "parameters": parameters}
-        if isinstance(tool.get("description"), str):
-            function["description"] = tool["description"]
-        if isinstance(tool.get("strict"), bool):
-            function["strict"] = tool["strict"]
-        out.append({"type": "function", "function": function})
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        # Left out before the list is checked: what the engine cannot run is
+        # no reason to refuse the rest.
+        body = {**body, "tools": [t for t in tools if not (isinstance(t, dict) and t.get("type") in HOSTED)]}
+    names: set[str] = set()
+    for at, tool in checked_tools(body, types=("function", "namespace"), other_type=(
+            "tools of type {kind} are not supported here; this gateway takes tools of type \"function\" and "
+            "\"namespace\", and leaves out the ones that run at OpenAI (web_search, code_interpreter, "
+            "image_generation, computer use, file_search)")):
+        if tool["type"] == "namespace":
+            inner = tool.get("tools")
+            if not isinstance(inner, list) or not inner:
+                raise TranslateError(f"{at}.tools must be a non-empty array of function tools", f"{at}.tools")
+            for j, function in enumerate(inner):
+                where = f"{at}.tools.{j}"
+                if not isinstance(function, dict) or function.get("type") != "function":
+                    raise TranslateError(f"{where}: a namespace may hold function tools only", f"{where}.type")
+                if not isinstance(function.get("name"), str) or not function["name"]:
+                    raise TranslateError(f"{where} needs a name", f"{where}.name")
+                out.append(_function(function, where, flat_name(tool["name"], function["name"]), names))
+        else:
+            out.append(_function(tool, at, tool["name"], names))
     if not out:
         return
     chat["tools"] = out
@@ -278,10 +293,31 @@ def _tools(body: dict, chat: dict) -> None:
     if choice in ("auto", "none", "required"):
         chat["tool_choice"] = choice
     elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        chat["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+        name = choice["name"]
+        if isinstance(choice.get("namespace"), str) and choice["namespace"]:
+            name = flat_name(choice["namespace"], name)
+        chat["tool_choice"] = {"type": "function", "function": {"name": name}}
     else:
         raise TranslateError("tool_choice must be \"auto\", \"none\", \"required\" or "
                              "{\"type\": \"function\", \"name\": ...}", "tool_choice")
+
+
+def _function(tool: dict, at: str, name: str, names: set[str]) -> dict:
+    if name in names:
+        raise TranslateError(f"{at}: two tools are called {name} (a namespace's functions are known to the model "
+                             "as NAMESPACE__NAME); give each tool a name of its own", f"{at}.name")
+    names.add(name)
+    parameters = tool.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    elif not isinstance(parameters, dict):
+        raise TranslateError(f"{at}.parameters must be a JSON schema object", f"{at}.parameters")
+    function: dict[str, Any] = {"name": name, "parameters": parameters}
+    if isinstance(tool.get("description"), str):
+        function["description"] = tool["description"]
+    if isinstance(tool.get("strict"), bool):
+        function["strict"] = tool["strict"]
+    return {"type": "function", "function": function}
 
 
 def _reasoning(reasoning: Any, mode: str, chat: dict) -> None:

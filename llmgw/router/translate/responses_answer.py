@@ -19,6 +19,7 @@ from llmgw.router.translate.common import (
     object_at,
     reasoning_text,
 )
+from llmgw.router.translate.responses_tools import namespaced_names
 
 # -- the answer ---------------------------------------------------------------
 
@@ -44,13 +45,14 @@ def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
         text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
     if isinstance(text, str) and text:
         output.append(_message_item(f"msg_{suffix}", text, "incomplete" if status == "incomplete" else "completed"))
+    names = namespaced_names(request)
     for n, call in enumerate(message.get("tool_calls") or []):
         if not isinstance(call, dict):
             continue
         function = object_at(call, "function")
         arguments = function.get("arguments")
         output.append(_function_item(f"fc_{suffix}_{n}", _call_id(call.get("id")), function.get("name") or "",
-                                     arguments if isinstance(arguments, str) else "", "completed"))
+                                     arguments if isinstance(arguments, str) else "", "completed", names))
     response = _response(f"resp_{suffix}", model, request, status, output, created_at=chat.get("created"))
     response["incomplete_details"] = incomplete
     response["usage"] = _usage(chat_usage(chat.get("usage")))
@@ -102,6 +104,8 @@ def _echo_tool_choice(choice: Any) -> Any:
 
 
 def _echo_tool(tool: dict) -> dict:
+    if tool.get("type") not in (None, "function"):
+        return tool  # a namespace, or a tool the engine never saw: as the client sent it
     return {"type": "function", "name": tool.get("name"), "description": tool.get("description"),
             "parameters": tool.get("parameters"), "strict": tool.get("strict")}
 
@@ -133,9 +137,14 @@ def _output_text(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _function_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
-    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
+def _function_item(item_id: str, call_id: str, name: str, arguments: str, status: str,
+                   names: dict[str, tuple[str, str]]) -> dict:
+    item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
             "status": status}
+    if name in names:
+        # A namespace's function, under its namespace again (responses_tools.namespaced_names).
+        item["namespace"], item["name"] = names[name]
+    return item
 
 
 def _call_id(call_id: Any) -> str:
@@ -170,6 +179,7 @@ class ResponsesStream:
         self._items: list[dict] = []  # every item added, its state filled in as it streams
         self._open: dict | None = None
         self._tools = ToolCallAccumulator()
+        self._names = namespaced_names(self.request)
         self._tool_items: dict[int, dict] = {}
         self._finish: str | None = None
         self._usage: dict | None = None
@@ -275,7 +285,8 @@ class ResponsesStream:
             return _reasoning_item(item["id"], item["text"], item["status"])
         if item["kind"] == "message":
             return _message_item(item["id"], item["text"], item["status"])
-        return _function_item(item["id"], item["call_id"], item["name"], item["arguments"], item["status"])
+        return _function_item(item["id"], item["call_id"], item["name"], item["arguments"], item["status"],
+                              self._names)
 
     def _ensure(self, events: list, kind: str) -> dict:
         if self._open is not None and self._open["kind"] == kind:

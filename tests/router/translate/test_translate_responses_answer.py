@@ -202,3 +202,29 @@ def test_only_usage_chunks_after_the_finish_change_nothing_but_the_counts():
     chunks = stream(content=["x"], with_usage=False) + [chunk(usage=usage(5, 1), choices=False)]
     events = events_of(chunks)
     assert events[-1][1]["response"]["usage"]["input_tokens"] == 5
+
+
+NAMESPACED = {**REQUEST, "tools": REQUEST["tools"] + [
+    {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.",
+     "tools": [{"type": "function", "name": "close_agent", "strict": False,
+                "parameters": {"type": "object", "properties": {"target": {"type": "string"}}}}]},
+    {"type": "web_search", "external_web_access": False}]}
+
+
+def test_a_call_of_a_namespaced_function_goes_back_under_its_namespace():
+    out = response(completion(content=None, finish="tool_calls", tool_calls=[
+        call("c1", "multi_agent_v1__close_agent", '{"target":"a"}'), call("c2", "shell", "{}")]), NAMESPACED)
+
+    assert [(o.get("namespace"), o["name"]) for o in out["output"]] == [("multi_agent_v1", "close_agent"),
+                                                                      (None, "shell")]
+    assert [t["type"] for t in out["tools"]] == ["function", "namespace", "web_search"]
+
+
+def test_a_streamed_call_of_a_namespaced_function_goes_back_under_its_namespace():
+    events = events_of(stream(finish="tool_calls", tools=[
+        ("c1", "multi_agent_v1__close_agent", ['{"target":', '"a"}'])]), NAMESPACED)
+
+    added = [d["item"] for n, d in events if n == "response.output_item.added"]
+    assert (added[0]["namespace"], added[0]["name"]) == ("multi_agent_v1", "close_agent")
+    (called,) = [o for o in accumulate(events).output if o.type == "function_call"]
+    assert (called.namespace, called.name, called.arguments) == ("multi_agent_v1", "close_agent", '{"target":"a"}')

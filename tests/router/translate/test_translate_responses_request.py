@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llmgw.router.translate.common import TranslateError
-from llmgw.router.translate.responses import responses_to_chat
+from llmgw.router.translate.responses import hosted_tools, responses_to_chat
 
 
 def translate(body: dict, thinking_mode: str = "reasoning_effort") -> dict:
@@ -147,8 +147,15 @@ def test_previous_response_id_is_refused_with_a_sentence_saying_to_send_the_whol
 @pytest.mark.parametrize("body, words, param", [
     ({"model": "m"}, "input is required", "input"),
     ({"input": []}, "non-empty array", "input"),
-    ({"input": "x", "tools": [{"type": "web_search"}]}, "built-in tool 'web_search'", "tools.0.type"),
-    ({"input": "x", "tools": [{"type": "local_shell"}]}, "built-in tool 'local_shell'", "tools.0.type"),
+    ({"input": "x", "tools": [{"type": "local_shell"}]}, "tools of type 'local_shell' are not supported",
+     "tools.0.type"),
+    ({"input": "x", "tools": [{"type": "namespace", "name": "crm", "tools": []}]}, "non-empty array",
+     "tools.0.tools"),
+    ({"input": "x", "tools": [{"type": "namespace", "name": "crm", "tools": [{"type": "web_search"}]}]},
+     "function tools only", "tools.0.tools.0.type"),
+    ({"input": "x", "tools": [{"type": "function", "name": "crm__find"},
+                              {"type": "namespace", "name": "crm", "tools": [{"type": "function", "name": "find"}]}]},
+     "two tools are called crm__find", "tools.1.tools.0.name"),
     ({"input": "x", "conversation": "conv_1"}, "send the whole conversation", "conversation"),
     ({"input": "x", "background": True}, "background", "background"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "item_reference", "input.0.type"),
@@ -186,3 +193,51 @@ def test_a_malformed_tools_list_is_refused_in_the_same_words_by_the_responses_an
                           "tools": messages_tools}, upstream_model="m", thinking_mode="chat_template_kwargs")
     for error in (responses, messages.value):
         assert (error.message, error.param) == (words, param)
+
+
+# What Codex 0.171 sends on every turn: functions, a namespace of them, and OpenAI's web search.
+CODEX_TOOLS = [
+    {"type": "function", "name": "exec_command", "description": "Run", "strict": False,
+     "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+    {"type": "namespace", "name": "multi_agent_v1", "description": "Tools for spawning and managing sub-agents.",
+     "tools": [{"type": "function", "name": "close_agent", "description": "Close an agent", "strict": False,
+                "parameters": {"type": "object", "properties": {"target": {"type": "string"}}}},
+               {"type": "function", "name": "wait_agent", "strict": False}]},
+    {"type": "namespace", "name": "mcp__docs__", "description": "An MCP server's tools.",
+     "tools": [{"type": "function", "name": "search", "parameters": {"type": "object"}}]},
+    {"type": "web_search", "external_web_access": False},
+]
+
+
+def test_a_namespaces_functions_reach_the_engine_as_functions_named_under_the_namespace():
+    chat = translate({"input": "hi", "tools": CODEX_TOOLS, "tool_choice": "auto"})
+
+    assert [t["function"]["name"] for t in chat["tools"]] == [
+        "exec_command", "multi_agent_v1__close_agent", "multi_agent_v1__wait_agent", "mcp__docs__search"]
+    assert chat["tools"][1]["function"]["description"] == "Close an agent"
+    assert chat["tools"][2]["function"]["parameters"] == {"type": "object", "properties": {}}
+    assert chat["tool_choice"] == "auto"
+
+
+def test_tools_that_run_at_openai_are_left_out_of_what_the_engine_sees_and_named():
+    body = {"input": "hi", "tools": CODEX_TOOLS + [{"type": "code_interpreter", "container": {"type": "auto"}},
+                                                  {"type": "web_search_preview"}]}
+
+    chat = translate(body)
+
+    assert all(t["type"] == "function" for t in chat["tools"]) and len(chat["tools"]) == 4
+    assert hosted_tools(body) == ["web_search", "code_interpreter", "web_search_preview"]
+    only_hosted = translate({"input": "hi", "tools": [{"type": "web_search"}], "tool_choice": "auto"})
+    assert "tools" not in only_hosted and "tool_choice" not in only_hosted
+
+
+def test_an_earlier_call_of_a_namespaced_function_is_named_as_the_engine_knows_it():
+    chat = translate({"tools": CODEX_TOOLS, "input": [
+        {"role": "user", "content": "close it"},
+        {"type": "function_call", "call_id": "call_1", "namespace": "multi_agent_v1", "name": "close_agent",
+         "arguments": '{"target":"a"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "closed"}],
+        "tool_choice": {"type": "function", "namespace": "mcp__docs__", "name": "search"}})
+
+    assert chat["messages"][1]["tool_calls"][0]["function"]["name"] == "multi_agent_v1__close_agent"
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": "mcp__docs__search"}}
