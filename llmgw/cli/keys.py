@@ -32,7 +32,10 @@ def register(commands, common) -> None:
     create = sub.add_parser("create", parents=[common], help="make a key (printed once)")
     create.add_argument("name")
     create.add_argument("--project", required=True, metavar="ORG/TEAM/PROJECT",
-                        help="where the key belongs; made if it does not exist")
+                        help="where the key belongs: a project that exists (llmgw ctl tree lists them)")
+    create.add_argument("--create", action="store_true",
+                        help="make the org, team and project on the way if they do not exist; they start "
+                             "with no limits of their own")
     create.add_argument("--ttl", metavar="DURATION", help="how long it lasts, e.g. 30d (auth.max_key_ttl caps it)")
     create.add_argument("--band", help="its admission priority band")
     create.add_argument("--person", metavar="EMAIL", help="the person it belongs to")
@@ -88,6 +91,7 @@ def register(commands, common) -> None:
 def run_create(args) -> int:
     key = client(args).call("POST", "/api/v1/keys", {
         "name": args.name, "project": args.project, "ttl": args.ttl, "band": args.band, "person": args.person,
+        "create": args.create,
     })
     if args.json:
         emit_json(key)
