@@ -1,4 +1,4 @@
-"""`llmgw keys create` puts a key only in a project that exists,
+"""`llmgw keys create` puts a key only in a project that exists, and `keys limits --models none` clears the limit,
 against a real `llmgw server` through `llmgw ctl`/`llmgw keys` and the admin API."""
 
 from __future__ import annotations
@@ -88,3 +88,11 @@ def test_a_key_goes_into_a_project_that_exists_and_create_makes_a_new_one_on_pur
     assert made["project"] == "Beta/web/shop"
     assert {"Beta", "Beta/web", "Beta/web/shop"} <= set(places(gw))
 
+
+def test_models_none_clears_the_models_limit_instead_of_allowing_a_model_named_none(gw):
+    narrowed = gw.ctl_json("keys", "limits", "--scope", "project", "--id", "Acme/ml/train", "--models", "sim,qwen")
+    assert sorted(narrowed["limits"]["models"]) == ["qwen", "sim"]
+    cleared = gw.ctl_json("keys", "limits", "--scope", "project", "--id", "Acme/ml/train", "--models", "none")
+    assert cleared["limits"]["models"] is None
+    shown = gw.ctl("keys", "limits", "--scope", "project", "--id", "Acme/ml/train")
+    assert shown.returncode == 0 and "models" not in shown.stdout.splitlines()[0]
