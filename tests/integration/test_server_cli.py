@@ -63,7 +63,8 @@ def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(server):
 def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(server):
     status, body = server.get("/v1/models", {"Authorization": "Bearer sk-proj-123"})
     assert status == 401
-    assert body["error"]["message"] == "that is not an llmgw API key; they start sk-llmgw-"
+    assert body["error"]["message"] == ("that is not an llmgw API key: it starts sk-proj-, another service's key "
+                                        "perhaps; llmgw keys start sk-llmgw-")
     status, body = server.get("/v1/models")
     assert status == 401 and body["error"]["code"] == "missing_api_key"
 
