@@ -612,11 +612,28 @@ class Stop(Exception):
     """Starting up ends here: asked to stop, or a step failed and said why."""
 
 
-def keep_first_admin(path: Path, email: str, password: str) -> None:
-    """Written 0600 from the start: the password is never readable by others, even for a moment."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(f"{email} {password}\n")
+def taken_listeners(listen: dict[str, str]) -> dict[str, str]:
+    """The server's listeners (role: ADDRESS) whose port something on this machine listens on already.
+
+    Checked before `llmgw server init`: a second run in a new directory on
+    the first run's ports set up a store and printed a password and a key
+    for a server that then could not start (issue 25). Any address counts:
+    the server's wildcard listeners take the port on every one.
+    """
+    taken = {}
+    for role, address in listen.items():
+        port = address.rpartition(":")[2]
+        if port.isdigit() and listening_inodes(int(port)):
+            taken[role] = address
+    return taken
+
+
+def free_port_after(port: int) -> int:
+    """The first port above PORT that nothing listens on, for the sentence that suggests one."""
+    for candidate in range(port + 1, min(port + 200, 65536)):
+        if not listening_inodes(candidate):
+            return candidate
+    return port + 1
 
 
 def read_first_admin(path: Path) -> tuple[str, str] | None:
@@ -654,9 +671,12 @@ class Cluster:
         self.stopping: list[int] = []
         self.signalled: set[str] = set()
         self.api_key = ""
-        # The first administrator's e-mail and password as init printed them,
-        # kept (0600) so that every later run can say how to sign in.
+        # The first administrator's e-mail and password, kept (0600) by init
+        # (--keep-password) so that every later run can say how to sign in.
         self.first_admin_file = self.dir / "first-admin"
+        # What init printed, shown once the server is up: its password and key
+        # are for a server that answers, never for one that failed to start.
+        self.init_said: list[str] = []
         self.watching: dict[str, tuple[str, str, float]] = {}
         self.next_watch = 0.0
         self.agent_started = 0.0
@@ -769,28 +789,46 @@ class Cluster:
             raise
 
     def init(self) -> None:
+        if self.dir.exists():
+            # The lock first: on this directory, "another run is already running" says more than its ports.
+            self.lock_run()
+        self.refuse_taken_ports()
         if not self.dir.exists():
             say(f"making {self.named}/ for the server's and the node's data")
             self.dir.mkdir(parents=True)
-        self.lock_run()
+            self.lock_run()
         self.where = ["--data-dir", self.named, "--store", f"sqlite:{self.named}/llmgw.db"]
         say("llmgw server init " + " ".join(self.where))
-        # Its output read here as well as shown: the API key in it, printed
-        # this once, goes into the lines to try at the end.
-        init = subprocess.Popen([self.llmgw, "server", "init", *self.where, *self.init_args()], cwd=ROOT,
+        # Its output kept, and shown once the server is up (start_server); the
+        # API key in it, printed this once, goes into the lines to try at the end.
+        init = subprocess.Popen([self.llmgw, "server", "init", *self.where, *self.init_args(),
+                                 "--keep-password", f"{self.named}/first-admin"], cwd=ROOT,
                                 stdout=subprocess.PIPE, text=True, process_group=0)
         assert init.stdout is not None  # stdout=PIPE: typeshed types every Popen stream Optional
         for line in init.stdout:
-            show(line.rstrip("\n"))
+            self.init_said.append(line.rstrip("\n"))
             if line.strip().startswith("API key"):
                 self.api_key = line.split()[2]
-            elif line.strip().startswith("administrator") and " password " in line:
-                words = line.split()
-                keep_first_admin(self.first_admin_file, words[1], words[3])
         rc = init.wait()
         self.check()
         if rc != 0:
+            for line in self.init_said:
+                show(line)
             fail(f"`llmgw server init` failed (exit {exit_status(rc)}); see above", exit_status(rc) or 1)
+
+    def refuse_taken_ports(self) -> None:
+        """Exit saying which ports are taken, before anything is set up, when another program listens on one."""
+        taken = taken_listeners(self.listen)
+        if not taken:
+            return
+        names = {"client": "the client API", "agent": "the agents' port", "admin": "the admin API",
+                 "metrics": "the metrics"}
+        said = ", ".join(f"{address} ({names[role]})" for role, address in taken.items())
+        flags = " ".join(f"--listen-{role} 127.0.0.1:{free_port_after(int(address.rpartition(':')[2]))}"
+                         for role, address in taken.items())
+        fail(f"{said} already {'has' if len(taken) == 1 else 'have'} a program listening: another "
+             f"`build.py run`'s server perhaps. Nothing was set up and no password or key was made. Stop that "
+             f"one (Ctrl-C where it runs), or give this run free ports: python3 build.py run {flags}")
 
     def lock_run(self) -> None:
         """Refuse, before anything is started or written, when another run holds this directory."""
@@ -832,6 +870,9 @@ class Cluster:
                 self.give_up(f"the server did not answer {self.client_url}/health in 60 s")
             self.nap(0.2)
         say(f"the control plane is up (pid {server.pid}): client API {self.client_url}/v1")
+        for line in self.init_said:
+            show(line)
+        self.init_said = []
         say(self.portal_line())
 
     def answers(self, path: str) -> bool:
@@ -1010,6 +1051,12 @@ class Cluster:
                 child.kill()
                 results[name] = child.wait()
         self.stop_left_engines()
+        if self.init_said and self.api_key:
+            # init set the store up, but its server never answered: its key is not shown for a server that is not
+            # there, and was kept nowhere; the password is in first-admin for the run that does start.
+            say(f"the server never came up, so the key init made is not shown; once a run is up, make one: "
+                f".venv/bin/llmgw keys create NAME --project Default/default/default. The administrator's "
+                f"password is kept in {self.named}/first-admin")
         if self.failed:
             # Why was said when it happened, above.
             fail("stopped everything it started" if self.children else "stopped", status)

@@ -7,7 +7,7 @@ inside without touching them (docs/internals.md).
 
 from llmgw.account.chattokens import ChatTokens, chat_key_id
 from llmgw.account.keycache import KeyCache, Principal, principal_of
-from llmgw.account.keys import KEY_PREFIX, digest, looks_like_key
+from llmgw.account.keys import KEY_PREFIX, digest, key_flaw, looks_like_key
 from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
 from llmgw.account.people import ROLES, People, person_view
@@ -47,6 +47,7 @@ __all__ = [
     "effective",
     "format_money",
     "hash_password",
+    "key_flaw",
     "looks_like_key",
     "new_password",
     "parse_money",

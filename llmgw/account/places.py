@@ -2,9 +2,9 @@
 
 `llmgw ctl tree`, the admin API's `/api/v1/tree` and the portal's tree page
 read and make places through `Places`, so a place is checked and audited once,
-the same way. Keys make their project on the way (`ensure_project`); here a
-place is made on purpose, and one that exists already is refused rather than
-quietly reused.
+the same way. A place is made on purpose, and one that exists already is
+refused rather than quietly reused; a key goes only into a project that exists
+unless it is made with `--create` (where.py).
 """
 
 from __future__ import annotations

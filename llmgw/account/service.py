@@ -17,6 +17,7 @@ from llmgw.account.errors import AccountError, Actor
 from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
 from llmgw.account.people import People
 from llmgw.account.tree import TreeError, check_name, parse_project_path
+from llmgw.account.where import project_for_key
 from llmgw.errors import N_
 from llmgw.events import Events
 from llmgw.store import ApiKey, AuditEntry, Limits, Person, ProjectPath, Store
@@ -70,9 +71,11 @@ class Accounts:
     async def create_key(
         self, actor: Actor, *, name: str, project: str, ttl: float | None = None,
         band: str | None = None, person_email: str | None = None,
-        max_key_ttl: float = 0.0,
+        max_key_ttl: float = 0.0, create: bool = False,
     ) -> tuple[dict[str, Any], str]:
-        """Make a key; returns its public view and the secret, which is never kept."""
+        """Make a key; returns its public view and the secret, which is never kept.
+
+        The project must exist unless `create` (where.py says why)."""
         if not name or len(name) > 128:
             raise AccountError(N_("a key needs a name of 1-128 characters"))
         try:
@@ -98,7 +101,7 @@ class Accounts:
             if person is None:
                 raise AccountError(N_("no person {who} is known here"), 404, "not_found", params={"who": person_email})
             person_id = person.id
-        path = await self.store.ensure_project(org, team, proj)
+        path = await project_for_key(self.store, org, team, proj, create=create)
         now = time.time()
         secret = keymod.new_secret()
         key = ApiKey(

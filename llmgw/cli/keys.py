@@ -32,7 +32,10 @@ def register(commands, common) -> None:
     create = sub.add_parser("create", parents=[common], help="make a key (printed once)")
     create.add_argument("name")
     create.add_argument("--project", required=True, metavar="ORG/TEAM/PROJECT",
-                        help="where the key belongs; made if it does not exist")
+                        help="where the key belongs: a project that exists (llmgw ctl tree lists them)")
+    create.add_argument("--create", action="store_true",
+                        help="make the org, team and project on the way if they do not exist; they start "
+                             "with no limits of their own")
     create.add_argument("--ttl", metavar="DURATION", help="how long it lasts, e.g. 30d (auth.max_key_ttl caps it)")
     create.add_argument("--band", help="its admission priority band")
     create.add_argument("--person", metavar="EMAIL", help="the person it belongs to")
@@ -60,7 +63,8 @@ def register(commands, common) -> None:
     limits.add_argument("--tpm", help="tokens a minute")
     limits.add_argument("--budget", help="money per --period, e.g. 25.00")
     limits.add_argument("--period", choices=["day", "month"], help="the budget's period (default month)")
-    limits.add_argument("--models", help="comma-separated models allowed; '*' for every model")
+    limits.add_argument("--models", help="comma-separated models allowed; 'none' (or '*') clears the limit, so every "
+                                         "model the levels above allow is allowed")
     limits.add_argument("--tools", metavar="PATTERNS",
                         help="comma-separated MCP tools granted, as server.tool patterns ('jira.*,db.query'); "
                              "'' closes the level to every tool, 'none' stops it naming any (docs/mcp.md)")
@@ -88,6 +92,7 @@ def register(commands, common) -> None:
 def run_create(args) -> int:
     key = client(args).call("POST", "/api/v1/keys", {
         "name": args.name, "project": args.project, "ttl": args.ttl, "band": args.band, "person": args.person,
+        "create": args.create,
     })
     if args.json:
         emit_json(key)
@@ -161,7 +166,9 @@ def run_limits(args) -> int:
     if args.period is not None:
         given["period"] = args.period
     if args.models is not None:
-        given["models"] = None if args.models.strip() == "*" else [
+        # 'none' clears the limit as it does every other flag's (the description says so); it once stored a
+        # model literally named "none", which no request could match, closing the level to every model.
+        given["models"] = None if args.models.strip().lower() in ("*", "none") else [
             m.strip() for m in args.models.split(",") if m.strip()]
     if args.tools is not None:
         given["tools"] = None if args.tools.strip().lower() == "none" else [

@@ -40,7 +40,8 @@ def register(commands) -> None:
     init = actions.add_parser("init", parents=[shared], help="set up a new control plane: its store, "
                               "first administrator and first API key",
                               description="Set up a new control plane. The first administrator's password "
-                                          "and the first API key are printed once and kept nowhere. The "
+                                          "and the first API key are printed once and kept nowhere (the "
+                                          "password also in --keep-password's file, when given). The "
                                           "cluster's first settings are server.yaml's, with the baseline "
                                           "guardrail policy on every request (secrets refused both ways, card "
                                           "numbers masked, injection attempts recorded) unless server.yaml "
@@ -51,6 +52,10 @@ def register(commands) -> None:
     init.add_argument("--token-holder", default="admin", metavar="NAME",
                       help="who holds the admin token, as the audit log names whoever uses it (default admin); "
                            "set when the token is made")
+    init.add_argument("--keep-password", metavar="FILE",
+                      help="also keep the first administrator's e-mail and password in FILE, readable by its "
+                           "owner only (0600), so that a later run can say them: build.py run keeps them in "
+                           "./var/first-admin")
     init.add_argument("--json", action="store_true", help="print one JSON document")
     _install_flags(init)
     init.set_defaults(run=run_init)
@@ -374,13 +379,21 @@ def run_init(args) -> int:
     file_guard = raw.get("guard") if isinstance(raw.get("guard"), dict) else None
     result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project,
                                      file_guard=file_guard, token_holder=args.token_holder))
+    kept = args.keep_password
+    if kept and not result["already"]:
+        _keep_password(kept, result["administrator"]["email"], result["administrator"]["password"])
     if args.json:
-        emit_json(result)
+        emit_json({**result, "password_kept_in": kept} if kept else result)
         return 0
     if result["already"]:
         people = result["people"]
-        print(f"llmgw is already set up here ({people} {'person' if people == 1 else 'people'}); "
-              "no secret is printed again.")
+        here = f"llmgw is already set up here ({people} {'person' if people == 1 else 'people'})"
+        # Said only when true: build.py run prints the kept password next, and "no secret is printed again"
+        # followed by it was a mixed message (issue 25).
+        if kept and os.path.exists(kept):
+            print(f"{here}; no API key is made, and the first administrator's password is kept in {kept}.")
+        else:
+            print(f"{here}; no secret is printed again.")
         print(f"The admin token is in {result['admin_token_file']}. Make an API key with:")
         print("  llmgw keys create NAME --project ORG/TEAM/PROJECT")
         return 0
@@ -389,7 +402,11 @@ def run_init(args) -> int:
     key = result["key"]
     admin = result["administrator"]
     out = sys.stdout
-    out.write("llmgw is set up. These secrets are shown once and kept nowhere: copy them now.\n\n")
+    if kept:
+        out.write(f"llmgw is set up. The API key is shown once and kept nowhere: copy it now. The administrator's "
+                  f"password is kept in {kept}, readable by you only.\n\n")
+    else:
+        out.write("llmgw is set up. These secrets are shown once and kept nowhere: copy them now.\n\n")
     out.write(f"  client API      http://{host}:{port}/v1\n")
     out.write(f"  administrator   {admin['email']}  password {admin['password']}\n")
     out.write(f"  API key         {key['key']}  (project {key['project']})\n")
@@ -398,6 +415,15 @@ def run_init(args) -> int:
     out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
               f"http://{host}:{port}/v1/models\n")
     return 0
+
+
+def _keep_password(path: str, email: str, password: str) -> None:
+    """EMAIL PASSWORD in PATH, written 0600 from the start: the password is never readable by others, even for a
+    moment. One line, as build.py run reads it back."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file there already keeps its mode otherwise
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{email} {password}\n")
 
 
 def run_add(args) -> int:

@@ -11,7 +11,6 @@ leaves running from its previous program (llmgw.release.watchdog).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tarfile
@@ -49,7 +48,10 @@ def register(commands, common) -> None:
     p.add_argument("--no-wait", action="store_true", help="start it and return; --status follows it later")
     p.set_defaults(run=run)
 
-    w = commands.add_parser("upgrade-watchdog", help=argparse.SUPPRESS)
+    # Run by llmgw itself, not by people: no help= at all, which is what leaves a command out of `llmgw --help`.
+    # help=argparse.SUPPRESS does not, for a subcommand: argparse printed its name and "==SUPPRESS==" there.
+    w = commands.add_parser("upgrade-watchdog")
+    w.hidden = True  # docs cli leaves it out, as `llmgw onboard`
     w.add_argument("--program", required=True)
     w.add_argument("--version", required=True)
     w.add_argument("--data-dir", required=True)
@@ -59,12 +61,13 @@ def register(commands, common) -> None:
     w.add_argument("--root", default="")
     w.set_defaults(run=run_watchdog)
 
-    a = commands.add_parser("upgrade-apply", help=argparse.SUPPRESS,
+    a = commands.add_parser("upgrade-apply",
                             description="Run as root by llmgw-upgrade.service: put the program a control plane "
                                         "staged in place of this machine's and restart the control plane "
                                         "(llmgw.release.helper).")
     a.add_argument("--data-dir", default="", help="the control plane's data directory (default /var/lib/llmgw)")
     a.add_argument("--root", default="/", help="the install's root (a test's directory)")
+    a.hidden = True
     a.set_defaults(run=run_apply)
 
 

@@ -19,11 +19,19 @@ unless the provider's `allow_private_targets` is true. The same rule is
 applied to the name in the settings and, at connect time, to every address
 the name resolves to (router/targets.py), so a name that resolves to a
 refused address is refused too.
+
+A host written as a number is read at add time the way the resolver reads it
+at connect time (`numeric_address`): `127.1`, `2130706433`, `0x7f000001` and
+`0177.0.0.1` all reach 127.0.0.1, and `0` reaches 0.0.0.0. Python's
+ipaddress takes none of them, so they passed as names when the URL was
+written and were refused only at the first connection, far from the
+administrator who typed them (issue 25).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 # Where the clouds answer for their instances' credentials. 169.254.169.254
 # (AWS, Azure, GCP, Oracle, OpenStack) is link-local anyway; the others are not.
@@ -52,14 +60,31 @@ def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return address
 
 
-def address_refusal(value: str) -> str | None:
+def numeric_address(host: str) -> str | None:
+    """The address a host written as a number will be connected to, or None when it is a name.
+
+    At connect time aiohttp's resolver calls getaddrinfo, which reads inet_aton's
+    shorthand (`127.1`, one 32-bit number, hex and octal parts) as well as the
+    dotted quad. Asking getaddrinfo itself, with AI_NUMERICHOST so that nothing is
+    looked up, gives the address the connection would go to, by the same code."""
+    try:
+        found = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return str(found[0][4][0]) if found else None
+
+
+def address_refusal(value: str, written: str | None = None) -> str | None:
     """Why an outside provider may not be reached at this address, or None when it may.
 
     `value` is an address as text; a name (not an address) is None here and
-    is judged by `host_refusal` and, once resolved, by this again."""
+    is judged by `host_refusal` and, once resolved, by this again. `written`
+    is how the administrator wrote it, when that differs, for the sentence."""
     address = _address(value)
     if address is None:
         return None
+    if written is not None and written != value:
+        value = f"{written} ({value})"
     if address in METADATA_ADDRESSES:
         return f"{value} is a cloud metadata address"
     if address.is_link_local:
@@ -77,4 +102,4 @@ def host_refusal(host: str) -> str | None:
     if name in METADATA_NAMES or name.endswith(".localhost"):
         kind = "this machine (loopback)" if "localhost" in name or "loopback" in name else "a cloud metadata name"
         return f"{host} is {kind}"
-    return address_refusal(name)
+    return address_refusal(numeric_address(name) or name, written=host)

@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
-from llmgw.account.keys import looks_like_key
+from llmgw.account.keys import key_flaw
 from llmgw.mcp.gateway import Gateway, UnknownTool
 from llmgw.store import StoreError
 
@@ -147,8 +147,9 @@ async def _principal(request: web.Request, gateway: Gateway) -> tuple[Any, str |
     secret = given[7:].strip() if given[:7].lower() == "bearer " else ""
     if not secret:
         return None, "no API key: send your llmgw API key as Authorization: Bearer sk-llmgw-…"
-    if not looks_like_key(secret):
-        return None, "that is not an llmgw API key; they start sk-llmgw-"
+    flaw = key_flaw(secret)
+    if flaw is not None:
+        return None, flaw
     try:
         principal = await gateway.plane.keys.lookup(secret)
     except StoreError:

@@ -76,7 +76,7 @@ async def init_server(cfg: ServerConfig, *, admin_email: str, project: str,
         person = await accounts.add_person(SYSTEM, email=admin_email, name="Administrator",
                                            role="admin", password=password)
         view, secret = await accounts.create_key(SYSTEM, name="first key", project=project,
-                                                 person_email=person.email)
+                                                 person_email=person.email, create=True)
         # A member of the first project, so the portal offers it to the first admin for keys and chat.
         await accounts.people.join(SYSTEM, person.id, f"project:{project}")
         return {

@@ -8,12 +8,12 @@ is what a load balancer in front of several control planes should check;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
 
-from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, looks_like_key
+from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, key_flaw
 from llmgw.auth.scim import mount as mount_scim
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.batches import add_routes as add_batch_routes
@@ -121,8 +121,9 @@ async def authenticate(request: web.Request, handler):
     # memory holds needs neither the client's address nor the store.
     if secret.startswith(CHAT_PREFIX):
         return await _chat(request, handler, plane, secret)
-    if not looks_like_key(secret):
-        return _unknown_key(request, plane, f"that is not an llmgw API key; they start {KEY_PREFIX}")
+    flaw = key_flaw(secret)
+    if flaw is not None:
+        return _unknown_key(request, plane, flaw)
     try:
         if plane.keys.remembers(secret):
             principal = await plane.keys.lookup(secret)
@@ -235,6 +236,49 @@ async def not_found(request: web.Request) -> web.Response:
     return api_error(404, sentence, "not_found")
 
 
+def _missing_v1(served: dict[str, list[str]]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The answer to a /v1 endpoint's path called without /v1: a 404 in the API's shape naming the real path.
+
+    A client given the base URL http://host:8080 instead of http://host:8080/v1
+    posts JSON to /chat/completions, which fell to the portal's pages: it got
+    an HTML 403 about an expired form, which no SDK can read and no person
+    would connect with the base URL (issue 25). `served` maps each path here,
+    without /v1, to the methods /v1 serves it with. No key is asked for: the
+    answer says only what the endpoints listing of any /v1 404 says.
+    """
+    async def missing_v1(request: web.Request) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        template = resource.canonical if resource is not None else request.path
+        meant = "/v1" + request.path
+        methods = served.get(template, [])
+        calls = " or ".join(f"{method} {meant}" for method in ([request.method] if request.method in methods
+                                                               else methods))
+        root = f"{request.scheme}://{request.host}"
+        sentence = (f"there is no {request.method} {request.path} here: this gateway's API is under /v1, "
+                    f"so the call is {calls or meant}")
+        anthropic = request.path == "/messages" or request.path.startswith("/messages/")
+        if anthropic:
+            sentence += (f"; Anthropic's SDK adds /v1 itself and wants base_url={root}, "
+                         f"a client that adds only /messages wants {root}/v1")
+        else:
+            sentence += f"; give the client the base URL {root}/v1"
+        response = api_error(404, sentence, "not_found")
+        return in_anthropic_shape(response) if anthropic else response
+    return missing_v1
+
+
+def _add_missing_v1(app: web.Application) -> None:
+    """Route each /v1 endpoint's path without /v1 to `_missing_v1`, before the portal's catch-all takes it."""
+    served: dict[str, list[str]] = {}
+    for route in app.router.routes():
+        path = route.resource.canonical if route.resource is not None else ""
+        if path.startswith("/v1/") and route.method not in ("HEAD", "*"):
+            served.setdefault(path[len("/v1"):], []).append(route.method)
+    answer = _missing_v1({path: sorted(set(methods)) for path, methods in served.items()})
+    for path in sorted(served):
+        app.router.add_route("*", path, answer)
+
+
 def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None] | None = None) -> web.Application:
     """The client port's app. `extend` adds routes from a floor above (the portal, issue 13): they go
     in before the /v1 catch-all, and no middleware comes with them, so /v1 pays nothing for them."""
@@ -255,6 +299,7 @@ def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None
     # SCIM provisioning (issue 14): before the portal's catch-all, and outside /v1, so no key check or
     # standby pass-on touches it; it answers 404 in SCIM's shape while auth.scim.enabled is off.
     mount_scim(app, plane)
+    _add_missing_v1(app)  # /chat/completions and the rest without /v1: a JSON 404 naming the path, not a page
     if extend is not None:
         extend(app)
     app.router.add_route("*", "/v1/{tail:.*}", not_found)

@@ -14,7 +14,7 @@ ME = Actor("test", "cli")
 
 
 async def test_many_requests_missing_one_key_share_one_store_read(store):
-    _, secret = await Accounts(store).create_key(ME, name="k", project="Demo/dev/app")
+    _, secret = await Accounts(store).create_key(ME, name="k", project="Demo/dev/app", create=True)
     cache = KeyCache(store, ttl=lambda: 60)
     found = await asyncio.gather(*(cache.lookup(secret) for _ in range(200)))
     assert all(p is not None and p.path.project.name == "app" for p in found)
@@ -32,7 +32,7 @@ async def test_an_unknown_key_is_remembered_so_retries_cost_no_store_read(store)
 
 async def test_a_key_revoked_here_is_refused_on_the_next_lookup(store):
     accounts = Accounts(store)
-    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app", create=True)
     cache = KeyCache(store, ttl=lambda: 600)
     assert (await cache.lookup(secret)).refusal(time.time()) is None
     await accounts.revoke_key(ME, view["id"])
@@ -42,7 +42,7 @@ async def test_a_key_revoked_here_is_refused_on_the_next_lookup(store):
 
 async def test_a_cached_key_carries_the_limits_of_every_level_above_it(store):
     accounts = Accounts(store)
-    view, secret = await accounts.create_key(ME, name="k", project="Acme/ml/chat")
+    view, secret = await accounts.create_key(ME, name="k", project="Acme/ml/chat", create=True)
     await accounts.set_limits(ME, "org", "Acme", {"rpm": 1000, "models": ["a", "b", "c"]})
     await accounts.set_limits(ME, "team", "Acme/ml", {"rpm": 300, "tpm": 50_000})
     await accounts.set_limits(ME, "key", view["id"], {"models": ["b"], "budget_micros": 2_000_000})
@@ -65,7 +65,7 @@ def test_an_address_trying_unknown_keys_is_throttled_for_the_rest_of_the_minute(
 
 async def test_a_key_in_use_is_read_again_in_the_background_before_its_entry_runs_out(store):
     accounts = Accounts(store)
-    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    view, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app", create=True)
     ttl = {"s": 10.0}
     cache = KeyCache(store, ttl=lambda: ttl["s"])
     assert (await cache.lookup(secret)).refusal(time.time()) is None
@@ -101,7 +101,7 @@ async def test_a_throttled_addresss_lookups_wait_in_one_line_and_leave_no_lock_b
 
 async def test_a_key_memory_knows_is_remembered_without_the_store(store):
     accounts = Accounts(store)
-    _, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app")
+    _, secret = await accounts.create_key(ME, name="k", project="Demo/dev/app", create=True)
     cache = KeyCache(store, ttl=lambda: 60.0)
     made_up = "sk-llmgw-" + "x" * 43
     assert not cache.remembers(secret) and not cache.remembers(made_up)

@@ -34,7 +34,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def keys(server):
-    made = {name: server.ctl_json("keys", "create", name, "--project", project)
+    made = {name: server.ctl_json("keys", "create", name, "--project", project, "--create")
             for name, project in (("alice", "Acme/ml/chat"), ("bob", "Acme/ops/infra"))}
     return made
 

@@ -99,7 +99,7 @@ async def test_a_suspended_users_api_key_is_refused_at_once_and_let_in_again_on_
     async with gateway.post("/scim/v2/Users", json=ENTRA_USER, headers=gateway.headers) as r:
         made = await r.json()
     _, secret = await Accounts(store).create_key(Actor("root", "cli"), name="laptop", project="Acme/ml/search",
-                                                 person_email="ada@corp.example")
+                                                 person_email="ada@corp.example", create=True)
     assert (await plane.keys.lookup(secret)).refusal(time.time()) is None  # cached for an hour from now on
 
     for value, refused in (("False", True), ("True", False)):

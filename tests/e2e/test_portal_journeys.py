@@ -88,7 +88,7 @@ def test_a_team_made_with_a_budget_on_the_tree_page_refuses_its_key_with_402_pas
         with page.expect_navigation():
             page.click("form[action='/admin/tree'] button[type=submit]")
         assert path.rsplit("/", 1)[-1] in page.inner_text("main")
-    key = gateway.server.ctl_json("keys", "create", "ci", "--project", "Thrift/ml/app")["key"]
+    key = gateway.server.ctl_json("keys", "create", "ci", "--project", "Thrift/ml/app", "--create")["key"]
     client = openai.OpenAI(api_key=key, base_url=gateway.url + "/v1", max_retries=0)
 
     for _ in range(2):  # 0.01 each: the budget holds two

@@ -200,7 +200,7 @@ def test_a_batch_that_asks_for_what_is_not_here_is_refused_with_a_sentence(gw):
 
 def test_a_key_of_another_project_sees_none_of_the_files_or_batches(gw):
     mine = upload(gw, chat_lines("s", 1))
-    made = gw.ctl_json("keys", "create", "--project", "Default/default/other", "other")
+    made = gw.ctl_json("keys", "create", "--project", "Default/default/other", "--create", "other")
     other = openai.OpenAI(api_key=made["key"], base_url=gw.client_url + "/v1", max_retries=0)
 
     assert mine.id not in [f.id for f in other.files.list()]

@@ -133,6 +133,10 @@ def test_build_run_serves_sim_from_a_control_plane_and_a_node_and_leaves_nothing
     portal = f"portal: http://127.0.0.1:{first.ports['client']}/  sign in as admin@localhost, password {password}"
     assert portal in first.output()
     assert (tmp_path / "var" / "first-admin").stat().st_mode & 0o777 == 0o600
+    # What it says about the secrets is true: the key is kept nowhere, the password in first-admin.
+    assert "The API key is shown once and kept nowhere: copy it now." in first.output()
+    assert f"The administrator's password is kept in {tmp_path / 'var'}/first-admin" in first.output()
+    assert "kept nowhere: copy them now" not in first.output()
     text, _ = wait_for(lambda: _answer(first.client(key), "sim"), timeout=20, interval=0.5)
     assert text, first.output()
 
@@ -152,6 +156,9 @@ def test_build_run_serves_sim_from_a_control_plane_and_a_node_and_leaves_nothing
     assert "sim: in the catalog" in out
     # The password init printed once, kept for the person who runs it here (the second run has other ports).
     assert f"portal: http://127.0.0.1:{again.ports['client']}/  sign in as admin@localhost, password {password}" in out
+    # Never "no secret is printed again" just above the password it prints.
+    assert "no secret is printed again" not in out
+    assert f"the first administrator's password is kept in {tmp_path / 'var'}/first-admin" in out
     assert '"Authorization: Bearer $OPENAI_API_KEY"' in out  # the key is printed once, at the first run
     text, _ = wait_for(lambda: _answer(again.client(key), "sim"), timeout=20, interval=0.5)
     assert text, out
@@ -287,7 +294,7 @@ def test_build_run_does_not_take_another_server_on_its_port_for_its_own(runs, tm
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
         run.start()
-        assert run.proc.wait(timeout=120) != 0, run.output()
+        assert run.proc.wait(timeout=120) == 1, run.output()
     finally:
         run.kill()
         other.shutdown()
@@ -295,5 +302,37 @@ def test_build_run_does_not_take_another_server_on_its_port_for_its_own(runs, tm
     out = run.output()
     assert "the control plane is up" not in out, out
     assert "joining this machine" not in out and "llmgw agent" not in out, out
-    assert "the server exited with status" in out, out
-    assert f"127.0.0.1:{run.ports['client']}" in out  # the server's own sentence: the port is taken
+    # Refused before anything was set up, naming the port (issue 25: it used to set up and print secrets first).
+    assert f"build: 127.0.0.1:{run.ports['client']} (the client API) already has a program listening" in out, out
+    assert "llmgw server init" not in out and "administrator" not in out and "sk-llmgw-" not in out, out
+    assert not (tmp_path / "var").exists()
+
+
+def test_a_second_build_run_in_a_new_directory_on_the_same_ports_is_refused_before_any_credential(runs, tmp_path):
+    first = runs(tmp_path)
+    assert first.says("the control plane is up", timeout=240), first.output()
+    listen = [a for role, port in first.ports.items() for a in (f"--listen-{role}", f"127.0.0.1:{port}")]
+
+    # Another directory, the same ports: what a person did with LLMGW_RUN_DIR alone.
+    second = subprocess.run([sys.executable, str(ROOT / "build.py"), "run", *listen], cwd=tmp_path,
+                            env={**os.environ, "LLMGW_RUN_DIR": str(tmp_path / "two")},
+                            capture_output=True, text=True, timeout=120)
+
+    said = second.stdout + second.stderr
+    assert second.returncode == 1, said
+    assert f"127.0.0.1:{first.ports['client']} (the client API)" in second.stderr
+    assert "Nothing was set up and no password or key was made" in second.stderr
+    assert "--listen-client 127.0.0.1:" in second.stderr  # a free port to give instead
+    assert "sk-llmgw-" not in said and "password " not in said.replace("no password or key", ""), said
+    assert not (tmp_path / "two").exists()
+    assert first.interrupt() == 0, first.output()
+
+
+def test_a_server_that_never_starts_is_given_no_password_or_key_on_the_screen(runs, tmp_path):
+    run = runs(tmp_path, "--workers", "0")  # init takes no --workers; the server refuses it and exits
+    assert run.proc.wait(timeout=120) != 0, run.output()
+    out = run.output()
+    assert "the control plane is up" not in out, out
+    assert "sk-llmgw-" not in out and "administrator   admin@localhost" not in out, out
+    assert "the server never came up, so the key init made is not shown" in out, out
+    assert (tmp_path / "var" / "first-admin").stat().st_mode & 0o777 == 0o600

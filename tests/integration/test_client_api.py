@@ -144,7 +144,7 @@ def test_bad_requests_get_the_right_status_and_a_sentence(gateway, engines):
     assert status == 404 and "there is no model nope here" in body["error"]["message"]
     status, _, body = post(gw, "/v1/chat/completions", b"[" + b"1," * (20 * 1024 * 1024) + b"1]")
     assert status == 413 and "32 MB" in body["error"]["message"]
-    made = gw.ctl_json("keys", "create", "narrow", "--project", "Demo/dev/app")
+    made = gw.ctl_json("keys", "create", "narrow", "--project", "Demo/dev/app", "--create")
     gw.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--models", "qwen")
     status, _, body = post(gw, "/v1/chat/completions", {"model": "other", "messages": CHAT}, key=made["key"])
     assert status == 403 and body["error"]["code"] == "model_not_allowed"
@@ -153,7 +153,7 @@ def test_bad_requests_get_the_right_status_and_a_sentence(gateway, engines):
 def test_a_key_over_its_rpm_is_refused_with_when_to_try_again(gateway, engines):
     engine = engines("qwen")
     gw = gateway([{"name": "qwen", "endpoints": [engine.url]}])
-    made = gw.ctl_json("keys", "create", "slow", "--project", "Demo/dev/app")
+    made = gw.ctl_json("keys", "create", "slow", "--project", "Demo/dev/app", "--create")
     gw.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "3")
     client = openai.OpenAI(api_key=made["key"], base_url=gw.client_url + "/v1", max_retries=0)
     for _ in range(3):
@@ -168,8 +168,8 @@ def test_a_team_budget_binds_every_key_under_it_and_survives_a_restart(gateway, 
     engine = engines("qwen")
     # 1,000,000 micro-units (1.00) a thousand answer tokens: each 10-token answer costs 0.01.
     gw = gateway([{"name": "qwen", "endpoints": [engine.url], "price": {"completion_per_1k": 1_000_000}}])
-    first = gw.ctl_json("keys", "create", "a", "--project", "Acme/ml/one")
-    second = gw.ctl_json("keys", "create", "b", "--project", "Acme/ml/two")
+    first = gw.ctl_json("keys", "create", "a", "--project", "Acme/ml/one", "--create")
+    second = gw.ctl_json("keys", "create", "b", "--project", "Acme/ml/two", "--create")
     gw.ctl_json("keys", "limits", "--scope", "team", "--id", "Acme/ml", "--budget", "0.03", "--period", "day")
     a = openai.OpenAI(api_key=first["key"], base_url=gw.client_url + "/v1", max_retries=0)
     b = openai.OpenAI(api_key=second["key"], base_url=gw.client_url + "/v1", max_retries=0)

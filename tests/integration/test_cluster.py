@@ -31,7 +31,7 @@ def cluster(servers, postgres_cluster, tmp_path):
     cp.start()
     wait_for(cp.leads, timeout=15)
     cp.ctl_json("ctl", "config", "set", "control.node_lost_after", "5s")
-    made = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")
+    made = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")
     cp.openai = openai.OpenAI(api_key=made["key"], base_url=cp.client_url + "/v1", max_retries=0)
     agents: list[AgentProcess] = []
 
@@ -219,7 +219,7 @@ def test_when_the_leader_is_killed_the_agents_move_to_the_new_one_and_replicas_k
     shutil.copy(a.data_dir / "master-key", b.data_dir / "master-key")
     os.chmod(b.data_dir / "master-key", 0o600)
     b.start()
-    made = a.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")
+    made = a.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")
     node = AgentProcess(tmp_path, "node-a").join(a)
     node.start()
     try:

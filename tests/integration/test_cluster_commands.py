@@ -29,7 +29,7 @@ def cluster(servers, postgres_cluster, tmp_path):
     assert cp.init().returncode == 0
     cp.start()
     wait_for(cp.leads, timeout=15)
-    made = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")
+    made = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")
     cp.key = made["key"]
     cp.openai = openai.OpenAI(api_key=made["key"], base_url=cp.client_url + "/v1", max_retries=0)
     cp.node = AgentProcess(tmp_path, "node-a").join(cp).start()

@@ -66,7 +66,7 @@ def leader(servers, postgres_cluster, tmp_path):
     assert cp.init().returncode == 0
     cp.start()
     wait_for(cp.leads, timeout=15)
-    cp.key = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")["key"]
+    cp.key = cp.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")["key"]
     cp.url = url
     node = AgentProcess(tmp_path, "node-a").join(cp)
     node.start()
@@ -174,7 +174,7 @@ def test_an_active_active_standby_answers_and_records_requests_itself(pair):
 def test_a_key_with_an_rpm_of_60_is_held_to_it_across_two_active_active_control_planes(pair):
     a, b = pair
     _active_active(a, b)
-    made = a.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app")
+    made = a.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app", "--create")
     a.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "60")
     rate = 10  # requests a second, alternating between the two
     passed: dict[str, int] = {"a": 0, "b": 0}

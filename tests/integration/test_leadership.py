@@ -53,7 +53,7 @@ def test_a_leader_stopped_with_sigterm_hands_over_at_once(pair):
 def test_settings_changed_on_one_control_plane_are_in_force_on_the_other(pair):
     a, b = pair
     b.ctl_json("ctl", "config", "set", "models", "[{name: qwen}]")
-    made = a.ctl_json("keys", "create", "k", "--project", "Demo/dev/app")
+    made = a.ctl_json("keys", "create", "k", "--project", "Demo/dev/app", "--create")
     sdk = openai.OpenAI(api_key=made["key"], base_url=a.client_url + "/v1", max_retries=0)
     wait_until(lambda: [m.id for m in sdk.models.list()] == ["qwen"], timeout=60, interval=0.1,
                what="the model set on the standby was listed by the leader")
@@ -62,7 +62,7 @@ def test_settings_changed_on_one_control_plane_are_in_force_on_the_other(pair):
 def test_a_key_revoked_on_one_control_plane_is_refused_on_the_other_once_its_cache_entry_expires(pair):
     a, b = pair
     a.ctl_json("ctl", "config", "set", "auth.cache_ttl", "2s")
-    made = a.ctl_json("keys", "create", "k", "--project", "Demo/dev/app")
+    made = a.ctl_json("keys", "create", "k", "--project", "Demo/dev/app", "--create")
     on_b = openai.OpenAI(api_key=made["key"], base_url=b.client_url + "/v1", max_retries=0)
     wait_for(lambda: b.ctl_json("ctl", "config", "get", "auth.cache_ttl")["value"] == "2s", timeout=10)
     on_b.models.list()

@@ -91,7 +91,7 @@ def gw(tmp_path_factory, company):
     assert added.returncode == 0, added.stderr
     granted = server.ctl("keys", "limits", "--scope", "key", "--id", server.key_id, "--tools", "co.*")
     assert granted.returncode == 0, granted.stderr
-    other = server.ctl_json("keys", "create", "other", "--project", "Acme/support/desk")
+    other = server.ctl_json("keys", "create", "other", "--project", "Acme/support/desk", "--create")
     server.ungranted = other["key"]
     wait_until(lambda: len(tools(server, server.key)) == 3, 20, "the granted key saw co's tools", interval=0.2)
     yield server
@@ -287,7 +287,7 @@ def test_bad_messages_and_keys_get_a_sentence_not_a_traceback(gw):
     status, body = _post(gw, b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "co.nope"}}',
                          gw.key)
     assert body["error"]["code"] == -32602 and "no tool co.nope" in body["error"]["message"]
-    revoked = gw.ctl_json("keys", "create", "gone", "--project", "Acme/support/desk")
+    revoked = gw.ctl_json("keys", "create", "gone", "--project", "Acme/support/desk", "--create")
     assert gw.ctl("keys", "revoke", revoked["id"]).returncode == 0
     status, body = _post(gw, b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}', revoked["key"])
     assert status == 401 and "revoked" in body["error"]["message"]
@@ -329,7 +329,7 @@ def _cluster_tools_granted(server) -> str:
     """A key granted the cluster's own tools alone, once `llmgw` is registered as llmgw:admin."""
     added = server.ctl("ctl", "mcp", "add", "llmgw", "--url", "llmgw:admin")
     assert added.returncode == 0, added.stderr
-    made = server.ctl_json("keys", "create", "ops-agent", "--project", "Acme/ops/agents")
+    made = server.ctl_json("keys", "create", "ops-agent", "--project", "Acme/ops/agents", "--create")
     granted = server.ctl("keys", "limits", "--scope", "key", "--id", made["id"], "--tools", "llmgw.*")
     assert granted.returncode == 0, granted.stderr
     wait_until(lambda: len(tools(server, made["key"])) == 6, 20, "the granted key saw the cluster's tools",

@@ -18,7 +18,7 @@ from tests.support.waiting import wait_for
 
 @pytest.fixture
 def node(server, tmp_path):
-    made = server.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")
     server.key = made["key"]
     agent = AgentProcess(tmp_path, "node-a").join(server)
     yield agent.start()

@@ -35,7 +35,7 @@ def limited(servers, tmp_path, engines):
         done = server.init("--json")
         assert done.returncode == 0, done.stderr
         server.start()
-        made = server.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app")
+        made = server.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app", "--create")
         server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", str(RPM))
         return server, made["key"]
 

@@ -40,7 +40,7 @@ def test_ctl_status_shows_one_leading_control_plane_on_sqlite(server):
 
 
 def test_a_created_key_works_with_the_openai_sdk_and_is_shown_once(server):
-    made = server.ctl_json("keys", "create", "demo", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "demo", "--project", "Demo/dev/app", "--create")
     assert made["key"].startswith("sk-llmgw-") and made["project"] == "Demo/dev/app"
     sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
     assert list(sdk.models.list()) == []
@@ -50,7 +50,7 @@ def test_a_created_key_works_with_the_openai_sdk_and_is_shown_once(server):
 
 
 def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(server):
-    made = server.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app", "--create")
     sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
     sdk.models.list()  # now cached on the server
     assert server.ctl("keys", "revoke", made["id"]).returncode == 0
@@ -63,7 +63,8 @@ def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(server):
 def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(server):
     status, body = server.get("/v1/models", {"Authorization": "Bearer sk-proj-123"})
     assert status == 401
-    assert body["error"]["message"] == "that is not an llmgw API key; they start sk-llmgw-"
+    assert body["error"]["message"] == ("that is not an llmgw API key: it starts sk-proj-, another service's key "
+                                        "perhaps; llmgw keys start sk-llmgw-")
     status, body = server.get("/v1/models")
     assert status == 401 and body["error"]["code"] == "missing_api_key"
 
@@ -167,7 +168,7 @@ def test_malformed_json_to_the_admin_api_is_a_400_with_a_sentence(server):
 
 
 def test_keys_limits_change_only_what_they_are_given_unless_replaced(server):
-    made = server.ctl_json("keys", "create", "lim", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "lim", "--project", "Demo/dev/app", "--create")
     server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "60", "--budget", "5")
     after = server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--tpm", "1000")
     assert after["limits"]["rpm"] == 60 and after["limits"]["tpm"] == 1000
@@ -179,7 +180,7 @@ def test_keys_limits_change_only_what_they_are_given_unless_replaced(server):
 
 
 def test_a_level_cannot_widen_what_the_level_above_allows(server):
-    made = server.ctl_json("keys", "create", "narrow", "--project", "Acme/ml/chat")
+    made = server.ctl_json("keys", "create", "narrow", "--project", "Acme/ml/chat", "--create")
     server.ctl_json("keys", "limits", "--scope", "team", "--id", "Acme/ml", "--rpm", "100", "--models", "a,b")
     done = server.ctl("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "500")
     assert done.returncode == 1
@@ -191,7 +192,7 @@ def test_a_level_cannot_widen_what_the_level_above_allows(server):
 def test_a_model_the_key_may_not_use_is_not_listed(server, tmp_path):
     server.ctl_json("ctl", "config", "set", "models",
                     '[{name: qwen, context_length: 32768}, {name: llama, context_length: 8192}]')
-    made = server.ctl_json("keys", "create", "m", "--project", "Acme/ml/chat")
+    made = server.ctl_json("keys", "create", "m", "--project", "Acme/ml/chat", "--create")
     server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--models", "qwen")
     sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
     assert [m.id for m in sdk.models.list()] == ["qwen"]
@@ -199,15 +200,15 @@ def test_a_model_the_key_may_not_use_is_not_listed(server, tmp_path):
 
 def test_max_key_ttl_caps_a_new_key_and_refuses_a_longer_ttl(server):
     server.ctl_json("ctl", "config", "set", "auth.max_key_ttl", "30d")
-    made = server.ctl_json("keys", "create", "short", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "short", "--project", "Demo/dev/app", "--create")
     assert made["expires_at"] == pytest.approx(made["created_at"] + 30 * 86400, abs=5)
-    done = server.ctl("keys", "create", "long", "--project", "Demo/dev/app", "--ttl", "90d")
+    done = server.ctl("keys", "create", "long", "--project", "Demo/dev/app", "--create", "--ttl", "90d")
     assert done.returncode == 1
     assert "longer than the cluster allows (auth.max_key_ttl 30d)" in done.stderr
 
 
 def test_the_audit_log_says_who_changed_what_and_never_holds_a_key(server):
-    made = server.ctl_json("keys", "create", "audited", "--project", "Demo/dev/app")
+    made = server.ctl_json("keys", "create", "audited", "--project", "Demo/dev/app", "--create")
     server.ctl_json("keys", "revoke", made["id"])
     server.ctl_json("ctl", "config", "set", "auth.cache_ttl", "3s")
     entries = server.ctl_json("ctl", "audit")

@@ -139,7 +139,7 @@ def test_forty_rewordings_in_one_conversation_cost_one_engine_call_and_39_simila
 
 def test_a_key_that_may_not_use_the_embedding_model_gets_only_the_very_same_answer(gateway, sims):
     chat, _ = sims
-    made = gateway.ctl_json("keys", "create", "desk-only", "--project", PROJECT)
+    made = gateway.ctl_json("keys", "create", "desk-only", "--project", PROJECT, "--create")
     assert gateway.ctl("keys", "limits", "--scope", "key", "--id", made["id"],
                        "--models", "desk").returncode == 0
     client = openai.OpenAI(api_key=made["key"], base_url=gateway.client_url + "/v1", max_retries=0)

@@ -202,7 +202,7 @@ def cluster(tmp_path_factory, postgres_cluster):
         assert added.returncode == 0, added.stdout + added.stderr
         wait_until(lambda: len({r["node"] for r in cp1.ctl_json("ctl", "replicas", "--model", MODEL)
                                 if r["state"] == "ready"}) == 2, 120, "a ready replica of simmy on each node")
-        key = cp1.ctl_json("keys", "create", "app", "--project", "Demo/dev/app")["key"]
+        key = cp1.ctl_json("keys", "create", "app", "--project", "Demo/dev/app", "--create")["key"]
         yield {"cp1": cp1, "cp2": cp2, "nodes": nodes, "key": key, "v1": v1, "root": root}
     finally:
         for machine in machines:

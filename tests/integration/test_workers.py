@@ -109,7 +109,7 @@ def test_one_process_names_no_worker(gateway):
 
 def test_a_key_with_an_rpm_of_20_is_held_to_it_across_both_workers(gateway):
     gw = gateway(workers=2)
-    made = gw.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app")
+    made = gw.ctl_json("keys", "create", "limited", "--project", "Demo/dev/app", "--create")
     gw.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "20")
     answers = []
     for _ in range(60):
@@ -128,7 +128,7 @@ def test_a_key_with_an_rpm_of_20_is_held_to_it_across_both_workers(gateway):
 
 def test_a_revoked_key_is_refused_by_every_worker_at_once(gateway):
     gw = gateway(workers=2)
-    made = gw.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app")
+    made = gw.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app", "--create")
     before = [ask(gw, made["key"]) for _ in range(20)]
     assert {s for s, _ in before} == {200} and len({w for _, w in before}) == 2  # cached on both
     gw.ctl_json("keys", "revoke", made["id"])

@@ -169,7 +169,7 @@ async def test_every_change_on_these_pages_is_audited_as_the_admins_email_via_po
         limits = f"/admin/tree/team/{team.id}"
         assert (await _post(ada, limits, {"rpm": "60", "tpm": "", "budget": "5.00", "period": "day",
                                           "models": ""})).status == 303
-        view, _ = await accounts.create_key(ROOT, name="ci", project="Acme/ml/app")
+        view, _ = await accounts.create_key(ROOT, name="ci", project="Acme/ml/app", create=True)
         assert (await _post(ada, f"/admin/keys/{view['id']}/revoke", {"back": "/admin/keys?page=1"},
                             form_at="/admin/keys")).status == 303
         assert (await _post(ada, "/admin/settings", {"expected_version": "1", "path": "auth.cache_ttl",
@@ -193,7 +193,7 @@ async def test_a_team_made_with_a_budget_refuses_its_key_past_it(store, plane, b
         await _post(ada, "/admin/tree", {"kind": "project", "path": "Acme/ml/app"})
         tree = await (await ada.get("/admin/tree")).text()
         assert "budget 1.00 a month" in tree
-    _, secret = await Accounts(store).create_key(ROOT, name="ci", project="Acme/ml/app")
+    _, secret = await Accounts(store).create_key(ROOT, name="ci", project="Acme/ml/app", create=True)
     key = await plane.keys.lookup(secret)
     now = time.time()
     budgets = Budgets(store)
@@ -208,7 +208,7 @@ async def test_a_team_made_with_a_budget_refuses_its_key_past_it(store, plane, b
 
 async def test_a_limits_change_reaches_a_key_already_in_the_cache(store, plane, browser):
     accounts = Accounts(store)
-    _, secret = await accounts.create_key(ROOT, name="ci", project="Acme/ml/app")
+    _, secret = await accounts.create_key(ROOT, name="ci", project="Acme/ml/app", create=True)
     before = await plane.keys.lookup(secret)
     assert before.limits.rpm is None
     async with browser("ada@example.com") as ada:
@@ -227,7 +227,7 @@ async def test_a_limits_change_reaches_a_key_already_in_the_cache(store, plane, 
 async def test_the_keys_page_shows_fifty_a_page_and_the_rest_on_the_next(store, browser):
     accounts = Accounts(store)
     for n in range(51):
-        await accounts.create_key(ROOT, name=f"k{n:02d}", project="Acme/ml/app")
+        await accounts.create_key(ROOT, name=f"k{n:02d}", project="Acme/ml/app", create=True)
     async with browser("ada@example.com") as ada:
         first = await (await ada.get("/admin/keys")).text()
         second = await (await ada.get("/admin/keys?page=2")).text()
@@ -239,7 +239,7 @@ async def test_the_keys_page_shows_fifty_a_page_and_the_rest_on_the_next(store, 
 async def test_the_audit_log_is_filtered_by_who_acted(store, browser):
     async with browser("ada@example.com") as ada:
         await _post(ada, "/admin/tree", {"kind": "org", "path": "Acme"})
-        await Accounts(store).create_key(ROOT, name="ci", project="Acme/ml/app")
+        await Accounts(store).create_key(ROOT, name="ci", project="Acme/ml/app", create=True)
         mine = await (await ada.get("/admin/audit?actor=ada@example.com")).text()
         everyone = await (await ada.get("/admin/audit")).text()
 
@@ -342,7 +342,7 @@ async def test_on_a_real_server_a_team_made_with_a_budget_on_the_page_refuses_it
                 async with http.post("/admin/tree", data={"_csrf": _csrf(form), **made},
                                      allow_redirects=False) as answer:
                     assert answer.status == 303, await answer.text()
-        key = server.ctl_json("keys", "create", "ci", "--project", "Acme/ml/app")["key"]
+        key = server.ctl_json("keys", "create", "ci", "--project", "Acme/ml/app", "--create")["key"]
         client = openai.OpenAI(api_key=key, base_url=server.client_url + "/v1", max_retries=0)
         ask = [{"role": "user", "content": "Say something."}]
         for _ in range(2):

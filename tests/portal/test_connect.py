@@ -80,7 +80,7 @@ async def test_every_tools_snippets_on_the_page_are_code_their_tool_reads(ada):
 
 
 async def test_the_key_picker_fills_the_chosen_keys_prefix_where_the_key_goes(ada, world):
-    view, secret = await world.accounts.create_key(ROOT, name="laptop", project="Acme/eng/web",
+    view, secret = await world.accounts.create_key(ROOT, name="laptop", project="Acme/eng/web", create=True,
                                                    person_email="ada@example.com")
 
     page = await (await ada.get(f"/connect?tool=cline&key={view['id']}")).text()
@@ -94,7 +94,7 @@ async def test_the_key_picker_fills_the_chosen_keys_prefix_where_the_key_goes(ad
 
 
 async def test_another_persons_key_is_never_offered(ada, world):
-    view, _ = await world.accounts.create_key(ROOT, name="bob's", project="Other/ops/infra",
+    view, _ = await world.accounts.create_key(ROOT, name="bob's", project="Other/ops/infra", create=True,
                                               person_email="bob@example.com")
 
     page = await (await ada.get(f"/connect?key={view['id']}")).text()

@@ -79,7 +79,7 @@ async def test_a_key_without_a_name_is_refused_with_the_form_kept(ada, store, wo
 
 
 async def test_another_persons_key_cannot_be_revoked(ada, store, world, plane):
-    view, _ = await world.accounts.create_key(ROOT, name="bob's", project="Other/ops/infra",
+    view, _ = await world.accounts.create_key(ROOT, name="bob's", project="Other/ops/infra", create=True,
                                               person_email="bob@example.com")
 
     refused = await ada.post(f"/keys/{view['id']}/revoke", data={"_csrf": ada.csrf}, allow_redirects=False)

@@ -283,7 +283,7 @@ def control_plane(tmp_path):
 
 def test_keys_cache_turns_a_projects_cache_on_shows_it_and_turns_it_off(control_plane):
     s = control_plane
-    assert s.ctl_json("keys", "create", "desk", "--project", "Acme/support/desk")["id"]
+    assert s.ctl_json("keys", "create", "desk", "--project", "Acme/support/desk", "--create")["id"]
 
     shown = s.ctl_json("keys", "cache", "--project", "Acme/support/desk")
     assert shown["cache"]["enabled"] is False  # off by default
@@ -308,7 +308,7 @@ def test_keys_cache_turns_a_projects_cache_on_shows_it_and_turns_it_off(control_
 
 def test_keys_cache_refuses_what_cannot_be_meant_with_a_sentence(control_plane):
     s = control_plane
-    s.ctl_json("keys", "create", "desk", "--project", "Acme/support/desk")
+    s.ctl_json("keys", "create", "desk", "--project", "Acme/support/desk", "--create")
     cases = [
         (("--similar", "0.9"), "--similar goes with --ttl"),
         (("--ttl", "1h", "--off"), "not both"),

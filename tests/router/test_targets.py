@@ -34,7 +34,8 @@ async def listener():
 
 @pytest.mark.parametrize("host", ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "fe80::1", "169.254.1.9",
                                   "metadata.google.internal", "METADATA.google.internal.", "127.0.0.1", "::1",
-                                  "::ffff:169.254.169.254", "0.0.0.0", "localhost", "api.localhost"])
+                                  "::ffff:169.254.169.254", "0.0.0.0", "localhost", "api.localhost",
+                                  "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0", "0251.254.169.254"])
 def test_metadata_link_local_and_loopback_hosts_are_refused(host):
     assert host_refusal(host) is not None
 

@@ -273,7 +273,7 @@ async def keys_create(request: web.Request) -> web.Response:
     view, secret = await plane.accounts.create_key(
         actor(request), name=_field(data, "name", str, True), project=_field(data, "project", str, True),
         ttl=ttl, band=_field(data, "band", str), person_email=_field(data, "person", str),
-        max_key_ttl=float(plane.settings.current.auth.max_key_ttl))
+        max_key_ttl=float(plane.settings.current.auth.max_key_ttl), create=bool(_field(data, "create", bool)))
     return _json({**view, "key": secret}, 201)
 
 

@@ -1,0 +1,48 @@
+"""The project a key is made in, as a person typed it: it must exist, and a near miss is named.
+
+A typo in `llmgw keys create --project` once made a new org, team and project
+on the way, with none of the limits the company had set: the key escaped every
+budget and rate limit above it (issue 25). So a key goes only into a project
+that exists, and a path that names none is refused with the nearest paths
+there are. Places are made on purpose: `llmgw ctl tree add`, or `--create` on
+`llmgw keys create` (`create=True` here), which `llmgw server init` also uses
+for the first key's project on an empty store.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from llmgw.account.errors import AccountError
+from llmgw.errors import N_
+from llmgw.store import ProjectPath, Store
+
+# How alike two paths must be to be offered (difflib's ratio). A typo scores above 0.9 ("Acme/ml/trian" and
+# "Acme/ml/train" 0.92, "Acmee/ml/train" 0.96), but siblings share their org and team, which alone lifts
+# "Acme/ml/serve" to 0.69 against "Acme/ml/trian": at difflib's 0.6 it was offered too.
+NEAR = 0.8
+
+
+async def project_for_key(store: Store, org: str, team: str, project: str, *, create: bool) -> ProjectPath:
+    """The project ORG/TEAM/PROJECT, made on the way only when `create` says so."""
+    if create:
+        return await store.ensure_project(org, team, project)
+    found = await store.project_by_path(org, team, project)
+    if found is not None:
+        return found
+    typed = f"{org}/{team}/{project}"
+    near = difflib.get_close_matches(typed, await project_paths(store), n=3, cutoff=NEAR)
+    if near:
+        raise AccountError(N_("there is no project {path}: did you mean {near}? A key goes only into a project "
+                              "that exists; make a new one on purpose with llmgw ctl tree add, or create the key "
+                              "with --create"), 404, "not_found", params={"path": typed, "near": " or ".join(near)})
+    raise AccountError(N_("there is no project {path}, nor one near it (llmgw ctl tree lists them); a key goes only "
+                          "into a project that exists: make a new one on purpose with llmgw ctl tree add, or create "
+                          "the key with --create"), 404, "not_found", params={"path": typed})
+
+
+async def project_paths(store: Store) -> list[str]:
+    """Every project as ORG/TEAM/PROJECT."""
+    orgs = {o.id: o.name for o in await store.list_orgs()}
+    teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}
+    return sorted(f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects())
