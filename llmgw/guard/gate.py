@@ -182,7 +182,7 @@ def _scan(rules: CompiledRules, text: reads.Text, redactor: Redactor,
     """(each piece of `text` as it may go on, the decision that blocks it or None)."""
     out: list[str] = []
     for _, piece in text.pieces:
-        found = rules.find(piece)
+        found = rules.find(piece, text.identifier)
         if found:
             block, redact = rules.decide(found, decisions, "input", names=text.names)
             if block is not None:

@@ -27,6 +27,14 @@ ORDER = ("secrets", "cards", "email", "phone", "iban", "national_id", "person", 
 # text, whatever else is in it.
 _NEVER_SHADOWED = frozenset(("deny", "injection"))
 _ANCHORED = re.compile(r"\^|\$|\\A|\\Z|\\z")
+# The rules that read an identifier (a tool call's id, a Responses item's
+# id, a tool result's call_id), besides a site's deny patterns. An id is a
+# random part and a counter made by an engine or a gateway; its digits can
+# pass for a card's, a phone number's or an id number's by chance, and it
+# cannot be masked (the call would lose its result), so those rules would
+# refuse an agent's next turn for its own ids (issue 25, item 21). A secret
+# is a secret wherever it is put, so the secrets rule still reads ids.
+IDENTIFIER_KINDS = frozenset(("secrets",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +109,19 @@ class CompiledRules:
             return text, block
         return redactor.apply(text, redact), None
 
-    def find(self, text: str) -> list[tuple[Match, Slot]]:
-        """What the rules find in `text`, each with its rule's actions; nothing decided or changed yet."""
+    def find(self, text: str, identifier: bool = False) -> list[tuple[Match, Slot]]:
+        """What the rules find in `text`, each with its rule's actions; nothing decided or changed yet.
+
+        With `identifier` (`text` is an id, reads.Text.identifier), only the
+        secrets rule and the deny patterns read it: IDENTIFIER_KINDS.
+        """
         found: list[tuple[Match, Slot]] = []
         if self.deny is not None:
             for m in self.deny.find(text):
                 found.append((m, self.deny_slots[m.rule]))
         for detector, slot in self.checks:
+            if identifier and detector.kind not in IDENTIFIER_KINDS:
+                continue
             for m in detector.find(text):
                 found.append((m, slot))
         return _outermost(found) if found else found

@@ -7,6 +7,9 @@ so Codex, which checks the same things) cannot read fails here.
 
 from __future__ import annotations
 
+import json
+import re
+
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -202,3 +205,19 @@ def test_only_usage_chunks_after_the_finish_change_nothing_but_the_counts():
     chunks = stream(content=["x"], with_usage=False) + [chunk(usage=usage(5, 1), choices=False)]
     events = events_of(chunks)
     assert events[-1][1]["response"]["usage"]["input_tokens"] == 5
+
+
+def test_ids_made_from_an_engine_id_full_of_digits_hold_no_long_run_of_digits():
+    # A sim-engine's id: a random hex part that happened to end in digits, and a zero-padded counter. Its run
+    # of 16 digits passes the Luhn check, and was refused as a card when the client sent the ids back.
+    chat = {**completion(content=None, finish="tool_calls", tool_calls=[call("", "shell", "{}")]),
+            "id": "chatcmpl-4111111111111111"}
+    out = response(chat)
+    ids = [out["id"]] + [i for item in out["output"] for i in (item["id"], item.get("call_id")) if i]
+    assert out["id"].startswith("resp_41111111") and out["output"][0]["id"].startswith("fc_41111111")
+    assert ids and all(not re.search(r"\d{9}", i.replace("-", "")) for i in ids)
+    streamed = events_of([{**chunk({"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": "", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}),
+        "id": "chatcmpl-4111111111111111"}, {**chunk(finish="tool_calls"), "id": "chatcmpl-4111111111111111"}])
+    made = re.findall(r'"(?:id|call_id)": ?"([^"]+)"', json.dumps([data for _, data in streamed]))
+    assert made and all(not re.search(r"\d{9}", i.replace("-", "")) for i in made)
