@@ -10,6 +10,7 @@ nothing, rather than lending its `block` to the baseline's `enforce`.
 from __future__ import annotations
 
 import re
+import re._parser as sre_parse  # type: ignore[import-not-found]  # re has no public way to ask a width
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,27 @@ def combine(enforced: Sequence[str], observed: Sequence[str]) -> Slot:
     return Slot(act, watch if RANK[watch] > RANK[act] else "")
 
 
+# A deny pattern that may match more than this many characters is read a
+# sentence at a time in streamed answers, as no window of held text is sure
+# to hold the whole of what it finds.
+LONGEST_WINDOW = 256
+
+
+def _widest(patterns: Sequence[Pattern]) -> int | None:
+    """The most characters any of `patterns` can match, plus one for a look at what follows (\\b);
+    None when one of them has no bound short enough to hold back (`.*`, `+`)."""
+    widest = 0
+    for p in patterns:
+        try:
+            _, most = sre_parse.parse(p.regex, re.IGNORECASE).getwidth()
+        except (re.error, OverflowError, RecursionError):
+            return None
+        if most > LONGEST_WINDOW:
+            return None
+        widest = max(widest, most + 1)
+    return widest
+
+
 class CompiledRules:
     """The checks of one direction of an effective policy."""
 
@@ -80,9 +102,26 @@ class CompiledRules:
         # `gate`): a site's pattern anchored to a text's start or end would
         # find less in the joined text than in each one, so not with those.
         self.joinable = not any(_ANCHORED.search(p.regex) for p, _ in deny)
+        # Whether every rule can say where a value may still be in progress at a text's end
+        # (`pending`): then a streamed answer is released behind that point rather than a
+        # sentence at a time (llmgw.guard.gate.OutputChecker).
+        self._deny_width = _widest(unique) if unique else 0
+        self.windowed = self._deny_width is not None and all(
+            callable(getattr(detector, "pending", None)) for detector, _ in self.checks)
         self.active = bool(self.checks or self.deny or any(max_chars))
         self.redacts = any(s.act == "redact" for _, s in self.checks) or any(
             s.act == "redact" for s in self.deny_slots.values())
+
+    def pending(self, text: str) -> int:
+        """Where a value one of the rules would find may still be in progress at `text`'s end: the
+        earliest of each detector's `pending` and, for the deny patterns, their longest match from
+        the end. len(text) when none may be. Only when `windowed`."""
+        at = len(text)
+        for detector, _ in self.checks:
+            at = min(at, detector.pending(text))  # type: ignore[attr-defined]
+        if self.deny is not None and self._deny_width:
+            at = min(at, max(0, len(text) - self._deny_width))
+        return at
 
     def too_long(self, length: int, decisions: Decisions, direction: Direction) -> Decision | None:
         """max_chars: the blocking decision when `length` is over an enforced limit."""
