@@ -100,7 +100,9 @@ _URL_USER = re.compile(r"[^\s:/@]{1,128}:([^\s/@]{1,256})@[\w.-]")
 # the beginning of one ("gh", "sk"), may be a key still being written.
 _SECRET_HEADS = ("sk-", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox",
                  "AIza", "sk_live_", "rk_live_", "hf_", "-----BEGIN")
-_NOT_SPACE_RUN = re.compile(r"\S*\Z")
+# Every beginning of a head ("g", "gh", "ghp"), so that a run is looked up, not compared with each.
+_HEAD_STARTS = frozenset(head[:n] for head in _SECRET_HEADS for n in range(1, len(head) + 1))
+_LONGEST_HEAD = max(map(len, _SECRET_HEADS))
 # A value named by what comes before it: a bearer token, an AWS secret key.
 _NAMED_VALUE = re.compile(r"(?:[Bb](?i:earer)\s+|(?i:secret_?(?:access_?)?key)[\"']?\s*[=:]\s*[\"']?)\S*\Z")
 
@@ -116,17 +118,20 @@ class SecretsDetector:
         begin = text.rfind("-----BEGIN")
         if begin != -1 and "-----END" not in text[begin:]:
             return begin
-        start = _NOT_SPACE_RUN.search(text).start()  # type: ignore[union-attr]
-        if start == len(text):
+        if not text or text[-1].isspace():
+            return len(text)
+        run = text.rsplit(None, 1)[-1]
+        start = len(text) - len(run)
+        if "://" in run or run.endswith((":", ":/")):
             return start
-        run = text[start:]
-        if "://" in run or run.endswith((":", ":/")) or _NAMED_VALUE.search(text, max(0, start - 64)):
+        named = text[max(0, start - 48):start]
+        if ("earer" in named or "EARER" in named or "ecret" in named or "ECRET" in named) and \
+                _NAMED_VALUE.search(text, max(0, start - 48)):
             return start
         for i in range(start, len(text)):
             if i > start and text[i - 1] in _WORDISH:
                 continue  # a key never begins right after a letter or a digit (not_after)
-            tail = text[i:]
-            if any(tail.startswith(head) or head.startswith(tail) for head in _SECRET_HEADS):
+            if text[i:i + _LONGEST_HEAD] in _HEAD_STARTS or text.startswith(_SECRET_HEADS, i):
                 return i
         return len(text)
 

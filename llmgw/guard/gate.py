@@ -267,7 +267,7 @@ MAX_HELD = 1500
 # The released text kept to read the next piece with: a value named by the
 # words before it ("Bearer …", "aws_secret_access_key = …", "Dr. …") is
 # found though those words already went.
-CONTEXT = 96
+CONTEXT = 48
 
 
 class _Channel:
@@ -354,29 +354,41 @@ class OutputChecker:
         ch.held += text
         if self._hold_all or ch.tool or not ch.held:
             return ""
-        # Without a window, only the new text can hold a new sentence end (one character
-        # back: a "." held waits for the space that says it ends a sentence).
-        cut = self._window_cut(ch) if self.rules.windowed else _sentence_cut(ch.held, max(0, before - 1))
+        if self.rules.windowed:
+            return self._release_window(ch)
+        # Only the new text can hold a new sentence end (one character back:
+        # a "." held waits for the space that says it ends a sentence).
+        cut = _sentence_cut(ch.held, max(0, before - 1))
         if cut == 0:
             return ""
         ready, ch.held = ch.held[:cut], ch.held[cut:]
         return self._check(ready, ch)
 
-    def _window_cut(self, ch: _Channel) -> int:
-        """How much of `ch.held` may go now: up to where a value may still be in progress, and never
-        through a value already whole (that waits to go at once, masked or stopping the answer)."""
-        if not self.rules.active:
-            return len(ch.held)  # only a judge or a service reads the answer: nothing to hold for
+    def _release_window(self, ch: _Channel) -> str:
+        """What of `ch.held` may go now: up to where a value may still be in progress, and never
+        through a value already whole (that waits, to go at once masked or to stop the answer).
+
+        The held text is read once, with the end of what was released before it, and what is
+        found there decides the piece that goes."""
+        rules = self.rules
+        if not rules.active:  # only a judge or a service reads the answer: nothing to hold for
+            ready, ch.held = ch.held, ""
+            return self._check(ready, ch)
+        shift = len(ch.context)
         text = ch.context + ch.held
-        at = self.rules.pending(text)
-        if at < len(text):
-            for m, _ in self.rules.find(text):
-                if m.start < at < m.end:
-                    at = m.start
-        cut = at - len(ch.context)
-        if cut <= 0 and len(ch.held) > MAX_HELD:
-            return _sentence_cut(ch.held)  # a run past any value's length: as in sentence release
-        return max(cut, 0)
+        at = rules.pending(text)
+        if at <= shift:
+            if len(ch.held) <= MAX_HELD:
+                return ""
+            at = shift + _sentence_cut(ch.held)  # a run past any value's length: as sentence release did
+        found = rules.find(text)
+        for m, _ in found:
+            if m.start < at < m.end:
+                at = m.start
+        if at <= shift:
+            return ""
+        ready, ch.held = ch.held[:at - shift], ch.held[at - shift:]
+        return self._check(ready, ch, [(m, slot) for m, slot in found if m.end > shift and m.start < at])
 
     def flush(self) -> dict[str, str]:
         """Each channel's rest, read by the rules; {} when the answer was stopped."""
@@ -422,8 +434,8 @@ class OutputChecker:
         if self.review is not None:
             self.review.cancel()
 
-    def _check(self, text: str, ch: _Channel) -> str:
-        new = self._rules(text, ch.context)
+    def _check(self, text: str, ch: _Channel, found: list | None = None) -> str:
+        new = self._rules(text, ch.context, found)
         ch.context = (ch.context + new)[-CONTEXT:]
         if new and self.review is not None and self.stopped is None:
             self.review.feed(self.redactor.conceal(new) if self._restore else new)
@@ -432,9 +444,10 @@ class OutputChecker:
                 return ""
         return new
 
-    def _rules(self, text: str, context: str = "") -> str:
+    def _rules(self, text: str, context: str = "", found: list | None = None) -> str:
         """`text` as it may go, read with the `context` released before it: a value that the context
-        names ("Bearer …") is found, and only what lies in `text` is masked."""
+        names ("Bearer …") is found, and only what lies in `text` is masked. `found`: what the rules
+        found in context + text, when the caller has read it already."""
         rules = self.rules
         if not rules.active:
             return text
@@ -444,18 +457,19 @@ class OutputChecker:
             if block is not None:
                 self.stopped = block
                 return ""
-        if not context:
+        if not context and found is None:
             new, block = rules.scan(text, self.redactor, self._decisions, "output")
         else:
-            new, block = self._scan_after(text, context)
+            new, block = self._scan_after(text, context, found)
         if block is not None:
             self.stopped = block
             return ""
         return new
 
-    def _scan_after(self, text: str, context: str) -> tuple[str, Decision | None]:
+    def _scan_after(self, text: str, context: str, found: list | None) -> tuple[str, Decision | None]:
         shift = len(context)
-        found = [(m, slot) for m, slot in self.rules.find(context + text) if m.end > shift]
+        if found is None:
+            found = [(m, slot) for m, slot in self.rules.find(context + text) if m.end > shift]
         if not found:
             return text, None
         block, redact = self.rules.decide(found, self._decisions, "output")
