@@ -263,3 +263,38 @@ def test_a_placeholder_split_across_events_is_restored_under_the_baseline_too():
     shown = [checker.feed(part) for part in (" Mailed", " [EMA", "IL_1]", " today")]
 
     assert shown == [" Mailed", " ", "ayse@example.com", " today"]
+
+
+# Values of every kind the window holds back for, each among words, cut into events at random.
+_VALUES = ["Pay with 4111 1111 1111 1111 now. ", "mail ayse@example.com or call +90 532 123 45 67. ",
+           "IBAN TR33 0006 1005 1978 6457 8413 26 ok. ", "key ghp_x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s end ",
+           "Authorization: Bearer abcdefghijklmnop1234 ", "TC 10000000146 here ", "ask Mr Ali Veli today, ",
+           "the quick brown fox ", "order 20231105-7781 ", "see https://user:pa55word@db.example.com/x ",
+           "aws_secret_access_key = 'AbCdEfGhIjKlMnOpQrStUvWxYz0123456789/+ab' x "]
+_SECRETS = ("ghp_x7", "abcdefghij", "pa55", "AbCdEfGh")
+
+
+def test_an_answer_cut_into_events_anywhere_is_masked_and_stopped_as_the_whole_answer_is():
+    import random
+
+    pii = effective(output=Rules(cards="redact", pii={kind: "redact" for kind in (
+        "email", "phone", "iban", "national_id", "person")}))
+    masked_secrets = effective(output=Rules(cards="redact", secrets="redact"))
+    rnd = random.Random(25)
+    for _ in range(300):
+        text = "".join(rnd.choice(_VALUES) for _ in range(rnd.randint(1, 4)))
+        for policy in (baseline_policy_effective(), pii, masked_secrets):
+            whole = OutputChecker(policy, None)
+            expected = whole.whole(text)
+            streamed, shown, at = OutputChecker(policy, None), [], 0
+            while at < len(text):
+                step = rnd.randint(1, 6)
+                shown.append(streamed.feed(text[at:at + step]))
+                at += step
+            shown.extend(streamed.flush().values())
+            if whole.stopped is not None:
+                # Stopped at the first secret it reached, which may be another than the whole answer names.
+                assert streamed.stopped is not None and streamed.stopped.rule.startswith("secrets:"), text
+                assert not any(secret in "".join(shown) for secret in _SECRETS), text
+            else:
+                assert streamed.stopped is None and "".join(shown) == expected, text
