@@ -9,14 +9,25 @@ dates and an address or two, none of them a finding):
   guard_tools_us / shapes_tools_us: a 1 KB prompt beside 20 tools (a coding agent's: ~400-character
     descriptions, 6 described parameters each, ~24 KB in all) under the baseline, and the body's shape check
   guard_output_8k_us: an 8 KB answer streamed in 20-character deltas
-    through the baseline's output rules, sentence by sentence
+    through the baseline's output rules, released as it comes less what may still become a value
   guard_resolve_ns: finding a key's effective policy (the cached lookup)
 Median of repeated runs, one core. The issue's budget: the baseline's
 added p50 on a request within 0.2 ms.
+
+Then, through a real gateway in front of a sim-engine writing 5 tokens a
+second (a slow model on CPUs), the time from sending a streamed chat
+request to its first visible word, median of rounds taking turns:
+  guard_ttft_none_ms: no policy (guard.default [])
+  guard_ttft_baseline_ms: the baseline on every request; guard_ttft_added_ms the difference
+    (issue 25, item 11's target: within 50 ms)
+  guard_ttft_sentence_ms: the baseline beside a policy whose deny pattern has no bounded length,
+    which keeps releasing a sentence at a time: how long the bubble stayed empty before (the sim's
+    answer has no full stop, so its first word shows with its last)
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 
@@ -99,5 +110,58 @@ def main() -> None:
     print(f"guard_resolve_ns: {_median_us(lambda: resolver.effective(settings, 1, principal)) * 1000:.0f} ns")
 
 
+# The slow engine: a CPU model's pace. Each answer is ANSWER_TOKENS long, so one sentence-released
+# answer shows after ANSWER_TOKENS / TOKENS_PER_SECOND seconds.
+TOKENS_PER_SECOND = 5
+ANSWER_TOKENS = 6
+TTFT_ROUNDS = 9
+
+
+def _first_word_ms(client) -> float:
+    """Milliseconds from sending a streamed chat request to the first event with words in it."""
+    started = time.perf_counter()
+    stream = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "Say something."}],
+                                            stream=True)
+    try:
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                return (time.perf_counter() - started) * 1000
+    finally:
+        stream.close()  # the rest of a slow answer is not what is measured
+    raise RuntimeError("a streamed answer came back with no words in it")
+
+
+def first_words() -> None:
+    """guard_ttft_*: the first visible word of a slow model's answer with no policy, the baseline, and
+    the baseline held back a sentence at a time."""
+    import openai
+
+    from llmgw.benchmark.overhead import Rig
+    from llmgw.control.adminclient import AdminClient
+
+    rig = Rig.start(answer_tokens=ANSWER_TOKENS, pin=False, sim_flags=("--tokens-per-second", str(TOKENS_PER_SECOND)))
+    try:
+        admin = AdminClient(rig.admin, f"{rig.tmp}/admin-token")
+        admin.call("POST", "/api/v1/config", {"set": {"guard.policies.wide": json.dumps(
+            {"output": {"deny": [{"name": "plans", "regex": "plan .* later", "action": "redact"}]}})}})
+        client = openai.OpenAI(api_key=rig.key, base_url=rig.gateway_url + "/v1", max_retries=0)
+        times: dict[str, list[float]] = {"none": [], "baseline": [], "sentence": []}
+        _first_word_ms(client)  # the first request's connections and caches are not what is measured
+        for _ in range(TTFT_ROUNDS):
+            for name, policies in (("none", []), ("baseline", ["baseline"]), ("sentence", ["baseline", "wide"])):
+                rig.guard_default(policies)
+                times[name].append(_first_word_ms(client))
+        rig.guard_default([])
+    finally:
+        rig.stop()
+    none, baseline = statistics.median(times["none"]), statistics.median(times["baseline"])
+    print(f"guard_ttft_none_ms: {none:.1f} ms (sim-engine at {TOKENS_PER_SECOND} tokens/s, {rig.placement})")
+    print(f"guard_ttft_baseline_ms: {baseline:.1f} ms")
+    print(f"guard_ttft_added_ms: {baseline - none:.1f} ms (target: within 50 ms)")
+    print(f"guard_ttft_sentence_ms: {statistics.median(times['sentence']):.1f} ms "
+          f"(a {ANSWER_TOKENS}-token answer released a sentence at a time)")
+
+
 if __name__ == "__main__":
     main()
+    first_words()

@@ -126,9 +126,11 @@ class Rig:
     affinity: set[int] | None = None  # this process's cores before it was pinned, given back at stop
 
     @classmethod
-    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim") -> Rig:
-        """engine "sim": an instant sim-engine answering `answer_tokens`; "nginx": nginx's fixed
-        answers (llmgw/benchmark/nginx.py), the model `sim` its JSON answer, `sim-stream` its stream."""
+    def start(cls, answer_tokens: int = 16, workers: int = 1, pin: bool = True, engine: str = "sim",
+              sim_flags: tuple[str, ...] = ()) -> Rig:
+        """engine "sim": an instant sim-engine answering `answer_tokens` (or as `sim_flags` say, such as
+        --tokens-per-second); "nginx": nginx's fixed answers (llmgw/benchmark/nginx.py), the model `sim`
+        its JSON answer, `sim-stream` its stream."""
         pin = pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
         engine_core, gateway_core = (0, 1) if pin else (None, None)
         affinity = os.sched_getaffinity(0) if pin else None
@@ -145,7 +147,8 @@ class Rig:
         else:
             models = [{"name": "sim", "endpoints": [f"{engine_url}/v1"]}]
             served = subprocess.Popen(_pinned(engine_core, [*py, "sim-engine", "--port", str(engine_port), "--model",
-                                                            "sim", "--max-tokens-default", str(answer_tokens)]),
+                                                            "sim", "--max-tokens-default", str(answer_tokens),
+                                                            *sim_flags]),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs = [served]
         try:

@@ -184,8 +184,9 @@ class Policy:
     """Outside guardrails asked over HTTP, before the judge."""
 
     stream: Literal["sentence", "buffer_all"] = "sentence"
-    """How a streamed answer under output checks is released: a sentence at a time (stopped with content_filter when a
-    check objects), or held whole until judged."""
+    """How a streamed answer under output checks is released: `sentence` (the name it always had), as it comes less
+    what may still become a value a rule finds (a sentence at a time where a rule cannot say how long its values
+    are), stopped with content_filter when a check objects; or `buffer_all`, held whole until judged."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,45 @@ def _digits(text: str) -> int:
     return sum(map(text.count, "0123456789"))
 
 
+# -- what may still be in progress at an answer's end -------------------------
+#
+# A streamed answer is released as it comes, less what may still become a
+# value a rule finds (llmgw/guard/gate.py). Each detector's `pending(text)`
+# says where that is: the index in `text` from which its end could be the
+# beginning of a value, or len(text) when nothing there could be. A value is
+# a bounded run of characters (digits and separators, a key's characters, an
+# address's), so what is held is that run and never more.
+
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+def _run_start(text: str, chars: frozenset[str] | str) -> int:
+    """Where the run of `chars` that ends `text` begins (len(text) when `text` does not end in one)."""
+    i = len(text)
+    while i > 0 and text[i - 1] in chars:
+        i -= 1
+    return i
+
+
+def _number_pending(text: str, separators: str, most_digits: int) -> int:
+    """Where a number that may go on begins at `text`'s end: its digits, with one of `separators` between
+    them or after the last; len(text) when `text` does not end in one, or it is already too long to be one."""
+    i = len(text)
+    if i and text[i - 1] in separators:
+        i -= 1  # "4111 " may go on with "1111"
+    if not i or text[i - 1] not in _ASCII_DIGITS:
+        return len(text)
+    j, digits = i, 0
+    while j > 0:
+        c = text[j - 1]
+        if c in _ASCII_DIGITS:
+            digits += 1
+        elif not (c in separators and j >= 2 and text[j - 2] in _ASCII_DIGITS):
+            break
+        j -= 1
+    return j if digits <= most_digits else len(text)
+
+
 # -- secrets ------------------------------------------------------------------
 
 # (name, substrings one of which must be in the text, pattern, group holding
@@ -57,8 +96,44 @@ _SECRETS: list[tuple[str, tuple[str, ...], re.Pattern, int, frozenset]] = [
 _URL_USER = re.compile(r"[^\s:/@]{1,128}:([^\s/@]{1,256})@[\w.-]")
 
 
+# How the keys above begin, for `pending`: a run ending in one of these, or in
+# the beginning of one ("gh", "sk"), may be a key still being written.
+_SECRET_HEADS = ("sk-", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox",
+                 "AIza", "sk_live_", "rk_live_", "hf_", "-----BEGIN")
+# Every beginning of a head ("g", "gh", "ghp"), so that a run is looked up, not compared with each.
+_HEAD_STARTS = frozenset(head[:n] for head in _SECRET_HEADS for n in range(1, len(head) + 1))
+_LONGEST_HEAD = max(map(len, _SECRET_HEADS))
+# A value named by what comes before it: a bearer token, an AWS secret key.
+_NAMED_VALUE = re.compile(r"(?:[Bb](?i:earer)\s+|(?i:secret_?(?:access_?)?key)[\"']?\s*[=:]\s*[\"']?)\S*\Z")
+
+
 class SecretsDetector:
     kind = "secrets"
+
+    def pending(self, text: str) -> int:
+        """Where a key may still be being written at `text`'s end: the run of characters that are not
+        spaces ending it, when it holds a URL's "://", follows a "Bearer" or an AWS secret's name, or
+        has a key's head (or the beginning of one) where a key may begin; a private key's block until
+        its END line."""
+        begin = text.rfind("-----BEGIN")
+        if begin != -1 and "-----END" not in text[begin:]:
+            return begin
+        if not text or text[-1].isspace():
+            return len(text)
+        run = text.rsplit(None, 1)[-1]
+        start = len(text) - len(run)
+        if "://" in run or run.endswith((":", ":/")):
+            return start
+        named = text[max(0, start - 48):start]
+        if ("earer" in named or "EARER" in named or "ecret" in named or "ECRET" in named) and \
+                _NAMED_VALUE.search(text, max(0, start - 48)):
+            return start
+        for i in range(start, len(text)):
+            if i > start and text[i - 1] in _WORDISH:
+                continue  # a key never begins right after a letter or a digit (not_after)
+            if text[i:i + _LONGEST_HEAD] in _HEAD_STARTS or text.startswith(_SECRET_HEADS, i):
+                return i
+        return len(text)
 
     def find(self, text: str) -> list[Match]:
         found = []
@@ -112,6 +187,10 @@ class CardsDetector:
     def __init__(self, known_prefixes: bool = True):
         self.known_prefixes = known_prefixes
 
+    def pending(self, text: str) -> int:
+        """A run of digits (one space or dash between them) ending `text` may still become a card."""
+        return _number_pending(text, " -", 19)
+
     def find(self, text: str) -> list[Match]:
         if _digits(text) < 13:
             return []
@@ -134,8 +213,15 @@ _LOCAL_REVERSED = re.compile(r"[\w.%+-]{1,64}")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 
 
+_ADDRESS_CHARS = re.compile(r"[\w.%+@-]*\Z")
+
+
 class EmailDetector:
     kind = "email"
+
+    def pending(self, text: str) -> int:
+        """Any word ending `text` may be an address's local part until what follows it is not."""
+        return _ADDRESS_CHARS.search(text).start()  # type: ignore[union-attr]
 
     def find(self, text: str) -> list[Match]:
         found = []
@@ -178,6 +264,15 @@ _DATE = re.compile(r"\d{1,2}([./-])\d{1,2}\1\d{2,4}")
 class PhoneDetector:
     kind = "phone"
 
+    def pending(self, text: str) -> int:
+        """A number ending `text` in a phone number's shape (digits, spaces, dots, dashes, slashes,
+        brackets, a leading + or 0) may go on."""
+        start = _run_start(text, "0123456789 ()+-./")
+        while start < len(text) and text[start] in " .-/)":
+            start += 1
+        run = text[start:]
+        return start if any(c in run for c in "0123456789+(") else len(text)
+
     def find(self, text: str) -> list[Match]:
         if _digits(text) < 8:
             return []
@@ -217,8 +312,17 @@ def iban_ok(compact: str) -> bool:
     return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
 
 
+# The beginning of an IBAN, to `text`'s end: two capitals, two digits, then
+# capitals and digits with single spaces.
+_IBAN_TAIL = re.compile(r"[A-Z](?:[A-Z](?:\d(?:\d(?: ?[A-Z0-9])*)?)?)? ?\Z", re.ASCII)
+
+
 class IbanDetector:
     kind = "iban"
+
+    def pending(self, text: str) -> int:
+        found = _IBAN_TAIL.search(text, max(0, len(text) - 48))
+        return found.start() if found else len(text)
 
     def find(self, text: str) -> list[Match]:
         if not _ANY_DIGIT.search(text):
@@ -263,6 +367,7 @@ September October November December Pazartesi Salı Çarşamba Perşembe Cuma Cu
 Nisan Mayıs Haziran Temmuz Ağustos Eylül Ekim Kasım Aralık
 """.split())  # noqa: SIM905 - words read as prose here, split once at import
 _ONE_WORD = re.compile(_WORD)
+_PERSON_TAIL = re.compile(rf"(?:[{_UPPER}][{_LOWER}'’-]*[ \t]+)*[{_UPPER}][{_LOWER}'’-]*[ \t]*\Z")
 _SENTENCE_END = ".!?:;\n\"“”«»()[]"
 
 
@@ -278,6 +383,11 @@ class PersonDetector:
     """
 
     kind = "person"
+
+    def pending(self, text: str) -> int:
+        """Capitalised words ending `text` may be the beginning of a name."""
+        found = _PERSON_TAIL.search(text, max(0, len(text) - 160))
+        return found.start() if found else len(text)
 
     def find(self, text: str) -> list[Match]:
         found: list[Match] = []

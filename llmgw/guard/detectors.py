@@ -56,6 +56,11 @@ class Detector(Protocol):
         """Every span of `text` this detector recognises, in any order."""
         ...
 
+    # Optional: `pending(text) -> int`, where a value this detector would find may still be in progress
+    # at `text`'s end (the index it would begin at; len(text) when none may be). A streamed answer is
+    # released up to the earliest such point of a policy's rules as it comes; a policy with a detector
+    # that has no `pending` releases its answers a sentence at a time (llmgw.guard.gate).
+
 
 # Placeholder names per kind: `[EMAIL_1]`. A kind a site adds gets its own
 # name upper-cased.

@@ -11,7 +11,7 @@ own body and answer: decisions hold a rule, an action and a direction.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from llmgw.guard import reads
@@ -182,7 +182,7 @@ def _scan(rules: CompiledRules, text: reads.Text, redactor: Redactor,
     """(each piece of `text` as it may go on, the decision that blocks it or None)."""
     out: list[str] = []
     for _, piece in text.pieces:
-        found = rules.find(piece)
+        found = rules.find(piece, text.identifier)
         if found:
             block, redact = rules.decide(found, decisions, "input", names=text.names)
             if block is not None:
@@ -264,15 +264,20 @@ _SENTENCE_END = re.compile(r"[.!?…。！？](?=\s)|\n")
 # streams. A value longer than this could be cut in two; none of the rules'
 # values (cards, IBANs, keys) come near.
 MAX_HELD = 1500
+# The released text kept to read the next piece with: a value named by the
+# words before it ("Bearer …", "aws_secret_access_key = …", "Dr. …") is
+# found though those words already went.
+CONTEXT = 48
 
 
 class _Channel:
-    __slots__ = ("restorer", "held", "tool")
+    __slots__ = ("restorer", "held", "tool", "context")
 
     def __init__(self, restorer: StreamRestorer | None, tool: bool):
         self.restorer = restorer
         self.held = ""
         self.tool = tool
+        self.context = ""  # the end of what was released, as it was sent
 
 
 class OutputChecker:
@@ -286,10 +291,16 @@ class OutputChecker:
 
     - With nothing reading the answer but `restore`, text is released as
       it comes, less a placeholder's unfinished beginning.
-    - Under output rules (or a judge or service on output), released a
-      sentence at a time, each sentence read by the rules first; a tool
-      call's arguments are held whole until `flush()`, as JSON has no
-      sentences and a secret in it must be seen entire.
+    - Under output rules (or a judge or service on output), released as
+      it comes, less what may still become a value a rule finds: the
+      rules say where that begins (CompiledRules.pending: a run of digits
+      that may be a card, a key's head), and only that is held until what
+      follows settles it. Every piece is read by the rules, with the end
+      of what went before, before it goes. A policy with a rule that
+      cannot say (a site's unbounded `deny` pattern, a plugin's detector
+      without `pending`) releases a sentence at a time instead. A tool
+      call's arguments are held whole until `flush()`, as a secret in
+      JSON must be seen entire.
     - Under `stream: buffer_all`, everything is held until `flush()`.
 
     An enforced `block` stops the answer: `stopped` is set to its decision,
@@ -343,13 +354,41 @@ class OutputChecker:
         ch.held += text
         if self._hold_all or ch.tool or not ch.held:
             return ""
+        if self.rules.windowed:
+            return self._release_window(ch)
         # Only the new text can hold a new sentence end (one character back:
         # a "." held waits for the space that says it ends a sentence).
         cut = _sentence_cut(ch.held, max(0, before - 1))
         if cut == 0:
             return ""
         ready, ch.held = ch.held[:cut], ch.held[cut:]
-        return self._check(ready)
+        return self._check(ready, ch)
+
+    def _release_window(self, ch: _Channel) -> str:
+        """What of `ch.held` may go now: up to where a value may still be in progress, and never
+        through a value already whole (that waits, to go at once masked or to stop the answer).
+
+        The held text is read once, with the end of what was released before it, and what is
+        found there decides the piece that goes."""
+        rules = self.rules
+        if not rules.active:  # only a judge or a service reads the answer: nothing to hold for
+            ready, ch.held = ch.held, ""
+            return self._check(ready, ch)
+        shift = len(ch.context)
+        text = ch.context + ch.held
+        at = rules.pending(text)
+        if at <= shift:
+            if len(ch.held) <= MAX_HELD:
+                return ""
+            at = shift + _sentence_cut(ch.held)  # a run past any value's length: as sentence release did
+        found = rules.find(text)
+        for m, _ in found:
+            if m.start < at < m.end:
+                at = m.start
+        if at <= shift:
+            return ""
+        ready, ch.held = ch.held[:at - shift], ch.held[at - shift:]
+        return self._check(ready, ch, [(m, slot) for m, slot in found if m.end > shift and m.start < at])
 
     def flush(self) -> dict[str, str]:
         """Each channel's rest, read by the rules; {} when the answer was stopped."""
@@ -376,7 +415,7 @@ class OutputChecker:
         ch.held = ""
         if not text or not self._reads:
             return text
-        return self._check(text)
+        return self._check(text, ch)
 
     def poll(self) -> bool:
         """Whether the answer has been stopped, a background judgment included. Cheap: read between events."""
@@ -395,8 +434,9 @@ class OutputChecker:
         if self.review is not None:
             self.review.cancel()
 
-    def _check(self, text: str) -> str:
-        new = self._rules(text)
+    def _check(self, text: str, ch: _Channel, found: list | None = None) -> str:
+        new = self._rules(text, ch.context, found)
+        ch.context = (ch.context + new)[-CONTEXT:]
         if new and self.review is not None and self.stopped is None:
             self.review.feed(self.redactor.conceal(new) if self._restore else new)
             self.poll()
@@ -404,7 +444,10 @@ class OutputChecker:
                 return ""
         return new
 
-    def _rules(self, text: str) -> str:
+    def _rules(self, text: str, context: str = "", found: list | None = None) -> str:
+        """`text` as it may go, read with the `context` released before it: a value that the context
+        names ("Bearer …") is found, and only what lies in `text` is masked. `found`: what the rules
+        found in context + text, when the caller has read it already."""
         rules = self.rules
         if not rules.active:
             return text
@@ -414,11 +457,27 @@ class OutputChecker:
             if block is not None:
                 self.stopped = block
                 return ""
-        new, block = rules.scan(text, self.redactor, self._decisions, "output")
+        if not context and found is None:
+            new, block = rules.scan(text, self.redactor, self._decisions, "output")
+        else:
+            new, block = self._scan_after(text, context, found)
         if block is not None:
             self.stopped = block
             return ""
         return new
+
+    def _scan_after(self, text: str, context: str, found: list | None) -> tuple[str, Decision | None]:
+        shift = len(context)
+        if found is None:
+            found = [(m, slot) for m, slot in self.rules.find(context + text) if m.end > shift]
+        if not found:
+            return text, None
+        block, redact = self.rules.decide(found, self._decisions, "output")
+        if block is not None or not redact:
+            return text, block
+        # A value begun in the context (already sent) is masked from where this text begins.
+        moved = [replace(m, start=max(m.start - shift, 0), end=m.end - shift) for m in redact]
+        return self.redactor.apply(text, moved), None
 
 
 def _sentence_cut(held: str, start: int = 0) -> int:

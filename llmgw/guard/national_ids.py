@@ -118,6 +118,16 @@ class NationalIdDetector:
     kind = "national_id"
     rule = "pii:national_id"
 
+    def pending(self, text: str) -> int:
+        """A run of digits and capitals (with spaces, dots or dashes) ending `text` may be an id going on:
+        a TC number, a NIR written with spaces, a codice fiscale, a NIE."""
+        start = len(text)
+        while start > 0 and (text[start - 1] in "0123456789 .-" or "A" <= text[start - 1] <= "Z"):
+            start -= 1
+        while start < len(text) and text[start] in " .-":
+            start += 1
+        return start
+
     def find(self, text: str) -> list[Match]:
         if not _ANY_DIGIT.search(text):
             return []

@@ -20,7 +20,8 @@ engine's chat template renders all of those into the prompt. So:
 
 Names that must come back as they were (a tool's name, a schema's
 property, an id) are marked `names`: the gate reads them but never writes
-a placeholder into one.
+a placeholder into one. Ids are also marked `identifier`: only the rules
+that find secrets read them (see CompiledRules.find).
 
 Walks are iterative: a request nested a thousand deep costs a loop, not a
 RecursionError.
@@ -44,8 +45,11 @@ _MEDIA_KEYS = frozenset(("image_url", "input_audio", "file", "video_url", "audio
 # Definitions beside the messages that a chat template renders (or the
 # engine reads) as text.
 _DEFINITIONS = ("tools", "functions", "tool_choice", "response_format", "chat_template_kwargs", "documents")
+# Keys whose string is an identifier: made by an engine or a gateway to pair
+# a tool call with its result, never typed by a person.
+_ID_KEYS = frozenset(("id", "call_id", "tool_call_id", "tool_use_id"))
 # Keys whose string is a name the answer must use unchanged.
-_NAME_KEYS = frozenset(("name", "id", "call_id", "tool_call_id", "tool_use_id"))
+_NAME_KEYS = frozenset(("name",)) | _ID_KEYS
 
 
 @dataclass(slots=True)
@@ -59,6 +63,10 @@ class Text:
 
     names: bool = False
     """A name (tool, property, id): read, but a placeholder may not be written into it."""
+
+    identifier: bool = False
+    """An id pairing a tool call with its result (`id`, `call_id`, `tool_call_id`, `tool_use_id`): read by
+    the rules that find secrets only (CompiledRules.find), as its digits are a counter's, not a card's."""
 
 
 def texts(body: dict, api: str) -> Iterator[Text]:
@@ -182,7 +190,7 @@ def _walk(value: Any, path: Path, *, keys: bool, name: str = "") -> Iterator[Tex
     while stack:
         value, path, name = stack.pop()
         if isinstance(value, str):
-            yield Text([(path, value)], "", names=name in _NAME_KEYS)
+            yield Text([(path, value)], "", names=name in _NAME_KEYS, identifier=name in _ID_KEYS)
         elif isinstance(value, dict):
             items = list(value.items())
             if keys:

@@ -10,6 +10,7 @@ nothing, rather than lending its `block` to the baseline's `enforce`.
 from __future__ import annotations
 
 import re
+import re._parser as sre_parse  # type: ignore[import-not-found]  # re has no public way to ask a width
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,14 @@ ORDER = ("secrets", "cards", "email", "phone", "iban", "national_id", "person", 
 # text, whatever else is in it.
 _NEVER_SHADOWED = frozenset(("deny", "injection"))
 _ANCHORED = re.compile(r"\^|\$|\\A|\\Z|\\z")
+# The rules that read an identifier (a tool call's id, a Responses item's
+# id, a tool result's call_id), besides a site's deny patterns. An id is a
+# random part and a counter made by an engine or a gateway; its digits can
+# pass for a card's, a phone number's or an id number's by chance, and it
+# cannot be masked (the call would lose its result), so those rules would
+# refuse an agent's next turn for its own ids (issue 25, item 21). A secret
+# is a secret wherever it is put, so the secrets rule still reads ids.
+IDENTIFIER_KINDS = frozenset(("secrets",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +54,27 @@ def combine(enforced: Sequence[str], observed: Sequence[str]) -> Slot:
     act = max(enforced, key=RANK.__getitem__, default="")
     watch = max(observed, key=RANK.__getitem__, default="")
     return Slot(act, watch if RANK[watch] > RANK[act] else "")
+
+
+# A deny pattern that may match more than this many characters is read a
+# sentence at a time in streamed answers, as no window of held text is sure
+# to hold the whole of what it finds.
+LONGEST_WINDOW = 256
+
+
+def _widest(patterns: Sequence[Pattern]) -> int | None:
+    """The most characters any of `patterns` can match, plus one for a look at what follows (\\b);
+    None when one of them has no bound short enough to hold back (`.*`, `+`)."""
+    widest = 0
+    for p in patterns:
+        try:
+            _, most = sre_parse.parse(p.regex, re.IGNORECASE).getwidth()
+        except (re.error, OverflowError, RecursionError):
+            return None
+        if most > LONGEST_WINDOW:
+            return None
+        widest = max(widest, most + 1)
+    return widest
 
 
 class CompiledRules:
@@ -72,9 +102,26 @@ class CompiledRules:
         # `gate`): a site's pattern anchored to a text's start or end would
         # find less in the joined text than in each one, so not with those.
         self.joinable = not any(_ANCHORED.search(p.regex) for p, _ in deny)
+        # Whether every rule can say where a value may still be in progress at a text's end
+        # (`pending`): then a streamed answer is released behind that point rather than a
+        # sentence at a time (llmgw.guard.gate.OutputChecker).
+        self._deny_width = _widest(unique) if unique else 0
+        self.windowed = self._deny_width is not None and all(
+            callable(getattr(detector, "pending", None)) for detector, _ in self.checks)
         self.active = bool(self.checks or self.deny or any(max_chars))
         self.redacts = any(s.act == "redact" for _, s in self.checks) or any(
             s.act == "redact" for s in self.deny_slots.values())
+
+    def pending(self, text: str) -> int:
+        """Where a value one of the rules would find may still be in progress at `text`'s end: the
+        earliest of each detector's `pending` and, for the deny patterns, their longest match from
+        the end. len(text) when none may be. Only when `windowed`."""
+        at = len(text)
+        for detector, _ in self.checks:
+            at = min(at, detector.pending(text))  # type: ignore[attr-defined]
+        if self.deny is not None and self._deny_width:
+            at = min(at, max(0, len(text) - self._deny_width))
+        return at
 
     def too_long(self, length: int, decisions: Decisions, direction: Direction) -> Decision | None:
         """max_chars: the blocking decision when `length` is over an enforced limit."""
@@ -101,13 +148,19 @@ class CompiledRules:
             return text, block
         return redactor.apply(text, redact), None
 
-    def find(self, text: str) -> list[tuple[Match, Slot]]:
-        """What the rules find in `text`, each with its rule's actions; nothing decided or changed yet."""
+    def find(self, text: str, identifier: bool = False) -> list[tuple[Match, Slot]]:
+        """What the rules find in `text`, each with its rule's actions; nothing decided or changed yet.
+
+        With `identifier` (`text` is an id, reads.Text.identifier), only the
+        secrets rule and the deny patterns read it: IDENTIFIER_KINDS.
+        """
         found: list[tuple[Match, Slot]] = []
         if self.deny is not None:
             for m in self.deny.find(text):
                 found.append((m, self.deny_slots[m.rule]))
         for detector, slot in self.checks:
+            if identifier and detector.kind not in IDENTIFIER_KINDS:
+                continue
             for m in detector.find(text):
                 found.append((m, slot))
         return _outermost(found) if found else found

@@ -190,6 +190,7 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
     early, early_code = 0, ""  # a request refused before it became a call: the status and code it got
     try:
         call = await _begin(plane, request, shape, principal, request_id, inside, span, client_trace)
+        await _admit(plane, shape, call)
         return await _route(plane, request, shape, call)
     except Refuse as refused:
         early, early_code = refused.status, refused.code
@@ -293,20 +294,32 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         call.tools_dropped = tuple(resp_api.hosted_tools(body))
     if span is not None:
         trace.describe(span, call)
+    return call
+
+
+async def _admit(plane: ClientPlane, shape: Shape, call: Call) -> None:
+    """The guardrails' patterns, the key's limits and budgets, then the judge and services on the prompt.
+
+    Run once the call exists, so that a request they refuse is settled like
+    any other: its usage row names the model asked and keeps the guardrails'
+    decisions (a block first), which the Guardrails page and `ctl request ID`
+    read. Refused before the call existed, it was a row with no model and no
+    decision (issue 25, item 9).
+    """
     router = plane.router
+    principal = call.principal
     last_user = _guard_input(plane, shape, call)
     # claim() counts the request; with workers it may first ask the main process for a loan. The limits
     # keep their own (monotonic) clock; budgets are by the calendar.
     refusal = (router.limits.check(principal) or router.budgets.check(principal, time.time())
                or await router.limits.claim(principal))
     if refusal is not None:
-        router.metrics.refused.labels(name, refusal.code).inc()
+        router.metrics.refused.labels(call.model.name, refusal.code).inc()
         raise Refuse(refusal.status, refusal.message, refusal.code,
                      headers={"Retry-After": str(refusal.retry_after)},
                      decided_by=f"{refusal.code}:{refusal.scope}")
     if last_user is not None:
         await _review_input(router, call, last_user)
-    return call
 
 
 def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
@@ -330,8 +343,8 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     if span is not None:
         trace.guarded(span, result.decisions, result.refusal.code if result.refusal is not None else None)
     if result.refusal is not None:
-        # Refused inside _begin, so never settled: told here (its usage row is refused_early's).
-        plane.router.guard_blocked(call.principal, policy.names, result.decisions)
+        # Settled like any call (serve's finally): its row, its metrics and the guardrail_blocked event.
+        plane.router.metrics.refused.labels(call.model.name, result.refusal.code).inc()
         raise Refuse(result.refusal.status, result.refusal.message, result.refusal.code,
                      decided_by=f"guard:{result.refusal.rule}")
     call.upstream_body = result.body
@@ -362,7 +375,7 @@ async def _review_input(router, call: Call, text: str) -> None:
     if span is not None:
         trace.guarded(span, decisions.items, refusal.code if refusal is not None else None)
     if refusal is not None:
-        router.guard_blocked(call.principal, call.guard.names, decisions.items)
+        router.metrics.refused.labels(call.model.name, refusal.code).inc()
         raise Refuse(refusal.status, refusal.message, refusal.code, decided_by=f"guard:{refusal.rule}",
                      headers={"Retry-After": "1"} if refusal.status == 503 else None)
 

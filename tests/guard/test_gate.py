@@ -143,16 +143,23 @@ def test_decisions_hold_no_text_anywhere_they_go():
     assert stats.decisions[("cards", "block")] == 1
 
 
-def test_an_answer_is_released_a_sentence_at_a_time_under_output_rules():
+def test_an_answer_is_released_as_it_comes_less_what_may_still_become_a_value():
     checker = OutputChecker(effective(output=Rules(pii={"email": "redact"})), None)
-    assert checker.feed("Write to a@b") == ""
-    assert checker.feed(".io today. Then") == "Write to [EMAIL_1] today."
-    assert checker.flush() == {"content": " Then"}
+    assert checker.feed("Write to a@b") == "Write to "
+    assert checker.feed(".io today. Then") == "[EMAIL_1] today. "
+    assert checker.flush() == {"content": "Then"}
+
+
+def test_a_deny_pattern_of_no_bounded_length_has_answers_released_a_sentence_at_a_time():
+    checker = OutputChecker(effective(output=Rules(deny=[Pattern("plans", r"plan \w+ for .*", "redact")])), None)
+    assert checker.feed("We have a") == ""
+    assert checker.feed(" plan. And") == "We have a plan."
+    assert checker.flush() == {"content": " And"}
 
 
 def test_an_answer_with_a_secret_is_stopped_and_nothing_more_released():
     checker = OutputChecker(effective(output=Rules(secrets="block")), None)
-    assert checker.feed("Fine. ") == "Fine."
+    assert checker.feed("Fine. ") == "Fine. "
     assert checker.feed("Your key is sk-proj-Abc123def456ghi789jkl012mno345. More.") == ""
     assert checker.stopped is not None and checker.stopped.rule == "secrets:openai"
     assert checker.feed("again") == "" and checker.flush() == {}
@@ -200,3 +207,94 @@ def test_two_addresses_in_two_sentences_of_an_answer_are_two_placeholders():
     checker = OutputChecker(effective(output=Rules(pii={"email": "redact"})), None)
     out = checker.feed("To a@b.io. ") + checker.feed("And c@d.io. ") + "".join(checker.flush().values())
     assert out == "To [EMAIL_1]. And [EMAIL_2]. "
+
+
+# -- streamed answers under the baseline: released behind a window, not a sentence at a time (issue 25, item 11)
+
+def baseline_policy_effective():
+    return from_policy_dict(baseline_policy())
+
+
+def test_a_streamed_answer_under_the_baseline_shows_its_words_before_the_sentence_ends():
+    checker = OutputChecker(baseline_policy_effective(), None)
+
+    shown = [checker.feed(word) for word in (" The", " weather", " in", " Paris", " is")]
+
+    assert shown == [" The", " weather", " in", " Paris", " is"]
+    assert checker.flush() == {}
+
+
+def test_a_card_split_across_events_is_held_until_whole_and_masked():
+    checker = OutputChecker(baseline_policy_effective(), None)
+
+    shown = [checker.feed(part) for part in (" Pay with 4111", " 1111 11", "11 1111", " today", ".")]
+
+    assert shown == [" Pay with ", "", "", "[CARD_1] today", "."]
+    assert "".join(checker.flush().values()) == ""
+
+
+def test_a_secret_split_across_events_is_caught_and_none_of_it_is_shown():
+    checker = OutputChecker(baseline_policy_effective(), None)
+    token = "ghp_" + "x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s"
+
+    shown = [checker.feed(part) for part in (" Use", " g", token[1:3], token[3:20], token[20:], " now")]
+
+    assert shown[:2] == [" Use", " "]
+    assert checker.stopped is not None and checker.stopped.rule == "secrets:github"
+    assert not any(token[:2] in s for s in shown) and checker.flush() == {}
+
+
+def test_a_bearer_token_whose_word_went_in_an_earlier_event_is_still_caught():
+    checker = OutputChecker(baseline_policy_effective(), None)
+
+    shown = [checker.feed(part) for part in ("Send Bearer", " ", "abcdefghij", "klmnopqrstuv", " then")]
+    checker.flush()
+
+    assert checker.stopped is not None and checker.stopped.rule == "secrets:bearer_token"
+    assert "abcdefghij" not in "".join(shown)
+
+
+def test_a_placeholder_split_across_events_is_restored_under_the_baseline_too():
+    policy = combine_policies([("baseline", from_dict(Policy, baseline_policy())),
+                               ("privacy", Policy(input=Rules(pii={"email": "redact"}, restore=True)))])
+    result = check_input(policy, chat("mail ayse@example.com"), "chat")
+    checker = OutputChecker(policy, result.redactor)
+
+    shown = [checker.feed(part) for part in (" Mailed", " [EMA", "IL_1]", " today")]
+
+    assert shown == [" Mailed", " ", "ayse@example.com", " today"]
+
+
+# Values of every kind the window holds back for, each among words, cut into events at random.
+_VALUES = ["Pay with 4111 1111 1111 1111 now. ", "mail ayse@example.com or call +90 532 123 45 67. ",
+           "IBAN TR33 0006 1005 1978 6457 8413 26 ok. ", "key ghp_x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s end ",
+           "Authorization: Bearer abcdefghijklmnop1234 ", "TC 10000000146 here ", "ask Mr Ali Veli today, ",
+           "the quick brown fox ", "order 20231105-7781 ", "see https://user:pa55word@db.example.com/x ",
+           "aws_secret_access_key = 'AbCdEfGhIjKlMnOpQrStUvWxYz0123456789/+ab' x "]
+_SECRETS = ("ghp_x7", "abcdefghij", "pa55", "AbCdEfGh")
+
+
+def test_an_answer_cut_into_events_anywhere_is_masked_and_stopped_as_the_whole_answer_is():
+    import random
+
+    pii = effective(output=Rules(cards="redact", pii={kind: "redact" for kind in (
+        "email", "phone", "iban", "national_id", "person")}))
+    masked_secrets = effective(output=Rules(cards="redact", secrets="redact"))
+    rnd = random.Random(25)
+    for _ in range(300):
+        text = "".join(rnd.choice(_VALUES) for _ in range(rnd.randint(1, 4)))
+        for policy in (baseline_policy_effective(), pii, masked_secrets):
+            whole = OutputChecker(policy, None)
+            expected = whole.whole(text)
+            streamed, shown, at = OutputChecker(policy, None), [], 0
+            while at < len(text):
+                step = rnd.randint(1, 6)
+                shown.append(streamed.feed(text[at:at + step]))
+                at += step
+            shown.extend(streamed.flush().values())
+            if whole.stopped is not None:
+                # Stopped at the first secret it reached, which may be another than the whole answer names.
+                assert streamed.stopped is not None and streamed.stopped.rule.startswith("secrets:"), text
+                assert not any(secret in "".join(shown) for secret in _SECRETS), text
+            else:
+                assert streamed.stopped is None and "".join(shown) == expected, text

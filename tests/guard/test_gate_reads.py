@@ -184,3 +184,45 @@ def test_a_sites_pattern_anchored_to_a_whole_string_still_finds_it_among_many():
     policy = effective(input=Rules(deny=[Pattern("codename", r"^kestrel$")]))
     refusal = check_input(policy, ask(tools=many_tools("kestrel")), "chat").refusal
     assert refusal is not None and refusal.rule == "deny:codename"
+
+
+# A call id whose digits pass the Luhn check, as an engine's counter can make one (issue 25, item 21).
+CARD_LIKE_ID = "call_4111111111111111"
+
+
+def _agent_turn(call_id: str) -> dict:
+    """The second turn of a tool-calling agent: its call, the tool's result under the call's id, in chat."""
+    return {"model": "m", "messages": [
+        {"role": "user", "content": "what is the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": call_id, "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny"}]}
+
+
+def test_a_tool_call_id_that_looks_like_a_card_number_is_not_refused_by_the_card_rule():
+    result = check_input(baseline(), _agent_turn(CARD_LIKE_ID), "chat")
+
+    assert result.refusal is None and result.decisions == []
+    assert result.body["messages"][1]["tool_calls"][0]["id"] == CARD_LIKE_ID
+    assert result.body["messages"][2]["tool_call_id"] == CARD_LIKE_ID
+
+
+def test_responses_items_ids_that_look_like_card_numbers_are_not_refused():
+    body = {"model": "m", "input": [
+        {"role": "user", "content": "weather?"},
+        {"type": "function_call", "id": "fc_5105105105105100", "call_id": CARD_LIKE_ID, "name": "weather",
+         "arguments": "{}"},
+        {"type": "function_call_output", "call_id": CARD_LIKE_ID, "output": "sunny"}]}
+
+    assert check_input(baseline(), body, "responses").refusal is None
+
+
+def test_a_card_number_in_a_tool_result_is_still_masked_and_a_secret_in_an_id_still_refused():
+    turn = _agent_turn("call_1")
+    turn["messages"][2]["content"] = "the card on file is 4111 1111 1111 1111"
+    masked = check_input(baseline(), turn, "chat")
+    assert masked.refusal is None
+    assert masked.body["messages"][2]["content"] == "the card on file is [CARD_1]"
+
+    assert refused_rule(_agent_turn(TOKEN)) == "secrets:github"
+

@@ -146,5 +146,6 @@ def test_a_completions_answer_is_read_by_the_output_rules_streamed_and_not():
     for part in ("It is fine. ", "Pay with 4111 1111 ", "1111 1111 today."):
         out += guard.rewrite(_completion_chunk(part))
     out += guard.rewrite(_completion_chunk("", "stop"))
-    assert "".join(c["choices"][0]["text"] for c in out) == "It is fine."
+    # The words before the card went as they came; its digits were held until it was whole, then stopped.
+    assert "".join(c["choices"][0]["text"] for c in out) == "It is fine. Pay with "
     assert [c["choices"][0]["finish_reason"] for c in out if c["choices"][0]["finish_reason"]] == ["content_filter"]

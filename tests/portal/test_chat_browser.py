@@ -75,7 +75,7 @@ def wait_answered(page) -> None:
 
 
 def words(n: int) -> str:
-    """An answer of n sentences: the baseline guardrail reads answers and releases them a sentence at a time."""
+    """An answer of n sentences (the sim echoes it), read by the baseline guardrail as it streams."""
     return " ".join(f"Sentence {i} is here." for i in range(n))
 
 

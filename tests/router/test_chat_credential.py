@@ -179,7 +179,9 @@ def test_a_chat_credential_is_guarded_like_a_key_and_the_decision_is_in_its_usag
 
     assert status == 400 and body["error"]["code"] == "guardrail_blocked"
     [row] = usage_of(gw, f"chat_{gw.ada}", 1)
-    assert row.person_id == gw.ada and row.detail == {"api": "chat", "error": "guardrail_blocked"}
+    assert row.person_id == gw.ada and row.model == "qwen"
+    assert row.detail["error"] == "guardrail_blocked"
+    assert row.detail["guard"] == [{"rule": "secrets:github", "action": "block", "direction": "input"}]
     assert token not in json.dumps(row.detail)
     assert_never_written(gw, gw.chat)
 

@@ -62,8 +62,8 @@ def test_a_prompt_of_token_ids_is_estimated_one_token_an_id():
 
 
 def _guard() -> ChunkGuard:
-    """Output rules: text is released a sentence at a time, and the sentence of WORDS never ends."""
-    effective = combine_policies([("p", Policy(mode="enforce", output=Rules(secrets="block")))])
+    """Output rules with `stream: buffer_all`: the text is held until the answer ends."""
+    effective = combine_policies([("p", Policy(mode="enforce", stream="buffer_all", output=Rules(secrets="block")))])
     return ChunkGuard(OutputChecker(effective, None))
 
 
@@ -71,7 +71,7 @@ def test_a_stream_cut_while_a_guardrail_held_its_text_is_billed_in_full_and_deli
     call = _call()
     scanner = StreamScanner(call, guard=_guard())
     sent = scanner.scan(_events(*[_chunk(w) for w in WORDS]))
-    assert b"quick" not in sent  # no sentence ended: the guardrail holds it all
+    assert b"quick" not in sent  # the guardrail holds it all
     scanner.finish()
     assert call.completion_tokens == 4 and call.delivered_tokens == 0
     assert call.prompt_tokens == (len(QUESTION) + 3) // 4

@@ -7,6 +7,7 @@ translation to and from that one shape.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -40,11 +41,39 @@ def encode_sse(events: Iterable[tuple[str, dict]]) -> bytes:
     return bytes(out)
 
 
+# The longest run of digits an id the gateway makes may hold. A card number
+# is 13 to 19 digits (with "-" or spaces between them), a phone or an id
+# number 10 or 11; an id holding such a run (a random part that happened to
+# be digits, an engine's zero-padded counter) was read as a card by the
+# baseline on the client's next turn, which sends the id back (issue 25,
+# item 21). The guard no longer reads ids as cards, but an id of ours should
+# not look like one wherever else it is shown.
+MAX_DIGIT_RUN = 8
+_DIGIT_RUN = re.compile(rf"\d(?:-?\d){{{MAX_DIGIT_RUN},}}")
+
+
+def short_digit_runs(text: str) -> str:
+    """`text` with an "x" after every MAX_DIGIT_RUN digits of a run (digits joined by "-" count as one run)."""
+    def cut(m: re.Match[str]) -> str:
+        out, digits = [], 0
+        for c in m.group():
+            if c.isdigit():
+                if digits == MAX_DIGIT_RUN:
+                    out.append("x")
+                    digits = 0
+                digits += 1
+            out.append(c)
+        return "".join(out)
+    return _DIGIT_RUN.sub(cut, text)
+
+
 def id_suffix(chat_id: Any) -> str:
     """The distinctive part of an engine's completion id, for ids of our own.
 
     vLLM answers "chatcmpl-<hex>", llama.cpp "chatcmpl-<random>"; keeping the
     suffix lets an operator find the engine's log line from the client's id.
+    A long run of digits in it is cut (short_digit_runs): the engine's id
+    is still recognisable, and ours holds nothing that reads as a number.
     """
     if isinstance(chat_id, str) and chat_id:
         for prefix in ("chatcmpl-", "cmpl-"):
@@ -53,12 +82,13 @@ def id_suffix(chat_id: Any) -> str:
                 break
         cleaned = "".join(c for c in chat_id if c.isalnum() or c in "-_")
         if cleaned:
-            return cleaned
-    return uuid.uuid4().hex
+            return short_digit_runs(cleaned)
+    return new_id()
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A random id of our own (32 hex digits), with no long run of digits."""
+    return short_digit_runs(uuid.uuid4().hex)
 
 
 def chat_usage(usage: Any) -> dict:

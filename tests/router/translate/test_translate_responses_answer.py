@@ -7,6 +7,9 @@ so Codex, which checks the same things) cannot read fails here.
 
 from __future__ import annotations
 
+import json
+import re
+
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -228,3 +231,19 @@ def test_a_streamed_call_of_a_namespaced_function_goes_back_under_its_namespace(
     assert (added[0]["namespace"], added[0]["name"]) == ("multi_agent_v1", "close_agent")
     (called,) = [o for o in accumulate(events).output if o.type == "function_call"]
     assert (called.namespace, called.name, called.arguments) == ("multi_agent_v1", "close_agent", '{"target":"a"}')
+
+
+def test_ids_made_from_an_engine_id_full_of_digits_hold_no_long_run_of_digits():
+    # A sim-engine's id: a random hex part that happened to end in digits, and a zero-padded counter. Its run
+    # of 16 digits passes the Luhn check, and was refused as a card when the client sent the ids back.
+    chat = {**completion(content=None, finish="tool_calls", tool_calls=[call("", "shell", "{}")]),
+            "id": "chatcmpl-4111111111111111"}
+    out = response(chat)
+    ids = [out["id"]] + [i for item in out["output"] for i in (item["id"], item.get("call_id")) if i]
+    assert out["id"].startswith("resp_41111111") and out["output"][0]["id"].startswith("fc_41111111")
+    assert ids and all(not re.search(r"\d{9}", i.replace("-", "")) for i in ids)
+    streamed = events_of([{**chunk({"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": "", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}),
+        "id": "chatcmpl-4111111111111111"}, {**chunk(finish="tool_calls"), "id": "chatcmpl-4111111111111111"}])
+    made = re.findall(r'"(?:id|call_id)": ?"([^"]+)"', json.dumps([data for _, data in streamed]))
+    assert made and all(not re.search(r"\d{9}", i.replace("-", "")) for i in made)
