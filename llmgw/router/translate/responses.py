@@ -22,7 +22,7 @@ from llmgw.router.translate.common import (
     json_type,
 )
 from llmgw.router.translate.responses_answer import ResponsesStream, chat_to_response
-from llmgw.router.translate.responses_tools import HOSTED, flat_name, hosted_tools, namespaced_names
+from llmgw.router.translate.responses_tools import HOSTED, flat_name, hosted_tools, is_hosted, namespaced_names
 
 __all__ = ["HOSTED", "ResponsesStream", "TranslateError", "chat_to_response", "encode_sse", "flat_name", "hosted_tools",
            "namespaced_names", "responses_to_chat"]
@@ -265,7 +265,7 @@ def _tools(body: dict, chat: dict) -> None:
     if isinstance(tools, list):
         # Left out before the list is checked: what the engine cannot run is
         # no reason to refuse the rest.
-        body = {**body, "tools": [t for t in tools if not (isinstance(t, dict) and t.get("type") in HOSTED)]}
+        body = {**body, "tools": [t for t in tools if not is_hosted(t)]}
     names: set[str] = set()
     for at, tool in checked_tools(body, types=("function", "namespace"), other_type=(
             "tools of type {kind} are not supported here; this gateway takes tools of type \"function\" and "

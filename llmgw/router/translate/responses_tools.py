@@ -17,6 +17,12 @@ HOSTED = frozenset((
 ))
 
 
+def is_hosted(tool: Any) -> bool:
+    """Whether `tool` is one of OpenAI's own. Its type is the client's JSON: a list or an object there
+    is no tool of ours and must reach the check that refuses it, not a set lookup that cannot hash it."""
+    return isinstance(tool, dict) and isinstance(tool.get("type"), str) and tool["type"] in HOSTED
+
+
 def hosted_tools(body: Any) -> list[str]:
     """The types of the request's tools that run at OpenAI, which the engine never sees (each once, in order).
 
@@ -28,8 +34,7 @@ def hosted_tools(body: Any) -> list[str]:
     tools = body.get("tools") if isinstance(body, dict) else None
     if not isinstance(tools, list):
         return []
-    kinds = [t.get("type") for t in tools if isinstance(t, dict)]
-    return list(dict.fromkeys(k for k in kinds if k in HOSTED))
+    return list(dict.fromkeys(t["type"] for t in tools if is_hosted(t)))
 
 
 def namespaced_names(body: Any) -> dict[str, tuple[str, str]]:

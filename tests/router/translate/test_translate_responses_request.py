@@ -231,6 +231,18 @@ def test_tools_that_run_at_openai_are_left_out_of_what_the_engine_sees_and_named
     assert "tools" not in only_hosted and "tool_choice" not in only_hosted
 
 
+@pytest.mark.parametrize("kind", [["a", 1, None, {}], {"web_search": True}, 7, None])
+def test_a_tool_whose_type_is_not_a_string_is_refused_naming_the_field_not_failed_inside(kind):
+    # The fuzz's case: a list as a tool's type reached a set lookup, which cannot hash it, and
+    # the client got a 500 where the sentence about the field was due.
+    body = {"input": "hi", "tools": [{"type": kind, "name": "x"}, {"type": "web_search"}]}
+
+    assert hosted_tools(body) == ["web_search"]
+    with pytest.raises(TranslateError) as refused:
+        translate(body)
+    assert refused.value.param == "tools.0.type"
+
+
 def test_an_earlier_call_of_a_namespaced_function_is_named_as_the_engine_knows_it():
     chat = translate({"tools": CODEX_TOOLS, "input": [
         {"role": "user", "content": "close it"},
