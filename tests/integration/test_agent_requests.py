@@ -14,8 +14,7 @@ import json
 import openai
 import pytest
 
-from tests.support.servers import serving_with_first_key, write_config
-from tests.support.waiting import wait_for
+from tests.support.servers import serving_with_first_key, usage_rows, write_config
 
 CONTEXT = 4096
 QUESTION = "Say something. " * 200  # 3000 characters: about 750 tokens
@@ -27,16 +26,6 @@ def gw(servers, engines, tmp_path):
     config = write_config(tmp_path / "gw.yaml", {"models": [
         {"name": "sim", "endpoints": [engine.url], "context_length": CONTEXT}]})
     return serving_with_first_key(servers("gw", config=config))
-
-
-def rows(gw, expect: int) -> list[dict]:
-    def written():
-        done = gw.ctl("ctl", "usage", "export", "--format", "jsonl", "--since", "1h")
-        got = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-        return got if len(got) >= expect else None
-    got, _ = wait_for(written, timeout=15, interval=0.3)
-    assert got is not None, f"fewer than {expect} usage rows"
-    return sorted(got, key=lambda r: r["at"])
 
 
 def lowered(header: str | None) -> tuple[int, int]:
@@ -66,7 +55,7 @@ def test_a_max_tokens_the_context_cannot_hold_is_lowered_to_what_the_prompt_leav
     with streamed as response:
         assert lowered(response.headers.get("x-llmgw-max-tokens-lowered"))[0] == 4000
         assert "message_stop" in response.read().decode()
-    recorded = rows(gw, 6)
+    recorded = usage_rows(gw, 6)
     assert all(r["status"] == 200 and r["detail"]["max_tokens_lowered"]["asked"] == 4000 for r in recorded)
     # What fits is sent as it was asked for, and nothing is said.
     fits = gw.openai.chat.completions.with_raw_response.create(model="sim", messages=user, max_tokens=100)
@@ -107,4 +96,4 @@ def test_a_namespaced_call_comes_back_under_its_namespace_and_openais_own_tools_
         final = stream.get_final_response()
     (call,) = [o for o in final.output if o.type == "function_call"]
     assert (call.namespace, call.name) == ("multi_agent_v1", "close_agent")
-    assert [r["detail"]["tools_dropped"] for r in rows(gw, 2)] == [["web_search", "code_interpreter"]] * 2
+    assert [r["detail"]["tools_dropped"] for r in usage_rows(gw, 2)] == [["web_search", "code_interpreter"]] * 2

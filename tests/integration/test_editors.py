@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import editorclients
-from tests.support.servers import write_config
-from tests.support.waiting import wait_for
+from tests.support.servers import usage_rows, write_config
 
 CONTEXT = 32768
 # What the sim answers in words once a tool's result is in (docs/sim-engine.md).
@@ -50,17 +49,6 @@ def gateway(servers, engines, tmp_path):
 def snippet(gw, tool: str) -> str:
     return asyncio.run(editorclients.connect_snippet(gw.client_url, gw.admin_login["email"],
                                                      gw.admin_login["password"], tool, "sim"))
-
-
-def usage_rows(gw, expect: int) -> list[dict]:
-    """The gateway's usage rows, oldest first, once `expect` have been written."""
-    def written():
-        done = gw.ctl("ctl", "usage", "export", "--format", "jsonl", "--since", "1h")
-        got = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-        return got if len(got) >= expect else None
-    got, _ = wait_for(written, timeout=15, interval=0.3)
-    assert got is not None, f"fewer than {expect} usage rows"
-    return sorted(got, key=lambda r: r["at"])
 
 
 def run_codex(gw, tmp_path: Path, prompt: str) -> tuple[subprocess.CompletedProcess, Path]:

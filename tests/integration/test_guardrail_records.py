@@ -15,7 +15,7 @@ import aiohttp
 import openai
 import pytest
 
-from tests.support.servers import llmgw, write_config
+from tests.support.servers import llmgw, serving_with_first_key, write_config
 from tests.support.waiting import wait_until
 
 # A GitHub token's shape (ghp_ and 36 letters and digits): what the baseline's secrets rule refuses.
@@ -27,14 +27,8 @@ PASSWORD = "correct horse battery"
 def cluster(servers, engines, tmp_path):
     """A cluster as `server init` makes it (the baseline on every request) before a sim-engine."""
     engine = engines("qwen", "--echo")
-    server = servers("gw", config=write_config(tmp_path / "server.yaml",
-                                               {"models": [{"name": "qwen", "endpoints": [engine.url]}]}))
-    done = server.init("--json")
-    assert done.returncode == 0, done.stderr
-    server.key = json.loads(done.stdout)["key"]["key"]
-    server.start()
-    server.openai = openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0)
-    return server
+    return serving_with_first_key(servers("gw", config=write_config(
+        tmp_path / "server.yaml", {"models": [{"name": "qwen", "endpoints": [engine.url]}]})))
 
 
 def _blocked(gw) -> str:

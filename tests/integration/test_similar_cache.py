@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from tests.support.rewordings import REWORDINGS
-from tests.support.servers import Server, SimEngine, write_config
+from tests.support.servers import Server, SimEngine, usage_rows, write_config
 from tests.support.waiting import wait_for, wait_until
 
 PROJECT = "Default/default/default"
@@ -76,17 +76,6 @@ def generated(engine: SimEngine) -> float:
     return float(line.rsplit(" ", 1)[1])
 
 
-def usage(server: Server, expect: int) -> list[dict]:
-    """Every usage row, once `expect` of them are written."""
-    def rows():
-        done = server.ctl("ctl", "usage", "export", "--format", "jsonl", "--since", "1h")
-        got = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-        return got if len(got) >= expect else None
-    got, _ = wait_for(rows, timeout=15, interval=0.3)
-    assert got is not None, f"fewer than {expect} usage rows"
-    return got
-
-
 def cache_metrics(server: Server) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{server.ports['metrics']}/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -111,7 +100,7 @@ def test_forty_rewordings_in_one_conversation_cost_one_engine_call_and_39_simila
     assert len(answers) == 1  # every rewording got the first wording's answer
     assert generated(chat) - before == ANSWER_TOKENS  # one engine call
 
-    rows = usage(gateway, 40)
+    rows = usage_rows(gateway, 40)
     assert Counter(r["cache"] for r in rows) == {None: 1, "similar": 39}
     hits = [r for r in rows if r["cache"] == "similar"]
     assert all(r["status"] == 200 and r["model"] == "desk" for r in hits)

@@ -207,6 +207,20 @@ def serving_with_first_key(server):
     return server
 
 
+def usage_rows(server, expect: int) -> list[dict]:
+    """The server's usage rows (`ctl usage export`), oldest first, once `expect` of them are written:
+    the writer batches them, so a test that has its answers may not have their rows yet."""
+    from tests.support.waiting import wait_for
+
+    def written():
+        done = server.ctl("ctl", "usage", "export", "--format", "jsonl", "--since", "1h")
+        got = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        return got if len(got) >= expect else None
+    got, _ = wait_for(written, timeout=15, interval=0.3)
+    assert got is not None, f"fewer than {expect} usage rows"
+    return sorted(got, key=lambda r: r["at"])
+
+
 def breaker_state(gw) -> str:
     """The one endpoint's breaker as the metrics port shows it: closed, half_open or open."""
     with urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['metrics']}/metrics", timeout=5) as r:
