@@ -327,7 +327,7 @@ class Budgets:
                                 "memory and trying every %g s", e, self.interval)
                 self._store_away = True
                 continue
-            except Exception:  # noqa: BLE001 - the loop must outlive one bad round
+            except Exception:  # the loop must outlive one bad round
                 log.exception("budgets' catch-up failed")
                 continue
             if self._store_away:

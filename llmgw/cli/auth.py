@@ -146,9 +146,9 @@ def _named(report: dict[str, Any], what: str) -> str:
 
 
 def _token_text(scim: dict[str, Any]) -> str:
-    if scim["token"] == "file":
+    if scim["token"] == "file":  # noqa: S105 - where the token comes from, not the token
         return "from auth.scim.token_file"
-    if scim["token"] == "made":
+    if scim["token"] == "made":  # noqa: S105 - where the token comes from, not the token
         return f"made {when(scim['token_made_at'])}"
     return "none yet (llmgw ctl auth scim-token makes one)"
 

@@ -189,7 +189,7 @@ class Exchange:
                 else:
                     self.heard = None
                     self.counts.take()  # nobody to tell: what is taken is kept from growing
-            except Exception:  # noqa: BLE001 - the exchange must outlive one bad round
+            except Exception:  # the exchange must outlive one bad round
                 log.exception("a routing exchange round failed")
 
     async def round(self) -> bool:

@@ -39,7 +39,7 @@ def bind(role: str, address: Address, *, shared: bool = False) -> socket.socket:
     """
     host = address.host
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host
+    bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host  # noqa: S104 - the operator's listen address
     sock = socket.socket(family, socket.SOCK_STREAM)
     # SO_REUSEADDR only lets a restart reuse a port in TIME_WAIT; it does
     # not let two live servers share one (that would be SO_REUSEPORT).

@@ -173,7 +173,7 @@ class ControlPlane:
         if self.cfg.advertise:
             return self.cfg.advertise
         host, port = self.sockets["client"].getsockname()[:2]
-        if host in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
             host = socket.gethostname()
         return f"http://{host}:{port}"
 

@@ -162,7 +162,7 @@ class Sender:
                 if not self._store_away:
                     log.warning("the webhooks' deliveries cannot be read from the store (%s); trying again", e)
                 self._store_away = True
-            except Exception:  # noqa: BLE001 - one bad round must not end the deliveries for good
+            except Exception:  # one bad round must not end the deliveries for good
                 log.exception("a round of webhook deliveries failed")
 
     async def send_due(self) -> int:

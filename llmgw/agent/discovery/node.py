@@ -25,7 +25,7 @@ from llmgw.protocol import GPU, GPUSensor, Heartbeat, Host, Storage
 
 def bandwidth_delay() -> float:
     """Seconds to wait before measuring: 10 to 120, at random, so agents started together measure apart."""
-    return 10.0 + random.random() * 110.0
+    return 10.0 + random.random() * 110.0  # noqa: S311 - a spread in time, not a secret
 
 
 class Discovery:

@@ -298,7 +298,7 @@ class Worker:
             beat += 1
             try:
                 self._send_counts(with_metrics=beat % METRICS_EVERY == 1)
-            except Exception:  # noqa: BLE001 - the reports must outlive one bad round
+            except Exception:  # the reports must outlive one bad round
                 log.exception("worker %d could not report its counts", self.index + 1)
 
     def _routes(self, message: RoutesNow) -> None:
@@ -394,7 +394,7 @@ async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], N
     try:
         try:
             await worker.start(hello)
-        except Exception as e:  # noqa: BLE001 - told to the main process, which says it once
+        except Exception as e:  # told to the main process, which says it once
             sentence = str(e) if isinstance(e, WorkerFailed) else explain(e)
             if sentence is None:
                 log.exception("worker %d failed to start", index + 1)
