@@ -1150,6 +1150,53 @@ def check_steps() -> list[Step]:
     ]
 
 
+# A subject longer than this is cut in `git log --oneline` and in most tools' one-line views; the why goes in
+# the body (issue 26, Habits).
+SUBJECT_MAX = 72
+
+
+def unpushed_range() -> str | None:
+    """The commits not yet on the upstream branch, as a `git log` range: `@{upstream}..HEAD` where the branch
+    tracks one, else `origin/main..HEAD` where that exists, else None (outside a git checkout too)."""
+    def git_ok(*argv: str) -> bool:
+        try:
+            return subprocess.run(["git", *argv], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL).returncode == 0
+        except OSError:  # no git on this machine
+            return False
+    if git_ok("rev-parse", "--verify", "--quiet", "@{upstream}"):
+        return "@{upstream}..HEAD"
+    if git_ok("rev-parse", "--verify", "--quiet", "origin/main^{commit}"):
+        return "origin/main..HEAD"
+    return None
+
+
+def long_subjects() -> tuple[str | None, list[tuple[str, str]]]:
+    """The range looked at, and the (short hash, subject) of each commit in it whose subject is over SUBJECT_MAX."""
+    where = unpushed_range()
+    if where is None:
+        return None, []
+    done = subprocess.run(["git", "log", "--format=%h%x00%s", where], cwd=ROOT, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return where, []
+    pairs = [line.split("\0", 1) for line in done.stdout.splitlines() if "\0" in line]
+    return where, [(sha, subject) for sha, subject in pairs if len(subject) > SUBJECT_MAX]
+
+
+def warn_long_subjects() -> None:
+    """Warn, never fail, on each commit not yet pushed whose subject is over SUBJECT_MAX characters: it can
+    still be reworded (`git rebase -i`) before it is shared."""
+    where, found = long_subjects()
+    if where is None:
+        return
+    for sha, subject in found:
+        say(f"subjects: warning: {sha}'s subject is {len(subject)} characters, over {SUBJECT_MAX}: {subject}")
+    if found:
+        say(f"subjects: say what changed in {SUBJECT_MAX} characters or fewer and put the why in the body; "
+            f"`git rebase -i` rewords a commit not yet pushed ({where})")
+
+
 def cmd_check(args: list[str]) -> int:
     if args:
         fail(f"check takes no arguments (got {' '.join(args)}); it runs every check: "
@@ -1168,6 +1215,7 @@ def cmd_check(args: list[str]) -> int:
         else:
             say(f"{step.name}: FAILED (exit {exit_status(rc)}, {took:.1f} s); see above")
             failed.append(step.name)
+    warn_long_subjects()
     if failed:
         say(f"check failed: {', '.join(failed)}")
         return 1
