@@ -55,8 +55,7 @@ from llmgw.accounting.refusal import Refusal, level_name
 from llmgw.store import Store, StoreError
 
 if TYPE_CHECKING:
-    from llmgw.account import Principal
-    from llmgw.account.limits import Budget
+    from llmgw.account import Budget, Principal
     from llmgw.events import Events
 
 log = logging.getLogger("llmgw.accounting")

@@ -37,8 +37,8 @@ import orjson
 
 from llmgw.benchmark.fuzzcases import Case, cases
 from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes, init_server
-from llmgw.control.token import read_token
-from llmgw.router.errors import speaks_anthropic
+from llmgw.control import read_token
+from llmgw.router import speaks_anthropic
 
 # The body limit the fuzzed gateway runs with: small, so a gzip bomb costs
 # this process and the server a megabyte to make and refuse, not 32.

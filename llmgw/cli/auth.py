@@ -10,8 +10,8 @@ import yaml
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, when
-from llmgw.config.loader import parse_yaml
-from llmgw.control.adminclient import AdminError
+from llmgw.config import parse_yaml
+from llmgw.control import AdminError
 
 TRIED = ("oidc", "ldap")
 

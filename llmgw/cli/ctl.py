@@ -11,7 +11,7 @@ import time
 import yaml
 
 from llmgw.cli.output import emit_json, fields, table, when
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 
 def client(args) -> AdminClient:

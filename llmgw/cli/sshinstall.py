@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 from llmgw.cli.output import emit_json
-from llmgw.onboard.nodeadd import NodeAdd, add_node, program_file
-from llmgw.onboard.ssh import Credentials, Target
-from llmgw.onboard.steps import Progress
+from llmgw.onboard import Credentials, NodeAdd, Progress, Target, add_node, program_file
 
 
 def read_secret(prompt: str) -> str:
@@ -122,8 +120,8 @@ def run_node_add_ssh(args, admin) -> int:
 
 def run_server_add_ssh(args, cfg) -> int:
     """`server add --ssh`: a standby sharing `cfg`'s store and master key."""
-    from llmgw.onboard.serveradd import ServerAdd, add_server, shared_parts
-    from llmgw.onboard.ssh import Target as _Target
+    from llmgw.onboard import ServerAdd, add_server, shared_parts
+    from llmgw.onboard import Target as _Target
 
     if _systemd_in_a_directory(args):
         return 2

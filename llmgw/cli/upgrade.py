@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from llmgw.cli.output import emit_json
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 from llmgw.release import ReleaseError, check_program, open_bundle, sha256_of, watch
 
 FOLLOW_EVERY = 1.0
@@ -218,9 +218,8 @@ def _show(doc: dict[str, Any] | None, releases: list[str]) -> None:
 
 
 def run_apply(args) -> int:
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.services import service_manager
-    from llmgw.release.helper import apply
+    from llmgw.onboard import Layout, service_manager
+    from llmgw.release import apply
 
     layout = Layout(Path(args.root))
     data_dir = layout.at(args.data_dir) if args.data_dir else layout.server_data
@@ -240,8 +239,7 @@ def run_watchdog(args) -> int:
     unit = args.unit or _systemd_unit()
     if unit:
         def restart() -> None:
-            from llmgw.onboard.layout import Layout
-            from llmgw.onboard.services import service_manager
+            from llmgw.onboard import Layout, service_manager
 
             service_manager(Layout(Path(args.root or "/"))).restart(unit)
 

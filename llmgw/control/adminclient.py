@@ -63,7 +63,7 @@ def env_config():
 
 def system_config():
     """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
-    from llmgw.config.server import SYSTEM_CONFIG
+    from llmgw.config import SYSTEM_CONFIG
 
     return _read_config(SYSTEM_CONFIG)
 

@@ -33,7 +33,7 @@ from llmgw.protocol import (
     ShardStatus,
     Welcome,
 )
-from llmgw.protocol.link import Link, LinkLost
+from llmgw.protocol import Link, LinkLost
 
 log = logging.getLogger("llmgw.agents")
 

@@ -44,7 +44,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from llmgw.accounting.ratelimit import RESOLUTION
+from llmgw.accounting import RESOLUTION
 from llmgw.connecterror import connect_failure
 from llmgw.control.routes import from_doc, to_doc
 from llmgw.trust import peer_control_plane

@@ -101,8 +101,7 @@ def client_site(runner: web.AppRunner, sock: socket.socket, **kwargs) -> web.Soc
     The main process and every worker make their client sites here, so a slow
     or idle client is held to the same limits whichever process accepted it.
     """
-    from llmgw.router.app import CONNECTIONS
-    from llmgw.router.connguard import GuardedSite
+    from llmgw.router import CONNECTIONS, GuardedSite
 
     guard = runner.app.get(CONNECTIONS)
     if guard is None:

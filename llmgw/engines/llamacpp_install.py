@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmgw.config.agent import LlamaCppSettings
+from llmgw.config import LlamaCppSettings
 
 __all__ = [
     "LlamaServer",

@@ -28,16 +28,15 @@ from dataclasses import replace
 
 import aiohttp
 
-from llmgw.config.notify import NotifySettings
+from llmgw.config import NotifySettings
 from llmgw.connecterror import connect_failure
 from llmgw.events import Event
 from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.signing import sign
 from llmgw.notify.targets import sessions
-from llmgw.router.targets import TargetRefused
+from llmgw.router import TargetRefused
 from llmgw.store import Delivery, Store, StoreError, Webhook
-from llmgw.trust import MasterKey, TrustError, read_master_key
-from llmgw.trust.masterkey import FILE_NAME
+from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 log = logging.getLogger("llmgw.notify")
 

@@ -232,7 +232,7 @@ class FirstPlane:
         return "done", f"first administrator {self.choices.admin_email} and a first API key made"
 
     def _admin(self):
-        from llmgw.control.adminclient import AdminClient
+        from llmgw.control import AdminClient
 
         return AdminClient(self.admin, self.result.admin_token_file or self.server_config().admin_token_path,
                            timeout=30)
@@ -253,7 +253,7 @@ class FirstPlane:
 
     def step_node(self) -> tuple[str, str]:
         from llmgw.errors import ExpectedError
-        from llmgw.trust.joining import join
+        from llmgw.trust import join
 
         if (self.layout.agent_data / "node.crt").exists():
             return "unchanged", "this machine has joined already"
@@ -364,7 +364,7 @@ class FirstPlane:
     # -- waiting on a condition
 
     def _wait(self, step: str, seconds: float, condition: Callable[[], bool], sentence: str) -> None:
-        from llmgw.control.adminclient import AdminError
+        from llmgw.control import AdminError
 
         deadline = time.monotonic() + seconds
         while True:

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from llmgw.config.storeaddress import redact_url
+from llmgw.config import redact_url
 from llmgw.files import write_atomic
 from llmgw.onboard import debian, patroni
 from llmgw.onboard.layout import Layout

@@ -39,7 +39,7 @@ class ServerAdd(NodeAdd):
 
 def shared_parts(store: str, data_dir: str) -> bytes:
     """This control plane's master key, after checking that its store can be shared at all."""
-    from llmgw.config.keyfiles import MASTER_KEY_FILE
+    from llmgw.config import MASTER_KEY_FILE
 
     if not store.startswith(("postgresql://", "postgres://")):
         raise StepFailed(STEP_SHARED, f"this control plane's store is {store or 'SQLite in its data directory'}, a "

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from markupsafe import Markup, escape
 
-from llmgw.accounting.reports import NOTHING_USED, Series, nothing_shown
+from llmgw.accounting import NOTHING_USED, Series, nothing_shown
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.store import UsageDay

@@ -19,7 +19,7 @@ from llmgw.agent.discovery.gpus import DRIVER_MARKER, GPUFinding, find_gpus
 from llmgw.agent.discovery.host import MB, read_host
 from llmgw.agent.discovery.nvml import NVMLReader
 from llmgw.agent.discovery.profile import Profiles
-from llmgw.config.agent import DiscoverySettings
+from llmgw.config import DiscoverySettings
 from llmgw.protocol import GPU, GPUSensor, Heartbeat, Host, Storage
 
 
