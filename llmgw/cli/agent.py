@@ -40,8 +40,7 @@ def run(args) -> int:
         print(f"llmgw: {path or 'agent.yaml'} names no control plane; run `llmgw join CODE` on this node "
               "(`llmgw node add` on a control plane prints the code)", file=sys.stderr)
         return 1
-    from llmgw.agent.agent import serve
-    from llmgw.agent.nodelock import AgentAlreadyRunning
+    from llmgw.agent import AgentAlreadyRunning, serve
 
     try:
         import uvloop

@@ -7,7 +7,7 @@ from typing import Any
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, when
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 TRIED = ("oidc", "ldap")
 
@@ -79,7 +79,7 @@ def read_block(path: str, kind: str) -> dict[str, Any]:
     """The block in a file: the keys of auth.KIND, or a settings document holding auth: KIND: …"""
     import yaml
 
-    from llmgw.config.loader import parse_yaml
+    from llmgw.config import parse_yaml
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -146,9 +146,9 @@ def _named(report: dict[str, Any], what: str) -> str:
 
 
 def _token_text(scim: dict[str, Any]) -> str:
-    if scim["token"] == "file":
+    if scim["token"] == "file":  # noqa: S105 - where the token comes from, not the token
         return "from auth.scim.token_file"
-    if scim["token"] == "made":
+    if scim["token"] == "made":  # noqa: S105 - where the token comes from, not the token
         return f"made {when(scim['token_made_at'])}"
     return "none yet (llmgw ctl auth scim-token makes one)"
 

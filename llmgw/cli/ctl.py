@@ -7,7 +7,7 @@ import os
 import time
 
 from llmgw.cli.output import emit_json, fields, table, when
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 
 def client(args) -> AdminClient:

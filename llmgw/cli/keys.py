@@ -7,7 +7,7 @@ import textwrap
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 
 _CACHE_DESCRIPTION = (

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from llmgw.config import AgentConfig
-    from llmgw.engines.llamacpp_install import LlamaServerUnavailable, installed_llama_server
+    from llmgw.engines import LlamaServerUnavailable, installed_llama_server
 
     data_dir = args.data_dir or AgentConfig().data_dir
     try:

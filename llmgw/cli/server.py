@@ -112,8 +112,7 @@ def load(args) -> tuple:
 
 def _load(args) -> tuple:
     """The validated configuration and server.yaml as written (an empty dict without one)."""
-    from llmgw.config import ServerConfig, load_server_config
-    from llmgw.config.loader import ConfigError, from_dict, parse_yaml, to_dict
+    from llmgw.config import ConfigError, ServerConfig, from_dict, load_server_config, parse_yaml, to_dict
 
     path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     cfg = load_server_config(path)
@@ -158,7 +157,7 @@ class _ClientPort:
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
 
-        from llmgw.mcp.admin import PortalServers
+        from llmgw.mcp import PortalServers
 
         self.gateway = mount_mcp(app, plane)
         # The portal's /admin/mcp changes servers through the same calls as the admin routes, telling this
@@ -185,9 +184,7 @@ def run_server(args) -> int:
     import asyncio
 
     from llmgw import logsetup
-    from llmgw.control.plane import serve
-    from llmgw.control.plugins import load_server_plugins
-    from llmgw.control.workers import WorkerFailed, run_worker
+    from llmgw.control import WorkerFailed, load_server_plugins, run_worker, serve
     if args.worker_of is not None:
         # Each worker routes and guards requests itself, so it needs the plugins
         # too; the main process has already warned of any that failed.
@@ -218,7 +215,7 @@ def _install_uvloop() -> None:
 def _install_flags(init: argparse.ArgumentParser) -> None:
     """`server init --install`: the whole install the setup screens do, as flags."""
     from llmgw.cli import sshinstall
-    from llmgw.onboard.parts import STARTERS
+    from llmgw.onboard import STARTERS
 
     g = init.add_argument_group("the whole install (--install), as the setup screens do it")
     g.add_argument("--install", action="store_true",
@@ -261,10 +258,7 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
 def run_install(args) -> int:
     from pathlib import Path
 
-    from llmgw.onboard.firstplane import install
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
-    from llmgw.onboard.services import service_manager
+    from llmgw.onboard import LISTEN_DEFAULTS, Choices, Layout, install, service_manager
 
     given = [f for f, v in (("--config", args.config), ("--store", args.store), ("--data-dir", args.data_dir),
                             ("--admin-token-file", args.admin_token_file)) if v]
@@ -333,10 +327,7 @@ def _install_ha(args, choices) -> int:
     from pathlib import Path
 
     from llmgw.cli.sshinstall import credentials
-    from llmgw.onboard.hainstall import HaJob, from_file, from_hosts, install_ha
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.nodeadd import program_file
-    from llmgw.onboard.parts import Machine
+    from llmgw.onboard import HaJob, Layout, Machine, from_file, from_hosts, install_ha, program_file
 
     if args.ha and args.machines:
         print("llmgw: give the other two machines either with --ha or in --machines FILE, not both", file=sys.stderr)
@@ -380,7 +371,7 @@ def run_init(args) -> int:
 
     if args.install:
         return run_install(args)
-    from llmgw.onboard.first_run import init_server
+    from llmgw.onboard import init_server
 
     cfg, raw = _load(args)
     parse_project_path(args.project)
@@ -437,8 +428,7 @@ def _keep_password(path: str, email: str, password: str) -> None:
 def run_add(args) -> int:
     import shutil
 
-    from llmgw.onboard import keepalived
-    from llmgw.onboard.interfaces import check_interface, interface_toward
+    from llmgw.onboard import check_interface, interface_toward, keepalived
 
     from llmgw.cli import sshinstall
 

@@ -12,8 +12,7 @@ from llmgw.cli.output import emit_json
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from llmgw.onboard.ssh import Credentials
-    from llmgw.onboard.steps import Progress
+    from llmgw.onboard import Credentials, Progress
 
 
 def read_secret(prompt: str) -> str:
@@ -67,7 +66,7 @@ def copy_options(group, what: str) -> None:
 
 def credentials(args, who: str) -> Credentials:
     """The login's password and sudo's, as the flags ask: read now, held in memory for the run only."""
-    from llmgw.onboard.ssh import Credentials
+    from llmgw.onboard import Credentials
 
     password = read_secret(f"{who}'s password: ") if args.password else None
     sudo_password = read_secret(f"sudo password of {who}: ") if args.sudo_password else password
@@ -87,8 +86,7 @@ def ssh_flags_without_ssh(args) -> int:
 def _job(args, known_hosts_dir: Path, cls=None, **extra):
     from pathlib import Path
 
-    from llmgw.onboard.nodeadd import NodeAdd, program_file
-    from llmgw.onboard.ssh import Target
+    from llmgw.onboard import NodeAdd, Target, program_file
 
     cls = cls or NodeAdd
     target = Target.parse(args.ssh, args.port)
@@ -123,7 +121,7 @@ def run_node_add_ssh(args, admin) -> int:
     import asyncio
     from pathlib import Path
 
-    from llmgw.onboard.nodeadd import add_node
+    from llmgw.onboard import add_node
 
     if _systemd_in_a_directory(args):
         return 2
@@ -143,8 +141,8 @@ def run_server_add_ssh(args, cfg) -> int:
     import asyncio
     from pathlib import Path
 
-    from llmgw.onboard.serveradd import ServerAdd, add_server, shared_parts
-    from llmgw.onboard.ssh import Target as _Target
+    from llmgw.onboard import ServerAdd, add_server, shared_parts
+    from llmgw.onboard import Target as _Target
 
     if _systemd_in_a_directory(args):
         return 2

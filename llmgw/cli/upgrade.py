@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from llmgw.cli.output import emit_json
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 # llmgw.release (aiohttp, for the releases a control plane serves) is imported
 # by the commands that use it, not by every `llmgw --help` (issue 26).
@@ -140,12 +140,12 @@ def _upload(api: AdminClient, route: str, path: Path, headers: dict[str, str]) -
     import urllib.request
 
     with open(path, "rb") as f:
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - _base() is http(s)
             api._base() + route, data=f, method="POST",
             headers={"Authorization": f"Bearer {api.token()}", "Content-Type": "application/octet-stream",
                      "Content-Length": str(path.stat().st_size), "X-Llmgw-Via": "cli", **headers})
         try:
-            with urllib.request.urlopen(request, timeout=300) as response:
+            with urllib.request.urlopen(request, timeout=300) as response:  # noqa: S310 - _base() is http(s)
                 response.read()
         except urllib.error.HTTPError as e:
             raise AdminError(_message(e.read()) or f"the admin API answered {e.code}", e.code) from None
@@ -230,10 +230,8 @@ def _show(doc: dict[str, Any] | None, releases: list[str]) -> None:
 def run_apply(args) -> int:
     from pathlib import Path
 
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.services import service_manager
-    from llmgw.release import ReleaseError
-    from llmgw.release.helper import apply
+    from llmgw.onboard import Layout, service_manager
+    from llmgw.release import ReleaseError, apply
 
     layout = Layout(Path(args.root))
     data_dir = layout.at(args.data_dir) if args.data_dir else layout.server_data
@@ -257,8 +255,7 @@ def run_watchdog(args) -> int:
     unit = args.unit or _systemd_unit()
     if unit:
         def restart() -> None:
-            from llmgw.onboard.layout import Layout
-            from llmgw.onboard.services import service_manager
+            from llmgw.onboard import Layout, service_manager
 
             service_manager(Layout(Path(args.root or "/"))).restart(unit)
 

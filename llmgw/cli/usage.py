@@ -9,7 +9,7 @@ import time
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, table, when
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 # Progress on stderr at most this often: a line per row would cost more than the export.
 PROGRESS_EVERY = 0.5

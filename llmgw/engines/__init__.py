@@ -26,8 +26,21 @@ refused, and why.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError
+from llmgw.lazyface import lazy_face
+
+if TYPE_CHECKING:
+    from llmgw.engines.llamacpp_install import (
+        XLLAMACPP_VERSION,
+        LlamaServerUnavailable,
+        engine_dir,
+        ensure_llama_server,
+        installed_llama_server,
+        wheels_dir,
+    )
+    from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
 
 __all__ = [
     "Binary",
@@ -40,6 +53,8 @@ __all__ = [
     "installed",
     "names",
     "register",
+    "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
+    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle",
 ]
 
 
@@ -109,3 +124,12 @@ def installed(name: str, binary: Binary = None) -> str | None:
     or what the agent installed); None looks where the engine usually is.
     """
     return engine(name).installed(binary)
+
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): llama.cpp's installer and the pickle check are wanted by the agent and the catalog alone.
+__getattr__ = lazy_face(__name__, {
+    "llamacpp_install": ("LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server",
+        "installed_llama_server", "wheels_dir"),
+    "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
+})

@@ -18,14 +18,18 @@ and the admin API's routes by `mount_admin`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from llmgw.lazyface import lazy_face
 from llmgw.mcp.gateway import Gateway
 from llmgw.mcp.transport import GATEWAY, other, post
 
-__all__ = ["Gateway", "mount", "mount_admin"]
+if TYPE_CHECKING:
+    from llmgw.mcp.admin import PortalServers
+
+__all__ = ["Gateway", "PortalServers", "mount", "mount_admin"]
 
 
 def mount(app: web.Application, plane: Any) -> Gateway:
@@ -54,3 +58,10 @@ def mount_admin(app: web.Application, plane: Any, changed: Callable[[], None]) -
     from llmgw.mcp.admin import register
 
     register(app, changed)
+
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): the admin API's service for the portal's page is wanted by the CLI alone.
+__getattr__ = lazy_face(__name__, {
+    "admin": ("PortalServers",),
+})

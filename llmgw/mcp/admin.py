@@ -19,7 +19,7 @@ from llmgw.control.adminapi import PLANE, Refused, actor, body
 from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
 from llmgw.mcp.upstream import CLUSTER_TOOLS_PATH, HttpUpstream, InProcessUpstream, Upstream, UpstreamError
-from llmgw.router.targets import providers_session
+from llmgw.router import providers_session
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

@@ -28,14 +28,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llmgw.control.catalog.explain import action_line
-from llmgw.control.adminapi import Refused, status_of
-from llmgw.control.adminapi.logs import node_logs_of
-from llmgw.control.adminapi.models import catalog_of
+from llmgw.control import Refused, action_line, catalog_of, node_logs_of, status_of
 from llmgw.errors import ExpectedError
 
 if TYPE_CHECKING:
-    from llmgw.control.plane import ControlPlane
+    from llmgw.control import ControlPlane
 
 log = logging.getLogger("llmgw.mcp")
 

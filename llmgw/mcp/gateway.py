@@ -29,12 +29,12 @@ from typing import Any
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from llmgw.account.keycache import Principal
+from llmgw.account import Principal
 from llmgw.mcp.guarding import Guarding, GuardRefusal
 from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import stdio_upstream
 from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Progress, Upstream, UpstreamError
-from llmgw.router.targets import providers_session
+from llmgw.router import providers_session
 from llmgw.store import AuditEntry, McpServer, StoreError
 
 log = logging.getLogger("llmgw.mcp")

@@ -19,9 +19,8 @@ from typing import Any
 
 import orjson
 
-from llmgw.account.keycache import Principal
-from llmgw.guard.gate import check_input
-from llmgw.guard.policy import EffectivePolicy
+from llmgw.account import Principal
+from llmgw.guard import EffectivePolicy, check_input
 
 
 class GuardRefusal(Exception):

@@ -26,9 +26,7 @@ import orjson
 
 from llmgw.account import Actor
 from llmgw.auth import SecretError, Secrets
-from llmgw.config.auth import STORE_SECRET_PREFIX
-from llmgw.config.keyfiles import own_secrets
-from llmgw.config.targets import host_refusal
+from llmgw.config import STORE_SECRET_PREFIX, host_refusal, own_secrets
 from llmgw.errors import ExpectedError
 from llmgw.store import AuditEntry, AuditStore, McpServer, McpStore, SecretsStore
 from llmgw.trust import TrustError

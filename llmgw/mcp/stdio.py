@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from llmgw.agent.supervisor.users import RunAs, UserError, resolve
+from llmgw.agent import RunAs, UserError, resolve
 from llmgw.mcp.upstream import CLIENT_INFO, MAX_ANSWER, PROTOCOL_VERSION, Progress, UpstreamError, every_tool
 
 log = logging.getLogger("llmgw.mcp")

@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
-from llmgw.account.keys import key_flaw
+from llmgw.account import key_flaw
 from llmgw.mcp.gateway import Gateway, UnknownTool
 from llmgw.store import StoreError
 

@@ -202,13 +202,13 @@ class InProcessUpstream:
     """
 
     def __init__(self, plane: Any):
-        from llmgw.control.workers.worker import Worker
+        from llmgw.control import Worker
         from llmgw.mcp.cluster import ClusterTools
 
         self._tools = ClusterTools(plane)
         self._main: Any = None
         if isinstance(plane, Worker):
-            from llmgw.control.adminclient import AdminClient
+            from llmgw.control import AdminClient
 
             admin = plane.cfg.listen.admin
             host = "127.0.0.1" if admin.all_interfaces else admin.host
@@ -222,7 +222,7 @@ class InProcessUpstream:
                         caller: Mapping[str, str] | None = None) -> dict[str, Any]:
         if self._main is None:
             return dict(await self._tools.call(name, arguments))
-        from llmgw.control.adminclient import AdminError
+        from llmgw.control import AdminError
 
         try:
             answer = await asyncio.to_thread(self._main.call, "POST", CLUSTER_TOOLS_PATH + quote(name, safe=""),

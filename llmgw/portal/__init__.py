@@ -20,7 +20,7 @@ from aiohttp import web
 from llmgw.account import Accounts, Sessions
 from llmgw.accounting import UsageReports
 from llmgw.auth import DirectoryAccounts, Secrets
-from llmgw.config.keyfiles import own_secrets
+from llmgw.config import own_secrets
 from llmgw.portal.web import (
     PAGES,
     PORTAL,

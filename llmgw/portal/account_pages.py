@@ -12,7 +12,7 @@ from llmgw.errors import N_
 from llmgw.portal import directory_signin, i18n, security
 from llmgw.portal.sso_pages import signin_offer
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render, render_error, secure
-from llmgw.router.clientaddr import client_address
+from llmgw.router import client_address
 
 # Roles are shown as _(role) (profile.html); here so that they are extracted for translation.
 ROLE_NAMES = (N_("admin"), N_("operator"), N_("member"))

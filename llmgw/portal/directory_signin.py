@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmgw.account import AccountError, Actor
-from llmgw.account.sessions import SignedIn
+from llmgw.account import AccountError, Actor, SignedIn
 from llmgw.auth import SUSPENDED, GroupMap, ldap
 from llmgw.errors import N_
 from llmgw.store import Person

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from llmgw.router.plane import ClientPlane
+from llmgw.router import ClientPlane
 
 if TYPE_CHECKING:
     from llmgw.account import Principal

@@ -19,15 +19,13 @@ from urllib.parse import quote
 from aiohttp import web
 
 from llmgw.account import AccountError, Actor
-from llmgw.auth import GroupMap, SecretError
-from llmgw.auth.oidc import OIDCError, client_secret, vouched
-from llmgw.auth.oidcflow import (CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect,
-                                 spent_key)
-from llmgw.config.auth import OIDCSettings
+from llmgw.auth import GroupMap, OIDCError, SecretError, client_secret, vouched
+from llmgw.auth import CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect, spent_key
+from llmgw.config import OIDCSettings
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
 from llmgw.portal.web import LANG, PORTAL, Viewer, page, redirect, render, render_error, secure
-from llmgw.router.clientaddr import client_address
+from llmgw.router import client_address
 
 log = logging.getLogger("llmgw.portal")
 

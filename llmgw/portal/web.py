@@ -38,10 +38,8 @@ from multidict import MultiDict, MultiDictProxy
 
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
-from llmgw.auth import DirectoryAccounts, Secrets
-from llmgw.auth.oidc import OIDCClient
-from llmgw.control.catalog.changes import Refusal
-from llmgw.control.settings import SettingsError
+from llmgw.auth import DirectoryAccounts, OIDCClient, Secrets
+from llmgw.control import Refusal, SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
 from llmgw.store import (
@@ -49,7 +47,7 @@ from llmgw.store import (
 )
 
 if TYPE_CHECKING:
-    from llmgw.control.catalog.service import Catalog
+    from llmgw.control import Catalog
 
 log = logging.getLogger("llmgw.portal")
 
@@ -180,7 +178,7 @@ class Portal:
 
     def catalog(self) -> Catalog:
         """The model catalog's service, acting as the page's viewer (its changes are audited)."""
-        from llmgw.control.catalog.service import Catalog
+        from llmgw.control import Catalog
 
         found = getattr(self.plane, "catalog", None)  # the leader's reconciler's, with its policy
         return found if isinstance(found, Catalog) else Catalog(self.store, self.accounts.audit)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from llmgw.config.guard import GuardSettings, Policy, Rules
+from llmgw.config import GuardSettings, Policy, Rules
 from llmgw.errors import N_
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
 from llmgw.store import KeysStore, UsageStore

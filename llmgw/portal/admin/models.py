@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from llmgw.control.catalog.changes import Refusal
+from llmgw.control import Refusal
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from llmgw.config.loader import parse_yaml
-from llmgw.control.settings import SettingsError, validated_change
+from llmgw.config import parse_yaml
+from llmgw.control import SettingsError, validated_change
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render

@@ -12,11 +12,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from llmgw.auth import SecretError
-from llmgw.auth.oidcflow import NO_ADDRESS
-from llmgw.config.loader import parse_yaml, to_dict
-from llmgw.control.settings import SettingsError
-from llmgw.control.signin import KINDS, SignInSetup
+from llmgw.auth import NO_ADDRESS, SecretError
+from llmgw.config import parse_yaml, to_dict
+from llmgw.control import KINDS, SettingsError, SignInSetup
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from llmgw.accounting.reports import NOTHING_USED, Series
-from llmgw.control.exports import send_export
+from llmgw.accounting import NOTHING_USED, Series
+from llmgw.control import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
 from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
