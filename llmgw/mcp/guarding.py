@@ -22,6 +22,7 @@ import orjson
 from llmgw.account.keycache import Principal
 from llmgw.guard.gate import check_input
 from llmgw.guard.policy import EffectivePolicy
+from llmgw.mcp.plane import McpPlane
 
 
 class GuardRefusal(Exception):
@@ -29,7 +30,7 @@ class GuardRefusal(Exception):
 
 
 class Guarding:
-    def __init__(self, plane: Any):
+    def __init__(self, plane: McpPlane):
         self.plane = plane
 
     def _policy(self, principal: Principal) -> EffectivePolicy | None:

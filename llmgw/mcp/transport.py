@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
+from llmgw.account import Principal
 from llmgw.account.keys import key_flaw
 from llmgw.mcp.gateway import Gateway, UnknownTool
 from llmgw.store import StoreError
@@ -45,9 +46,9 @@ def _result(ident: Any, result: dict[str, Any], headers: dict[str, str] | None =
 
 async def post(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    principal, refusal = await _principal(request, gateway)
-    if refusal is not None:
-        return _error(None, UNAUTHORIZED, refusal, 401)
+    principal = await _principal(request, gateway)
+    if isinstance(principal, str):
+        return _error(None, UNAUTHORIZED, principal, 401)
     if request.content_length is not None and request.content_length > MAX_BODY:
         return _error(None, INVALID_REQUEST, f"the message is larger than {MAX_BODY // (1024 * 1024)} MB", 413)
     raw = await request.content.read(MAX_BODY + 1)
@@ -89,7 +90,7 @@ async def post(request: web.Request) -> web.StreamResponse:
                                            "(tools/list, tools/call)")
 
 
-async def _call(request: web.Request, gateway: Gateway, principal: Any, ident: Any,
+async def _call(request: web.Request, gateway: Gateway, principal: Principal, ident: Any,
                 params: dict[str, Any]) -> web.StreamResponse:
     name, arguments = params.get("name"), params.get("arguments") or {}
     if not isinstance(name, str) or not name:
@@ -142,24 +143,25 @@ def _unknown(ident: Any, name: str) -> web.Response:
     return _error(ident, INVALID_PARAMS, _no_tool(name))
 
 
-async def _principal(request: web.Request, gateway: Gateway) -> tuple[Any, str | None]:
+async def _principal(request: web.Request, gateway: Gateway) -> Principal | str:
+    """The caller, or the sentence that refuses it."""
     given = request.headers.get("Authorization", "")
     secret = given[7:].strip() if given[:7].lower() == "bearer " else ""
     if not secret:
-        return None, "no API key: send your llmgw API key as Authorization: Bearer sk-llmgw-…"
+        return "no API key: send your llmgw API key as Authorization: Bearer sk-llmgw-…"
     flaw = key_flaw(secret)
     if flaw is not None:
-        return None, flaw
+        return flaw
     try:
         principal = await gateway.plane.keys.lookup(secret)
     except StoreError:
-        return None, "the store is not answering and this key is not known here yet; try again shortly"
+        return "the store is not answering and this key is not known here yet; try again shortly"
     if principal is None:
-        return None, "unknown API key"
+        return "unknown API key"
     refusal = principal.refusal(time.time())
     if refusal:
-        return None, refusal
-    return principal, None
+        return refusal
+    return principal
 
 
 async def other(request: web.Request) -> web.Response:

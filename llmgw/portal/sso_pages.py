@@ -20,7 +20,8 @@ from aiohttp import web
 
 from llmgw.account import AccountError, Actor
 from llmgw.auth import GroupMap, SecretError
-from llmgw.auth.oidc import OIDCError, client_secret, vouched
+from llmgw.auth.oidc import client_secret, vouched
+from llmgw.auth.oidcnet import OIDCError
 from llmgw.auth.oidcflow import (CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect,
                                  spent_key)
 from llmgw.config.auth import OIDCSettings

@@ -48,6 +48,7 @@ from llmgw.store import Conflict, Person, Session, Store, StoreError
 
 if TYPE_CHECKING:
     from llmgw.control.catalog.service import Catalog
+    from llmgw.portal.plane import McpServers, PortalPlane
 
 log = logging.getLogger("llmgw.portal")
 
@@ -156,7 +157,7 @@ def add_nav(section: str, path: str, label: str, role: str) -> None:
 class Portal:
     """What the pages use, built once per client app by `mount`."""
 
-    plane: Any  # a PortalPlane (plane.py): the ControlPlane or a Worker
+    plane: PortalPlane  # the ControlPlane or a Worker
     store: Store
     accounts: Accounts
     people: People
@@ -168,7 +169,7 @@ class Portal:
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)
     oidc: OIDCClient = field(default_factory=OIDCClient)  # the provider's discovery and keys, cached
-    mcp: Any = None  # llmgw.mcp.admin.PortalServers, for /admin/mcp; None where /mcp is not served
+    mcp: McpServers | None = None  # llmgw.mcp.admin.PortalServers, for /admin/mcp; None where /mcp is not served
 
     def catalog(self) -> Catalog:
         """The model catalog's service, acting as the page's viewer (its changes are audited)."""
