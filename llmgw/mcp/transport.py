@@ -32,15 +32,16 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600,
 UNAUTHORIZED = -32001
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json", headers=headers)
 
 
-def _error(ident: Any, code: int, message: str, status: int = 200) -> web.Response:
+# `ident` in each answer: the request's id as the client sent it, given back unread (JSON-RPC 2.0).
+def _error(ident: object, code: int, message: str, status: int = 200) -> web.Response:
     return _json({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}, status)
 
 
-def _result(ident: Any, result: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+def _result(ident: object, result: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
     return _json({"jsonrpc": "2.0", "id": ident, "result": result}, headers=headers)
 
 
@@ -90,7 +91,7 @@ async def post(request: web.Request) -> web.StreamResponse:
                                            "(tools/list, tools/call)")
 
 
-async def _call(request: web.Request, gateway: Gateway, principal: Principal, ident: Any,
+async def _call(request: web.Request, gateway: Gateway, principal: Principal, ident: object,
                 params: dict[str, Any]) -> web.StreamResponse:
     name, arguments = params.get("name"), params.get("arguments") or {}
     if not isinstance(name, str) or not name:
@@ -139,7 +140,7 @@ def _no_tool(name: str) -> str:
     return f"there is no tool {name[:200]} this key may call; tools/list names the ones it may"
 
 
-def _unknown(ident: Any, name: str) -> web.Response:
+def _unknown(ident: object, name: str) -> web.Response:
     return _error(ident, INVALID_PARAMS, _no_tool(name))
 
 
