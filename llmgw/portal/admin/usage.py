@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -24,7 +24,7 @@ from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
 from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
-from llmgw.store import Store, StoreError
+from llmgw.store import KeysStore, PeopleStore, StoreError
 
 log = logging.getLogger("llmgw.portal")
 
@@ -60,7 +60,11 @@ def choice(request: web.Request, name: str, allowed: Iterable[T], default: T) ->
     return default
 
 
-async def names(store: Store, by: str, series: Series, nobody: str) -> dict[str, str]:
+class _Store(KeysStore, PeopleStore, Protocol):
+    """What names reads: the tree's names and people's e-mails."""
+
+
+async def names(store: _Store, by: str, series: Series, nobody: str) -> dict[str, str]:
     """Each group's id -> what a person reads, for the table and the chart's legend alike.
 
     A project is its ORG/TEAM/PROJECT, a person their e-mail, a model its
