@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmgw.cli.output import emit_json
 
@@ -13,6 +13,12 @@ from llmgw.cli.output import emit_json
 # and importing llmgw.config for a string cost more than the rest of the
 # parser (tests/cli holds the two equal).
 SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from llmgw.control import ControlPlane, Worker
+    from llmgw.mcp import Gateway
 
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 
@@ -148,12 +154,14 @@ def _load(args) -> tuple:
 class _ClientPort:
     """What floor 2 adds to the control plane's apps: /mcp (docs/mcp.md), then the portal's pages
     (docs/portal.md), whose catch-all must come after /mcp; and the MCP servers' admin routes.
-    One a process: the admin routes tell the gateway this process serves, if any, of a change."""
+    One a process: the admin routes tell the gateway this process serves, if any, of a change.
+    Typed with the two processes that hand it their apps, so that mypy holds each to the Protocols
+    the portal and the MCP gateway read them by (llmgw.portal.PortalPlane, llmgw.mcp.McpPlane)."""
 
     def __init__(self) -> None:
-        self.gateway: Any = None  # llmgw.mcp.Gateway, once the client app is mounted here
+        self.gateway: Gateway | None = None  # once the client app is mounted here
 
-    def __call__(self, app, plane) -> None:
+    def __call__(self, app: web.Application, plane: ControlPlane | Worker) -> None:
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
 
@@ -164,7 +172,7 @@ class _ClientPort:
         # process's gateway (and, in the main process, its workers') as they do.
         mount_portal(app, plane, mcp=PortalServers(plane, lambda: self._told(plane), self.gateway))
 
-    def admin(self, app, plane) -> None:
+    def admin(self, app: web.Application, plane: ControlPlane) -> None:
         from llmgw.mcp import mount_admin
 
         mount_admin(app, plane, lambda: self._told(plane))

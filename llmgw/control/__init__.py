@@ -23,14 +23,16 @@ if TYPE_CHECKING:
     from llmgw.control.exports import send_export
     from llmgw.control.plane import ControlPlane, serve
     from llmgw.control.plugins import load_server_plugins
-    from llmgw.control.settings import SettingsError, seed_settings, seeded_settings, validated_change
+    from llmgw.control.settings import (ClusterSettingsWatcher, SettingsError, seed_settings, seeded_settings,
+                                        validated_change)
     from llmgw.control.signin import KINDS, SignInSetup
     from llmgw.control.token import DEFAULT_HOLDER, ensure_token, read_token
     from llmgw.control.workers import WorkerFailed, run_worker
     from llmgw.control.workers.worker import Worker
 
 __all__ = [
-    "AdminClient", "AdminError", "Catalog", "ControlPlane", "DEFAULT_HOLDER", "GONE", "KINDS", "Refusal", "Refused",
+    "AdminClient", "AdminError", "Catalog", "ClusterSettingsWatcher",
+    "ControlPlane", "DEFAULT_HOLDER", "GONE", "KINDS", "Refusal", "Refused",
     "SettingsError", "SignInSetup", "SpecError", "Worker", "WorkerFailed", "action_line", "catalog_of",
     "ensure_token", "load_server_plugins", "node_logs_of", "parse_spec_text", "read_token", "run_worker",
     "seed_settings", "seeded_settings", "send_export", "serve", "status_of", "token_file", "validated_change",
@@ -51,7 +53,7 @@ __getattr__ = lazy_face(__name__, {
     "exports": ("send_export",),
     "plane": ("ControlPlane", "serve"),
     "plugins": ("load_server_plugins",),
-    "settings": ("SettingsError", "seed_settings", "seeded_settings", "validated_change"),
+    "settings": ("ClusterSettingsWatcher", "SettingsError", "seed_settings", "seeded_settings", "validated_change"),
     "signin": ("KINDS", "SignInSetup"),
     "token": ("DEFAULT_HOLDER", "ensure_token", "read_token"),
     "workers": ("WorkerFailed", "run_worker"),

@@ -21,6 +21,7 @@ import orjson
 
 from llmgw.account import Principal
 from llmgw.guard import EffectivePolicy, check_input
+from llmgw.mcp.plane import McpPlane
 
 
 class GuardRefusal(Exception):
@@ -28,7 +29,7 @@ class GuardRefusal(Exception):
 
 
 class Guarding:
-    def __init__(self, plane: Any):
+    def __init__(self, plane: McpPlane):
         self.plane = plane
 
     def _policy(self, principal: Principal) -> EffectivePolicy | None:

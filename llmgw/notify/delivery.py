@@ -122,7 +122,7 @@ class Sender:
         self._key: MasterKey | None = None
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._due = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._store_away = False
 
     def wake(self) -> None:

@@ -13,14 +13,15 @@ if TYPE_CHECKING:
     from llmgw.router.connguard import GuardedSite
     from llmgw.router.endpoint import Endpoint
     from llmgw.router.errors import speaks_anthropic
-    from llmgw.router.plane import ClientPlane
+    from llmgw.router.plane import ClientPlane, KeyLookup, LiveSettings
     from llmgw.router.registry import Placed
     from llmgw.router.scheduler import register_profile, register_scorer
     from llmgw.router.service import Router
     from llmgw.router.targets import TargetRefused, providers_session, refusing_socket
 
 __all__ = [
-    "BatchRunner", "CONNECTIONS", "ClientPlane", "Endpoint", "GuardedSite", "Placed", "Router", "TargetRefused",
+    "BatchRunner", "CONNECTIONS", "ClientPlane", "Endpoint", "GuardedSite", "KeyLookup", "LiveSettings",
+    "Placed", "Router", "TargetRefused",
     "client_address", "make_client_app", "providers_session", "proxies", "refusing_socket", "register_profile",
     "register_scorer", "speaks_anthropic",
 ]
@@ -34,7 +35,7 @@ __getattr__ = lazy_face(__name__, {
     "connguard": ("GuardedSite",),
     "endpoint": ("Endpoint",),
     "errors": ("speaks_anthropic",),
-    "plane": ("ClientPlane",),
+    "plane": ("ClientPlane", "KeyLookup", "LiveSettings"),
     "registry": ("Placed",),
     "scheduler": ("register_profile", "register_scorer"),
     "service": ("Router",),
