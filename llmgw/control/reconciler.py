@@ -105,7 +105,7 @@ class Reconciler:
         self._beats_dirty: set[str] = set()  # only a newer Heartbeat: written in one batch
         self._loaded = False
         self._led_since = 0.0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.passes = 0
         # Registered by whoever serves /metrics (the Cluster, in the control plane's registry).
         self.pass_seconds = Histogram("llmgw_reconcile_pass_seconds",
@@ -303,7 +303,7 @@ class Reconciler:
                 view.seen_at = max(view.seen_at, self._led_since)
             views[record.id] = view
         monotonic = time.monotonic()
-        beats: list[tuple[str, dict, float]] = []
+        beats: list[tuple[str, dict[str, Any], float]] = []
         self._tell_lost(monotonic)
         for node in self.agents.nodes.values():
             # Seen: wall time now minus how long ago the agent last spoke (its link's clock).
