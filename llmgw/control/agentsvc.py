@@ -83,7 +83,7 @@ class AgentService:
         self._clock = clock
         self.nodes: dict[str, Node] = {}
         self.changed = asyncio.Event()  # set on anything the reconciler should look at
-        self._listeners: list[Callable[[Node, Any], None]] = []
+        self._listeners: list[Callable[[Node, object], None]] = []
         self._logs: dict[str, asyncio.Future[NodeLogs]] = {}
         self._background: set[asyncio.Future[object]] = set()
 
@@ -96,7 +96,7 @@ class AgentService:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def on_message(self, listener: Callable[[Node, Any], None]) -> None:
+    def on_message(self, listener: Callable[[Node, object], None]) -> None:
         """Call `listener(node, message)` for each Register, Heartbeat and ShardStatus (and None when a link goes)."""
         self._listeners.append(listener)
 
@@ -219,7 +219,7 @@ class AgentService:
         self.changed.set()
         return node
 
-    def _tell(self, node: Node, message: Any) -> None:
+    def _tell(self, node: Node, message: object) -> None:
         for listener in self._listeners:
             try:
                 listener(node, message)

@@ -37,7 +37,7 @@ from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.events import Events
-from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
+from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StartShard, StopShard, to_dict
 from llmgw.store import NodeRecord, Replica, Store, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
 
@@ -95,7 +95,7 @@ class Reconciler:
         self.waits: dict[str, str] = {}  # model -> why a replica it wants cannot be placed
         self._progress: dict[str, float] = {}  # replica -> when its start last moved
         self._sent: dict[str, float] = {}  # replica -> when StartShard was last sent
-        self._messages: dict[str, Any] = {}  # replica -> its StartShard, while it is pending
+        self._messages: dict[str, StartShard] = {}  # replica -> its StartShard, while it is pending
         # The control plane's traces: a `replica start` span from placement's decision until the replica is
         # ready or has failed, which the node's own spans of the start go beneath (StartShard.traceparent).
         self._tracing = tracing
@@ -115,7 +115,7 @@ class Reconciler:
 
     # --- what agents say ---------------------------------------------------------------------
 
-    def _heard(self, node: Node, message: Any) -> None:
+    def _heard(self, node: Node, message: object) -> None:
         now = self._clock()
         if isinstance(message, ShardStatus):
             self._status(node, message, now)
