@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
@@ -24,6 +23,8 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
+    import asyncio
+
     from llmgw import logsetup
     from llmgw.config import ConfigError, load_agent_config
     from llmgw.trust import TrustError

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 from typing import Any
 
-import yaml
-
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, when
-from llmgw.config.loader import parse_yaml
 from llmgw.control.adminclient import AdminError
 
 TRIED = ("oidc", "ldap")
@@ -81,6 +77,10 @@ def _block_flags(parser, required: bool = False) -> None:
 
 def read_block(path: str, kind: str) -> dict[str, Any]:
     """The block in a file: the keys of auth.KIND, or a settings document holding auth: KIND: …"""
+    import yaml
+
+    from llmgw.config.loader import parse_yaml
+
     try:
         with open(path, encoding="utf-8") as f:
             doc = parse_yaml(f.read())
@@ -194,6 +194,8 @@ def _read_secret(args) -> str:
         except OSError as e:
             raise AdminError(f"cannot read {args.from_file}: {e.strerror or e}") from None
     if sys.stdin.isatty():
+        import getpass
+
         return getpass.getpass(f"the value of {args.name} (not shown): ").strip()
     return sys.stdin.readline().strip()
 

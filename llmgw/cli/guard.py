@@ -9,7 +9,6 @@ them with --endpoint.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -95,6 +94,8 @@ def endpoints_of(settings: dict, model: str, given: list[str] | None):
 
 
 def run_judge_check(args) -> int:
+    import asyncio
+
     from llmgw.cli.ctl import client
 
     if not 1 <= args.burst <= 64:

@@ -9,7 +9,6 @@ the same code the agent's engines run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 
@@ -40,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     else:
         return llamacpp_runner.serve(args)
+
+    import asyncio
 
     from llmgw.config import AgentConfig
     from llmgw.engines.llamacpp_install import LlamaServerUnavailable, installed_llama_server

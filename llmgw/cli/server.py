@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from typing import Any
 
 from llmgw.cli.output import emit_json
-from llmgw.config.server import SYSTEM_CONFIG
+
+# config.server's SYSTEM_CONFIG, written out: every `llmgw --help` shows it,
+# and importing llmgw.config for a string cost more than the rest of the
+# parser (tests/cli holds the two equal).
+SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
 
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 
@@ -179,6 +182,8 @@ class _ClientPort:
 
 
 def run_server(args) -> int:
+    import asyncio
+
     from llmgw import logsetup
     from llmgw.control.plane import serve
     from llmgw.control.plugins import load_server_plugins
@@ -324,6 +329,7 @@ HA_ONLY = ("address", "vip", "vip_interface", "key", "password", "sudo_password"
 
 
 def _install_ha(args, choices) -> int:
+    import asyncio
     from pathlib import Path
 
     from llmgw.cli.sshinstall import credentials
@@ -368,6 +374,8 @@ def _install_ha(args, choices) -> int:
 
 
 def run_init(args) -> int:
+    import asyncio
+
     from llmgw.account import parse_project_path
 
     if args.install:

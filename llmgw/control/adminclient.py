@@ -7,21 +7,20 @@ It lives beside the admin API rather than in cli/ because the benchmark
 (llmgw/benchmark/overhead.py) and build.py's rigs call the admin API too, and
 nothing below the CLI may import the CLI. Not inside adminapi/: importing
 that package starts the server's imports, a second more for every `llmgw ctl`.
+
+Every `llmgw` command's parser imports this module (for AdminError), `llmgw
+--help` included, so what only a call needs (urllib.request and what it
+brings, the token's and the checkout's modules) is imported by the call
+(issue 26).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from llmgw.checkout import ADMIN_TOKEN, checkout_file
-from llmgw.control.token import TokenError, read_token
 from llmgw.errors import ExpectedError
 
 if TYPE_CHECKING:
@@ -86,6 +85,8 @@ def _located() -> tuple[ServerConfig | None, str | None]:
     $LLMGW_CONFIG set is that file alone, even when it cannot be read: a
     person who named a file means it, not the next place along.
     """
+    from llmgw.checkout import ADMIN_TOKEN, checkout_file
+
     if os.environ.get("LLMGW_CONFIG"):
         return env_config(), None
     if (found := checkout_file(ADMIN_TOKEN)) is not None:
@@ -132,6 +133,8 @@ class AdminClient:
 
     def token(self) -> str:
         if self._token is None:
+            from llmgw.control.token import TokenError, read_token
+
             try:
                 self._token = read_token(self.token_path)
             except FileNotFoundError:
@@ -147,6 +150,9 @@ class AdminClient:
         return self._token
 
     def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        import urllib.error
+        import urllib.request
+
         url = self._base() + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -174,7 +180,7 @@ class AdminClient:
                 raise AdminError(
                     f"no llmgw server answers at {self.address}; is it running? "
                     "(systemctl status llmgw-server, or python3 build.py run in a checkout)") from None
-            if isinstance(reason, (socket.timeout, TimeoutError)):
+            if isinstance(reason, TimeoutError):  # socket.timeout is the same class since Python 3.10
                 raise AdminError(f"the llmgw server at {self.address} did not answer in "
                                  f"{self.timeout:.0f} s") from None
             raise AdminError(f"cannot reach the llmgw server at {self.address}: {reason}") from None
@@ -250,6 +256,9 @@ class AdminClient:
     def stream(self, path: str, query: dict[str, Any] | None = None) -> HTTPResponse:
         """GET `path` and return the open response, to be read as it arrives
         (an export too large to hold in memory). The caller closes it."""
+        import urllib.error
+        import urllib.request
+
         url = self._base() + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -295,6 +304,8 @@ def _person_path(ident: str, action: str = "") -> str:
 
 
 def _who() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
     except Exception:  # no passwd entry for this uid, as in some containers
@@ -303,6 +314,8 @@ def _who() -> str:
 
 def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
     """The sentence for a failed streaming request, as `call` says it."""
+    import urllib.error
+
     if isinstance(e, urllib.error.HTTPError):
         raw = e.read()
         try:
@@ -314,6 +327,6 @@ def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
     if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
         return AdminError(f"no llmgw server answers at {client.address}; is it running? "
                           "(systemctl status llmgw-server, or python3 build.py run in a checkout)")
-    if isinstance(reason, (socket.timeout, TimeoutError)):
+    if isinstance(reason, TimeoutError):
         return AdminError(f"the llmgw server at {client.address} did not answer in {client.timeout:.0f} s")
     return AdminError(f"cannot reach the llmgw server at {client.address}: {reason}")

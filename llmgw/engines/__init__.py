@@ -25,7 +25,6 @@ refused, and why.
 
 from __future__ import annotations
 
-import difflib
 import threading
 
 from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError
@@ -95,6 +94,8 @@ def engine(name: str) -> Engine:
     found = _engines.get(name)
     if found is not None:
         return found
+    import difflib  # for this sentence only, not for every import of the package (issue 26)
+
     known = sorted(_engines)
     near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {near[0]}? " if near else ""
