@@ -79,6 +79,14 @@ class Event:
 Subscriber = Callable[[Event], "Awaitable[None] | None"]
 
 
+@dataclass(slots=True)
+class _Sent:
+    """When a kind of event about a subject last went out, and how many like it were held back since."""
+
+    at: float
+    held_back: int = 0
+
+
 class Events:
     def __init__(self, *, clock: Callable[[], float] = time.time, window: float = DEDUPE_WINDOW,
                  max_subjects: int = MAX_SUBJECTS, leading: Callable[[], bool] | None = None) -> None:
@@ -88,8 +96,8 @@ class Events:
         self.window = window
         self._max = max_subjects
         self._subscribers: list[Subscriber] = []
-        self._last: OrderedDict[tuple[str, str], list] = OrderedDict()  # (kind, subject) -> [sent_at, held_back]
-        self._tasks: set[asyncio.Task] = set()
+        self._last: OrderedDict[tuple[str, str], _Sent] = OrderedDict()  # by (kind, subject)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call `subscriber(event)` for each event delivered; a coroutine function is run as a task.
@@ -112,11 +120,11 @@ class Events:
         now = self._clock()
         key = (kind, subject)
         last = self._last.get(key)
-        if last is not None and now - last[0] < self.window:
-            last[1] += 1
+        if last is not None and now - last.at < self.window:
+            last.held_back += 1
             return False
-        held_back = last[1] if last is not None else 0
-        self._last[key] = [now, 0]
+        held_back = last.held_back if last is not None else 0
+        self._last[key] = _Sent(now)
         self._last.move_to_end(key)
         while len(self._last) > self._max:
             self._last.popitem(last=False)
@@ -136,7 +144,7 @@ class Events:
             self._tasks.add(task)
             task.add_done_callback(self._done)
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("a subscriber to events failed: %s", task.exception())

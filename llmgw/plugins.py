@@ -232,7 +232,8 @@ def _a(word: str) -> str:
 
 
 def _key(obj: Any, shape: Shape) -> str:
-    return getattr(obj, shape.key)
+    name: str = getattr(obj, shape.key)  # a str: _has_shape has checked it
+    return name
 
 
 def _keep(plugins: Plugins, plugin: Plugin, objects: list[Any], taken: set[str], shape: Shape) -> None:

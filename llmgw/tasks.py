@@ -16,9 +16,10 @@ and the caller carried on as though nobody had asked it to stop.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
-async def cancel_and_wait(*tasks: asyncio.Future | None) -> None:
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     """Cancel every task given (None is passed over) and return once each has finished.
 
     A task's own ending (cancelled, or failing as it is cancelled) is taken

@@ -59,8 +59,8 @@ class KeyCache:
         self._known: dict[bytes, tuple[float, Principal]] = {}
         self._by_id: dict[str, bytes] = {}
         self._unknown: OrderedDict[bytes, float] = OrderedDict()
-        self._inflight: dict[bytes, asyncio.Future] = {}
-        self._refreshing: dict[bytes, asyncio.Task] = {}
+        self._inflight: dict[bytes, asyncio.Future[Principal | None]] = {}
+        self._refreshing: dict[bytes, asyncio.Task[None]] = {}
         self._generation = 0  # moved by invalidate() and clear(): a read begun before is not kept
         self.store_reads = 0
 
@@ -161,7 +161,7 @@ class KeyCache:
         self._unknown.clear()
 
 
-def _fail(future: asyncio.Future, error: BaseException) -> None:
+def _fail(future: asyncio.Future[Principal | None], error: BaseException) -> None:
     future.set_exception(error)
     future.exception()  # marked retrieved: each waiter re-raises it itself
 

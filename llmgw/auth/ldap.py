@@ -27,6 +27,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import ldap3
 from ldap3.core import exceptions as lx
@@ -103,7 +104,7 @@ def _disabled(attrs: dict[str, list[bytes]]) -> bool:
     return _first(attrs, "nsAccountLock").upper() == "TRUE"
 
 
-def _found(entry: dict) -> Found | None:
+def _found(entry: dict[str, Any]) -> Found | None:
     attrs = {k.lower(): list(v) for k, v in entry.get("raw_attributes", {}).items()}
     subject = _subject(attrs)
     if not subject:
@@ -164,7 +165,7 @@ class Reader:
     def close(self) -> None:
         _close(self.conn)
 
-    def _search(self, base: str, query: str, attributes: Sequence[str]) -> list[dict]:
+    def _search(self, base: str, query: str, attributes: Sequence[str]) -> list[dict[str, Any]]:
         try:
             entries = self.conn.extend.standard.paged_search(base, query, ldap3.SUBTREE, attributes=list(attributes),
                                                             paged_size=PAGE, generator=False)

@@ -20,6 +20,7 @@ import os
 import logging
 import ssl
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import ldap3
@@ -155,7 +156,7 @@ _AD_DATA = {
 }
 
 
-def ad_data(result: Mapping | None) -> str:
+def ad_data(result: Mapping[str, Any] | None) -> str:
     """AD's reason code from a bind result's message ("data 52e"), or ""."""
     message = str((result or {}).get("message", ""))
     _, found, rest = message.partition("data ")

@@ -67,7 +67,7 @@ class LdapSync:
         self._leading = leading
         self._on_suspended = on_suspended
         self.last: dict[str, Any] | None = None  # the last report, for GET /api/v1/auth
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # a sync asked for by hand waits for one under way
         self._last_run = 0.0  # time.monotonic() of the last sync this plane ran
 

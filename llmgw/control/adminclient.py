@@ -19,9 +19,14 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmgw.errors import ExpectedError
+
+if TYPE_CHECKING:
+    from http.client import HTTPResponse
+
+    from llmgw.config import ServerConfig
 
 DEFAULT_ADMIN = "127.0.0.1:9090"
 SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"  # noqa: S105 - the file's path, not a token
@@ -37,7 +42,7 @@ class AdminError(ExpectedError):
         self.answer = answer or {}  # the whole refusal, for what it says beside the error (a trial's steps)
 
 
-def _read_config(path: str):
+def _read_config(path: str) -> ServerConfig | None:
     from llmgw.config import ConfigError, load_server_config
 
     if not os.path.exists(path):
@@ -48,7 +53,7 @@ def _read_config(path: str):
         return None
 
 
-def env_config():
+def env_config() -> ServerConfig | None:
     """The server.yaml $LLMGW_CONFIG names, or None.
 
     Its data_dir and admin_token_file say where the admin token is, and
@@ -60,7 +65,7 @@ def env_config():
     return _read_config(path) if path else None
 
 
-def system_config():
+def system_config() -> ServerConfig | None:
     """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
     from llmgw.config import SYSTEM_CONFIG
 
@@ -74,7 +79,7 @@ def system_config():
 # address), then /etc/llmgw/server.yaml and the system's defaults.
 
 
-def _located():
+def _located() -> tuple[ServerConfig | None, str | None]:
     """(the server.yaml that counts, read or None; the checkout's token or None), by the order above.
 
     $LLMGW_CONFIG set is that file alone, even when it cannot be read: a
@@ -185,69 +190,70 @@ class AdminClient:
     # people and the tree: the admin API's routes by name, for the CLI and for build.py's rigs
 
     def people(self) -> list[dict[str, Any]]:
-        return self.call("GET", "/api/v1/people")
+        return _objects(self.call("GET", "/api/v1/people"))
 
     def person(self, ident: str) -> dict[str, Any]:
-        return self.call("GET", _person_path(ident))
+        return _object(self.call("GET", _person_path(ident)))
 
     def person_add(self, email: str, name: str, *, role: str = "member", password: str | None = None,
                    member_of: list[str] | None = None) -> dict[str, Any]:
         """The new person's view; with no password given, "password" holds the one made (shown once)."""
-        return self.call("POST", "/api/v1/people", {"email": email, "name": name, "role": role,
-                                                    "password": password, "member_of": member_of or []})
+        return _object(self.call("POST", "/api/v1/people", {"email": email, "name": name, "role": role,
+                                                            "password": password, "member_of": member_of or []}))
 
     def person_role(self, ident: str, role: str) -> dict[str, Any]:
-        return self.call("POST", _person_path(ident, "role"), {"role": role})
+        return _object(self.call("POST", _person_path(ident, "role"), {"role": role}))
 
     def person_suspend(self, ident: str, *, lift: bool = False) -> dict[str, Any]:
-        return self.call("POST", _person_path(ident, "suspend"), {"lift": lift})
+        return _object(self.call("POST", _person_path(ident, "suspend"), {"lift": lift}))
 
     def person_link(self, ident: str, source: str, subject: str) -> dict[str, Any]:
         """Tie a directory's identity to the person on purpose; their view, identities included."""
-        return self.call("POST", _person_path(ident, "link"), {"source": source, "subject": subject})
+        return _object(self.call("POST", _person_path(ident, "link"), {"source": source, "subject": subject}))
 
     def person_reset_password(self, ident: str) -> dict[str, Any]:
         """The person's view with "password": the new one, shown once."""
-        return self.call("POST", _person_path(ident, "reset-password"), {})
+        return _object(self.call("POST", _person_path(ident, "reset-password"), {}))
 
     def person_membership(self, ident: str, place: str, *, remove: bool = False) -> dict[str, Any]:
-        return self.call("POST", _person_path(ident, "memberships"), {"place": place, "remove": remove})
+        return _object(self.call("POST", _person_path(ident, "memberships"), {"place": place, "remove": remove}))
 
     # sign-in from the directory (docs/sign-in.md)
 
     def auth(self) -> dict[str, Any]:
-        return self.call("GET", "/api/v1/auth")
+        return _object(self.call("GET", "/api/v1/auth"))
 
     def auth_test(self, kind: str, settings: dict[str, Any] | None = None, login: str = "",
                   redirect_url: str = "") -> dict[str, Any]:
-        return self.call("POST", f"/api/v1/auth/test/{kind}",
-                         {"settings": settings, "login": login or None, "redirect_url": redirect_url or None})
+        return _object(self.call("POST", f"/api/v1/auth/test/{kind}",
+                                 {"settings": settings, "login": login or None, "redirect_url": redirect_url or None}))
 
     def auth_keep(self, kind: str, settings: dict[str, Any], login: str = "") -> dict[str, Any]:
-        return self.call("PUT", f"/api/v1/auth/{kind}", {"settings": settings, "login": login or None})
+        return _object(self.call("PUT", f"/api/v1/auth/{kind}", {"settings": settings, "login": login or None}))
 
     def auth_off(self, kind: str) -> dict[str, Any]:
-        return self.call("DELETE", f"/api/v1/auth/{kind}")
+        return _object(self.call("DELETE", f"/api/v1/auth/{kind}"))
 
     def auth_secret_put(self, name: str, value: str) -> str:
-        return self.call("PUT", f"/api/v1/auth/secrets/{urllib.parse.quote(name, safe='')}", {"value": value})["ref"]
+        answer = self.call("PUT", f"/api/v1/auth/secrets/{urllib.parse.quote(name, safe='')}", {"value": value})
+        return _text(_object(answer)["ref"])
 
     def auth_secret_delete(self, name: str) -> None:
         self.call("DELETE", f"/api/v1/auth/secrets/{urllib.parse.quote(name, safe='')}")
 
     def scim_token(self) -> str:
-        return self.call("POST", "/api/v1/auth/scim-token")["token"]
+        return _text(_object(self.call("POST", "/api/v1/auth/scim-token"))["token"])
 
     def ldap_sync(self) -> dict[str, Any]:
-        return self.call("POST", "/api/v1/auth/ldap/sync")
+        return _object(self.call("POST", "/api/v1/auth/ldap/sync"))
 
     def tree(self) -> list[dict[str, Any]]:
-        return self.call("GET", "/api/v1/tree")["orgs"]
+        return _objects(_object(self.call("GET", "/api/v1/tree"))["orgs"])
 
     def tree_add(self, kind: str, path: str) -> dict[str, Any]:
-        return self.call("POST", "/api/v1/tree", {"kind": kind, "path": path})
+        return _object(self.call("POST", "/api/v1/tree", {"kind": kind, "path": path}))
 
-    def stream(self, path: str, query: dict[str, Any] | None = None):
+    def stream(self, path: str, query: dict[str, Any] | None = None) -> HTTPResponse:
         """GET `path` and return the open response, to be read as it arrives
         (an export too large to hold in memory). The caller closes it."""
         import urllib.error
@@ -262,9 +268,33 @@ class AdminClient:
             "X-Llmgw-Via": self.via,
         })
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout)  # noqa: S310 - _base() is http(s)
+            response: HTTPResponse = urllib.request.urlopen(request, timeout=self.timeout)  # noqa: S310 - _base() is http(s)
         except (urllib.error.URLError, TimeoutError) as e:
             raise _stream_refusal(self, e) from None
+        return response
+
+
+def _object(answer: Any) -> dict[str, Any]:
+    """`answer` as the JSON object its route answers with: where JSON from the server becomes typed."""
+    if not isinstance(answer, dict):
+        raise AdminError(_NOT_OURS.format(what="an object"))
+    return answer
+
+
+def _objects(answer: Any) -> list[dict[str, Any]]:
+    if not isinstance(answer, list) or not all(isinstance(item, dict) for item in answer):
+        raise AdminError(_NOT_OURS.format(what="a list of objects"))
+    return answer
+
+
+def _text(answer: Any) -> str:
+    if not isinstance(answer, str):
+        raise AdminError(_NOT_OURS.format(what="a string"))
+    return answer
+
+
+# Only a server of another version (or not llmgw at all) answers a route with another shape.
+_NOT_OURS = "the admin API did not answer with {what} as this llmgw expects; is the server the same version?"
 
 
 def _person_path(ident: str, action: str = "") -> str:

@@ -18,7 +18,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -83,20 +83,20 @@ class AgentService:
         self._clock = clock
         self.nodes: dict[str, Node] = {}
         self.changed = asyncio.Event()  # set on anything the reconciler should look at
-        self._listeners: list[Callable[[Node, Any], None]] = []
-        self._logs: dict[str, asyncio.Future] = {}
-        self._background: set[asyncio.Future] = set()
+        self._listeners: list[Callable[[Node, object], None]] = []
+        self._logs: dict[str, asyncio.Future[NodeLogs]] = {}
+        self._background: set[asyncio.Future[object]] = set()
 
     # --- for the reconciler and the admin API ---------------------------------------------
 
-    def spawn(self, work) -> None:
+    def spawn(self, work: Awaitable[object]) -> None:
         """Run `work` aside, holding the task until it ends: the loop keeps only a weak reference,
         and a StopShard whose task was collected midway would never reach its node."""
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def on_message(self, listener: Callable[[Node, Any], None]) -> None:
+    def on_message(self, listener: Callable[[Node, object], None]) -> None:
         """Call `listener(node, message)` for each Register, Heartbeat and ShardStatus (and None when a link goes)."""
         self._listeners.append(listener)
 
@@ -117,7 +117,7 @@ class AgentService:
 
     async def logs(self, node_id: str, source: str = "", lines: int = 200) -> NodeLogs:
         request_id = secrets.token_hex(8)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[NodeLogs] = asyncio.get_running_loop().create_future()
         self._logs[request_id] = future
         try:
             if not await self.send(node_id, LogsRequest(request_id, source, lines)):
@@ -219,7 +219,7 @@ class AgentService:
         self.changed.set()
         return node
 
-    def _tell(self, node: Node, message: Any) -> None:
+    def _tell(self, node: Node, message: object) -> None:
         for listener in self._listeners:
             try:
                 listener(node, message)

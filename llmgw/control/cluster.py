@@ -39,18 +39,17 @@ class Cluster:
         self._read_at = 0.0
         self.agents = AgentService(address="", leading=lambda: plane.lease.leading, leader=self.leader_address,
                                    control_planes=self.control_planes, peer_id=peer_node_id)
-        control = lambda: plane.settings.current.control  # noqa: E731
         self.reconciler = Reconciler(
             plane.store, self.agents, leading=lambda: plane.lease.leading,
             registry=lambda: plane.routes,
-            policy=lambda: Policy(lost_after=float(control().node_lost_after)),
-            startup_timeout=lambda: float(control().startup_timeout),
+            policy=lambda: Policy(lost_after=float(plane.settings.current.control.node_lost_after)),
+            startup_timeout=lambda: float(plane.settings.current.control.startup_timeout),
             engine_key=lambda: plane.trust.engine_key,
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
             demand=plane.demand, tracing=plane.tracing, events=plane.events)
         plane.registry.register(self.reconciler.pass_seconds)
         plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def mount(self, app: web.Application) -> None:
         app.router.add_get(AGENT_PATH, self.agents.handle)

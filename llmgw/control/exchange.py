@@ -37,8 +37,8 @@ import math
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping
 
 import aiohttp
 import orjson
@@ -51,6 +51,7 @@ from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
+    from llmgw.router import Router
 
 log = logging.getLogger("llmgw.exchange")
 
@@ -67,13 +68,13 @@ TENTHS = round(1 / RESOLUTION)  # a waiting count's moment is kept to this fract
 class Counts(Protocol):
     """This control plane's routers' counts: the in-process router's, or its workers' (control/workers/)."""
 
-    def take(self) -> list[list]:
+    def take(self) -> list[list[Any]]:
         """What they counted since the last take."""
 
-    def whole(self) -> list[list]:
+    def whole(self) -> list[list[Any]]:
         """Everything counted in the minute, own and merged."""
 
-    def absorb(self, rate: list[list]) -> None:
+    def absorb(self, rate: list[list[Any]]) -> None:
         """Add other control planes' counts."""
 
     def asks(self) -> tuple[dict[str, float], dict[str, float]]:
@@ -83,7 +84,7 @@ class Counts(Protocol):
 @dataclass
 class _Peer:
     heard: float
-    pending: list = field(default_factory=list)  # others' counts not yet sent to it
+    pending: list[list[Any]] = field(default_factory=list)  # others' counts not yet sent to it
     asked: dict[str, float] = field(default_factory=dict)
     last_used: dict[str, float] = field(default_factory=dict)
 
@@ -94,10 +95,10 @@ class Exchange:
         self.counts = counts
         self.peers: dict[str, _Peer] = {}  # on the leader: standbys by name
         self.heard: float | None = None  # on a standby: monotonic time of the leader's last answer
-        self._unsent: list = []
+        self._unsent: list[list[Any]] = []
         self._ssl: ssl.SSLContext | None = None
         self._said: str | None = None  # the last failure logged, so a down leader is one line
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -257,7 +258,8 @@ class Exchange:
         return self._ssl
 
 
-def merged_asks(sources: Iterable[tuple[dict, dict]]) -> tuple[dict[str, float], dict[str, float]]:
+def merged_asks(sources: Iterable[tuple[Mapping[str, float], Mapping[str, float]]]
+                ) -> tuple[dict[str, float], dict[str, float]]:
     """Several routers' (asked, last_used) as one: the earliest ask of a model, its latest use."""
     asked: dict[str, float] = {}
     used: dict[str, float] = {}
@@ -269,7 +271,7 @@ def merged_asks(sources: Iterable[tuple[dict, dict]]) -> tuple[dict[str, float],
     return asked, used
 
 
-def summed(counts: list, more: list) -> list:
+def summed(counts: list[list[Any]], more: list[list[Any]]) -> list[list[Any]]:
     """Two lists of counts as one, a (kind, scope, id, tenth of a second) once: rounds that failed, or
     several standbys' counts waiting for another, grow with the keys in use and not with the time waited.
 
@@ -277,7 +279,7 @@ def summed(counts: list, more: list) -> list:
     control planes' windows before its minute was over (accounting/ratelimit.py)."""
     if not counts:
         return list(more)
-    total: dict[tuple, int] = {}
+    total: dict[tuple[Any, Any, Any, float], int] = {}
     for kind, scope, scope_id, when, n in (*counts, *more):
         key = (kind, scope, scope_id, math.ceil(float(when) * TENTHS) / TENTHS)
         total[key] = total.get(key, 0) + int(n)
@@ -292,16 +294,16 @@ def _error(status: int, message: str, code: str) -> web.Response:
 class RouterCounts:
     """Counts of the in-process router (a control plane without workers)."""
 
-    def __init__(self, router) -> None:
+    def __init__(self, router: Router) -> None:
         self.router = router
 
-    def take(self) -> list[list]:
+    def take(self) -> list[list[Any]]:
         return self.router.limits.snapshot()
 
-    def whole(self) -> list[list]:
+    def whole(self) -> list[list[Any]]:
         return self.router.limits.counts()
 
-    def absorb(self, rate: list[list]) -> None:
+    def absorb(self, rate: list[list[Any]]) -> None:
         self.router.limits.merge(rate)
 
     def asks(self) -> tuple[dict[str, float], dict[str, float]]:

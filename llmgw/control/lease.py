@@ -49,7 +49,7 @@ class LeaseKeeper:
         self._leading_until = 0.0  # monotonic deadline of our own lease
         self._skip_round = False
         self.state = LeaseState(False, None, True, time.monotonic())
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     @property

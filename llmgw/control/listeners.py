@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 
 from aiohttp import web
 
@@ -95,7 +96,8 @@ def shown(sock: socket.socket) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def client_site(runner: web.AppRunner, sock: socket.socket, **kwargs) -> web.SockSite:
+def client_site(runner: web.AppRunner, sock: socket.socket, *, backlog: int,
+                ssl_context: ssl.SSLContext | None = None) -> web.SockSite:
     """The site for `sock`: through the app's connection guard when it has one (the client app does).
 
     The main process and every worker make their client sites here, so a slow
@@ -105,5 +107,5 @@ def client_site(runner: web.AppRunner, sock: socket.socket, **kwargs) -> web.Soc
 
     guard = runner.app.get(CONNECTIONS)
     if guard is None:
-        return web.SockSite(runner, sock, **kwargs)
-    return GuardedSite(runner, sock, guard, **kwargs)
+        return web.SockSite(runner, sock, ssl_context=ssl_context, backlog=backlog)
+    return GuardedSite(runner, sock, guard, ssl_context=ssl_context, backlog=backlog)

@@ -28,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from llmgw import __version__, heap
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
-from llmgw.config import ServerConfig, cluster_part, own_secrets
+from llmgw.config import ClusterSettings, ServerConfig, cluster_part, own_secrets
 from llmgw.events import Events
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
@@ -48,7 +48,7 @@ from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
 from llmgw.router import BatchRunner, Router, make_client_app
-from llmgw.store import Store, StoreError, open_store
+from llmgw.store import Person, Store, StoreError, open_store
 from llmgw.telemetry import Tracing
 from llmgw.trust import ClusterTrust, make_agent_app
 
@@ -139,7 +139,7 @@ class ControlPlane:
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
         # Functions that add routes to the agent port's app (agents' streams,
         # the standbys' exchange); each sits behind its certificate rule.
-        self.agent_mounts: list = []
+        self.agent_mounts: list[Callable[[web.Application], None]] = []
         self.cluster = Cluster(self)
         self.agent_mounts.append(self.cluster.mount)
         self.exchange = Exchange(self, self.workers if self.workers else RouterCounts(self.router))
@@ -199,7 +199,7 @@ class ControlPlane:
             log.info("the catalog from the store: %d model(s), %d with a replica that answers", len(placed), ready)
         self.routes.publish(Routes(placed))
 
-    def _forget_person(self, person) -> None:
+    def _forget_person(self, person: Person) -> None:
         """A person suspended or reinstated here: their keys and chat credentials are read again at once."""
         self.keys.clear()
         self.chat.clear()
@@ -212,7 +212,7 @@ class ControlPlane:
         if self.workers:
             self.workers.lease_changed()
 
-    async def start(self, seed) -> None:
+    async def start(self, seed: ClusterSettings) -> None:
         await self.settings.load(seed, self.seeded_keys)
         self._settings_gauge.set(self.settings.version)
         for key, kind in missing_detectors(self.settings.current.guard):

@@ -37,7 +37,7 @@ from llmgw.control.catalog.fit import gb
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.events import Events
-from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
+from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StartShard, StopShard, to_dict
 from llmgw.store import CatalogStore, NodeRecord, Replica, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
 
@@ -95,7 +95,7 @@ class Reconciler:
         self.waits: dict[str, str] = {}  # model -> why a replica it wants cannot be placed
         self._progress: dict[str, float] = {}  # replica -> when its start last moved
         self._sent: dict[str, float] = {}  # replica -> when StartShard was last sent
-        self._messages: dict[str, Any] = {}  # replica -> its StartShard, while it is pending
+        self._messages: dict[str, StartShard] = {}  # replica -> its StartShard, while it is pending
         # The control plane's traces: a `replica start` span from placement's decision until the replica is
         # ready or has failed, which the node's own spans of the start go beneath (StartShard.traceparent).
         self._tracing = tracing
@@ -105,7 +105,7 @@ class Reconciler:
         self._beats_dirty: set[str] = set()  # only a newer Heartbeat: written in one batch
         self._loaded = False
         self._led_since = 0.0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.passes = 0
         # Registered by whoever serves /metrics (the Cluster, in the control plane's registry).
         self.pass_seconds = Histogram("llmgw_reconcile_pass_seconds",
@@ -115,7 +115,7 @@ class Reconciler:
 
     # --- what agents say ---------------------------------------------------------------------
 
-    def _heard(self, node: Node, message: Any) -> None:
+    def _heard(self, node: Node, message: object) -> None:
         now = self._clock()
         if isinstance(message, ShardStatus):
             self._status(node, message, now)
@@ -303,7 +303,7 @@ class Reconciler:
                 view.seen_at = max(view.seen_at, self._led_since)
             views[record.id] = view
         monotonic = time.monotonic()
-        beats: list[tuple[str, dict, float]] = []
+        beats: list[tuple[str, dict[str, Any], float]] = []
         self._tell_lost(monotonic)
         for node in self.agents.nodes.values():
             # Seen: wall time now minus how long ago the agent last spoke (its link's clock).

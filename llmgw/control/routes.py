@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard
 from collections.abc import Iterable
 
 import aiohttp
@@ -127,7 +127,7 @@ async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> d
 # Across a process (workers) or a machine (the standbys' exchange) as JSON. The key the engines
 # take never travels between machines: every control plane derives it from the master key.
 
-def to_doc(routes: Routes) -> dict:
+def to_doc(routes: Routes) -> dict[str, Any]:
     return {
         "placed": {name: {"context_length": p.settings.context_length,
                           "max_output_tokens": p.settings.max_output_tokens,
@@ -140,7 +140,7 @@ def to_doc(routes: Routes) -> dict:
     }
 
 
-def from_doc(doc: dict, key: str | None) -> Routes:
+def from_doc(doc: dict[str, Any], key: str | None) -> Routes:
     placed = {}
     for name, p in (doc.get("placed") or {}).items():
         settings = ModelSettings(name=name, context_length=int(p.get("context_length") or 0),

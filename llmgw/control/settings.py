@@ -57,7 +57,7 @@ class ClusterSettingsWatcher:
         self.current = ClusterSettings()
         self.version = 0
         self._listeners: list[Callable[[ClusterSettings], None]] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def subscribe(self, listener: Callable[[ClusterSettings], None]) -> None:
         self._listeners.append(listener)

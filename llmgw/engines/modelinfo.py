@@ -12,6 +12,7 @@ import json
 import os
 import struct
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote
 
 
@@ -57,7 +58,7 @@ _HEADER_LIMIT = 64 << 20
 
 
 class _Reader:
-    def __init__(self, f) -> None:
+    def __init__(self, f: BinaryIO) -> None:
         self.f = f
 
     def take(self, n: int) -> bytes:
@@ -69,10 +70,12 @@ class _Reader:
         return b
 
     def u32(self) -> int:
-        return struct.unpack("<I", self.take(4))[0]
+        value: int = struct.unpack("<I", self.take(4))[0]
+        return value
 
     def u64(self) -> int:
-        return struct.unpack("<Q", self.take(8))[0]
+        value: int = struct.unpack("<Q", self.take(8))[0]
+        return value
 
     def string(self) -> str:
         return self.take(self.u64()).decode("utf-8", errors="replace")

@@ -8,7 +8,7 @@ metrics, which are kept far longer than a request lives.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -77,7 +77,7 @@ class Decisions:
             self.items.append(decision)
         return decision
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Decision]:
         return iter(self.items)
 
     def __len__(self) -> int:

@@ -71,7 +71,7 @@ def _number_pending(text: str, separators: str, most_digits: int) -> int:
 # class, never a look-behind: Python's re then skips to the candidates in C
 # (a look-behind first made each pattern try every position, 5x slower).
 _WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern, int, frozenset]] = [
+_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str], int, frozenset[str]]] = [
     ("anthropic", ("sk-ant-",), re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}"), 0, _WORDISH),
     ("llmgw", ("sk-llmgw-",), re.compile(r"sk-llmgw-[0-9A-Za-z]{20,}"), 0, _WORDISH),
     ("openai", ("sk-",), re.compile(r"sk-(?!ant-|llmgw-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0, _WORDISH),

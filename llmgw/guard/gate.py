@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from llmgw.guard import reads
 from llmgw.guard.decisions import Decision, Decisions, Refusal, refusal_for
+from llmgw.guard.detectors import Match
 from llmgw.guard.policy import EffectivePolicy
 from llmgw.guard.redact import Redactor, StreamRestorer
 from llmgw.guard.reads import Path
-from llmgw.guard.rules import CompiledRules
+from llmgw.guard.rules import CompiledRules, Slot
 
 if TYPE_CHECKING:
     from llmgw.guard.review import OutputReview
@@ -30,10 +31,13 @@ if TYPE_CHECKING:
 # in both, so neither way hands the model a secret the parts hid.
 _SEAMS = ("", "\n")
 
+# What the rules found in a text: each match with the rule's actions (CompiledRules.find).
+_Found = list[tuple[Match, Slot]]
+
 
 @dataclass
 class InputResult:
-    body: dict
+    body: dict[str, Any]
     """The body to send on: the caller's own object when nothing changed, a copy otherwise — the caller's is
     never changed."""
 
@@ -48,7 +52,7 @@ class InputResult:
     """The latest user turn as the model will read it (redacted), for the judge and outside services."""
 
 
-def _with_changes(body: dict, changes: dict[Path, Any]) -> dict:
+def _with_changes(body: dict[str, Any], changes: dict[Path, Any]) -> dict[str, Any]:
     """A copy of `body` with `changes` made, copying only the containers on their way."""
     copies: dict[int, Any] = {}
 
@@ -58,7 +62,7 @@ def _with_changes(body: dict, changes: dict[Path, Any]) -> dict:
             copy = copies[id(obj)] = dict(obj) if isinstance(obj, dict) else list(obj)
         return copy
 
-    root = own(body)
+    root: dict[str, Any] = own(body)
     for path, value in changes.items():
         node, original = root, body
         for step in path[:-1]:
@@ -70,7 +74,7 @@ def _with_changes(body: dict, changes: dict[Path, Any]) -> dict:
     return root
 
 
-def _put_system_prompt(body: dict, api: str, prompt: str) -> dict:
+def _put_system_prompt(body: dict[str, Any], api: str, prompt: str) -> dict[str, Any]:
     if api in ("completions", "embeddings"):
         return body  # no place for a system prompt in these
     if api != "messages" and isinstance(body.get("messages"), list):
@@ -86,7 +90,7 @@ def _put_system_prompt(body: dict, api: str, prompt: str) -> dict:
     return {**body, key: prompt}
 
 
-def check_input(policy: EffectivePolicy, body: dict, api: str) -> InputResult:
+def check_input(policy: EffectivePolicy, body: dict[str, Any], api: str) -> InputResult:
     """Read the prompt with the policy's input rules.
 
     `api` is the shape of `body`: "chat" (and the Anthropic and Responses
@@ -157,7 +161,7 @@ def _skip_quiet_strings(rules: CompiledRules, texts: list[reads.Text]) -> list[r
     return [t for t in texts if t.role]
 
 
-def _unreadable(rules: CompiledRules, body: dict, api: str, decisions: Decisions) -> Refusal | None:
+def _unreadable(rules: CompiledRules, body: dict[str, Any], api: str, decisions: Decisions) -> Refusal | None:
     """A refusal for a prompt given as token ids, which no rule can read; None when there is none.
 
     Only an enforced rule refuses: a policy that only watches records that
@@ -245,7 +249,7 @@ def _scan_seams(rules: CompiledRules, pieces: list[str], seam: str, redactor: Re
     return out, None
 
 
-def _last_user(body: dict, api: str) -> str:
+def _last_user(body: dict[str, Any], api: str) -> str:
     last = ""
     for text in reads.texts(body, api):
         if text.role == "user":
@@ -434,7 +438,7 @@ class OutputChecker:
         if self.review is not None:
             self.review.cancel()
 
-    def _check(self, text: str, ch: _Channel, found: list | None = None) -> str:
+    def _check(self, text: str, ch: _Channel, found: _Found | None = None) -> str:
         new = self._rules(text, ch.context, found)
         ch.context = (ch.context + new)[-CONTEXT:]
         if new and self.review is not None and self.stopped is None:
@@ -444,7 +448,7 @@ class OutputChecker:
                 return ""
         return new
 
-    def _rules(self, text: str, context: str = "", found: list | None = None) -> str:
+    def _rules(self, text: str, context: str = "", found: _Found | None = None) -> str:
         """`text` as it may go, read with the `context` released before it: a value that the context
         names ("Bearer …") is found, and only what lies in `text` is masked. `found`: what the rules
         found in context + text, when the caller has read it already."""
@@ -466,7 +470,7 @@ class OutputChecker:
             return ""
         return new
 
-    def _scan_after(self, text: str, context: str, found: list | None) -> tuple[str, Decision | None]:
+    def _scan_after(self, text: str, context: str, found: _Found | None) -> tuple[str, Decision | None]:
         shift = len(context)
         if found is None:
             found = [(m, slot) for m, slot in self.rules.find(context + text) if m.end > shift]

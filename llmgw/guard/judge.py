@@ -42,7 +42,7 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit
 
@@ -203,7 +203,7 @@ class Judge:
         self.retry_every = retry_every
         self.hedge_at = hedge_at  # of the budget; 1 or more never asks a second replica while one is pending
         self._cache: OrderedDict[bytes, tuple[float, Judgment]] = OrderedDict()
-        self._asking: dict[bytes, asyncio.Task] = {}
+        self._asking: dict[bytes, asyncio.Task[tuple[Judgment, str]]] = {}
         self._turn = 0
         self.asked = 0  # requests sent to replicas, for metrics and tests
 
@@ -265,7 +265,7 @@ class Judge:
             raise JudgeUnavailable(policy.model, budget, 0, "the same text was being judged and took longer") from None
         return judgment, False, endpoint
 
-    def _asked(self, key: bytes, task: asyncio.Task) -> None:
+    def _asked(self, key: bytes, task: asyncio.Task[tuple[Judgment, str]]) -> None:
         self._asking.pop(key, None)
         if task.cancelled() or task.exception() is not None:
             return  # a failure is not remembered: the next request asks again
@@ -284,7 +284,7 @@ class Judge:
         start = loop.time()
         deadline, hedge_at = start + budget, start + budget * self.hedge_at
         body = _body(text, prompt)
-        pending: dict[asyncio.Task, JudgeReplica] = {}
+        pending: dict[asyncio.Task[Judgment], JudgeReplica] = {}
         failed: set[str] = set()  # replicas that failed in this round
         errors: dict[str, str] = {}
         hedged, attempts, known = False, 0, False
@@ -335,18 +335,18 @@ class Judge:
         self._turn += 1
         n = len(candidates)
 
-        def rank(item: tuple[int, JudgeReplica]):
+        def rank(item: tuple[int, JudgeReplica]) -> tuple[bool, bool, int, int]:
             i, e = item
             breaker = e.breaker
             shut = breaker is not None and not breaker.available()
             return (shut, host_of(e) in avoid, e.in_flight, (i - self._turn) % n)
         return min(enumerate(candidates), key=rank)[1]
 
-    def _start(self, endpoint: JudgeReplica, body: dict, deadline: float) -> asyncio.Task:
+    def _start(self, endpoint: JudgeReplica, body: _Question, deadline: float) -> asyncio.Task[Judgment]:
         self.asked += 1
         return asyncio.ensure_future(self._call(endpoint, body, deadline))
 
-    async def _call(self, endpoint: JudgeReplica, body: dict, deadline: float) -> Judgment:
+    async def _call(self, endpoint: JudgeReplica, body: _Question, deadline: float) -> Judgment:
         loop = asyncio.get_running_loop()
         headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
@@ -375,7 +375,7 @@ class Judge:
         return judgment
 
     def _unavailable(self, policy: JudgePolicy, budget: float, attempts: int, errors: dict[str, str],
-                     pending: dict[asyncio.Task, JudgeReplica], known: bool) -> JudgeUnavailable:
+                     pending: dict[asyncio.Task[Judgment], JudgeReplica], known: bool) -> JudgeUnavailable:
         if not known and not errors:
             reason = "no replica of it is ready"
         else:
@@ -404,7 +404,22 @@ def _digest(model: str, text: str, prompt: str | None) -> bytes:
     return h.digest()
 
 
-def _body(text: str, prompt: str | None) -> dict:
+class _Message(TypedDict):
+    role: str
+    content: str
+
+
+class _Question(TypedDict):
+    """The chat request a replica is sent, less its `model`: that is the replica's own name for it."""
+
+    messages: list[_Message]
+    max_tokens: int
+    temperature: int
+    stream: bool
+
+
+def _body(text: str, prompt: str | None) -> _Question:
+    messages: list[_Message]
     if prompt is None:
         messages = [{"role": "user", "content": text}]
     else:
@@ -432,8 +447,8 @@ class StreamJudgment:
         self._length = 0
         self._judged = 0  # characters covered by judgments started so far
         self._next = every
-        self._tasks: list[asyncio.Task] = []
-        self._results: asyncio.Queue = asyncio.Queue()
+        self._tasks: list[asyncio.Task[Verdict]] = []
+        self._results: asyncio.Queue[Verdict | BaseException] = asyncio.Queue()
         self._closed = False
         self.verdicts: list[Verdict] = []
         self.unsafe: Verdict | None = None  # the first unsafe verdict, as soon as it is known
@@ -464,7 +479,7 @@ class StreamJudgment:
         task.add_done_callback(self._finished)
         self._tasks.append(task)
 
-    def _finished(self, task: asyncio.Task) -> None:
+    def _finished(self, task: asyncio.Task[Verdict]) -> None:
         if task.cancelled():
             return
         error = task.exception()

@@ -57,7 +57,7 @@ class SpeedCheck:
         """Judgments a second the judge kept up in the burst."""
         return len(self.burst_times) / self.burst_wall if self.burst_wall > 0 and self.burst_times else 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"model": self.model, "replicas": self.replicas, "budget_s": self.budget,
                 "alone_s": [round(t, 3) for t in self.alone], "burst": self.burst,
                 "burst_s": [round(t, 3) for t in self.burst_times], "burst_wall_s": round(self.burst_wall, 3),

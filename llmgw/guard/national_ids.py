@@ -134,7 +134,7 @@ class NationalIdDetector:
         found: list[Match] = []
         taken: set[int] = set()
 
-        def add(m: re.Match) -> None:
+        def add(m: re.Match[str]) -> None:
             if m.start() not in taken:
                 taken.add(m.start())
                 found.append(Match(self.kind, self.rule, m.start(), m.end(), m.group()))

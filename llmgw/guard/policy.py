@@ -168,7 +168,7 @@ class Policies:
         self._attached: dict[tuple[str, str], list[str]] = {}
         for a in settings.attach:
             self._attached.setdefault((a.scope, a.id), []).extend(a.policies)
-        self._by_key: dict[tuple, EffectivePolicy | None] = {}
+        self._by_key: dict[tuple[str, ...], EffectivePolicy | None] = {}
         self._by_names: dict[tuple[str, ...], EffectivePolicy | None] = {}
 
     def names_for(self, principal: Principal) -> tuple[str, ...]:

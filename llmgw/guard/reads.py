@@ -69,7 +69,7 @@ class Text:
     the rules that find secrets only (CompiledRules.find), as its digits are a counter's, not a card's."""
 
 
-def texts(body: dict, api: str) -> Iterator[Text]:
+def texts(body: dict[str, Any], api: str) -> Iterator[Text]:
     """Every text in `body` that the model will read, in the order the engine reads them.
 
     `api` is the body's shape: "chat" (and the Anthropic and Responses
@@ -101,7 +101,7 @@ def texts(body: dict, api: str) -> Iterator[Text]:
             yield from _walk(body[key], (key,), keys=True)
 
 
-def unreadable(body: dict, api: str) -> str | None:
+def unreadable(body: dict[str, Any], api: str) -> str | None:
     """The field holding a prompt the rules cannot read (token ids, embeddings), or None.
 
     Token ids are text to the engine but numbers to a pattern: this
@@ -132,7 +132,7 @@ def _prompts(value: Any, field: str) -> Iterator[Text]:
                 yield Text([((field, i), p)], "user")
 
 
-def _messages(messages: list, key: str) -> Iterator[Text]:
+def _messages(messages: list[Any], key: str) -> Iterator[Text]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             continue

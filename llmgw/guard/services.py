@@ -158,7 +158,11 @@ class Reading:
         return self.on in (direction, "both")
 
 
-def _request(service: Service) -> tuple:
+# What makes two services' calls one: the url, the body and the headers' files.
+_Request = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def _request(service: Service) -> _Request:
     return (service.url, service.body, tuple(sorted(service.header_files.items())))
 
 
@@ -166,7 +170,7 @@ def merge_services(services: Iterable[Service | Reading]) -> list[Reading]:
     """The calls to make for every policy's services together: one per service name, read as
     strictly as the strictest that names it. Two entries of one name that send different
     requests (url, body or headers) cannot be one call; both are asked, each as it says."""
-    merged: dict[tuple, Reading] = {}
+    merged: dict[tuple[str, _Request], Reading] = {}
     for item in services:
         reading = item if isinstance(item, Reading) else Reading.of(item)
         key = (reading.name, _request(reading.service))

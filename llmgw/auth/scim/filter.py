@@ -255,7 +255,8 @@ def _compare(actual: Any, op: str, wanted: Any, exact: bool) -> bool:
     if isinstance(wanted, bool) or isinstance(actual, bool):
         if isinstance(actual, str) and actual.lower() in ("true", "false"):
             actual = actual.lower() == "true"
-        return {"eq": actual == wanted, "ne": actual != wanted}.get(op, False)
+        answers: dict[str, bool] = {"eq": actual == wanted, "ne": actual != wanted}  # JSON values: a bool each
+        return answers.get(op, False)
     if wanted is None:
         return {"eq": actual is None, "ne": actual is not None}.get(op, False)
     if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):

@@ -13,7 +13,8 @@ import hmac
 import ipaddress
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import orjson
 from aiohttp import web
@@ -55,7 +56,8 @@ def _error(status: int, message: str, code: str) -> web.Response:
 
 
 @web.middleware
-async def guard(request: web.Request, handler):
+async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                ) -> web.StreamResponse:
     plane: ControlPlane = request.app[PLANE]
     given = request.headers.get("Authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
@@ -123,7 +125,18 @@ async def body(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def _field(data: dict[str, Any], name: str, kind: type | tuple, required: bool = False) -> Any:
+_T = TypeVar("_T")
+
+
+# A field of a body, typed here: past this point a handler holds what `kind` says, not JSON.
+@overload
+def _field(data: dict[str, Any], name: str, kind: type[_T], required: Literal[True]) -> _T: ...
+@overload
+def _field(data: dict[str, Any], name: str, kind: type[_T], required: bool = False) -> _T | None: ...
+@overload
+def _field(data: dict[str, Any], name: str, kind: tuple[type[_T], ...], required: bool = False) -> _T | None: ...
+def _field(data: dict[str, Any], name: str, kind: type[_T] | tuple[type[_T], ...], required: bool = False
+           ) -> _T | None:
     value = data.get(name)
     if value is None:
         if required:

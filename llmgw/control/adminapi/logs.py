@@ -12,13 +12,13 @@ control plane to ask instead of answering that no node is connected.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from llmgw.control.adminapi import PLANE, Refused, _json
 from llmgw.control.adminapi.models import catalog_of, refusals
-from llmgw.protocol import to_dict
+from llmgw.protocol import ShardStatus, to_dict
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -56,7 +56,7 @@ async def node_logs(request: web.Request) -> web.Response:
                                     lines))
 
 
-async def node_logs_of(plane: ControlPlane, ident: str, source: str, lines: int) -> dict:
+async def node_logs_of(plane: ControlPlane, ident: str, source: str, lines: int) -> dict[str, Any]:
     """A node's last `lines` of its agent's log, or of shard `source`'s engine, asked of the node now.
 
     Refused (Refused, or the catalog's Refusal for a node there is not) with
@@ -82,7 +82,7 @@ async def node_logs_of(plane: ControlPlane, ident: str, source: str, lines: int)
             "lines": [to_dict(line) for line in answer.lines]}
 
 
-def _shards(shards: dict) -> str:
+def _shards(shards: dict[str, ShardStatus]) -> str:
     if not shards:
         return "it runs none now"
     listed = ", ".join(f"{s.shard_id} ({s.model}, {s.state})" for s in sorted(shards.values(),

@@ -21,13 +21,14 @@ model:NAME and the spec before and after.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
-from llmgw.control.catalog.changes import Refusal
+from llmgw.control.catalog.changes import Refusal, ServeChoices
 from llmgw.control.catalog.service import Catalog
 
 if TYPE_CHECKING:
@@ -44,7 +45,10 @@ def catalog_of(plane: ControlPlane) -> Catalog:
     return found if isinstance(found, Catalog) else Catalog(plane.store, plane.accounts.audit)
 
 
-def refusals(handler):
+_Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def refusals(handler: _Handler) -> _Handler:
     @wraps(handler)
     async def run(request: web.Request) -> web.Response:
         try:
@@ -89,11 +93,12 @@ async def model_add(request: web.Request) -> web.Response:
 async def model_serve(request: web.Request) -> web.Response:
     data = await body(request)
     _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min")
-    choices = {
+    least = _int(data, "min")
+    choices: ServeChoices = {
         "name": _field(data, "name", str), "engine": _field(data, "engine", str), "gpus": _int(data, "gpus"),
         "context": _int(data, "context"), "slots": _int(data, "slots"), "memory": _field(data, "memory", str),
         "cores": _int(data, "cores"), "sha256": _field(data, "sha256", str),
-        "min_": _int(data, "min") if data.get("min") is not None else 1,
+        "min_": 1 if least is None else least,
     }
     result = await catalog(request).serve(actor(request), _field(data, "source", str, required=True), **choices)
     return _json(result, 201)

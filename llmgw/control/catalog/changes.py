@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
@@ -431,6 +432,20 @@ def _check_in_place(spec: ModelSpec, indexes: list[int], running: list[Replica],
 
 # --- serve -------------------------------------------------------------------------------------
 
+class ServeChoices(TypedDict, total=False):
+    """serve_spec's choices, as the admin API and the portal hand them on (Catalog.serve)."""
+
+    name: str | None
+    engine: str | None
+    gpus: int | None
+    context: int | None
+    slots: int | None
+    memory: str | None
+    cores: int | None
+    sha256: str | None
+    min_: int
+
+
 def serve_spec(source: str, *, name: str | None = None, engine: str | None = None, gpus: int | None = None,
                context: int | None = None, slots: int | None = None, memory: str | None = None,
                cores: int | None = None, sha256: str | None = None, min_: int = 1) -> tuple[ModelSpec, list[str]]:
@@ -477,12 +492,12 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
                          "node has them and says how large they are; then the file and a quarter more"
                          + (f", and a core for each 512 MB up to {cores}" if cores else "")
                          + f"; set it yourself with llmgw ctl model resources {name} --memory SIZE")
-    profile: dict = {"engine": engine, "memory": str(size), "cpu_cores": cores or 0}
+    profile: dict[str, Any] = {"engine": engine, "memory": str(size), "cpu_cores": cores or 0}
     if unknown:
         profile["size_from_weights"] = True
     if gpus:
         profile["gpus"] = {"count": gpus}
-    doc: dict = {"name": name, "source": source, "profiles": [profile], "scaling": {"min": min_}}
+    doc: dict[str, Any] = {"name": name, "source": source, "profiles": [profile], "scaling": {"min": min_}}
     if sha256:
         doc["sha256"] = sha256
     if context:

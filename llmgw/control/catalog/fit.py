@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from llmgw.control.catalog.cluster import NodeView, class_matches
+from llmgw.control.catalog.cluster import GPUView, NodeView, class_matches
 from llmgw.control.catalog.spec import MB, ROLE_LABEL, ModelSpec
 from llmgw.store import Replica
 
@@ -23,6 +23,10 @@ def gb(mb: float) -> str:
     if abs(mb) < 1024:
         return f"{int(mb)} MB"
     return f"{mb / 1024:.1f} GB"
+
+
+# Need.static_key: engine, selector, GPU count, memory on each card, classes, compute capability.
+StaticKey = tuple[str, tuple[tuple[str, str], ...], int, int, tuple[str, ...], float]
 
 
 @dataclass(frozen=True)
@@ -52,11 +56,11 @@ class Need:
         )
 
     @functools.cached_property
-    def static_key(self) -> tuple:
+    def static_key(self) -> StaticKey:
         """What static_refusal reads: needs alike share one answer per node."""
         return (self.engine, self.selector, self.gpu_count, self.gpu_mb, self.classes, self.min_cc)
 
-    def card_ok(self, gpu) -> bool:
+    def card_ok(self, gpu: GPUView) -> bool:
         if self.classes and not any(class_matches(c, gpu.cls) for c in self.classes):
             return False
         if self.min_cc and gpu.cc < self.min_cc:
@@ -99,7 +103,7 @@ class Room:
     def take(self, model: str, shard_id: str, need: Need, cards: list[int]) -> None:
         self._take(model, shard_id, need.cores, need.memory_mb, cards, need.gpu_mb)
 
-    def _take(self, model: str, shard_id: str, cores: int, memory: int, cards, card_mb: int) -> None:
+    def _take(self, model: str, shard_id: str, cores: int, memory: int, cards: list[int], card_mb: int) -> None:
         self.cores -= cores
         self.memory -= memory
         for index in cards:
@@ -188,7 +192,7 @@ class Room:
 class Static:
     """Answers of static_refusal, cached per need's kind and node for one pass."""
 
-    cache: dict[tuple, str | None] = field(default_factory=dict)
+    cache: dict[tuple[StaticKey, str], str | None] = field(default_factory=dict)
 
     def refusal(self, node: NodeView, need: Need) -> str | None:
         key = (need.static_key, node.id)
@@ -224,7 +228,7 @@ def static_refusal(node: NodeView, need: Need) -> str | None:
     return None
 
 
-def _card_refusal(need: Need, g) -> str:
+def _card_refusal(need: Need, g: GPUView) -> str:
     if need.classes and not any(class_matches(c, g.cls) for c in need.classes):
         return f"GPU {g.index} is {g.cls}"
     if need.min_cc and g.cc < need.min_cc:

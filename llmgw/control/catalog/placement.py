@@ -38,7 +38,7 @@ from dataclasses import replace as dc_replace
 from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.control.catalog.cluster import NodeView
-from llmgw.control.catalog.fit import Need, Room, Static
+from llmgw.control.catalog.fit import Need, Room, Static, StaticKey
 from llmgw.control.catalog.plan import Forget, Lost, Plan, Purge, Start, Stop, Wait
 from llmgw.control.catalog.sizing import sized
 from llmgw.control.catalog.spec import ModelSpec, load_spec
@@ -146,6 +146,13 @@ class _Model:
     replacement_failed: set[str] = field(default_factory=set)  # old ids whose replacement failed recently
 
 
+
+# Pass._key: replicas of the model there, a CPU model on a GPU node, memory free (negated), the node's name.
+_RoomKey = tuple[int, int, int, str]
+# One room in a need's heap: its key when pushed, the push's number (so rooms never compare), the room.
+_HeapEntry = tuple[_RoomKey, int, Room]
+
+
 class Pass:
     """One placement pass. `build` reads the cluster into rooms; `run` decides, model by model."""
 
@@ -168,8 +175,8 @@ class Pass:
         self.state: dict[str, _Model] = {}
         self._needs: dict[str, list[Need]] = {}
         self._hashes: dict[str, list[str]] = {}
-        self._eligible: dict[tuple, list[Room]] = {}
-        self._heaps: dict[tuple[str, int], list] = {}
+        self._eligible: dict[StaticKey, list[Room]] = {}
+        self._heaps: dict[tuple[str, int], list[_HeapEntry]] = {}
         self._seq = 0
         self._evicted: set[str] = set()
         self._names: dict[str, str] | None = None
@@ -343,7 +350,7 @@ class Pass:
         # Units that count as one replica each: a changed one alone, a fresh
         # one, or a changed one with its replacement on the way (both go).
         replacing = {r.id for r in m.pairs.values()}
-        units: list[tuple[tuple, list[Replica]]] = []
+        units: list[tuple[tuple[float, ...], list[Replica]]] = []
         for o in old:
             new = m.pairs.get(o.id)
             group = [o, new] if new is not None else [o]
@@ -363,16 +370,16 @@ class Pass:
 
     # --- starting --------------------------------------------------------------------------------
 
-    def _key(self, room: Room, need: Need) -> tuple:
+    def _key(self, room: Room, need: Need) -> _RoomKey:
         # Spread first (fewest replicas of this model), keep cards for models
         # that need them, then the most memory free. Every part only grows
         # as a room fills, which is what lets the heap be lazy.
         cpu_on_gpu_node = 1 if room.node.gpus and not need.gpu_count else 0
         return (room.count.get(need.model, 0), cpu_on_gpu_node, -room.memory, room.node.name)
 
-    def _heap(self, need: Need) -> list:
+    def _heap(self, need: Need) -> list[_HeapEntry]:
         key = (need.model, need.profile)
-        heap = self._heaps.get(key)
+        heap: list[_HeapEntry] | None = self._heaps.get(key)
         if heap is None:
             heap = []
             for room in self.eligible(need):

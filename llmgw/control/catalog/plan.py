@@ -10,6 +10,7 @@ is free again), then Stops, then Starts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from llmgw.protocol import EngineProfile, StartShard
 from llmgw.store import Replica
@@ -91,6 +92,7 @@ class Forget:
 
 
 Action = Start | Stop | Lost | Wait | Purge | Forget
+_A = TypeVar("_A", Start, Stop, Lost, Wait, Purge, Forget)
 _ORDER = {Lost: 0, Stop: 1, Start: 2, Purge: 3, Forget: 4, Wait: 5}
 
 
@@ -104,7 +106,7 @@ class Plan:
     def ordered(self) -> list[Action]:
         return sorted(self.actions, key=lambda a: _ORDER[type(a)])
 
-    def of(self, kind: type) -> list:
+    def of(self, kind: type[_A]) -> list[_A]:
         return [a for a in self.actions if isinstance(a, kind)]
 
     @property

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Awaitable, Callable
 
+from llmgw.account import Actor
 from llmgw.config import capabilities
 from llmgw.control.catalog import changes
 from llmgw.control.catalog.changes import Refusal
@@ -27,8 +28,15 @@ from llmgw.errors import N_
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, CatalogStore, Conflict, NodeRecord, Replica
 
-Audit = Callable[[Any, str, str, Any, Any], Awaitable[None]]
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from llmgw.control.catalog.changes import ServeChoices
+
+Audit = Callable[[Actor, str, str, Any, Any], Awaitable[None]]
 TRIES = 3
+# A change to a model's spec, given the nodes and the replicas: the new spec and what to tell about it.
+_Change = Callable[[ModelSpec, list[NodeView], list[Replica]], tuple[ModelSpec, list[str]]]
 
 
 def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -143,18 +151,18 @@ class Catalog:
 
     # --- changing --------------------------------------------------------------------------------
 
-    async def add(self, actor, doc: Any, action: str = "model.add") -> dict[str, Any]:
+    async def add(self, actor: Actor, doc: Any, action: str = "model.add") -> dict[str, Any]:
         try:
             spec = load_spec(doc)
         except SpecError as e:
             raise Refusal(e.template, 400, "invalid_model", params=e.params or None) from None
         return await self._add(actor, spec, [], action)
 
-    async def serve(self, actor, source: str, **choices) -> dict[str, Any]:
+    async def serve(self, actor: Actor, source: str, **choices: Unpack[ServeChoices]) -> dict[str, Any]:
         spec, notes = changes.serve_spec(source, **choices)
         return await self._add(actor, spec, notes, "model.serve")
 
-    async def _add(self, actor, spec: ModelSpec, notes: list[str], action: str) -> dict[str, Any]:
+    async def _add(self, actor: Actor, spec: ModelSpec, notes: list[str], action: str) -> dict[str, Any]:
         changes.check_engines(spec)
         names = {spec.name, *spec.aliases}
         for other in await self.store.list_models(include_removed=True):
@@ -179,9 +187,8 @@ class Catalog:
         await self.audit(actor, action, f"model:{spec.name}", None, redacted(saved.spec))
         return {"model": self.model_view(saved, []), "notes": notes}
 
-    async def _change(self, actor, name: str, action: str,
-                      change: Callable[[ModelSpec, list[NodeView], list[Replica]], tuple[ModelSpec, list[str]]],
-                      **record_changes) -> dict[str, Any]:
+    async def _change(self, actor: Actor, name: str, action: str,
+                      change: _Change) -> dict[str, Any]:
         for attempt in range(TRIES):
             record = await self._record(name)
             nodes, replicas, _ = await self._cluster()
@@ -190,9 +197,8 @@ class Catalog:
             changes.check_engines(new)
             doc = new.to_doc()
             after = dataclasses.replace(record, spec=doc, stopped=new.stopped, updated_at=self.clock(),
-                                        updated_by=actor.name, **record_changes)
-            if doc == record.spec and after.stopped == record.stopped and all(
-                    getattr(record, k) == v for k, v in record_changes.items()):
+                                        updated_by=actor.name)
+            if doc == record.spec and after.stopped == record.stopped:
                 return {"model": self.model_view(record, replicas), "notes": notes or ["no change"]}
             try:
                 saved = await self.store.put_model(after, record.version)
@@ -205,40 +211,40 @@ class Catalog:
             return {"model": self.model_view(saved, replicas), "notes": notes}
         raise AssertionError("unreachable")
 
-    async def stop(self, actor, name: str) -> dict[str, Any]:
-        def change(spec, nodes, replicas):
+    async def stop(self, actor: Actor, name: str) -> dict[str, Any]:
+        def change(spec: ModelSpec, nodes: list[NodeView], replicas: list[Replica]) -> tuple[ModelSpec, list[str]]:
             if spec.stopped:
                 return spec, [f"{spec.name} was already stopped"]
             return dataclasses.replace(spec, stopped=True), [
                 "its replicas stop; it stays in the catalog with its files and scaling (llmgw ctl model start)"]
         return await self._change(actor, name, "model.stop", change)
 
-    async def start(self, actor, name: str) -> dict[str, Any]:
-        def change(spec, nodes, replicas):
+    async def start(self, actor: Actor, name: str) -> dict[str, Any]:
+        def change(spec: ModelSpec, nodes: list[NodeView], replicas: list[Replica]) -> tuple[ModelSpec, list[str]]:
             if not spec.stopped:
                 return spec, [f"{spec.name} was not stopped"]
             return dataclasses.replace(spec, stopped=False), ["it runs again, scaled as it was"]
         return await self._change(actor, name, "model.start", change)
 
-    async def scale(self, actor, name: str, min_: int | None, max_: int | None) -> dict[str, Any]:
+    async def scale(self, actor: Actor, name: str, min_: int | None, max_: int | None) -> dict[str, Any]:
         return await self._change(actor, name, "model.scale", lambda s, n, r: changes.scale(s, min_, max_))
 
-    async def resources(self, actor, name: str, cores: int | None, memory: str | None,
+    async def resources(self, actor: Actor, name: str, cores: int | None, memory: str | None,
                         profile: str | None = None) -> dict[str, Any]:
         return await self._change(actor, name, "model.resources",
                                   lambda s, n, r: changes.resources(s, cores, memory, profile, n))
 
-    async def context(self, actor, name: str, tokens: int | None, slots: int | None = None,
+    async def context(self, actor: Actor, name: str, tokens: int | None, slots: int | None = None,
                       max_output: int | None = None) -> dict[str, Any]:
         return await self._change(actor, name, "model.context",
                                   lambda s, n, r: changes.context(s, tokens, slots, max_output, n))
 
-    async def gpus(self, actor, name: str, count: int, profile: str | None = None,
+    async def gpus(self, actor: Actor, name: str, count: int, profile: str | None = None,
                    in_place: bool = False) -> dict[str, Any]:
         return await self._change(actor, name, "model.gpus",
                                   lambda s, n, r: changes.gpus(s, count, profile, in_place, n, r))
 
-    async def restart(self, actor, name: str) -> dict[str, Any]:
+    async def restart(self, actor: Actor, name: str) -> dict[str, Any]:
         """Start every replica of a model again, one at a time, without it ceasing to answer.
 
         Raising `restarts` changes the profile hash placement compares each
@@ -279,7 +285,7 @@ class Catalog:
             return {"model": self.model_view(saved, replicas), "replicas": len(running), "notes": notes}
         raise AssertionError("unreachable")
 
-    async def remove(self, actor, name: str, purge: bool = False) -> dict[str, Any]:
+    async def remove(self, actor: Actor, name: str, purge: bool = False) -> dict[str, Any]:
         record = await self._record(name)
         replicas = [r for r in await self.store.list_replicas(model=record.name) if r.state not in GONE]
         now = self.clock()

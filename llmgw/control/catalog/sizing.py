@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from llmgw.control.catalog.spec import GB, MB
+from llmgw.control.catalog.spec import GB, MB, Profile
 
 CORE_PER = 512 * MB
 """A core for each 512 MB of weights: measured on llama.cpp, more threads than that bring a small model nothing."""
@@ -33,7 +33,7 @@ def from_length(length: int, cores_at_most: int = 0) -> tuple[int, int]:
     return cores, memory_mb
 
 
-def sized(profile, length: int) -> tuple[int, int] | None:
+def sized(profile: Profile, length: int) -> tuple[int, int] | None:
     """(cores, memory in MB) a replica on `profile` keeps for weights of `length`; None when it keeps the profile's."""
     if not profile.size_from_weights or length <= 0 or profile.gpus is not None:
         return None

@@ -342,7 +342,8 @@ class ModelSpec:
 
     def to_doc(self) -> dict[str, Any]:
         """The spec as a document that loads back the same (what the store keeps)."""
-        return to_dict(self)
+        doc: dict[str, Any] = to_dict(self)  # a dataclass's is always an object
+        return doc
 
 
 class SpecError(ConfigError):

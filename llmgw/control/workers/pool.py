@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
@@ -44,6 +44,11 @@ from llmgw.control.workers.messages import (
 )
 from llmgw.tasks import cancel_and_wait
 
+if TYPE_CHECKING:
+    from llmgw.config import ServerConfig
+    from llmgw.control.plane import ControlPlane
+    from llmgw.router import Placed
+
 log = logging.getLogger("llmgw.workers")
 
 FORWARD_GATHER = 0.01  # reports this close together reach the other workers in one message
@@ -67,7 +72,7 @@ def worker_command(channel_fd: int) -> list[str]:
     return [*program, "server", "--worker-of", str(channel_fd)]
 
 
-def _lease_message(plane) -> LeaseNow:
+def _lease_message(plane: ControlPlane) -> LeaseNow:
     keeper = plane.lease
     return LeaseNow(keeper.leading, plane.answers_itself(), keeper.state.lease)
 
@@ -81,11 +86,11 @@ class _Slot:
     channel: Channel | None = None
     ready: bool = False
     started: asyncio.Future[None] | None = None  # the first start's outcome, made by WorkerPool.start
-    rate: list = dataclasses.field(default_factory=list)  # the others' deltas not yet sent to this one
-    spend: list = dataclasses.field(default_factory=list)
-    metrics: list | None = None  # its last samples: [name, type, help, [[sample, labels, value], …]]
-    asked: dict = dataclasses.field(default_factory=dict)  # its requests' demand, for placement
-    last_used: dict = dataclasses.field(default_factory=dict)
+    rate: list[Any] = dataclasses.field(default_factory=list)  # the others' deltas not yet sent to this one
+    spend: list[Any] = dataclasses.field(default_factory=list)
+    metrics: list[Any] | None = None  # its last samples: [name, type, help, [[sample, labels, value], …]]
+    asked: dict[str, float] = dataclasses.field(default_factory=dict)  # its requests' demand, for placement
+    last_used: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def first_start(self) -> asyncio.Future[None]:
         """The first start's outcome: made with a running loop by WorkerPool.start, before it supervises the slot."""
@@ -97,21 +102,21 @@ class _Slot:
 class WorkerPool:
     """The main process's side: start, feed, watch and stop the workers."""
 
-    def __init__(self, plane, sockets: list[socket.socket]):
+    def __init__(self, plane: ControlPlane, sockets: list[socket.socket]):
         self.plane = plane
         self.sockets = sockets  # one per worker, all on the client port
         self.slots = [_Slot(i) for i in range(len(sockets))]
         self.limits = RateLimiter()  # every worker's counts, for a worker that (re)starts
         self.lender = Lender(self.limits, len(self.slots))  # what each worker may admit (accounting/lending.py)
         self.routes = PoolRoutes(self)
-        self._outbox: list = []  # the workers' counts not yet taken for other control planes
+        self._outbox: list[Any] = []  # the workers' counts not yet taken for other control planes
         self._stopping = asyncio.Event()
         self._serving = False  # every worker of the first start is ready: they were told to accept
-        self._tasks: list[asyncio.Task] = []
-        self._lease_task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lease_task: asyncio.Task[None] | None = None
         self._forward: asyncio.TimerHandle | None = None
         # Counters and histograms of workers that exited, kept in the sums.
-        self._retired: dict[str, list] = {}
+        self._retired: dict[str, list[Any]] = {}
         registry: CollectorRegistry = plane.registry
         self._running = Gauge("llmgw_workers_running", "Worker processes serving the client API",
                               registry=registry)
@@ -313,14 +318,14 @@ class WorkerPool:
 
     # this machine's counts, for active-active control planes (control/exchange.py Counts)
 
-    def take(self) -> list[list]:
+    def take(self) -> list[list[Any]]:
         taken, self._outbox = self._outbox, []
         return taken
 
-    def whole(self) -> list[list]:
+    def whole(self) -> list[list[Any]]:
         return self.limits.counts()
 
-    def absorb(self, rate: list[list]) -> None:
+    def absorb(self, rate: list[list[Any]]) -> None:
         """Other control planes' counts: into this process's limiter and every worker's."""
         if not rate:
             return
@@ -395,7 +400,7 @@ class PoolRoutes:
     def __init__(self, pool: WorkerPool) -> None:
         self._pool = pool
 
-    def set_placed(self, placed: dict) -> None:
+    def set_placed(self, placed: dict[str, Placed]) -> None:
         self._pool._broadcast(self.message())
 
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
@@ -437,18 +442,19 @@ class _SummedMetrics:
             yield metric
 
 
-def _samples(registry: CollectorRegistry) -> list:
-    out = []
+def _samples(registry: CollectorRegistry) -> list[list[Any]]:
+    out: list[list[Any]] = []
     for metric in registry.collect():
         samples = [[s.name, s.labels, s.value] for s in metric.samples if not s.name.endswith("_created")]
         out.append([metric.name, metric.type, metric.documentation, samples])
     return out
 
 
-def _config_doc(cfg) -> dict:
+def _config_doc(cfg: ServerConfig) -> dict[str, Any]:
     from llmgw.config import to_dict
 
-    return to_dict(cfg)
+    doc: dict[str, Any] = to_dict(cfg)  # a dataclass's is always an object
+    return doc
 
 
 class FannedKeys:

@@ -44,6 +44,7 @@ from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
     from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
+    from llmgw.config import ClusterSettings, ServerConfig
     from llmgw.control.settings import ClusterSettingsWatcher
     from llmgw.router import BatchRunner, Router
     from llmgw.store import Store
@@ -56,8 +57,8 @@ LEASE_FRESH = 3.0  # a worker unheard from its main process this long stops sayi
 WORKER_HEADER = "x-llmgw-worker"
 
 
-def _samples(registry: CollectorRegistry) -> list:
-    out = []
+def _samples(registry: CollectorRegistry) -> list[list[Any]]:
+    out: list[list[Any]] = []
     for metric in registry.collect():
         samples = [[s.name, s.labels, s.value] for s in metric.samples if not s.name.endswith("_created")]
         out.append([metric.name, metric.type, metric.documentation, samples])
@@ -133,7 +134,7 @@ class WorkerKeys:
 class Worker:
     """One worker process: what the client app calls its plane (llmgw.router.plane.ClientPlane)."""
 
-    def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket],
+    def __init__(self, cfg: ServerConfig, index: int, channel: Channel, sockets: list[socket.socket],
                  extend: Callable[[web.Application, Any], None] | None = None):
         from llmgw.account import ChatTokens, KeyCache, UnknownKeyThrottle
         from llmgw.router import Router
@@ -163,7 +164,7 @@ class Worker:
         self._ChatTokens = ChatTokens
         self._runner: web.AppRunner | None = None
         self._batches: BatchRunner | None = None  # the first worker's: it sends batches' lines while the plane leads
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.closed = asyncio.Event()  # the main process went away
         self._serve = asyncio.Event()  # the main process says: accept connections
         self.stopping = asyncio.Event()  # SIGTERM
@@ -176,7 +177,10 @@ class Worker:
 
         store = self._store = await open_store(self.cfg.store)
         self._settings = ClusterSettingsWatcher(store)
-        current = lambda: self.settings.current  # noqa: E731
+
+        def current() -> ClusterSettings:
+            return self.settings.current
+
         self._keys = self._KeyCache(store, ttl=lambda: float(current().auth.cache_ttl))
         self._chat = self._ChatTokens(store, ttl=lambda: float(current().auth.cache_ttl),
                                       idle=lambda: float(current().auth.session_idle))
