@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
 from llmgw.config import ClusterSettings
 from llmgw.config.keyfiles import OwnSecrets
-from llmgw.guard.decisions import Decision, GuardStats
 from llmgw.events import Event, Events
+from llmgw.guard.decisions import Decision, GuardStats
 from llmgw.guard.policy import Resolver
 from llmgw.guard.review import Reviewers
 from llmgw.router.admission import Admission
@@ -39,6 +39,7 @@ from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
     from llmgw.account import Principal
+    from llmgw.router.endpoint import Endpoint
 
 log = logging.getLogger("llmgw.router")
 
@@ -78,7 +79,7 @@ class Router:
         self._embedding_model = current.router.cache.embedding_model
         self._embedder_refusals: set[str] = set()  # said once in the log, not once a request
         self.project_caches: dict[str, ProjectCache] = {}  # `llmgw keys cache`, read every few seconds
-        self._caches_task: asyncio.Task | None = None
+        self._caches_task: asyncio.Task[None] | None = None
         self.guards = Resolver()  # which guardrail policies apply, per key, per settings version
         self.guard_stats = GuardStats()
         self.reviewers: Reviewers | None = None  # the judge and outside services; made with the HTTP session
@@ -89,7 +90,7 @@ class Router:
         self._session: aiohttp.ClientSession | None = None
         self._providers: aiohttp.ClientSession | None = None  # outside providers' (router/targets.py)
         self.scraper: EngineScraper | None = None
-        self._keys_task: asyncio.Task | None = None
+        self._keys_task: asyncio.Task[None] | None = None
         self.apply(current)
 
     def apply(self, settings: ClusterSettings) -> None:
@@ -180,7 +181,7 @@ class Router:
             return _started(self._providers)
         return self.session
 
-    def _judge_endpoints(self, model: str) -> list:
+    def _judge_endpoints(self, model: str) -> list[Endpoint]:
         entry = self.registry.model(model)
         return entry.usable() if entry is not None else []
 
@@ -202,7 +203,7 @@ class Router:
             await asyncio.sleep(KEY_FILE_CHECK)
             await asyncio.to_thread(self.registry.refresh_keys)
 
-    def refused_early(self, request_id: str, principal, api: str, status: int, code: str, *,
+    def refused_early(self, request_id: str, principal: Principal, api: str, status: int, code: str, *,
                       batch_id: str | None = None, keep: Callable[[Usage], None] | None = None) -> None:
         self.metrics.child(self.metrics.refused, "-", code).inc()
         self.metrics.child(self.metrics.requests, "-", api, str(status)).inc()

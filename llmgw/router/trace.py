@@ -20,14 +20,21 @@ traceparent) no span is made: the request pays a header lookup.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from llmgw.telemetry import TRACEPARENT, Span, SpanKind, Tracing, end, parent_from, traceparent_of
+from llmgw.telemetry import TRACEPARENT, SpanKind, Tracing, parent_from, traceparent_of
+# Re-exported: the router's steps end their spans as trace.end, and name them trace.Span.
+from llmgw.telemetry import Span as Span
+from llmgw.telemetry import end as end
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+    from llmgw.guard.decisions import Decision
     from llmgw.router.call import Call
     from llmgw.router.endpoint import Endpoint
 
@@ -40,7 +47,8 @@ _REQUEST_NUMBERS = (("gen_ai.request.max_tokens", ("max_tokens", "max_completion
                     ("gen_ai.request.top_p", ("top_p",)))
 
 
-def begin(tracing: Tracing, request: web.Request | None, api: str, request_id: str) -> tuple[Span | None, Any]:
+def begin(tracing: Tracing, request: web.Request | None, api: str,
+          request_id: str) -> tuple[Span | None, Context | None]:
     """The request's span (None while tracing is off), and the client's trace to pass on while it is off.
 
     Tracing off, a client's traceparent is still sent on to the engine, as it
@@ -114,7 +122,7 @@ def step(tracing: Tracing, call: Call, name: str) -> Span | None:
     return tracing.start(name, call.span)
 
 
-def guarded(span: Span | None, decisions: list, refused_code: str | None = None) -> None:
+def guarded(span: Span | None, decisions: Sequence[Decision], refused_code: str | None = None) -> None:
     """A guard step's outcome, by counts and actions only: a decision's rule can hold an outside service's words."""
     if span is None:
         return
