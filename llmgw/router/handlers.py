@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import ClientConnectionError, ClientPayloadError, web
@@ -45,6 +45,8 @@ from llmgw.store import Usage
 from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
     from llmgw.router.service import Router
 
 log = logging.getLogger("llmgw.router")
@@ -196,7 +198,7 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
 
 
 async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, principal: Principal,
-                 request_id: str, inside: Inside | None, span: trace.Span | None, client_trace: Any) -> Call:
+                 request_id: str, inside: Inside | None, span: trace.Span | None, client_trace: Context | None) -> Call:
     settings = plane.settings.current.router
     if inside is not None:
         body = inside.body
