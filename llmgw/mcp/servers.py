@@ -19,7 +19,7 @@ import os
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -30,7 +30,7 @@ from llmgw.config.auth import STORE_SECRET_PREFIX
 from llmgw.config.keyfiles import own_secrets
 from llmgw.config.targets import host_refusal
 from llmgw.errors import ExpectedError
-from llmgw.store import AuditEntry, McpServer, Store
+from llmgw.store import AuditEntry, AuditStore, McpServer, McpStore, SecretsStore
 from llmgw.trust import TrustError
 
 IN_PROCESS = "llmgw:admin"  # the cluster's own read-only tools, answered in the control plane's process
@@ -107,10 +107,14 @@ def _headers(given: Any, what: str) -> dict[str, str]:
     return out
 
 
+class _Store(McpStore, SecretsStore, AuditStore, Protocol):
+    """What Servers calls: the MCP servers, the master key's Secrets, and the audit it writes."""
+
+
 class Servers:
     """Adds, changes, removes and asks the registered servers for one control plane."""
 
-    def __init__(self, store: Store, data_dir: str, cfg: Any):
+    def __init__(self, store: _Store, data_dir: str, cfg: Any):
         self.store = store
         self.secrets = Secrets(store, data_dir, own_secrets(cfg))
 

@@ -35,7 +35,7 @@ from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.signing import sign
 from llmgw.notify.targets import sessions
 from llmgw.router.targets import TargetRefused
-from llmgw.store import Delivery, Store, StoreError, Webhook
+from llmgw.store import Delivery, StoreError, Webhook, WebhookStore
 from llmgw.trust import MasterKey, TrustError, read_master_key
 from llmgw.trust.masterkey import FILE_NAME
 
@@ -71,7 +71,7 @@ def new_delivery_id() -> str:
 class Recorder:
     """The events bus's subscriber: a delivery row per webhook the event is for, written before any send."""
 
-    def __init__(self, store: Store, *, wake: Callable[[], None] = lambda: None,
+    def __init__(self, store: WebhookStore, *, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._wake = wake
@@ -113,7 +113,7 @@ class Answer:
 class Sender:
     """Posts deliveries to their webhooks: the leader's loop, and `ctl webhooks test`'s single attempt."""
 
-    def __init__(self, store: Store, settings: Callable[[], NotifySettings], data_dir: str, *,
+    def __init__(self, store: WebhookStore, settings: Callable[[], NotifySettings], data_dir: str, *,
                  leading: Callable[[], bool], clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._settings = settings

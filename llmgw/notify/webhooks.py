@@ -19,7 +19,7 @@ from llmgw.events import KINDS, Event
 from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.delivery import Sender, new_delivery_id, secret_purpose
 from llmgw.notify.targets import NotifyError, check_url
-from llmgw.store import Delivery, Store, Webhook
+from llmgw.store import Delivery, Webhook, WebhookStore
 from llmgw.trust import TrustError, ensure_master_key
 
 FORMATS = ("json", "slack")
@@ -52,7 +52,7 @@ def parse_events(events: Sequence[str] | None) -> tuple[str, ...]:
 
 
 class Webhooks:
-    def __init__(self, store: Store, sender: Sender, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: WebhookStore, sender: Sender, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.sender = sender
         self._clock = clock

@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import jinja2
@@ -44,7 +44,9 @@ from llmgw.control.catalog.changes import Refusal
 from llmgw.control.settings import SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
-from llmgw.store import Conflict, Person, Session, Store, StoreError
+from llmgw.store import (
+    AuditStore, CatalogStore, Conflict, KeysStore, PeopleStore, Person, Session, SignInStore, StoreError, UsageStore,
+)
 
 if TYPE_CHECKING:
     from llmgw.control.catalog.service import Catalog
@@ -152,12 +154,18 @@ def add_nav(section: str, path: str, label: str, role: str) -> None:
     PAGES.add_nav(section, path, label, role)
 
 
+class _Store(KeysStore, PeopleStore, SignInStore, UsageStore, AuditStore, CatalogStore, Protocol):
+    """What the portal's pages call themselves (its services take theirs from the plane's store):
+    the tree and keys, people and sessions, single sign-on's states, usage, the audit, and the
+    catalog a page's own Catalog is made over where the plane has none."""
+
+
 @dataclass
 class Portal:
     """What the pages use, built once per client app by `mount`."""
 
     plane: Any  # a PortalPlane (plane.py): the ControlPlane or a Worker
-    store: Store
+    store: _Store
     accounts: Accounts
     people: People
     sessions: Sessions

@@ -10,14 +10,14 @@ a rule off was never stored, so it cannot be shown.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from llmgw.config.guard import GuardSettings, Policy, Rules
 from llmgw.errors import N_
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
-from llmgw.store import Store
+from llmgw.store import KeysStore, UsageStore
 
 add_nav("admin", "/admin/guardrails", N_("Guardrails"), "operator")
 
@@ -60,14 +60,18 @@ def where(guard: GuardSettings) -> dict[str, list[str]]:
     return places
 
 
-async def project_names(store: Store) -> dict[str, str]:
+async def project_names(store: KeysStore) -> dict[str, str]:
     """Every project's id -> ORG/TEAM/PROJECT, in three reads whatever the number of rows shown."""
     orgs = {o.id: o.name for o in await store.list_orgs()}
     teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}
     return {p.id: f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects()}
 
 
-async def decisions(store: Store, limit: int = DECISIONS) -> list[dict[str, Any]]:
+class _Store(KeysStore, UsageStore, Protocol):
+    """What decisions reads: the usage rows with decisions, and the projects' names."""
+
+
+async def decisions(store: _Store, limit: int = DECISIONS) -> list[dict[str, Any]]:
     """The latest decisions, newest first: a row a decision, with only what the usage row says of it."""
     rows = await store.recent_decisions(limit)
     names = await project_names(store) if rows else {}

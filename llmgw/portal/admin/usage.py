@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -22,7 +22,7 @@ from llmgw.control.exports import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
 from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
-from llmgw.store import Store, StoreError
+from llmgw.store import KeysStore, PeopleStore, StoreError
 
 log = logging.getLogger("llmgw.portal")
 
@@ -43,7 +43,11 @@ def choice(request: web.Request, name: str, allowed: Any, default: Any) -> Any:
     return default
 
 
-async def names(store: Store, by: str, series: Series, nobody: str) -> dict[str, str]:
+class _Store(KeysStore, PeopleStore, Protocol):
+    """What names reads: the tree's names and people's e-mails."""
+
+
+async def names(store: _Store, by: str, series: Series, nobody: str) -> dict[str, str]:
     """Each group's id -> what a person reads, for the table and the chart's legend alike.
 
     A project is its ORG/TEAM/PROJECT, a person their e-mail, a model its
