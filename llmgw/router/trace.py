@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from llmgw.router.apis import by_api
 from llmgw.telemetry import TRACEPARENT, SpanKind, Tracing, parent_from, traceparent_of
 # Re-exported: the router's steps end their spans as trace.end, and name them trace.Span.
 from llmgw.telemetry import Span as Span
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
     from llmgw.router.call import Call
     from llmgw.router.endpoint import Endpoint
 
-# The GenAI conventions' operation for each API shape the router speaks.
-OPERATIONS = {"chat": "chat", "messages": "chat", "responses": "chat", "completions": "text_completion",
-              "embeddings": "embeddings"}
 # Where the client's sampling parameters are, by the name the conventions give them.
 _REQUEST_NUMBERS = (("gen_ai.request.max_tokens", ("max_tokens", "max_completion_tokens", "max_output_tokens")),
                     ("gen_ai.request.temperature", ("temperature",)),
@@ -60,7 +58,7 @@ def begin(tracing: Tracing, request: web.Request | None, api: str,
         # At ratio 0 a request the client did not trace makes no span at all, rather than one that records
         # nothing: the hot path pays as it does with tracing off.
         return None, parent
-    operation = OPERATIONS[api]
+    operation = by_api(api).operation
     span = tracing.start(operation, parent, kind=SpanKind.SERVER,
                          attributes={"gen_ai.operation.name": operation, "llmgw.api": api,
                                      "llmgw.request.id": request_id})
@@ -72,7 +70,7 @@ def describe(span: Span, call: Call) -> None:
     if not span.is_recording():
         return
     model = call.model.name
-    span.update_name(f"{OPERATIONS[call.api]} {model}")
+    span.update_name(f"{by_api(call.api).operation} {model}")
     span.set_attribute("gen_ai.request.model", model)
     body = call.client_body
     for attribute, fields in _REQUEST_NUMBERS:
@@ -145,7 +143,7 @@ def attempt(tracing: Tracing, call: Call, endpoint: Endpoint) -> tuple[Span | No
     if span.is_recording():
         parts = urlsplit(endpoint.url)
         span.set_attribute("gen_ai.provider.name", endpoint.provider)
-        span.set_attribute("gen_ai.operation.name", OPERATIONS[call.api])
+        span.set_attribute("gen_ai.operation.name", by_api(call.api).operation)
         span.set_attribute("gen_ai.request.model", endpoint.upstream_model)
         span.set_attribute("llmgw.endpoint", endpoint.id)
         if parts.hostname:

@@ -46,6 +46,7 @@ class Shape:
     answers_text = True  # an answer the output guardrails read (embeddings: vectors)
     cached = True  # whether the answer cache keeps and gives its answers
     conversational = True  # a conversation whose questions --similar compares
+    operation = "chat"  # the OpenTelemetry GenAI operation its spans are named by (router.trace)
     thinking_field = "reasoning_effort"  # the client's field that asks for thinking, for a refusal to name
 
     def prepare(self, body: JSON, *, model: str, entry: ModelEntry) -> Prepared:

@@ -21,6 +21,7 @@ class Completions(Shape):
     route = "/v1/completions"
     upstream_path = "/completions"
     engine_api = "completions"
+    operation = "text_completion"
     conversational = False
 
     def prepare(self, body: JSON, *, model: str, entry: ModelEntry) -> Prepared:

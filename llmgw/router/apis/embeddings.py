@@ -18,6 +18,7 @@ class Embeddings(Shape):
     route = "/v1/embeddings"
     upstream_path = "/embeddings"
     engine_api = "embeddings"
+    operation = "embeddings"
     answers_text = False
     cached = False
     conversational = False
