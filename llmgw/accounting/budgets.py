@@ -55,8 +55,7 @@ from llmgw.accounting.refusal import Refusal, level_name
 from llmgw.store import KeysStore, StoreError, UsageStore
 
 if TYPE_CHECKING:
-    from llmgw.account import Principal
-    from llmgw.account.limits import Budget
+    from llmgw.account import Budget, Principal
     from llmgw.events import Events
 
 log = logging.getLogger("llmgw.accounting")
@@ -331,7 +330,7 @@ class Budgets:
                                 "memory and trying every %g s", e, self.interval)
                 self._store_away = True
                 continue
-            except Exception:  # noqa: BLE001 - the loop must outlive one bad round
+            except Exception:  # the loop must outlive one bad round
                 log.exception("budgets' catch-up failed")
                 continue
             if self._store_away:

@@ -182,7 +182,7 @@ class UsageWriter:
             return True
         try:
             await self.store.add_usage([row for _, _, row in taken])
-        except Exception as e:  # noqa: BLE001 - the writer must outlive any one failure
+        except Exception as e:  # the writer must outlive any one failure
             # Not the store being away: a bug. Said once with where it
             # happened; the rows are kept and tried again like any other.
             if not isinstance(e, StoreError) and self._away_since is None:

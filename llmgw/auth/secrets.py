@@ -15,12 +15,10 @@ import os
 import time
 from collections.abc import Callable
 
-from llmgw.config.auth import STORE_SECRET_PREFIX
-from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
+from llmgw.config import STORE_SECRET_PREFIX, KeyFileRefused, OwnSecrets, read_key_file
 from llmgw.errors import ExpectedError, N_
 from llmgw.store import SecretsStore
-from llmgw.trust import MasterKey, TrustError, read_master_key
-from llmgw.trust.masterkey import FILE_NAME
+from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 _MAX_SECRET = 4096
 

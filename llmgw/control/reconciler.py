@@ -234,7 +234,7 @@ class Reconciler:
                 log.info("leadership ended during a reconcile pass; the rest of it was not carried out")
             except StoreError as e:
                 log.warning("a reconcile pass could not reach the store: %s", e)
-            except Exception:  # noqa: BLE001 - a bug in one pass must not end placement for good
+            except Exception:  # a bug in one pass must not end placement for good
                 log.exception("a reconcile pass failed")
 
     async def once(self) -> Plan:

@@ -26,10 +26,9 @@ from collections.abc import Iterable
 
 import aiohttp
 
-from llmgw.config.capabilities import CAPABILITIES, Capability
-from llmgw.config.router import ModelSettings
+from llmgw.config import CAPABILITIES, Capability, ModelSettings
 from llmgw.control.catalog import Entry
-from llmgw.router.registry import Placed
+from llmgw.router import Placed
 from llmgw.store import CatalogStore, Replica
 
 log = logging.getLogger("llmgw.routes")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmgw.config.storeaddress import postgres_hosts
+from llmgw.config import postgres_hosts
 from llmgw.store import CatalogStore, TrustStore
 
 log = logging.getLogger("llmgw.control.scrapetargets")

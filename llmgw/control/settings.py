@@ -19,11 +19,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from llmgw.account import Actor
-from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig
-from llmgw.config.keyfiles import check_settings_key_files, own_secrets
-from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
+from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig, check_settings_key_files, own_secrets
+from llmgw.config import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
 from llmgw.errors import ExpectedError, N_
-from llmgw.guard.policy import check_detectors
+from llmgw.guard import check_detectors
 from llmgw.store import AuditEntry, AuditStore, Conflict, Settings, SettingsStore, StoreError
 from llmgw.tasks import cancel_and_wait
 

@@ -15,15 +15,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from llmgw.account import Actor
-from llmgw.auth import Secrets, Trial
-from llmgw.auth.ldapsync import SYNC_TARGET
-from llmgw.auth.oidcflow import configured_redirect
-from llmgw.auth.scim.tokens import make_token, token_made
+from llmgw.auth import SYNC_TARGET, Secrets, Trial, configured_redirect, make_token, token_made
 from llmgw.auth.secrets import check_name
-from llmgw.config import ServerConfig
-from llmgw.config.auth import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings
-from llmgw.config.keyfiles import own_secrets
-from llmgw.config.loader import ConfigError, Invalid, from_dict, to_dict
+from llmgw.config import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings, ServerConfig, own_secrets
+from llmgw.config import ConfigError, Invalid, from_dict, to_dict
 from llmgw.control.settings import ClusterSettingsWatcher, SettingsError, validated_change
 from llmgw.errors import N_
 from llmgw.store import AuditEntry, AuditStore, PeopleStore, SecretsStore

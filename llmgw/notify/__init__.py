@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from llmgw.config.notify import NotifySettings
+from llmgw.config import NotifySettings
 from llmgw.events import Events
 from llmgw.notify.delivery import Answer, Recorder, Sender, backoff
 from llmgw.notify.signing import sign, verify

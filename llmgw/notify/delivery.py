@@ -28,16 +28,15 @@ from dataclasses import replace
 
 import aiohttp
 
-from llmgw.config.notify import NotifySettings
+from llmgw.config import NotifySettings
 from llmgw.connecterror import connect_failure
 from llmgw.events import Event
 from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.signing import sign
 from llmgw.notify.targets import sessions
-from llmgw.router.targets import TargetRefused
+from llmgw.router import TargetRefused
 from llmgw.store import Delivery, StoreError, Webhook, WebhookStore
-from llmgw.trust import MasterKey, TrustError, read_master_key
-from llmgw.trust.masterkey import FILE_NAME
+from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 log = logging.getLogger("llmgw.notify")
 
@@ -123,7 +122,7 @@ class Sender:
         self._key: MasterKey | None = None
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._due = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._store_away = False
 
     def wake(self) -> None:
@@ -162,7 +161,7 @@ class Sender:
                 if not self._store_away:
                     log.warning("the webhooks' deliveries cannot be read from the store (%s); trying again", e)
                 self._store_away = True
-            except Exception:  # noqa: BLE001 - one bad round must not end the deliveries for good
+            except Exception:  # one bad round must not end the deliveries for good
                 log.exception("a round of webhook deliveries failed")
 
     async def send_due(self) -> int:

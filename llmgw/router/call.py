@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Principal
-from llmgw.guard.decisions import Decision
+from llmgw.guard import Decision
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
 
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from aiohttp import web
     from opentelemetry.context import Context
 
-    from llmgw.guard.gate import OutputChecker
-    from llmgw.guard.policy import EffectivePolicy
-    from llmgw.guard.redact import Redactor
+    from llmgw.guard import EffectivePolicy, OutputChecker, Redactor
     from llmgw.router.similar import Question
     from llmgw.store import Usage
     from llmgw.telemetry import Span

@@ -33,7 +33,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter
 
-from llmgw.config.router import RouterSettings, Timeouts
+from llmgw.config import RouterSettings, Timeouts
 
 from llmgw.router.clientaddr import parse, proxies
 

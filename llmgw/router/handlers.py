@@ -20,9 +20,7 @@ from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from aiohttp.typedefs import Handler
 
 from llmgw.account import Principal
-from llmgw.guard.decisions import Decisions
-from llmgw.guard.gate import OutputChecker, check_input
-from llmgw.guard.review import OutputReview, Reviewers, review_input
+from llmgw.guard import Decisions, OutputChecker, OutputReview, Reviewers, check_input, review_input
 from llmgw.router import capability, loading, reuse, scheduler, shapes, trace
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.answerid import answer_id, stream_answer_id

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from llmgw.guard.gate import OutputChecker
+from llmgw.guard import OutputChecker
 from llmgw.router import trace
 from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry

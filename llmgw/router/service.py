@@ -18,12 +18,10 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
-from llmgw.config import ClusterSettings
-from llmgw.config.keyfiles import OwnSecrets
+from llmgw.config import ClusterSettings, OwnSecrets
+from llmgw.guard import Decision, GuardStats
 from llmgw.events import Event, Events
-from llmgw.guard.decisions import Decision, GuardStats
-from llmgw.guard.policy import Resolver
-from llmgw.guard.review import Reviewers
+from llmgw.guard import Resolver, Reviewers
 from llmgw.router.admission import Admission
 from llmgw.router.cache import AnswerCache
 from llmgw.router.call import Call

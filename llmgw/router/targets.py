@@ -17,7 +17,7 @@ import socket
 import aiohttp
 from aiohttp.connector import AddrInfoType, SocketFactoryType
 
-from llmgw.config.targets import address_refusal
+from llmgw.config import address_refusal
 
 log = logging.getLogger("llmgw.upstream")
 

@@ -35,7 +35,7 @@ from llmgw.telemetry import end as end
 if TYPE_CHECKING:
     from opentelemetry.context import Context
 
-    from llmgw.guard.decisions import Decision
+    from llmgw.guard import Decision
     from llmgw.router.call import Call
     from llmgw.router.endpoint import Endpoint
 

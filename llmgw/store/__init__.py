@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from collections.abc import Sequence
 
-from llmgw.config.storeaddress import redact_url
+from llmgw.config import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
 from llmgw.store.records import (
     ApiKey,

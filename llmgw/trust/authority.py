@@ -273,7 +273,7 @@ def agent_address(sock: socket.socket, advertise: str = "") -> str:
     it listens on when that is one address, else the host of `advertise`,
     else this machine's address on its default route, else its host name."""
     host, port = sock.getsockname()[:2]
-    if host not in ("0.0.0.0", "::"):
+    if host not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
         return _join_host(host, port)
     if advertise:
         named = urlsplit(advertise if "://" in advertise else f"http://{advertise}").hostname
@@ -314,7 +314,7 @@ def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
     except OSError:
         pass
     listen = sock.getsockname()[0]
-    if listen not in ("0.0.0.0", "::"):
+    if listen not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
         hosts.append(listen)
     hosts.append(address.rsplit(":", 1)[0].strip("[]"))
     if advertise:

@@ -26,8 +26,7 @@ from llmgw.auth.scim.resources import Query, read_json
 from llmgw.auth.scim.tokens import TokenCheck
 from llmgw.auth.scim.users import Users
 from llmgw.auth.secrets import Secrets
-from llmgw.config.auth import SCIMSettings
-from llmgw.config.keyfiles import own_secrets
+from llmgw.config import SCIMSettings, own_secrets
 from llmgw.errors import N_, ExpectedError
 from llmgw.store import (
     AuditStore, Conflict, KeysStore, PeopleStore, ScimStore, SecretsStore, StoreError, StoreUnavailable,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from llmgw.auth.secrets import SecretError, Secrets
-from llmgw.config.auth import SCIMSettings
+from llmgw.config import SCIMSettings
 from llmgw.store import SecretsStore
 
 log = logging.getLogger("llmgw.auth.scim")
