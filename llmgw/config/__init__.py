@@ -38,7 +38,7 @@ from llmgw.config.loader import (
     unset_path,
 )
 from llmgw.config.notify import NotifySettings
-from llmgw.config.router import AdmissionSettings, ModelSettings, Price, Timeouts
+from llmgw.config.router import AdmissionSettings, ModelSettings, Price, RouterSettings, Timeouts
 from llmgw.config.server import (
     CLUSTER_KEYS,
     MACHINE_KEYS,
@@ -112,6 +112,7 @@ __all__ = [
     "AdmissionSettings",
     "ModelSettings",
     "Price",
+    "RouterSettings",
     "Timeouts",
     "SYSTEM_CONFIG",
     "postgres_hosts",

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     from llmgw.guard.gate import OutputChecker, check_input
     from llmgw.guard.judge_check import check_speed
     from llmgw.guard.policy import EffectivePolicy, Resolver, baseline_policy, check_detectors, missing_detectors
+    from llmgw.guard.redact import Redactor
     from llmgw.guard.review import OutputReview, Reviewers, review_input
 
 __all__ = [
-    "Decision", "Decisions", "EffectivePolicy", "GuardStats", "OutputChecker", "OutputReview", "Resolver",
-    "Reviewers", "baseline_policy", "check_detectors", "check_input", "check_speed", "missing_detectors",
+    "Decision", "Decisions", "EffectivePolicy", "GuardStats", "OutputChecker", "OutputReview", "Redactor",
+    "Resolver", "Reviewers", "baseline_policy", "check_detectors", "check_input", "check_speed", "missing_detectors",
     "review_input",
 ]
 
@@ -41,5 +42,6 @@ __getattr__ = lazy_face(__name__, {
     "gate": ("OutputChecker", "check_input"),
     "judge_check": ("check_speed",),
     "policy": ("EffectivePolicy", "Resolver", "baseline_policy", "check_detectors", "missing_detectors"),
+    "redact": ("Redactor",),
     "review": ("OutputReview", "Reviewers", "review_input"),
 })

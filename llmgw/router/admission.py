@@ -66,7 +66,7 @@ class _Waiter:
     seq: int
     band: str
     full: Callable[[], bool]
-    future: asyncio.Future
+    future: asyncio.Future[bool]  # True: its turn; an AdmissionTimeout set on it: it waited too long
     since: float
     timer: asyncio.TimerHandle | None = None
 

@@ -30,8 +30,10 @@ def answer_id(answer: Any) -> str | None:
         return found
     for holder in ("message", "response"):
         inner = answer.get(holder)
-        if isinstance(inner, dict) and isinstance(inner.get("id"), str) and inner["id"]:
-            return inner["id"]
+        if isinstance(inner, dict):
+            found = inner.get("id")
+            if isinstance(found, str) and found:
+                return found
     return None
 
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, key_flaw
 from llmgw.auth import mount as mount_scim
@@ -76,7 +77,7 @@ def _presented_key(request: web.Request) -> str | None:
 
 
 @web.middleware
-async def request_id(request: web.Request, handler):
+async def request_id(request: web.Request, handler: Handler) -> web.StreamResponse:
     ident = request[REQUEST_ID] = new_request_id()
     try:
         response = await handler(request)
@@ -96,7 +97,7 @@ async def request_id(request: web.Request, handler):
 
 
 @web.middleware
-async def standby(request: web.Request, handler):
+async def standby(request: web.Request, handler: Handler) -> web.StreamResponse:
     """On a standby that does not answer itself, /v1 goes to the leader (router/passon.py)."""
     if not request.path.startswith("/v1"):
         return await handler(request)
@@ -109,7 +110,7 @@ async def standby(request: web.Request, handler):
 
 
 @web.middleware
-async def authenticate(request: web.Request, handler):
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not request.path.startswith("/v1/") and request.path != "/v1":
         return await handler(request)
     plane = request.app[PLANE]
@@ -147,7 +148,7 @@ async def authenticate(request: web.Request, handler):
     return await handler(request)
 
 
-async def _chat(request: web.Request, handler, plane: ClientPlane, secret: str) -> web.StreamResponse:
+async def _chat(request: web.Request, handler: Handler, plane: ClientPlane, secret: str) -> web.StreamResponse:
     """The portal's chat credential (llmgw/account/chattokens.py): the same throttle and refusals as a key's,
     plus 403 for a project that is not the person's. The credential itself is never repeated back."""
     project = request.headers.get("x-llmgw-project") or None

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from llmgw.router import sse
+from llmgw.router.wire import JSON
 
 
 class Assembler:
@@ -27,7 +28,7 @@ class Assembler:
         self._head: dict[str, Any] = {}
         self._object = "chat.completion"
         self._choices: dict[int, dict[str, Any]] = {}
-        self._usage: dict | None = None
+        self._usage: JSON | None = None
         self.failed = False
         self.done = False
         self.bytes = 0
@@ -44,7 +45,7 @@ class Assembler:
                 continue
             self.feed(chunk)
 
-    def feed(self, chunk: dict) -> None:
+    def feed(self, chunk: JSON) -> None:
         if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("object") == "error":
             self.failed = True
             return
@@ -60,7 +61,7 @@ class Assembler:
             if isinstance(choice, dict):
                 self._choice(choice)
 
-    def _choice(self, choice: dict) -> None:
+    def _choice(self, choice: JSON) -> None:
         index = choice.get("index", 0)
         state = self._choices.setdefault(index, {"text": [], "reasoning": [], "reasoning_key": None,
                                                  "role": None, "tools": {}, "finish": None})
@@ -104,7 +105,7 @@ class Assembler:
         return (not self.failed and bool(self._choices)
                 and all(c["finish"] for c in self._choices.values()))
 
-    def answer(self, *, require_done: bool = True) -> dict | None:
+    def answer(self, *, require_done: bool = True) -> JSON | None:
         """The whole answer, or None when the stream did not end whole.
 
         `require_done` wants the `data: [DONE]` line; pass False when feeding

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 import orjson
+
+from llmgw.router.wire import JSON
 
 CACHE_HEADER = "x-llmgw-cache"
 SIMILARITY_HEADER = "x-llmgw-cache-similarity"
@@ -101,7 +103,7 @@ class Entry:
     size: int = field(default=0, init=False)
 
     @classmethod
-    def make(cls, api: str, answer: bytes | dict, *, stored_at: float, ttl: float, model: str = "") -> Entry:
+    def make(cls, api: str, answer: bytes | JSON, *, stored_at: float, ttl: float, model: str = "") -> Entry:
         if api not in APIS:
             raise ValueError(f"no API shape {api!r}; the shapes are {', '.join(APIS)}")
         raw = answer if isinstance(answer, bytes) else orjson.dumps(answer)

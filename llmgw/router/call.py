@@ -11,12 +11,25 @@ from __future__ import annotations
 import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Principal
+from llmgw.guard import Decision
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
+
+if TYPE_CHECKING:
+    from array import array
+
+    from aiohttp import web
+    from opentelemetry.context import Context
+
+    from llmgw.guard import EffectivePolicy, OutputChecker, Redactor
+    from llmgw.router.similar import Question
+    from llmgw.store import Usage
+    from llmgw.telemetry import Span
 
 
 class Refuse(Exception):
@@ -65,10 +78,10 @@ class Call:
     error: str | None = None
     served_model: str | None = None  # a fallback's name when one answered
     client_body: dict[str, Any] = field(default_factory=dict)  # as the client sent it; never stored
-    guard: Any = None  # the request's EffectivePolicy, when guardrails apply
-    redactor: Any = None  # its placeholders and their values: memory only, for this request's life
-    checker: Any = None  # the answer's OutputChecker, when the policy reads the answer
-    guard_decisions: list = field(default_factory=list)  # router.guard Decisions: rule, action, direction
+    guard: EffectivePolicy | None = None  # the request's EffectivePolicy, when guardrails apply
+    redactor: Redactor | None = None  # its placeholders and their values: memory only, for this request's life
+    checker: OutputChecker | None = None  # the answer's OutputChecker, when the policy reads the answer
+    guard_decisions: list[Decision] = field(default_factory=list)  # the guard's decisions on the prompt
     cache: str | None = None  # "hit" or "similar" when answered from the answer cache
     cache_key: bytes | None = None  # set when the answer may be kept for the project
     cache_ttl: float = 0.0
@@ -76,20 +89,20 @@ class Call:
     # On a miss of a --similar project: the question (a similar.Question: its
     # conversation's hash and its words) and its unit vector, so the answer,
     # once kept, is found by the next rewording. Memory only, this call's life.
-    question: Any = None
-    question_vector: Any = None
+    question: Question | None = None
+    question_vector: array[float] | None = None
     # A streamed request that waited for its model to load: the response already begun (its
     # headers and `: waiting` comments sent), which the answer — or a refusal, as an error event — continues.
-    prepared: Any = None
+    prepared: web.StreamResponse | None = None
     load_wait: float | None = None  # seconds it waited for a replica to load
     answer_id: str | None = None  # the id the answer gave the client (chatcmpl-…, msg_…, resp_…): router.answerid
     # A batch's line (handlers.Inside): priced at the model's batch_discount, its usage row given to keep_usage.
     batch_id: str | None = None
-    keep_usage: Any = None
+    keep_usage: Callable[[Usage], None] | None = None
     # The request's span while it is traced (router.trace); else the client's own trace (an OpenTelemetry
     # Context from its traceparent), passed on to the engine as it came.
-    span: Any = None
-    trace_parent: Any = None
+    span: Span | None = None
+    trace_parent: Context | None = None
     # What the gateway changed in the request so that it could be answered rather than refused (issue 25,
     # item 22): tools that run at OpenAI, left out; a max_tokens the context could not hold, lowered (asked, sent).
     tools_dropped: tuple[str, ...] = ()

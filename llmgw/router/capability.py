@@ -8,24 +8,27 @@ against the model's breaker (issue 11, item 2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llmgw.config.capabilities import refusal
+from llmgw.router.apis import SHAPES, Shape
 from llmgw.router.call import Refuse
 from llmgw.router.registry import ModelEntry
-from llmgw.router.translate import anthropic as anth
+from llmgw.router.wire import JSON
 
-# The endpoint each API shape is: Messages and Responses are chat to the engine.
-_ENDPOINT = {"chat": "chat", "messages": "chat", "responses": "chat", "completions": "completions",
-             "embeddings": "embeddings"}
+# Whether a request asks a capability, read from (the client's body, the engine's).
+Asks = Callable[[JSON, JSON], bool]
+# (capability, the request's field that asks it, whether a request asks it).
+Asked = tuple[tuple[str, str, Asks], ...]
 
 
-def needs(api: str, client_body: dict, upstream: dict) -> list[tuple[str, str]]:
+def needs(api: str, client_body: JSON, upstream: JSON) -> list[tuple[str, str]]:
     """What a request asks of its model: (capability, the request's field that asks it), endpoint first."""
     return [(c, param) for c, param, asks in _asked(api) if asks(client_body, upstream)]
 
 
-def check(entry: ModelEntry, api: str, client_body: dict, upstream: dict) -> None:
+def check(entry: ModelEntry, api: str, client_body: JSON, upstream: JSON) -> None:
     """Refuse (400, `unsupported_capability`) the first thing asked that `entry` does not do.
 
     A request is read only for what the model does not do, since this runs
@@ -40,27 +43,27 @@ def check(entry: ModelEntry, api: str, client_body: dict, upstream: dict) -> Non
             raise Refuse(400, refusal(entry.name, can, capability), "unsupported_capability", param=param)
 
 
-def _asked(api: str) -> tuple:
+def _asked(api: str) -> Asked:
     return _ASKED.get(api) or _ASKED["chat"]
 
 
-def _always(_client: dict, _upstream: dict) -> bool:
+def _always(_client: JSON, _upstream: JSON) -> bool:
     return True
 
 
-def _ask(api: str) -> tuple:
-    endpoint = _ENDPOINT[api]
+def _ask(shape: Shape) -> Asked:
+    # The endpoint the shape is to the engine: Messages and Responses are chat.
+    endpoint = shape.engine_api
     if endpoint == "embeddings":
         return ((endpoint, "model", _always),)
     return ((endpoint, "model", _always),
             ("vision", "messages", lambda _, up: _has_images(up.get("messages"))),
             ("tools", "tools", lambda _, up: bool(up.get("tools") or up.get("functions"))),
-            ("thinking", "thinking" if api == "messages" else "reasoning_effort",
-             lambda client, up: _thinks(api, client, up)))
+            ("thinking", shape.thinking_field, lambda client, up: _thinks(shape, client, up)))
 
 
-# (capability, the field that asks it, whether a request asks it) for each API shape, made once.
-_ASKED = {api: _ask(api) for api in _ENDPOINT}
+# What each API shape's requests may ask, made once.
+_ASKED = {shape.api: _ask(shape) for shape in SHAPES}
 
 
 def _has_images(messages: Any) -> bool:
@@ -74,10 +77,9 @@ def _has_images(messages: Any) -> bool:
     return False
 
 
-def _thinks(api: str, client_body: dict, upstream: dict) -> bool:
-    # A model whose thinking mode is "" gets no field from a Messages request;
-    # the client still asked for thinking, so the client's body is read too.
-    if api == "messages" and anth.wants_thinking(client_body):
+def _thinks(shape: Shape, client_body: JSON, upstream: JSON) -> bool:
+    # The client's body too: a field the engine's body may not carry (Messages' `thinking`).
+    if shape.asks_thinking(client_body):
         return True
     effort = upstream.get("reasoning_effort")
     if isinstance(effort, str) and effort not in ("none", ""):

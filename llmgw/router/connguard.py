@@ -30,7 +30,10 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter
+
+from llmgw.config import RouterSettings, Timeouts
 
 from llmgw.router.clientaddr import parse, proxies
 
@@ -45,8 +48,8 @@ HEADERS, BODY, ANSWERING, IDLE = "headers", "body", "answering", "idle"
 class ConnectionGuard:
     """One client listener's connections (all of its sites), under the router's settings of the moment."""
 
-    def __init__(self, registry: CollectorRegistry, settings: Callable[[], Any]):
-        self._settings = settings  # -> RouterSettings
+    def __init__(self, registry: CollectorRegistry, settings: Callable[[], RouterSettings]):
+        self._settings = settings
         counter = Counter("llmgw_client_connections_closed",
                           "Client connections the gateway closed or refused, by reason", ["reason"],
                           registry=registry)
@@ -58,7 +61,7 @@ class ConnectionGuard:
         return lambda: _Guarded(self, inner)
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler):
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Tells the connection's guard that headers are in, and when the answer is done."""
         conn = self._open.get(request.transport) if request.transport is not None else None
         if conn is None:
@@ -99,7 +102,7 @@ class ConnectionGuard:
     def count(self, reason: str) -> None:
         self._closed[reason].inc()
 
-    def timeouts(self):
+    def timeouts(self) -> Timeouts:
         return self._settings().timeouts
 
 
@@ -244,7 +247,7 @@ class GuardedSite(web.SockSite):
 
     __slots__ = ("_guard",)
 
-    def __init__(self, runner: web.AppRunner, sock: socket.socket, guard: ConnectionGuard, **kwargs):
+    def __init__(self, runner: web.AppRunner, sock: socket.socket, guard: ConnectionGuard, **kwargs: Any):
         super().__init__(runner, sock, **kwargs)
         self._guard = guard
 

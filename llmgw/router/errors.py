@@ -5,6 +5,8 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from llmgw.router.wire import JSON
+
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -16,7 +18,7 @@ _TYPES = {
 }
 
 
-def error_body(status: int, message: str, code: str, param: str | None = None) -> dict:
+def error_body(status: int, message: str, code: str, param: str | None = None) -> JSON:
     """OpenAI's error object: the body of a refusal, and the event that ends a stream refused after it began."""
     return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "param": param, "code": code}}
 

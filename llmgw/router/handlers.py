@@ -12,34 +12,40 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
-from aiohttp import web
+from aiohttp import ClientConnectionError, ClientPayloadError, web
+from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
+from aiohttp.typedefs import Handler
 
 from llmgw.account import Principal
-from llmgw.router import capability, loading, scheduler, trace
+from llmgw.guard import Decisions, OutputChecker, OutputReview, Reviewers, check_input, review_input
+from llmgw.router import capability, loading, reuse, scheduler, shapes, trace
 from llmgw.router.admission import AdmissionTimeout
 from llmgw.router.answerid import answer_id, stream_answer_id
+from llmgw.router.apis import SHAPES, Shape
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
+from llmgw.router.assembly import Assembler
 from llmgw.router.body import read_json
 from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
 from llmgw.router.engineerror import refusal_message
-from llmgw.router.errors import api_error
 from llmgw.router.fit import fit_max_tokens
+from llmgw.router.guarded import ChunkGuard, guard_whole
 from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
-from llmgw.router.relay import CUT_EVENT, StreamScanner, TranslatedStream, relay
+from llmgw.router.relay import CUT_EVENT, StreamScanner, relay
 from llmgw.router.tally import settle_whole
-from llmgw.router.translate import anthropic as anth
-from llmgw.router.translate import responses as resp_api
-from llmgw.router.translate.common import TranslateError, encode_sse
+from llmgw.router.translate.common import TranslateError
 from llmgw.router.upstream import Opened, open_upstream
+from llmgw.router.wire import JSON
 from llmgw.store import Usage
-from llmgw.guard import Decisions, OutputChecker, OutputReview, Reviewers, check_input, review_input
-from llmgw.router import reuse, shapes
-from llmgw.router.assembly import Assembler
-from llmgw.router.guarded import ChunkGuard, guard_whole
+from llmgw.telemetry import Tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+    from llmgw.router.service import Router
 
 log = logging.getLogger("llmgw.router")
 
@@ -47,36 +53,15 @@ PROFILE_HEADER = "x-llmgw-profile"
 # Client closed request, as nginx writes it: the usage row says the client
 # left, not that the engine failed.
 CLIENT_GONE = 499
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What differs between the API shapes a client may speak."""
-
-    api: str
-    upstream_path: str
-    error: Callable[[int, str, str, str | None, dict], web.Response]
-
-
-def _openai_error(status, message, code, param, headers) -> web.Response:
-    return api_error(status, message, code, param=param, headers=headers)
-
-
-def _anthropic_error(status, message, code, param, headers) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(anth.anthropic_error(status, message)),
-                        content_type="application/json", headers=headers)
-
-
-CHAT = Shape("chat", "/chat/completions", _openai_error)
-COMPLETIONS = Shape("completions", "/completions", _openai_error)
-EMBEDDINGS = Shape("embeddings", "/embeddings", _openai_error)
-MESSAGES = Shape("messages", "/chat/completions", _anthropic_error)
-RESPONSES = Shape("responses", "/chat/completions", _openai_error)
+# aiohttp's errors for an engine whose side broke mid-answer: a cut, not a bug
+# of ours. ServerDisconnectedError and ClientOSError are ClientConnectionErrors;
+# a ConnectionResetError (the client left) is caught before these.
+_ENGINE_BROKE = (ClientPayloadError, ClientConnectionError, ContentLengthError, TransferEncodingError)
 
 
 # -- reading the request ----------------------------------------------------
 
-def _model_name(body: dict) -> str:
+def _model_name(body: JSON) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise Refuse(400, 'the request needs "model": the name of a model (GET /v1/models lists them)',
@@ -101,7 +86,7 @@ def _whole_number(field: str, value: object) -> None:
                      param=field)
 
 
-def _check_max_tokens(entry: ModelEntry, upstream: dict) -> None:
+def _check_max_tokens(entry: ModelEntry, upstream: JSON) -> None:
     longest = entry.settings.max_output_tokens
     for field in ("max_tokens", "max_completion_tokens"):
         value = upstream.get(field)
@@ -113,7 +98,7 @@ def _check_max_tokens(entry: ModelEntry, upstream: dict) -> None:
                               f"ask for {longest} or fewer", "max_tokens_too_large", param=field)
 
 
-def _check_choices(upstream: dict, most: int) -> None:
+def _check_choices(upstream: JSON, most: int) -> None:
     """`n` and `best_of` within router.max_n: each choice costs the engine a request's worth of work."""
     for field in ("n", "best_of"):
         value = upstream.get(field)
@@ -126,37 +111,9 @@ def _check_choices(upstream: dict, most: int) -> None:
                          "too_many_choices", param=field)
 
 
-def _prepare_openai(shape: Shape, body: dict) -> tuple[dict, bool, bool]:
-    """The engine's body for an OpenAI-shaped request; (body, stream, client wants the usage event)."""
-    if shape is CHAT:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise Refuse(400, '"messages" must be a non-empty list of messages', "invalid_request", param="messages")
-        if not all(isinstance(m, dict) for m in messages):
-            raise Refuse(400, 'each of "messages" must be an object with a role and content', "invalid_request",
-                         param="messages")
-    elif shape is COMPLETIONS and not isinstance(body.get("prompt"), (str, list)):
-        raise Refuse(400, '"prompt" must be text or a list of texts', "invalid_request", param="prompt")
-    elif shape is EMBEDDINGS and (not isinstance(body.get("input"), (str, list)) or body.get("input") in ("", [])):
-        raise Refuse(400, '"input" must be text or a non-empty list', "invalid_request", param="input")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise Refuse(400, '"stream" must be true or false', "invalid_request", param="stream")
-    if shape is EMBEDDINGS:
-        return body, False, False
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise Refuse(400, '"stream_options" must be an object', "invalid_request", param="stream_options")
-    wants = bool(options and options.get("include_usage"))
-    if stream:
-        # Always asked of the engine: tokens are what limits and budgets count.
-        body = {**body, "stream_options": {**(options or {}), "include_usage": True}}
-    return body, stream, wants
-
-
 # -- the handlers ------------------------------------------------------------
 
-def handler(shape: Shape):
+def handler(shape: Shape) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         return await serve(request.app[PLANE], shape, request[PRINCIPAL], request[REQUEST_ID], request)
     return handle
@@ -172,7 +129,7 @@ class Inside:
     row are recorded together.
     """
 
-    body: dict
+    body: JSON
     profile: str
     band: str | None
     batch_id: str
@@ -239,7 +196,7 @@ async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_
 
 
 async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, principal: Principal,
-                 request_id: str, inside: Inside | None, span: trace.Span | None, client_trace: Any) -> Call:
+                 request_id: str, inside: Inside | None, span: trace.Span | None, client_trace: Context | None) -> Call:
     settings = plane.settings.current.router
     if inside is not None:
         body = inside.body
@@ -248,24 +205,15 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         body = await read_json(request, int(settings.max_body))
     name = _model_name(body)
     entry = _find_model(plane, principal, name)
-    wants = False
     try:
         # What does not fit the endpoint's schema is refused before the
         # guardrails read it, rather than passed to the engine (shapes.py).
-        shapes.check(shape.api, body)
-        if shape is MESSAGES:
-            upstream = anth.messages_to_chat(body, upstream_model=name, thinking_mode=entry.settings.thinking)
-            stream = bool(upstream.get("stream"))
-        elif shape is RESPONSES:
-            upstream = resp_api.responses_to_chat(body, upstream_model=name)
-            stream = bool(upstream.get("stream"))
-        else:
-            upstream, stream, wants = _prepare_openai(shape, body)
+        upstream, stream, wants, dropped = shape.prepare(body, model=name, entry=entry)
     except (TranslateError, shapes.ShapeError) as e:
         raise Refuse(400, e.message, "invalid_request", param=e.param) from None
     capability.check(entry, shape.api, body, upstream)
     _check_max_tokens(entry, upstream)
-    upstream, lowered = fit_max_tokens(upstream, shape.api, entry.settings.context_length)
+    upstream, lowered = fit_max_tokens(upstream, shape.engine_api, entry.settings.context_length)
     _check_choices(upstream, settings.max_n)
     if inside is not None:
         if stream:
@@ -288,8 +236,7 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
     if inside is not None:
         call.batch_id, call.keep_usage = inside.batch_id, inside.keep
     call.max_tokens_lowered = lowered
-    if shape is RESPONSES:
-        call.tools_dropped = tuple(resp_api.hosted_tools(body))
+    call.tools_dropped = dropped
     if span is not None:
         trace.describe(span, call)
     return call
@@ -334,9 +281,8 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     if policy is None:
         return None
     # Messages and Responses are already in the chat shape the engine reads.
-    api = shape.api if shape in (COMPLETIONS, EMBEDDINGS) else "chat"
     span = trace.step(plane.router.tracing, call, "guard input") if call.span is not None else None
-    result = check_input(policy, call.upstream_body, api)
+    result = check_input(policy, call.upstream_body, shape.engine_api)
     call.guard, call.guard_decisions = policy, list(result.decisions)
     if span is not None:
         trace.guarded(span, result.decisions, result.refusal.code if result.refusal is not None else None)
@@ -348,7 +294,7 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     call.upstream_body = result.body
     call.redactor = result.redactor
     reviewers = plane.router.reviewers
-    if shape is not EMBEDDINGS and OutputChecker.needed(policy, result.redactor):
+    if shape.answers_text and OutputChecker.needed(policy, result.redactor):
         decisions = Decisions()
         review = None
         if reviewers is not None and Reviewers.needed(policy, "output"):
@@ -357,15 +303,17 @@ def _guard_input(plane: ClientPlane, shape: Shape, call: Call) -> str | None:
     return result.last_user if reviewers is not None and Reviewers.needed(policy, "input") else None
 
 
-async def _review_input(router, call: Call, text: str) -> None:
+async def _review_input(router: Router, call: Call, text: str) -> None:
     """The policy's services, then its judge, on the prompt; refuse when one objects (or cannot answer, under
     fail: closed)."""
+    reviewers, policy = router.reviewers, call.guard
+    assert reviewers is not None and policy is not None  # _guard_input gives a text to review only then
     decisions = Decisions()
     for d in call.guard_decisions:
         decisions.add(d.rule, d.action, d.direction)
     span = trace.step(router.tracing, call, "guard review") if call.span is not None else None
     try:
-        refusal = await review_input(router.reviewers, call.guard, text, decisions)
+        refusal = await review_input(reviewers, policy, text, decisions)
     except BaseException:
         trace.end(span, "review_failed")
         raise
@@ -473,7 +421,7 @@ async def _answer(plane: ClientPlane, request: web.Request | None, shape: Shape,
     return await _stream(plane, request, shape, call, opened, name)
 
 
-async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing) -> web.Response:
+async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing: Tracing) -> web.Response:
     try:
         answer = orjson.loads(opened.first)
     except orjson.JSONDecodeError:
@@ -494,17 +442,7 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing) -
             trace.guarded(span, call.checker.decisions,
                           "guardrail_blocked" if call.checker.stopped is not None else None)
     settle_whole(call, engine_answer, answer)
-    if shape is MESSAGES:
-        sent = anth.chat_to_message(answer, model=call.model.name,
-                                    include_thinking=anth.wants_thinking(call.client_body))
-        body = orjson.dumps(sent)
-    elif shape is RESPONSES:
-        sent = resp_api.chat_to_response(answer, model=call.model.name, request=call.client_body)
-        body = orjson.dumps(sent)
-    elif call.checker is not None:
-        sent, body = answer, orjson.dumps(answer)
-    else:
-        sent, body = answer, opened.first  # as the engine sent it: no second encoding on the hot path
+    sent, body = shape.whole(call, answer, opened.first)
     call.answer_id = answer_id(sent)
     return web.Response(body=body, content_type="application/json", headers=headers)
 
@@ -520,15 +458,7 @@ async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: 
         await response.prepare(request)
     guard = ChunkGuard(call.checker) if call.checker is not None else None
     # The engine's events, passed on as they are (scanned) or translated into the client's API shape.
-    stream: StreamScanner | TranslatedStream
-    if shape is MESSAGES:
-        stream = TranslatedStream(call, anth.MessagesStream(
-            model=call.model.name, include_thinking=anth.wants_thinking(call.client_body)), encode_sse, guard)
-    elif shape is RESPONSES:
-        stream = TranslatedStream(call, resp_api.ResponsesStream(model=call.model.name,
-                                                                 request=call.client_body), encode_sse, guard)
-    else:
-        stream = StreamScanner(call, guard)
+    stream = shape.stream(call, guard)
     transform = stream.scan if isinstance(stream, StreamScanner) else stream.transform
     # A judge or a service on the answer is awaited before its end is sent.
     atransform = None
@@ -575,12 +505,8 @@ async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: 
         call.status, call.error = CLIENT_GONE, "client_gone"
         stream.tally.settle()  # what the engine made before the client left is billed
         raise
-    except Exception as e:  # aiohttp's payload errors: the engine's side broke mid-answer
-        if type(e).__name__ in ("ClientPayloadError", "ClientConnectionError", "ServerDisconnectedError",
-                                "ClientOSError", "ContentLengthError", "TransferEncodingError"):
-            call.status, call.error = 502, "upstream_cut"
-        else:
-            raise
+    except _ENGINE_BROKE:
+        call.status, call.error = 502, "upstream_cut"
     if isinstance(stream, StreamScanner):
         stream.finish()
         if call.status != 200:
@@ -608,8 +534,5 @@ async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/chat/completions", handler(CHAT))
-    app.router.add_post("/v1/completions", handler(COMPLETIONS))
-    app.router.add_post("/v1/embeddings", handler(EMBEDDINGS))
-    app.router.add_post("/v1/messages", handler(MESSAGES))
-    app.router.add_post("/v1/responses", handler(RESPONSES))
+    for shape in SHAPES:
+        app.router.add_post(shape.route, handler(shape))

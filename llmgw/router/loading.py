@@ -24,15 +24,11 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-import orjson
 from aiohttp import web
 
 from llmgw.config import Duration
+from llmgw.router.apis import by_api
 from llmgw.router.call import Call, Refuse, changed_headers
-from llmgw.router.errors import error_body
-from llmgw.router.translate.anthropic import anthropic_error
-from llmgw.router.translate.common import encode_sse
-from llmgw.router.translate.responses import ResponsesStream
 
 if TYPE_CHECKING:
     from llmgw.router.registry import Registry
@@ -155,14 +151,10 @@ async def _begin_stream(request: web.Request, call: Call, registry: Registry) ->
 
 async def refuse_in_stream(call: Call, refused: Refuse) -> web.StreamResponse:
     """A refusal after the stream began (its status is already 200): the API's own error event, then the end."""
-    response: web.StreamResponse = call.prepared
+    response = call.prepared
+    assert response is not None  # the caller's condition: the stream began
     status, message, code = refused.status, refused.message, refused.code
-    if call.api == "messages":
-        event = encode_sse([("error", anthropic_error(status, message))])
-    elif call.api == "responses":
-        event = encode_sse(ResponsesStream(model=call.model.name, request=call.client_body).error(message, code=code))
-    else:
-        event = b"data: " + orjson.dumps(error_body(status, message, code)) + b"\n\n"
+    event = by_api(call.api).stream_refusal(call, status, message, code)
     try:
         await response.write(event)
         await response.write_eof()

@@ -7,10 +7,11 @@ Prometheus scrapes, not kept up to date on the hot path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 
 if TYPE_CHECKING:
     from llmgw.router.service import Router
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _PER_TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1)
 _BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 
 class RouterMetrics:
@@ -36,15 +39,15 @@ class RouterMetrics:
         self.retries = Counter("llmgw_retries", "Attempts retried on another endpoint", ["model"],
                                registry=registry)
 
-        self._children: dict[tuple, object] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
 
-    def child(self, metric, *labels: str):
+    def child(self, metric: M, *labels: str) -> M:
         """A metric's child for these labels, looked up once: labels() costs microseconds a call."""
         key = (id(metric), labels)
         found = self._children.get(key)
         if found is None:
             found = self._children[key] = metric.labels(*labels)
-        return found
+        return cast(M, found)  # kept under the metric's id: that metric's child, of its class
 
     def watch(self, router: Router, registry: CollectorRegistry) -> None:
         registry.register(_StateCollector(router))
@@ -56,7 +59,7 @@ class _StateCollector:
     def __init__(self, router: Router):
         self.router = router
 
-    def collect(self):
+    def collect(self) -> list[Metric]:
         waiting = GaugeMetricFamily("llmgw_admission_waiting", "Requests waiting for room, by model and band",
                                     labels=["model", "band"])
         breakers = GaugeMetricFamily("llmgw_breaker_state", "Each endpoint's breaker: 0 closed, 1 half-open, 2 open",
@@ -91,7 +94,7 @@ class _StateCollector:
         for scope, scope_id, period, ratio in self.router.budgets.spent_ratios():
             budgets.add_metric([scope, scope_id, period], ratio)
         cache = self.router.cache
-        families = [waiting, breakers, endpoint_flight, lag, pending, dropped, bound, guard, budgets]
+        families: list[Metric] = [waiting, breakers, endpoint_flight, lag, pending, dropped, bound, guard, budgets]
         for name, value, what in (("hits", cache.hits, "Answers reused for the same request"),
                                   ("similar_hits", cache.similar_hits, "Answers reused for a similar question"),
                                   ("misses", cache.misses, "Cache look-ups that found nothing"),

@@ -28,7 +28,7 @@ log = logging.getLogger("llmgw.probe")
 # stopped answering is passed over within a couple of seconds.
 PROBE_TIMEOUT = 2.0
 
-_running: dict[int, asyncio.Task] = {}  # by id(endpoint): one probe each, and a reference so it is not collected
+_running: dict[int, asyncio.Task[None]] = {}  # by id(endpoint): one probe each, and a reference so it is not collected
 
 
 async def failing(session: aiohttp.ClientSession, endpoint: Endpoint, timeout: float = PROBE_TIMEOUT) -> str | None:

@@ -13,13 +13,19 @@ same way for every API.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
 from llmgw.router import sse
 from llmgw.router.call import Call
 from llmgw.router.tally import Tally
+from llmgw.router.translate.common import Event
+from llmgw.router.wire import JSON
+
+if TYPE_CHECKING:
+    from llmgw.router.guarded import ChunkGuard
 
 DONE = b"data: [DONE]"
 CUT_EVENT = (b'data: {"error": {"message": "the engine stopped before the answer was complete", '
@@ -29,9 +35,9 @@ CUT_EVENT = (b'data: {"error": {"message": "the engine stopped before the answer
 class StreamScanner:
     """Counts what an OpenAI-shaped stream carries and drops the usage event the client did not ask for."""
 
-    def __init__(self, call: Call, guard=None):
+    def __init__(self, call: Call, guard: ChunkGuard | None = None):
         self.call = call
-        self.guard = guard  # a router.guarded.ChunkGuard when a policy reads the answer
+        self.guard = guard  # when a policy reads the answer
         self.done = False
         self.tally = Tally(call, held=guard is not None)
 
@@ -62,36 +68,42 @@ class StreamScanner:
 
     def _guarded(self, block: bytes) -> bytes:
         """Every event parsed (once) and rewritten by the policy's checker."""
+        guard = self.guard
+        assert guard is not None  # scan() comes here only with one
         out = []
         for event, chunk in self._parsed(block):
-            out.append(event if chunk is None else self._encode(self.tally.released(self.guard.rewrite(chunk))))
+            out.append(event if chunk is None else self._encode(self.tally.released(guard.rewrite(chunk))))
         return b"".join(out)
 
     async def ascan(self, block: bytes) -> bytes:
         """scan() for a policy whose judge or services are awaited before the answer's end."""
         if DONE in block:
             self.done = True
+        guard = self.guard
+        assert guard is not None  # asked for only by a policy that reads the answer
         out = []
         for event, chunk in self._parsed(block):
             out.append(event if chunk is None else
-                       self._encode(self.tally.released(await self.guard.arewrite(chunk))))
+                       self._encode(self.tally.released(await guard.arewrite(chunk))))
         return b"".join(out)
 
-    def _parsed(self, block: bytes):
+    def _parsed(self, block: bytes) -> Iterator[tuple[bytes, JSON | None]]:
         """(event, None) to pass on as it is, or (b"", chunk) for the guard; usage read on the way."""
         # After a stop by the policy nothing more is passed on (the engine's
         # [DONE] included: the stop sent its own), but the engine's usage
         # is still read, and its events counted: the tokens it made are billed.
+        guard = self.guard
+        assert guard is not None  # only a guarded scan parses every event
         for event in sse.events(block):
             payload = sse.data(event)
             if not payload or payload[:1] != b"{":
-                if not self.guard.finished:
+                if not guard.finished:
                     yield event + b"\n\n", None
                 continue
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
-                if not self.guard.finished:
+                if not guard.finished:
                     yield event + b"\n\n", None
                 continue
             usage = chunk.get("usage")
@@ -99,14 +111,14 @@ class StreamScanner:
             self.tally.chunk(chunk)
             if usage and not chunk.get("choices") and not self.call.wants_usage:
                 continue
-            if not self.guard.finished:
+            if not guard.finished:
                 yield b"", chunk
 
-    def _encode(self, chunks: list) -> bytes:
+    def _encode(self, chunks: list[JSON]) -> bytes:
         from llmgw.router.guarded import encode_chunks
 
         out = encode_chunks(chunks)
-        if self.guard.finished:
+        if self.guard is not None and self.guard.finished:
             # Stopped by the policy: the client's stream ends here, whole.
             self.done = True
             out += DONE + b"\n\n"
@@ -117,7 +129,8 @@ class StreamScanner:
         self.tally.settle()
 
 
-async def relay(first: bytes, read_more, write, *, idle: float,
+async def relay(first: bytes, read_more: Callable[[], Awaitable[bytes]], write: Callable[[bytes], Awaitable[None]],
+                *, idle: float,
                 transform: Callable[[bytes], bytes], on_first: Callable[[], None],
                 atransform: Callable[[bytes], Awaitable[bytes]] | None = None) -> None:
     """Pass a stream on until the engine's side ends.
@@ -149,10 +162,21 @@ async def relay(first: bytes, read_more, write, *, idle: float,
             await write(out)
 
 
+class Translator(Protocol):
+    """One of router.translate's stream classes: chat chunks in, the client API's events out."""
+
+    def feed(self, chunk: JSON) -> list[Event]: ...
+
+    def finish(self) -> list[Event]: ...
+
+    def error(self, message: str) -> list[Event]: ...
+
+
 class TranslatedStream:
     """Chat chunks in, another API's events out, through one of router.translate's stream classes."""
 
-    def __init__(self, call: Call, translator, encode: Callable[[list], bytes], guard=None):
+    def __init__(self, call: Call, translator: Translator, encode: Callable[[list[Event]], bytes],
+                 guard: ChunkGuard | None = None):
         self.call = call
         self.guard = guard
         self.translator = translator
@@ -172,13 +196,15 @@ class TranslatedStream:
 
     async def atransform(self, block: bytes) -> bytes:
         """transform() for a policy whose judge or services are awaited before the answer's end."""
+        guard = self.guard
+        assert guard is not None  # asked for only by a policy that reads the answer
         produced = []
         for chunk in self._chunks(block):
-            for rewritten in self.tally.released(await self.guard.arewrite(chunk)):
+            for rewritten in self.tally.released(await guard.arewrite(chunk)):
                 produced.extend(self.translator.feed(rewritten))
         return self.encode(produced) if produced else b""
 
-    def _chunks(self, block: bytes):
+    def _chunks(self, block: bytes) -> Iterator[JSON]:
         for payload in sse.payloads(block):
             if payload == sse.DONE:
                 self.done = True

@@ -11,11 +11,13 @@ unless the policy stopped it. `shape` is the handler's API shape (its
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 
 from llmgw.guard import OutputChecker
+from llmgw.router import trace
 from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry
 from llmgw.router.cache import hit_headers
@@ -23,11 +25,16 @@ from llmgw.router.cache import key as answer_key
 from llmgw.router.call import Call, changed_headers
 from llmgw.router.guarded import guard_whole
 from llmgw.router.replay import replay_json, replay_stream
-from llmgw.router.similar import Question, embed_question, question
-from llmgw.router import trace
+from llmgw.router.similar import embed_question, question
+from llmgw.router.wire import JSON
+from llmgw.store import ProjectCache
+
+if TYPE_CHECKING:
+    from llmgw.router.apis import Shape
+    from llmgw.router.service import Router
 
 
-async def from_cache(router, shape, call: Call) -> web.Response | None:
+async def from_cache(router: Router, shape: Shape, call: Call) -> web.Response | None:
     """The project's kept answer to this very request — or, with `--similar`, to a like question in the
     same conversation — or None (and the call marked to keep its own).
 
@@ -38,7 +45,7 @@ async def from_cache(router, shape, call: Call) -> web.Response | None:
     and its services, before a byte of it is sent.
     """
     setting = router.project_caches.get(call.principal.path.project.id)
-    if setting is None or not setting.enabled or shape.api == "embeddings":
+    if setting is None or not setting.enabled or not shape.cached:
         return None
     span = trace.step(router.tracing, call, "cache lookup") if call.span is not None else None
     try:
@@ -52,7 +59,7 @@ async def from_cache(router, shape, call: Call) -> web.Response | None:
     return found if isinstance(found, web.Response) else None
 
 
-async def _look(router, shape, call: Call, setting) -> web.Response | str:
+async def _look(router: Router, shape: Shape, call: Call, setting: ProjectCache) -> web.Response | str:
     """The kept answer, or what became of the lookup: bypass or miss."""
     cache = router.cache
     policy = call.guard
@@ -87,7 +94,8 @@ async def _look(router, shape, call: Call, setting) -> web.Response | str:
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
-async def _similar(router, shape, call: Call, threshold: float) -> tuple[CacheEntry | None, float | None]:
+async def _similar(router: Router, shape: Shape, call: Call,
+                   threshold: float) -> tuple[CacheEntry | None, float | None]:
     """The answer to the question most like this one already answered in its conversation, and how alike.
 
     Asked only after the exact lookup missed, so the very same request
@@ -97,7 +105,7 @@ async def _similar(router, shape, call: Call, threshold: float) -> tuple[CacheEn
     slow or down costs this lookup, never the answer. On a miss the
     question and its vector stay on the call for _keep.
     """
-    if shape.api not in ("chat", "messages", "responses"):
+    if not shape.conversational:
         return None, None
     asked = question(call.principal.path.project.id, shape.api, call.upstream_body)
     if asked is None:
@@ -127,14 +135,14 @@ async def _checked(checker: OutputChecker, entry: CacheEntry) -> CacheEntry:
     return CacheEntry(entry.api, orjson.dumps(checked), entry.stored_at, entry.ttl, entry.model)
 
 
-def keep(router, shape, call: Call, answer: dict | bytes | None) -> None:
+def keep(router: Router, shape: Shape, call: Call, answer: JSON | bytes | None) -> None:
     if call.cache_key is None or answer is None or call.status != 200:
         return
     if call.checker is not None and call.checker.stopped is not None:
         return  # an answer the policy stopped is not one to give again
     kept = router.cache.put(call.cache_key, CacheEntry.make(shape.api, answer, stored_at=time.time(),
                                                             ttl=call.cache_ttl, model=call.model.name))
-    asked: Question | None = call.question
-    if kept and asked is not None:
+    asked, vector = call.question, call.question_vector
+    if kept and asked is not None and vector is not None:  # set together, by _similar
         # The next rewording in this conversation finds this answer.
-        router.similar.add(asked.conversation, call.question_vector, call.cache_key)
+        router.similar.add(asked.conversation, vector, call.cache_key)

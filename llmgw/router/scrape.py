@@ -153,7 +153,7 @@ class EngineScraper:
         self._clock = clock
         self._backoff: dict[str, _Backoff] = {}
         self._answered: set[str] = set()  # metrics URLs read at least once
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         if self._task is None or self._task.done():

@@ -37,6 +37,7 @@ from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
     from llmgw.account import Principal
+    from llmgw.router.endpoint import Endpoint
 
 log = logging.getLogger("llmgw.router")
 
@@ -81,7 +82,7 @@ class Router:
         self._embedding_model = current.router.cache.embedding_model
         self._embedder_refusals: set[str] = set()  # said once in the log, not once a request
         self.project_caches: dict[str, ProjectCache] = {}  # `llmgw keys cache`, read every few seconds
-        self._caches_task: asyncio.Task | None = None
+        self._caches_task: asyncio.Task[None] | None = None
         self.guards = Resolver()  # which guardrail policies apply, per key, per settings version
         self.guard_stats = GuardStats()
         self.reviewers: Reviewers | None = None  # the judge and outside services; made with the HTTP session
@@ -92,7 +93,7 @@ class Router:
         self._session: aiohttp.ClientSession | None = None
         self._providers: aiohttp.ClientSession | None = None  # outside providers' (router/targets.py)
         self.scraper: EngineScraper | None = None
-        self._keys_task: asyncio.Task | None = None
+        self._keys_task: asyncio.Task[None] | None = None
         self.apply(current)
 
     def apply(self, settings: ClusterSettings) -> None:
@@ -183,7 +184,7 @@ class Router:
             return _started(self._providers)
         return self.session
 
-    def _judge_endpoints(self, model: str) -> list:
+    def _judge_endpoints(self, model: str) -> list[Endpoint]:
         entry = self.registry.model(model)
         return entry.usable() if entry is not None else []
 
@@ -205,7 +206,7 @@ class Router:
             await asyncio.sleep(KEY_FILE_CHECK)
             await asyncio.to_thread(self.registry.refresh_keys)
 
-    def refused_early(self, request_id: str, principal, api: str, status: int, code: str, *,
+    def refused_early(self, request_id: str, principal: Principal, api: str, status: int, code: str, *,
                       batch_id: str | None = None, keep: Callable[[Usage], None] | None = None) -> None:
         self.metrics.child(self.metrics.refused, "-", code).inc()
         self.metrics.child(self.metrics.requests, "-", api, str(status)).inc()

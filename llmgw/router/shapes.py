@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Literal, overload
 
 from llmgw.router.translate.common import json_type
+from llmgw.router.wire import JSON
 
 
 class ShapeError(ValueError):
@@ -64,7 +65,7 @@ _PART_FIELDS: dict[str, tuple[str, type]] = {
 _CONTENT_OPTIONAL = ("assistant",)
 
 
-def check(api: str, body: dict) -> None:
+def check(api: str, body: JSON) -> None:
     """Raise ShapeError when `body` does not fit the `api` endpoint's schema; chat, completions, embeddings."""
     checker = _CHECKS.get(api)
     if checker is not None:
@@ -92,7 +93,7 @@ def _at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _string(obj: dict, key: str, path: str, required: bool = False) -> None:
+def _string(obj: JSON, key: str, path: str, required: bool = False) -> None:
     value = obj.get(key)
     if value is None:
         if required:
@@ -103,14 +104,14 @@ def _string(obj: dict, key: str, path: str, required: bool = False) -> None:
 
 
 @overload
-def _object(obj: dict, key: str, path: str, required: Literal[True]) -> dict: ...
+def _object(obj: JSON, key: str, path: str, required: Literal[True]) -> JSON: ...
 
 
 @overload
-def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None: ...
+def _object(obj: JSON, key: str, path: str, required: bool = False) -> JSON | None: ...
 
 
-def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | None:
+def _object(obj: JSON, key: str, path: str, required: bool = False) -> JSON | None:
     value = obj.get(key)
     if value is None:
         if required:
@@ -121,7 +122,7 @@ def _object(obj: dict, key: str, path: str, required: bool = False) -> dict | No
     return value
 
 
-def _list(obj: dict, key: str) -> list:
+def _list(obj: JSON, key: str) -> list[Any]:
     value = obj.get(key)
     if value is None:
         return []
@@ -133,7 +134,7 @@ def _list(obj: dict, key: str) -> list:
 # -- chat ----------------------------------------------------------------------
 
 
-def _chat(body: dict) -> None:
+def _chat(body: JSON) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ShapeError('"messages" must be a non-empty list of messages', "messages")
@@ -238,7 +239,7 @@ def _tool(tool: Any, at: str) -> None:
         raise _refuse(f"{at}.type", '"function" or "custom"', kind)
 
 
-def _function(function: dict, at: str) -> None:
+def _function(function: JSON, at: str) -> None:
     _string(function, "name", at, required=True)
     _string(function, "description", at)
     _object(function, "parameters", at)
@@ -263,18 +264,18 @@ def _prompt(value: Any, field: str, what: str) -> None:
                          "such arrays", value)
 
 
-def _completions(body: dict) -> None:
+def _completions(body: JSON) -> None:
     _prompt(body.get("prompt"), "prompt", "the prompt")
     _string(body, "suffix", "")
 
 
-def _embeddings(body: dict) -> None:
+def _embeddings(body: JSON) -> None:
     if "messages" in body:
         raise ShapeError('/v1/embeddings takes "input", not "messages"', "messages")
     _prompt(body.get("input"), "input", "what to embed")
 
 
-_CHECKS: dict[str, Callable[[dict], None]] = {
+_CHECKS: dict[str, Callable[[JSON], None]] = {
     "chat": _chat,
     "completions": _completions,
     "embeddings": _embeddings,

@@ -107,7 +107,7 @@ def _words(content: Any) -> str | None:
     return "\n".join(pieces)
 
 
-def unit(values: Any) -> array | None:
+def unit(values: Any) -> array[float] | None:
     """`values` as a float32 unit vector, None when it is empty, not numbers, or zero."""
     try:
         vec = array("f", values)
@@ -119,7 +119,7 @@ def unit(values: Any) -> array | None:
     return array("f", (x / norm for x in vec))
 
 
-async def embed_question(embedder: Embedder, text: str, budget: float = EMBED_BUDGET) -> array | None:
+async def embed_question(embedder: Embedder, text: str, budget: float = EMBED_BUDGET) -> array[float] | None:
     """The question's unit vector within `budget` seconds, or None: then only the very same request is reused.
 
     An embedding model that is slow, down or answers nonsense must cost a
@@ -151,7 +151,7 @@ class SimilarIndex:
     def __init__(self, cache: AnswerCache, per_conversation: int = PER_CONVERSATION):
         self.cache = cache
         self.per_conversation = per_conversation
-        self._conversations: OrderedDict[bytes, list[tuple[array, bytes]]] = OrderedDict()
+        self._conversations: OrderedDict[bytes, list[tuple[array[float], bytes]]] = OrderedDict()
         self._where: dict[bytes, set[bytes]] = {}  # cache key -> conversations holding a vector for it
         cache.on_drop(self._forget)
 
@@ -162,7 +162,7 @@ class SimilarIndex:
     def __len__(self) -> int:
         return len(self._conversations)
 
-    def add(self, conversation: bytes, vector: array | list[float], cache_key: bytes) -> bool:
+    def add(self, conversation: bytes, vector: array[float] | list[float], cache_key: bytes) -> bool:
         """Remember that `vector`'s question was answered by `cache_key`; False when that answer is not held."""
         vec = vector if isinstance(vector, array) and vector.typecode == "f" else unit(vector)
         if vec is None or cache_key not in self.cache:
@@ -180,7 +180,7 @@ class SimilarIndex:
                 self._unlink(old_key, conversation)
         return True
 
-    async def lookup(self, conversation: bytes, vector: array | list[float], threshold: float,
+    async def lookup(self, conversation: bytes, vector: array[float] | list[float], threshold: float,
                      now: float | None = None) -> tuple[bytes, float] | None:
         """The cache key of the most similar question answered in this conversation, and its similarity,
         when that reaches `threshold`; None otherwise.
@@ -231,5 +231,5 @@ class SimilarIndex:
                 del self._where[cache_key]
 
 
-def _cost(vec: array) -> int:
+def _cost(vec: array[float]) -> int:
     return vec.itemsize * len(vec) + VECTOR_OVERHEAD

@@ -29,6 +29,7 @@ from typing import Any
 
 from llmgw.guard import reads
 from llmgw.router.call import Call
+from llmgw.router.wire import JSON
 
 # A finish event ends a choice; its delta carries no token. The engines
 # write compact JSON (vLLM, SGLang, llama.cpp, the sim); one that wrote
@@ -165,7 +166,7 @@ class Tally:
         call.delivered_tokens = self.delivered(call.completion_tokens)
 
 
-def read_usage(call: Call, usage: dict | None) -> None:
+def read_usage(call: Call, usage: JSON | None) -> None:
     """An engine's usage object onto the call: what it says it read and wrote."""
     if not usage:
         return

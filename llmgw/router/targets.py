@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
 
 import aiohttp
+from aiohttp.connector import AddrInfoType, SocketFactoryType
 
 from llmgw.config import address_refusal
 
@@ -27,7 +27,7 @@ class TargetRefused(OSError):
     """A provider's address that outside providers may not be sent to."""
 
 
-def refusing_socket(what: str, hint: str) -> Callable[[tuple], socket.socket]:
+def refusing_socket(what: str, hint: str) -> SocketFactoryType:
     """An aiohttp socket_factory that refuses a link-local, metadata or loopback address, whatever the name
     resolved to. `what` names whose URL it is in the refusal ("outside providers", "webhooks"); `hint` says,
     in the log, how to allow it. The notification webhooks use it too (llmgw/notify)."""
@@ -36,7 +36,7 @@ def refusing_socket(what: str, hint: str) -> Callable[[tuple], socket.socket]:
     # once a module-wide set, where one session's refusal hid another's, in the log and in the tests.
     said: set[str] = set()
 
-    def factory(addr_info: tuple) -> socket.socket:
+    def factory(addr_info: AddrInfoType) -> socket.socket:
         family, kind, proto, _, sockaddr = addr_info
         host = str(sockaddr[0])
         why = address_refusal(host)
@@ -49,7 +49,7 @@ def refusing_socket(what: str, hint: str) -> Callable[[tuple], socket.socket]:
     return factory
 
 
-def guarded_socket() -> Callable[[tuple], socket.socket]:
+def guarded_socket() -> SocketFactoryType:
     """aiohttp's socket_factory for outside providers: a socket, unless the address is refused."""
     return refusing_socket("outside providers",
                            "set the model's external.allow_private_targets: true if that provider really is there")

@@ -20,27 +20,33 @@ traceparent) no span is made: the request pays a header lookup.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from llmgw.telemetry import TRACEPARENT, Span, SpanKind, Tracing, end, parent_from, traceparent_of
+from llmgw.router.apis import by_api
+from llmgw.telemetry import TRACEPARENT, SpanKind, Tracing, parent_from, traceparent_of
+# Re-exported: the router's steps end their spans as trace.end, and name them trace.Span.
+from llmgw.telemetry import Span as Span
+from llmgw.telemetry import end as end
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+    from llmgw.guard import Decision
     from llmgw.router.call import Call
     from llmgw.router.endpoint import Endpoint
 
-# The GenAI conventions' operation for each API shape the router speaks.
-OPERATIONS = {"chat": "chat", "messages": "chat", "responses": "chat", "completions": "text_completion",
-              "embeddings": "embeddings"}
 # Where the client's sampling parameters are, by the name the conventions give them.
 _REQUEST_NUMBERS = (("gen_ai.request.max_tokens", ("max_tokens", "max_completion_tokens", "max_output_tokens")),
                     ("gen_ai.request.temperature", ("temperature",)),
                     ("gen_ai.request.top_p", ("top_p",)))
 
 
-def begin(tracing: Tracing, request: web.Request | None, api: str, request_id: str) -> tuple[Span | None, Any]:
+def begin(tracing: Tracing, request: web.Request | None, api: str,
+          request_id: str) -> tuple[Span | None, Context | None]:
     """The request's span (None while tracing is off), and the client's trace to pass on while it is off.
 
     Tracing off, a client's traceparent is still sent on to the engine, as it
@@ -52,7 +58,7 @@ def begin(tracing: Tracing, request: web.Request | None, api: str, request_id: s
         # At ratio 0 a request the client did not trace makes no span at all, rather than one that records
         # nothing: the hot path pays as it does with tracing off.
         return None, parent
-    operation = OPERATIONS[api]
+    operation = by_api(api).operation
     span = tracing.start(operation, parent, kind=SpanKind.SERVER,
                          attributes={"gen_ai.operation.name": operation, "llmgw.api": api,
                                      "llmgw.request.id": request_id})
@@ -64,7 +70,7 @@ def describe(span: Span, call: Call) -> None:
     if not span.is_recording():
         return
     model = call.model.name
-    span.update_name(f"{OPERATIONS[call.api]} {model}")
+    span.update_name(f"{by_api(call.api).operation} {model}")
     span.set_attribute("gen_ai.request.model", model)
     body = call.client_body
     for attribute, fields in _REQUEST_NUMBERS:
@@ -114,7 +120,7 @@ def step(tracing: Tracing, call: Call, name: str) -> Span | None:
     return tracing.start(name, call.span)
 
 
-def guarded(span: Span | None, decisions: list, refused_code: str | None = None) -> None:
+def guarded(span: Span | None, decisions: Sequence[Decision], refused_code: str | None = None) -> None:
     """A guard step's outcome, by counts and actions only: a decision's rule can hold an outside service's words."""
     if span is None:
         return
@@ -137,7 +143,7 @@ def attempt(tracing: Tracing, call: Call, endpoint: Endpoint) -> tuple[Span | No
     if span.is_recording():
         parts = urlsplit(endpoint.url)
         span.set_attribute("gen_ai.provider.name", endpoint.provider)
-        span.set_attribute("gen_ai.operation.name", OPERATIONS[call.api])
+        span.set_attribute("gen_ai.operation.name", by_api(call.api).operation)
         span.set_attribute("gen_ai.request.model", endpoint.upstream_model)
         span.set_attribute("llmgw.endpoint", endpoint.id)
         if parts.hostname:

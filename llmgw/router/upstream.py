@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -50,8 +51,8 @@ class _Failed(Exception):
 
 
 async def open_upstream(session: aiohttp.ClientSession, call: Call, candidates: list[Endpoint],
-                        timeouts: Timeouts, retries: int, take, events: Events | None = None,
-                        tracing: Tracing | None = None) -> Opened:
+                        timeouts: Timeouts, retries: int, take: Callable[[Endpoint], bool],
+                        events: Events | None = None, tracing: Tracing | None = None) -> Opened:
     """The first candidate that answers. `take(endpoint)` claims it (the breaker's trial);
     the caller owns the returned endpoint's in_flight and must release it, and ends its span
     (`trace.end(opened.span)`). An outside provider refusing its key is told to `events` (for

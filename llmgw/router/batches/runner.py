@@ -28,11 +28,13 @@ import orjson
 
 from llmgw.account import Principal, principal_of
 from llmgw.config import AdmissionSettings
+from llmgw.router.apis import by_route
 from llmgw.router.batches.inputs import Line, read_lines
 from llmgw.router.batches.keeper import FileKeeper, place_for
 from llmgw.router.call import new_request_id
-from llmgw.router.handlers import CHAT, EMBEDDINGS, Inside, serve
+from llmgw.router.handlers import Inside, serve
 from llmgw.router.plane import ClientPlane
+from llmgw.router.wire import JSON
 from llmgw.store import Batch, BatchLine, LineResult, StoredFile, StoreError, Usage
 from llmgw.store.records_batch import OPEN_BATCH
 from llmgw.tasks import cancel_and_wait
@@ -59,8 +61,8 @@ class BatchRunner:
         self.plane = plane
         self.leading = leading
         self.keeper = FileKeeper(plane.store, plane.cfg.data_dir)
-        self._task: asyncio.Task | None = None
-        self._drivers: dict[str, asyncio.Task] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._drivers: dict[str, asyncio.Task[None]] = {}
         self._stopping: set[str] = set()  # batches cancelled or expired: no new line is sent
         self._running = 0  # lines in flight over every batch
         self._freed = asyncio.Event()
@@ -112,7 +114,7 @@ class BatchRunner:
                      files, batches, days)
         return files, batches
 
-    def _ended(self, batch_id: str, task: asyncio.Task) -> None:
+    def _ended(self, batch_id: str, task: asyncio.Task[None]) -> None:
         self._drivers.pop(batch_id, None)
         self._stopping.discard(batch_id)
         if not task.cancelled() and task.exception() is not None:
@@ -166,7 +168,7 @@ class BatchRunner:
         """Send the pending lines and record their results; False when it stopped short for losing the lead."""
         store = self.plane.store
         todo = deque(await store.pending_lines(batch.id))
-        tasks: set[asyncio.Task] = set()
+        tasks: set[asyncio.Task[LineResult]] = set()
         recorded: list[LineResult] = []
         flushed = time.monotonic()
         principal = _Principal(self.plane, batch.key_id)
@@ -214,7 +216,7 @@ class BatchRunner:
     def _sends(self, batch_id: str) -> bool:
         return batch_id not in self._stopping and self.leading()
 
-    def _release(self, task: asyncio.Task | None = None) -> None:
+    def _release(self, task: asyncio.Task[LineResult] | None = None) -> None:
         self._running -= 1
         self._freed.set()
 
@@ -227,8 +229,7 @@ class BatchRunner:
         request_id = new_request_id()
         band = lowest_band(self.plane.settings.current.router.admission)
         inside = Inside(body=line.body, profile=PROFILE, band=band, batch_id=batch.id, keep=kept.append)
-        shape = CHAT if line.url == "/v1/chat/completions" else EMBEDDINGS
-        response = await serve(self.plane, shape, who, request_id, None, inside)
+        response = await serve(self.plane, by_route(line.url), who, request_id, None, inside)
         raw = getattr(response, "body", None)
         try:
             body = orjson.loads(raw) if isinstance(raw, (bytes, bytearray)) else None
@@ -264,7 +265,7 @@ class BatchRunner:
         return file_id
 
 
-def _failed_line(custom_id: str, code: str, message: str) -> dict:
+def _failed_line(custom_id: str, code: str, message: str) -> JSON:
     return {"id": None, "custom_id": custom_id, "response": None, "error": {"code": code, "message": message}}
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, profile as find_profile, scorer as find_scorer
+from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, Scorer, profile as find_profile, scorer as find_scorer
 
 if TYPE_CHECKING:
     from llmgw.router.endpoint import Endpoint
@@ -78,7 +78,7 @@ def choose(endpoints: Sequence[Endpoint], profile: str, session_key: str | None 
     return [endpoint for _, _, endpoint in ranked]
 
 
-def _score(name: str, scorer, endpoint: Endpoint, ctx: Context) -> float:
+def _score(name: str, scorer: Scorer, endpoint: Endpoint, ctx: Context) -> float:
     # A site's scorer that raises must not take routing down with it: it
     # counts as neutral, and is logged once rather than on every request.
     try:

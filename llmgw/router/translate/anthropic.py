@@ -24,6 +24,7 @@ from llmgw.router.translate.common import (
     join_text,
     json_type,
 )
+from llmgw.router.wire import JSON
 
 __all__ = [
     "MessagesStream",
@@ -50,7 +51,7 @@ _UNSUPPORTED_BLOCKS = {
     "container_upload": "containers run at Anthropic and are not available here",
 }
 
-def wants_thinking(body: dict) -> bool:
+def wants_thinking(body: JSON) -> bool:
     """Whether the client asked to see the model's thinking.
 
     Reasoning a client did not ask for is left out of the answer, as the Go
@@ -63,7 +64,7 @@ def wants_thinking(body: dict) -> bool:
 # -- the request --------------------------------------------------------------
 
 
-def messages_to_chat(body: dict, *, upstream_model: str, thinking_mode: str) -> dict:
+def messages_to_chat(body: JSON, *, upstream_model: str, thinking_mode: str) -> JSON:
     """An Anthropic Messages request as the engine's chat completions request.
 
     `thinking_mode` says how the engine is told to think: "chat_template_kwargs"
@@ -145,7 +146,7 @@ def _system_text(system: Any) -> str | None:
     raise TranslateError(f"system must be a string or an array of text blocks, got {json_type(system)}", "system")
 
 
-def _message(message: Any, where: str) -> list[dict]:
+def _message(message: Any, where: str) -> list[JSON]:
     """One Anthropic message as one or more chat messages.
 
     A user turn's tool_result blocks become `tool` messages, which chat
@@ -170,7 +171,7 @@ def _message(message: Any, where: str) -> list[dict]:
     return _user(content, where)
 
 
-def _texts_only(content: list, where: str) -> list[str]:
+def _texts_only(content: list[Any], where: str) -> list[str]:
     texts = []
     for j, block in enumerate(content):
         kind = _block_type(block, f"{where}.content.{j}")
@@ -181,9 +182,9 @@ def _texts_only(content: list, where: str) -> list[str]:
     return texts
 
 
-def _assistant(content: list, where: str) -> dict:
+def _assistant(content: list[Any], where: str) -> JSON:
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[JSON] = []
     for j, block in enumerate(content):
         at = f"{where}.content.{j}"
         kind = _block_type(block, at)
@@ -204,7 +205,7 @@ def _assistant(content: list, where: str) -> dict:
     return out
 
 
-def _tool_call(block: dict, at: str) -> dict:
+def _tool_call(block: JSON, at: str) -> JSON:
     if not isinstance(block.get("id"), str) or not block["id"]:
         raise TranslateError(f"{at}: a tool_use block needs an id", f"{at}.id")
     if not isinstance(block.get("name"), str) or not block["name"]:
@@ -216,9 +217,9 @@ def _tool_call(block: dict, at: str) -> dict:
             "function": {"name": block["name"], "arguments": orjson.dumps(arguments).decode()}}
 
 
-def _user(content: list, where: str) -> list[dict]:
-    tool_messages: list[dict] = []
-    parts: list[dict] = []
+def _user(content: list[Any], where: str) -> list[JSON]:
+    tool_messages: list[JSON] = []
+    parts: list[JSON] = []
     for j, block in enumerate(content):
         at = f"{where}.content.{j}"
         kind = _block_type(block, at)
@@ -244,7 +245,7 @@ def _user(content: list, where: str) -> list[dict]:
     return out
 
 
-def _user_content(parts: list[dict]) -> str | list[dict]:
+def _user_content(parts: list[JSON]) -> str | list[JSON]:
     # Text alone goes as one string: every engine's chat template takes a
     # string, and not all of them take a list of parts.
     if all(p["type"] == "text" for p in parts):
@@ -252,13 +253,13 @@ def _user_content(parts: list[dict]) -> str | list[dict]:
     return parts
 
 
-def _tool_result(block: dict, at: str) -> tuple[dict, list[dict]]:
+def _tool_result(block: JSON, at: str) -> tuple[JSON, list[JSON]]:
     tool_use_id = block.get("tool_use_id")
     if not isinstance(tool_use_id, str) or not tool_use_id:
         raise TranslateError(f"{at}: a tool_result block needs the tool_use_id it answers", f"{at}.tool_use_id")
     content = block.get("content", "")
     texts: list[str] = []
-    images: list[dict] = []
+    images: list[JSON] = []
     if isinstance(content, str):
         texts.append(content)
     elif isinstance(content, list):
@@ -282,7 +283,7 @@ def _tool_result(block: dict, at: str) -> tuple[dict, list[dict]]:
     return {"role": "tool", "tool_call_id": tool_use_id, "content": text}, images
 
 
-def _image(block: dict, at: str) -> dict:
+def _image(block: JSON, at: str) -> JSON:
     source = block.get("source")
     if not isinstance(source, dict):
         raise TranslateError(f"{at}: an image block needs a source", f"{at}.source")
@@ -311,10 +312,11 @@ def _block_type(block: Any, at: str) -> str:
     return kind
 
 
-def _text(block: dict, at: str) -> str:
-    if not isinstance(block.get("text"), str):
+def _text(block: JSON, at: str) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
         raise TranslateError(f"{at}: a text block needs its text as a string", f"{at}.text")
-    return block["text"]
+    return text
 
 
 def _refuse_block(kind: str, at: str) -> None:
@@ -325,7 +327,7 @@ def _refuse_block(kind: str, at: str) -> None:
                          "tool_use, tool_result and thinking blocks", f"{at}.type")
 
 
-def _tools(body: dict, chat: dict) -> None:
+def _tools(body: JSON, chat: JSON) -> None:
     out = []
     for at, tool in checked_tools(body, types=(None, "custom"), other_type=(
             "the server tool {kind} runs at Anthropic and is not available here; "
@@ -364,7 +366,7 @@ def _tools(body: dict, chat: dict) -> None:
         chat["parallel_tool_calls"] = False
 
 
-def _thinking(thinking: Any, mode: str, chat: dict) -> None:
+def _thinking(thinking: Any, mode: str, chat: JSON) -> None:
     if thinking is None:
         return
     if not isinstance(thinking, dict):
@@ -397,7 +399,7 @@ def _effort(budget: Any) -> str:
     return "high"
 
 
-def _output_format(config: Any, chat: dict) -> None:
+def _output_format(config: Any, chat: JSON) -> None:
     if not isinstance(config, dict):
         return
     fmt = config.get("format")

@@ -7,11 +7,13 @@ llmgw.router.translate.anthropic, which is the module to use.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from llmgw.router.translate.common import (
+    Event,
     ToolCallAccumulator,
     chat_usage,
     first_choice,
@@ -21,6 +23,7 @@ from llmgw.router.translate.common import (
     object_at,
     reasoning_text,
 )
+from llmgw.router.wire import JSON
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -46,7 +49,7 @@ _STOP_REASONS = {
 }
 
 
-def anthropic_error(status: int, message: str) -> dict:
+def anthropic_error(status: int, message: str) -> JSON:
     """The body of a refusal in Anthropic's shape, its type chosen by status."""
     kind = _ERROR_TYPES.get(status)
     if kind is None:
@@ -57,7 +60,7 @@ def anthropic_error(status: int, message: str) -> dict:
 # -- the answer ---------------------------------------------------------------
 
 
-def chat_to_message(chat: dict, *, model: str, include_thinking: bool = True) -> dict:
+def chat_to_message(chat: JSON, *, model: str, include_thinking: bool = True) -> JSON:
     """An engine's chat.completion as Anthropic's `message`.
 
     `model` is the name the client asked for, echoed back. A tool call whose
@@ -67,7 +70,7 @@ def chat_to_message(chat: dict, *, model: str, include_thinking: bool = True) ->
     """
     choice = first_choice(chat) or {}
     message = object_at(choice, "message")
-    content: list[dict] = []
+    content: list[JSON] = []
     thinking = reasoning_text(message)
     if thinking and include_thinking:
         content.append({"type": "thinking", "thinking": thinking, "signature": ""})
@@ -97,7 +100,7 @@ def chat_to_message(chat: dict, *, model: str, include_thinking: bool = True) ->
     }
 
 
-def _usage(counts: dict) -> dict:
+def _usage(counts: JSON) -> JSON:
     # Anthropic counts cache reads apart from input_tokens (the total is
     # their sum), where chat completions counts them inside prompt_tokens.
     return {
@@ -108,7 +111,7 @@ def _usage(counts: dict) -> dict:
     }
 
 
-def _stop(choice: dict, used_tools: bool) -> tuple[str, str | None]:
+def _stop(choice: JSON, used_tools: bool) -> tuple[str, str | None]:
     finish = choice.get("finish_reason")
     if used_tools and finish in (None, "stop", "tool_calls", "function_call"):
         # llama.cpp has said "stop" after a tool call; the client must still
@@ -125,7 +128,7 @@ def _tool_use_id(call_id: Any) -> str:
     return call_id if isinstance(call_id, str) and call_id else f"toolu_{new_id()}"
 
 
-def _arguments(arguments: Any) -> dict:
+def _arguments(arguments: Any) -> JSON:
     if isinstance(arguments, dict):
         return arguments
     if not isinstance(arguments, str) or not arguments.strip():
@@ -138,6 +141,15 @@ def _arguments(arguments: Any) -> dict:
 
 
 # -- the streamed answer ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """The content block a stream has open: what kind, its index in the message, the engine's tool index."""
+
+    kind: str  # thinking, text or tool_use
+    index: int
+    tool: int | None
 
 
 class MessagesStream:
@@ -161,16 +173,16 @@ class MessagesStream:
         self._started = False
         self._done = False
         self._next_index = 0
-        self._open: dict | None = None  # {"kind", "index", "tool"}
+        self._open: _Block | None = None
         self._tools = ToolCallAccumulator()
         self._tool_blocks: dict[int, int] = {}  # engine's tool index -> our block index
         self._used_tools = False
         self._finish: str | None = None
         self._stop_string: str | None = None
-        self._usage: dict | None = None
+        self._usage: JSON | None = None
         self._pieces = 0
 
-    def feed(self, chunk: dict) -> list[tuple[str, dict]]:
+    def feed(self, chunk: JSON) -> list[Event]:
         if self._done or not isinstance(chunk, dict):
             return []
         if chunk.get("error") or chunk.get("object") == "error":
@@ -202,7 +214,7 @@ class MessagesStream:
             self._stop_string = matched_stop_string(choice)
         return events
 
-    def finish(self) -> list[tuple[str, dict]]:
+    def finish(self) -> list[Event]:
         if self._done:
             return []
         events = self._start(None)
@@ -222,14 +234,14 @@ class MessagesStream:
         events.append(("message_stop", {"type": "message_stop"}))
         return events
 
-    def error(self, message: str, *, status: int = 500) -> list[tuple[str, dict]]:
+    def error(self, message: str, *, status: int = 500) -> list[Event]:
         """The stream was cut: Anthropic's `error` event, after which nothing more is sent."""
         if self._done:
             return []
         self._done = True
         return [("error", anthropic_error(status, message))]
 
-    def _start(self, chat_id: Any) -> list[tuple[str, dict]]:
+    def _start(self, chat_id: Any) -> list[Event]:
         if self._started:
             return []
         self._started = True
@@ -240,56 +252,56 @@ class MessagesStream:
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
         return [("message_start", {"type": "message_start", "message": message})]
 
-    def _ensure(self, events: list, kind: str) -> int:
-        if self._open is not None and self._open["kind"] == kind:
-            return self._open["index"]
+    def _ensure(self, events: list[Event], kind: str) -> int:
+        if self._open is not None and self._open.kind == kind:
+            return self._open.index
         self._close(events)
         block = {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking" \
             else {"type": "text", "text": ""}
         return self._open_block(events, kind, block, None)
 
-    def _open_block(self, events: list, kind: str, block: dict, tool: int | None) -> int:
+    def _open_block(self, events: list[Event], kind: str, block: JSON, tool: int | None) -> int:
         index = self._next_index
         self._next_index += 1
-        self._open = {"kind": kind, "index": index, "tool": tool}
+        self._open = _Block(kind, index, tool)
         events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                "content_block": block}))
         return index
 
-    def _close(self, events: list) -> None:
+    def _close(self, events: list[Event]) -> None:
         if self._open is None:
             return
-        index = self._open["index"]
-        if self._open["kind"] == "thinking":
+        index = self._open.index
+        if self._open.kind == "thinking":
             # Anthropic sends a thinking block's signature just before its
             # stop; clients wait for it. The engines sign nothing, so it is "".
             events.append(_delta(index, {"type": "signature_delta", "signature": ""}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         self._open = None
 
-    def _tool_piece(self, events: list, piece: dict) -> None:
+    def _tool_piece(self, events: list[Event], piece: JSON) -> None:
         call, arguments = self._tools.add(piece)
-        tool = call["index"]
+        tool = call.index
         if tool not in self._tool_blocks:
-            if call["name"] is None:
+            if call.name is None:
                 return  # the name comes later; its arguments wait in the accumulator
             self._close(events)
             self._used_tools = True
-            block = {"type": "tool_use", "id": _tool_use_id(call["id"]), "name": call["name"], "input": {}}
+            block = {"type": "tool_use", "id": _tool_use_id(call.id), "name": call.name, "input": {}}
             self._tool_blocks[tool] = self._open_block(events, "tool_use", block, tool)
-            arguments = call["arguments"]  # everything so far, including pieces that waited for the name
-        elif self._open is None or self._open["tool"] != tool:
+            arguments = call.arguments  # everything so far, including pieces that waited for the name
+        elif self._open is None or self._open.tool != tool:
             return
         if arguments:
             events.append(_delta(self._tool_blocks[tool], {"type": "input_json_delta", "partial_json": arguments}))
             self._pieces += 1
 
 
-def _delta(index: int, delta: dict) -> tuple[str, dict]:
+def _delta(index: int, delta: JSON) -> Event:
     return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
 
 
-def _engine_error_message(chunk: dict) -> str:
+def _engine_error_message(chunk: JSON) -> str:
     error = chunk.get("error")
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return f"the model's engine failed: {error['message']}"

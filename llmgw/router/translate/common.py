@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from llmgw.router.wire import JSON
 
 
 class TranslateError(ValueError):
@@ -29,7 +32,11 @@ class TranslateError(ValueError):
         self.param = param
 
 
-def encode_sse(events: Iterable[tuple[str, dict]]) -> bytes:
+# A server-sent event of the Messages and Responses APIs: its name and its data.
+Event = tuple[str, JSON]
+
+
+def encode_sse(events: Iterable[Event]) -> bytes:
     """Write events as Server-Sent Events, `event: NAME` then `data: JSON`.
 
     All of a batch goes out as one bytes object so the handler writes it in
@@ -91,7 +98,7 @@ def new_id() -> str:
     return short_digit_runs(uuid.uuid4().hex)
 
 
-def chat_usage(usage: Any) -> dict:
+def chat_usage(usage: Any) -> JSON:
     """The counts an engine reported, with zeros for what it left out.
 
     Returns prompt, completion, cached (prompt tokens read from the prefix
@@ -114,7 +121,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def reasoning_text(message_or_delta: dict) -> str:
+def reasoning_text(message_or_delta: JSON) -> str:
     """The model's thinking in an engine's message or delta.
 
     SGLang and llama.cpp call it `reasoning_content`; vLLM moved to
@@ -126,7 +133,7 @@ def reasoning_text(message_or_delta: dict) -> str:
     return text if isinstance(text, str) else ""
 
 
-def first_choice(chunk: dict) -> dict | None:
+def first_choice(chunk: JSON) -> JSON | None:
     """Choice 0 of a chat completion or chunk; the gateway never asks for n > 1."""
     choices = chunk.get("choices")
     if not isinstance(choices, list):
@@ -137,13 +144,13 @@ def first_choice(chunk: dict) -> dict | None:
     return None
 
 
-def object_at(parent: dict, key: str) -> dict:
+def object_at(parent: JSON, key: str) -> JSON:
     """`parent[key]` when it is an object, else {}: an engine may leave a part out, or send null."""
     value = parent.get(key)
     return value if isinstance(value, dict) else {}
 
 
-def matched_stop_string(choice: dict) -> str | None:
+def matched_stop_string(choice: JSON) -> str | None:
     """The stop string that ended the answer, when the engine says which.
 
     vLLM puts it in the choice's `stop_reason` (a string for a stop string,
@@ -153,8 +160,8 @@ def matched_stop_string(choice: dict) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def image_part(url: str, detail: str | None = None) -> dict:
-    part: dict = {"type": "image_url", "image_url": {"url": url}}
+def image_part(url: str, detail: str | None = None) -> JSON:
+    part: JSON = {"type": "image_url", "image_url": {"url": url}}
     if detail:
         part["image_url"]["detail"] = detail
     return part
@@ -191,7 +198,7 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def checked_tools(body: dict, *, types: tuple[str | None, ...], other_type: str) -> list[tuple[str, dict]]:
+def checked_tools(body: JSON, *, types: tuple[str | None, ...], other_type: str) -> list[tuple[str, JSON]]:
     """A request's `tools`, each with its place ("tools.2"), once the list is sound for this translation.
 
     Sound: an array of objects, each of one of `types` and with a name.
@@ -218,6 +225,16 @@ def checked_tools(body: dict, *, types: tuple[str | None, ...], other_type: str)
     return out
 
 
+@dataclass(slots=True)
+class ToolCall:
+    """One streamed tool call as collected so far: its id and name once sent, its arguments' text so far."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
 class ToolCallAccumulator:
     """Collects a streamed answer's tool calls, piece by piece, by index.
 
@@ -227,21 +244,24 @@ class ToolCallAccumulator:
     """
 
     def __init__(self) -> None:
-        self.calls: dict[int, dict] = {}
+        self.calls: dict[int, ToolCall] = {}
 
-    def add(self, delta_call: dict) -> tuple[dict, str]:
+    def add(self, delta_call: JSON) -> tuple[ToolCall, str]:
         """Take one delta; returns the call so far and this delta's argument piece."""
         index = delta_call.get("index")
         if not isinstance(index, int):
             index = len(self.calls)
-        call = self.calls.setdefault(index, {"index": index, "id": None, "name": None, "arguments": ""})
-        if isinstance(delta_call.get("id"), str) and delta_call["id"] and call["id"] is None:
-            call["id"] = delta_call["id"]
+        call = self.calls.get(index)
+        if call is None:
+            call = self.calls[index] = ToolCall(index)
+        given_id = delta_call.get("id")
+        if isinstance(given_id, str) and given_id and call.id is None:
+            call.id = given_id
         function = delta_call.get("function") or {}
         name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str) and name and call["name"] is None:
-            call["name"] = name
+        if isinstance(name, str) and name and call.name is None:
+            call.name = name
         piece = function.get("arguments") if isinstance(function, dict) else None
         piece = piece if isinstance(piece, str) else ""
-        call["arguments"] += piece
+        call.arguments += piece
         return call, piece

@@ -23,6 +23,7 @@ from llmgw.router.translate.common import (
 )
 from llmgw.router.translate.responses_answer import ResponsesStream, chat_to_response
 from llmgw.router.translate.responses_tools import HOSTED, flat_name, hosted_tools, is_hosted, namespaced_names
+from llmgw.router.wire import JSON
 
 __all__ = ["HOSTED", "ResponsesStream", "TranslateError", "chat_to_response", "encode_sse", "flat_name", "hosted_tools",
            "namespaced_names", "responses_to_chat"]
@@ -36,7 +37,7 @@ _EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", 
 # -- the request --------------------------------------------------------------
 
 
-def responses_to_chat(body: dict, *, upstream_model: str, thinking_mode: str = "reasoning_effort") -> dict:
+def responses_to_chat(body: JSON, *, upstream_model: str, thinking_mode: str = "reasoning_effort") -> JSON:
     """A Responses request as the engine's chat completions request.
 
     `thinking_mode` is the model's, as for /v1/messages: `reasoning.effort`
@@ -97,7 +98,7 @@ def responses_to_chat(body: dict, *, upstream_model: str, thinking_mode: str = "
     return chat
 
 
-def _input(items: Any, system: list[str]) -> list[dict]:
+def _input(items: Any, system: list[str]) -> list[JSON]:
     """The input items as chat messages; system and developer text before the
     first other message joins `system`, since many chat templates (Qwen,
     Llama) refuse a system message anywhere but first."""
@@ -108,8 +109,8 @@ def _input(items: Any, system: list[str]) -> list[dict]:
     if not isinstance(items, list) or not items:
         raise TranslateError(f"input must be a string or a non-empty array of items, got {json_type(items)}", "input")
 
-    messages: list[dict] = []
-    waiting_images: list[dict] = []  # from tool outputs, sent once the run of tool messages ends
+    messages: list[JSON] = []
+    waiting_images: list[JSON] = []  # from tool outputs, sent once the run of tool messages ends
     for i, item in enumerate(items):
         at = f"input.{i}"
         if not isinstance(item, dict):
@@ -144,7 +145,7 @@ def _input(items: Any, system: list[str]) -> list[dict]:
     return messages
 
 
-def _message(item: dict, at: str, messages: list[dict], system: list[str]) -> None:
+def _message(item: JSON, at: str, messages: list[JSON], system: list[str]) -> None:
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
         raise TranslateError(f"{at}.role must be user, assistant, system or developer, got {role!r}", f"{at}.role")
@@ -164,7 +165,7 @@ def _message(item: dict, at: str, messages: list[dict], system: list[str]) -> No
         messages.append({"role": "user", "content": parts})
 
 
-def _parts(content: Any, at: str, *, allow_images: bool) -> list[dict]:
+def _parts(content: Any, at: str, *, allow_images: bool) -> list[JSON]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
@@ -195,7 +196,7 @@ def _parts(content: Any, at: str, *, allow_images: bool) -> list[dict]:
     return parts
 
 
-def _image(part: dict, at: str) -> dict:
+def _image(part: JSON, at: str) -> JSON:
     url = part.get("image_url")
     if isinstance(url, str) and url:
         detail = part.get("detail")
@@ -206,7 +207,7 @@ def _image(part: dict, at: str) -> dict:
     raise TranslateError(f"{at}: an input_image part needs image_url", f"{at}.image_url")
 
 
-def _function_call(item: dict, at: str, messages: list[dict]) -> None:
+def _function_call(item: JSON, at: str, messages: list[JSON]) -> None:
     call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments", "")
     if not isinstance(call_id, str) or not call_id:
         raise TranslateError(f"{at}: a function_call item needs its call_id", f"{at}.call_id")
@@ -230,12 +231,12 @@ def _function_call(item: dict, at: str, messages: list[dict]) -> None:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _function_output(item: dict, at: str) -> tuple[dict, list[dict]]:
+def _function_output(item: JSON, at: str) -> tuple[JSON, list[JSON]]:
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise TranslateError(f"{at}: a function_call_output item needs the call_id it answers", f"{at}.call_id")
     output = item.get("output", "")
-    images: list[dict] = []
+    images: list[JSON] = []
     if isinstance(output, str):
         text = output
     elif isinstance(output, list):
@@ -259,7 +260,7 @@ def _function_output(item: dict, at: str) -> tuple[dict, list[dict]]:
     return {"role": "tool", "tool_call_id": call_id, "content": text}, images
 
 
-def _tools(body: dict, chat: dict) -> None:
+def _tools(body: JSON, chat: JSON) -> None:
     out = []
     tools = body.get("tools")
     if isinstance(tools, list):
@@ -302,7 +303,7 @@ def _tools(body: dict, chat: dict) -> None:
                              "{\"type\": \"function\", \"name\": ...}", "tool_choice")
 
 
-def _function(tool: dict, at: str, name: str, names: set[str]) -> dict:
+def _function(tool: JSON, at: str, name: str, names: set[str]) -> JSON:
     if name in names:
         raise TranslateError(f"{at}: two tools are called {name} (a namespace's functions are known to the model "
                              "as NAMESPACE__NAME); give each tool a name of its own", f"{at}.name")
@@ -320,7 +321,7 @@ def _function(tool: dict, at: str, name: str, names: set[str]) -> dict:
     return {"type": "function", "function": function}
 
 
-def _reasoning(reasoning: Any, mode: str, chat: dict) -> None:
+def _reasoning(reasoning: Any, mode: str, chat: JSON) -> None:
     if reasoning is None:
         return
     if not isinstance(reasoning, dict):
@@ -341,7 +342,7 @@ def _reasoning(reasoning: Any, mode: str, chat: dict) -> None:
         chat["reasoning_effort"] = _EFFORTS[effort]
 
 
-def _text_format(text: Any, chat: dict) -> None:
+def _text_format(text: Any, chat: JSON) -> None:
     if not isinstance(text, dict) or not isinstance(text.get("format"), dict):
         return
     fmt = text["format"]

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from llmgw.router.translate.common import (
+    Event,
     ToolCallAccumulator,
     chat_usage,
     first_choice,
@@ -20,11 +21,12 @@ from llmgw.router.translate.common import (
     reasoning_text,
 )
 from llmgw.router.translate.responses_tools import namespaced_names
+from llmgw.router.wire import JSON
 
 # -- the answer ---------------------------------------------------------------
 
 
-def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
+def chat_to_response(chat: JSON, *, model: str, request: JSON) -> JSON:
     """An engine's chat.completion as a Responses `response` object.
 
     `request` is the client's Responses request: the response echoes its
@@ -36,7 +38,7 @@ def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
     message = object_at(choice, "message")
     finish = choice.get("finish_reason")
     status, incomplete = _status(finish)
-    output: list[dict] = []
+    output: list[JSON] = []
     thinking = reasoning_text(message)
     if thinking:
         output.append(_reasoning_item(f"rs_{suffix}", thinking, "completed"))
@@ -59,7 +61,7 @@ def chat_to_response(chat: dict, *, model: str, request: dict) -> dict:
     return response
 
 
-def _status(finish: Any) -> tuple[str, dict | None]:
+def _status(finish: Any) -> tuple[str, JSON | None]:
     if finish == "length":
         return "incomplete", {"reason": "max_output_tokens"}
     if finish == "content_filter":
@@ -67,8 +69,8 @@ def _status(finish: Any) -> tuple[str, dict | None]:
     return "completed", None
 
 
-def _response(response_id: str, model: str, request: dict, status: str, output: list[dict], *,
-              created_at: Any = None) -> dict:
+def _response(response_id: str, model: str, request: JSON, status: str, output: list[JSON], *,
+              created_at: Any = None) -> JSON:
     request = request if isinstance(request, dict) else {}
     reasoning = object_at(request, "reasoning")
     return {
@@ -103,14 +105,14 @@ def _echo_tool_choice(choice: Any) -> Any:
     return "auto"
 
 
-def _echo_tool(tool: dict) -> dict:
+def _echo_tool(tool: JSON) -> JSON:
     if tool.get("type") not in (None, "function"):
         return tool  # a namespace, or a tool the engine never saw: as the client sent it
     return {"type": "function", "name": tool.get("name"), "description": tool.get("description"),
             "parameters": tool.get("parameters"), "strict": tool.get("strict")}
 
 
-def _usage(counts: dict) -> dict:
+def _usage(counts: JSON) -> JSON:
     return {
         "input_tokens": counts["prompt"],
         "input_tokens_details": {"cached_tokens": counts["cached"], "cache_write_tokens": 0},
@@ -120,7 +122,7 @@ def _usage(counts: dict) -> dict:
     }
 
 
-def _reasoning_item(item_id: str, text: str | None, status: str) -> dict:
+def _reasoning_item(item_id: str, text: str | None, status: str) -> JSON:
     # The engines' reasoning is the model's raw thinking, not a summary, so it
     # goes in `content` as reasoning_text, as vLLM's own /v1/responses does;
     # Codex shows it with show_raw_agent_reasoning.
@@ -128,17 +130,17 @@ def _reasoning_item(item_id: str, text: str | None, status: str) -> dict:
     return {"type": "reasoning", "id": item_id, "summary": [], "content": content, "status": status}
 
 
-def _message_item(item_id: str, text: str | None, status: str) -> dict:
+def _message_item(item_id: str, text: str | None, status: str) -> JSON:
     content = [_output_text(text)] if text is not None else []
     return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
 
 
-def _output_text(text: str) -> dict:
+def _output_text(text: str) -> JSON:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
 def _function_item(item_id: str, call_id: str, name: str, arguments: str, status: str,
-                   names: dict[str, tuple[str, str]]) -> dict:
+                   names: dict[str, tuple[str, str]]) -> JSON:
     item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
             "status": status}
     if name in names:
@@ -167,7 +169,7 @@ class ResponsesStream:
     against response.completed, so ids are fixed when an item is added.
     """
 
-    def __init__(self, *, model: str, request: dict, input_tokens: int = 0) -> None:
+    def __init__(self, *, model: str, request: JSON, input_tokens: int = 0) -> None:
         self.model = model
         self.request = request if isinstance(request, dict) else {}
         self.input_tokens = input_tokens
@@ -176,16 +178,16 @@ class ResponsesStream:
         self._done = False
         self._suffix = ""
         self._created_at: Any = None
-        self._items: list[dict] = []  # every item added, its state filled in as it streams
-        self._open: dict | None = None
+        self._items: list[JSON] = []  # every item added, its state filled in as it streams
+        self._open: JSON | None = None
         self._tools = ToolCallAccumulator()
         self._names = namespaced_names(self.request)
-        self._tool_items: dict[int, dict] = {}
+        self._tool_items: dict[int, JSON] = {}
         self._finish: str | None = None
-        self._usage: dict | None = None
+        self._usage: JSON | None = None
         self._pieces = 0
 
-    def feed(self, chunk: dict) -> list[tuple[str, dict]]:
+    def feed(self, chunk: JSON) -> list[Event]:
         if self._done or not isinstance(chunk, dict):
             return []
         if chunk.get("error") or chunk.get("object") == "error":
@@ -221,7 +223,7 @@ class ResponsesStream:
             self._finish = choice["finish_reason"]
         return events
 
-    def finish(self) -> list[tuple[str, dict]]:
+    def finish(self) -> list[Event]:
         if self._done:
             return []
         events = self._start({})
@@ -244,7 +246,7 @@ class ResponsesStream:
         self._emit(events, kind, response=response)
         return events
 
-    def error(self, message: str, *, code: str = "server_error") -> list[tuple[str, dict]]:
+    def error(self, message: str, *, code: str = "server_error") -> list[Event]:
         """The stream was cut: response.failed, carrying what was sent so far.
 
         Codex reads response.error.message from it and retries the turn.
@@ -260,27 +262,27 @@ class ResponsesStream:
         self._emit(events, "response.failed", response=response)
         return events
 
-    def _emit(self, events: list, kind: str, **fields: Any) -> None:
+    def _emit(self, events: list[Event], kind: str, **fields: Any) -> None:
         events.append((kind, {"type": kind, "sequence_number": self._seq, **fields}))
         self._seq += 1
 
-    def _start(self, chunk: dict) -> list[tuple[str, dict]]:
+    def _start(self, chunk: JSON) -> list[Event]:
         if self._started:
             return []
         self._started = True
         self._suffix = id_suffix(chunk.get("id"))
         self._created_at = chunk.get("created")
-        events: list[tuple[str, dict]] = []
+        events: list[Event] = []
         self._emit(events, "response.created", response=self._response("in_progress"))
         self._emit(events, "response.in_progress", response=self._response("in_progress"))
         return events
 
-    def _response(self, status: str) -> dict:
+    def _response(self, status: str) -> JSON:
         output = [self._item(item) for item in self._items] if status != "in_progress" else []
         return _response(f"resp_{self._suffix}", self.model, self.request, status, output,
                          created_at=self._created_at)
 
-    def _item(self, item: dict) -> dict:
+    def _item(self, item: JSON) -> JSON:
         if item["kind"] == "reasoning":
             return _reasoning_item(item["id"], item["text"], item["status"])
         if item["kind"] == "message":
@@ -288,7 +290,7 @@ class ResponsesStream:
         return _function_item(item["id"], item["call_id"], item["name"], item["arguments"], item["status"],
                               self._names)
 
-    def _ensure(self, events: list, kind: str) -> dict:
+    def _ensure(self, events: list[Event], kind: str) -> JSON:
         if self._open is not None and self._open["kind"] == kind:
             return self._open
         self._close(events)
@@ -302,7 +304,7 @@ class ResponsesStream:
                    content_index=0, part=part)
         return item
 
-    def _add(self, events: list, item: dict) -> dict:
+    def _add(self, events: list[Event], item: JSON) -> JSON:
         item.update(index=len(self._items), status="in_progress")
         self._items.append(item)
         self._open = item
@@ -312,7 +314,7 @@ class ResponsesStream:
         self._emit(events, "response.output_item.added", output_index=item["index"], item=added)
         return item
 
-    def _close(self, events: list) -> None:
+    def _close(self, events: list[Event]) -> None:
         item = self._open
         if item is None:
             return
@@ -332,18 +334,18 @@ class ResponsesStream:
             self._emit(events, "response.function_call_arguments.done", **common, arguments=item["arguments"])
         self._emit(events, "response.output_item.done", output_index=item["index"], item=self._item(item))
 
-    def _tool_piece(self, events: list, piece: dict) -> None:
+    def _tool_piece(self, events: list[Event], piece: JSON) -> None:
         call, arguments = self._tools.add(piece)
-        tool = call["index"]
+        tool = call.index
         item = self._tool_items.get(tool)
         if item is None:
-            if call["name"] is None:
+            if call.name is None:
                 return  # the name comes later; its arguments wait in the accumulator
             self._close(events)
             item = self._add(events, {"kind": "function_call", "id": f"fc_{self._suffix}_{len(self._tool_items)}",
-                                      "call_id": _call_id(call["id"]), "name": call["name"], "arguments": ""})
+                                      "call_id": _call_id(call.id), "name": call.name, "arguments": ""})
             self._tool_items[tool] = item
-            arguments = call["arguments"]
+            arguments = call.arguments
         elif item is not self._open:
             return  # a piece for a call already done; never seen from the engines
         if arguments:
