@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.pgcluster import PgCluster
+from tests.support.servers import InitCopies
 
 from llmgw.store import open_store
 
@@ -42,6 +43,12 @@ def postgres_cluster():
         pytest.fail(str(e), pytrace=False)
     yield cluster
     cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def init_copies(tmp_path_factory) -> InitCopies:
+    """`server init` made once a test process for each server.yaml, copied for each server (InitCopies)."""
+    return InitCopies(tmp_path_factory.mktemp("init-templates"))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

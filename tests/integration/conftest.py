@@ -28,12 +28,12 @@ def sshd(tmp_path):
 
 
 @pytest.fixture
-def servers(tmp_path):
+def servers(tmp_path, init_copies):
     """Make servers with servers(name, store=…); every one started is stopped after the test."""
     made: list[Server] = []
 
     def make(name: str = "cp1", store: str | None = None, config: str | None = None) -> Server:
-        server = Server(tmp_path, name, store, config)
+        server = Server(tmp_path, name, store, config, copies=init_copies)
         made.append(server)
         return server
 
