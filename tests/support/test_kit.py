@@ -96,3 +96,27 @@ def test_a_copied_init_is_what_a_real_init_there_gives_but_for_the_secrets(tmp_p
     # A second init on the copy is a real one, and finds the store set up.
     again = copied.init()
     assert "llmgw is already set up here (1 person)" in again.stdout
+
+
+def test_a_port_another_live_process_was_given_is_passed_over_until_that_process_ends(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support import pgcluster
+
+    mine = pgcluster._Ports()
+    mine.LEASES = str(tmp_path)  # this test's own leases, not the machine's
+    # Another process (an xdist worker, another run) takes port 40123 and lives on until told.
+    other = subprocess.Popen([sys.executable, "-c", "import sys\nfrom tests.support import pgcluster\n"
+                              f"p = pgcluster._Ports(); p.LEASES = {str(tmp_path)!r}\n"
+                              "assert p._lease(40123); print('leased', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline() == "leased\n"
+        assert not mine._lease(40123)
+    finally:
+        other.communicate("", timeout=30)
+    # Its process gone (its lease released, or left behind by a kill), the port may be given again.
+    assert mine._lease(40123)
+    (tmp_path / "40124").write_text("999999999")  # a holder that is no process
+    assert mine._lease(40124)
