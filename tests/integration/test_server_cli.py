@@ -73,7 +73,7 @@ def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(shared_server
 def test_a_second_server_on_the_same_ports_exits_with_one_sentence(shared_server, tmp_path):
     twin = Server(tmp_path, "twin")
     twin.ports = dict(shared_server.ports)
-    done = llmgw("server", *twin.args(), timeout=30)
+    done = llmgw("server", *twin.args(), timeout=90)
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") == 0
     assert "port" in done.stderr and "taken by another process" in done.stderr
@@ -90,7 +90,7 @@ def test_a_typo_in_server_yaml_is_refused_naming_the_key(servers, tmp_path):
     config = tmp_path / "server.yaml"
     config.write_text("router:\n  cahce:\n    max_bytes: 1GB\n")
     s = servers("cp1", config=str(config))
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert done.stderr.startswith(f"llmgw: {config}: router.cahce: unknown key")
     assert "router.cache" in done.stderr
@@ -100,7 +100,7 @@ def test_a_typo_in_server_yaml_is_refused_naming_the_key(servers, tmp_path):
 def test_a_bad_size_is_refused_with_what_was_expected(servers, tmp_path):
     config = tmp_path / "server.yaml"
     config.write_text("router:\n  cache:\n    max_bytes: lots\n")
-    done = llmgw("server", *servers("cp1", config=str(config)).args(), timeout=30)
+    done = llmgw("server", *servers("cp1", config=str(config)).args(), timeout=90)
     assert done.returncode == 1
     assert 'router.cache.max_bytes: expected a size like 256MB, got "lots"' in done.stderr
 
@@ -109,7 +109,7 @@ def test_an_unreachable_store_is_one_sentence_and_no_password(servers):
     from tests.support.pgcluster import free_port
 
     s = servers("cp1", store=f"postgresql://llmgw:hunter2@127.0.0.1:{free_port()}/llmgw")
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert "refused the connection; is PostgreSQL running there?" in done.stderr
     assert "hunter2" not in done.stderr
@@ -120,7 +120,7 @@ def test_a_token_file_readable_by_others_is_refused(servers):
     s = servers("cp1")
     assert s.init().returncode == 0
     os.chmod(s.token_file, 0o644)
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert "can be read by others (mode 0644)" in done.stderr
 
