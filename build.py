@@ -1366,7 +1366,7 @@ def ensure_npm() -> None:
 
 # Workers for the parallel phase: twice the cores, at most 8. The tests mostly wait on the servers,
 # engines and databases they start, each a process of its own, so a core has work from two workers
-# (4 workers beat 2 by a fifth on this project's 2-core machine: docs/building.md, "The parallel
+# (measured on this project's 2-core machine, under others' load: docs/building.md, "The parallel
 # suite"). Each worker holds a PostgreSQL cluster of its own, hence the cap.
 TEST_WORKERS = min(8, 2 * (os.cpu_count() or 1))
 # The test results of each phase, for the summary line.
