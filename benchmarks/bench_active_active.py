@@ -34,8 +34,8 @@ import urllib.request
 # The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from llmgw.benchmark.overhead import _closed_loop, _free_port, _pinned, _wait_port  # noqa: E402
-from llmgw.config.router import RouterSettings  # noqa: E402
+from llmgw.benchmark.overhead import _closed_loop, _free_port, _pinned, _wait_port
+from llmgw.config.router import RouterSettings
 
 SECONDS = 5.0
 CONCURRENCY = 32

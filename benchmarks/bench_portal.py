@@ -35,15 +35,15 @@ from pathlib import Path
 # The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import aiohttp  # noqa: E402
-import apsw  # noqa: E402
+import aiohttp
+import apsw
 
-from llmgw.account.keys import digest  # noqa: E402
-from llmgw.account.passwords import hash_password  # noqa: E402
-from llmgw.store import ApiKey, Limits, Membership, Person, open_store  # noqa: E402
-from llmgw.store.sqlite import sqlite_path  # noqa: E402
-from tests.support.pgcluster import PgCluster, find_bin  # noqa: E402
-from tests.support.servers import Server  # noqa: E402
+from llmgw.account.keys import digest
+from llmgw.account.passwords import hash_password
+from llmgw.store import ApiKey, Limits, Membership, Person, open_store
+from llmgw.store.sqlite import sqlite_path
+from tests.support.pgcluster import PgCluster, find_bin
+from tests.support.servers import Server
 
 DAY = 86400
 # build.py bench's limit for this bench: two stores of a million rows took 132 s on the project's

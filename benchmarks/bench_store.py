@@ -18,11 +18,11 @@ import time
 # The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from tests.support.pgcluster import PgCluster  # noqa: E402
+from tests.support.pgcluster import PgCluster
 
-from llmgw.account.keys import digest  # noqa: E402
-from llmgw.account.service import Accounts, Actor  # noqa: E402
-from llmgw.store import Usage, open_store  # noqa: E402
+from llmgw.account.keys import digest
+from llmgw.account.service import Accounts, Actor
+from llmgw.store import Usage, open_store
 
 
 def rows(n: int, offset: int, project_id: str) -> list[Usage]:

@@ -37,11 +37,11 @@ import time
 # The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import apsw  # noqa: E402
+import apsw
 
-from llmgw.accounting import UsageReports  # noqa: E402
-from llmgw.store import Usage, open_store  # noqa: E402
-from llmgw.store.sqlite import sqlite_path  # noqa: E402
+from llmgw.accounting import UsageReports
+from llmgw.store import Usage, open_store
+from llmgw.store.sqlite import sqlite_path
 
 DAY = 86400
 ROWS = 1_000_000

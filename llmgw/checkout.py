@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ADMIN_TOKEN = "admin-token"
+ADMIN_TOKEN = "admin-token"  # noqa: S105 - the file's name in var/, not a token
 AGENT_CONFIG = os.path.join("node", "agent.yaml")
 
 

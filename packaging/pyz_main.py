@@ -199,7 +199,7 @@ def _unpack(zf, cache, final, dirs):
             with zf.open(info) as src, open(dest, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
             os.chmod(dest, ((info.external_attr >> 16) & 0o755) or 0o644)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o755)  # noqa: S103 - a folder of programs every user runs
         os.rename(tmp, final)
     except OSError as error:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,8 +33,9 @@ def tree(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "ensure_venv", lambda extras: None)
     # Only the layers' steps: lint and types read ruff.toml and setup.cfg,
     # which this copy leaves out, and mypy over the tree takes minutes.
-    steps = [step for step in build.check_steps() if step.name in ("layers", "faces")]
-    monkeypatch.setattr(build, "check_steps", lambda: steps)
+    every_step = build.check_steps
+    monkeypatch.setattr(build, "check_steps",
+                        lambda: [step for step in every_step() if step.name in ("layers", "faces")])
     # The copy, not the checkout the venv has installed, is the llmgw found.
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     return tmp_path, build
@@ -70,6 +72,44 @@ def test_two_packages_on_one_floor_may_not_import_each_other(tree, capfd):
     assert build.cmd_check([]) == 1
     out = capfd.readouterr().out
     assert "llmgw.agent.link -> llmgw.control.token" in out
+
+
+def faces_figure(build) -> int:
+    """How many imports reach past a face in the tree, as the faces step counts them."""
+    done = subprocess.run([sys.executable, "-c", build.FACES_SCRIPT, str(10**6)], cwd=build.ROOT,
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[0])
+
+
+def test_an_import_past_a_face_over_the_most_allowed_fails_the_check_saying_what_to_do(tree, capfd, monkeypatch):
+    root, build = tree
+    figure = faces_figure(build)
+    monkeypatch.setattr(build, "FACES_MOST", figure)  # the tree as it is, with room for none more
+    add_import(root, "llmgw.cli.keys", "from llmgw.control.adminclient import AdminClient  # past control's face")
+    assert build.cmd_check([]) == 1
+    out = capfd.readouterr().out
+    assert f"{figure + 1} of " in out
+    assert f"at most {figure} may" in out
+    assert "1 more than build.py's FACES_MOST allows: import the name from the package" in out
+    assert "build: faces: FAILED" in out
+    assert "build: check failed: faces" in out
+
+
+def test_the_same_name_from_the_face_is_not_counted(tree, capfd, monkeypatch):
+    root, build = tree
+    figure = faces_figure(build)
+    monkeypatch.setattr(build, "FACES_MOST", figure)
+    add_import(root, "llmgw.cli.keys", "from llmgw.control import AdminClient  # control's face")
+    assert build.cmd_check([]) == 0
+    assert f"{figure} of " in capfd.readouterr().out
+
+
+def test_a_figure_under_the_most_allowed_passes_and_asks_for_the_most_to_be_lowered(tree, capfd, monkeypatch):
+    root, build = tree
+    figure = faces_figure(build)
+    monkeypatch.setattr(build, "FACES_MOST", figure + 3)
+    assert build.cmd_check([]) == 0
+    assert f"lower it to {figure} in build.py" in capfd.readouterr().out
 
 
 def test_check_refuses_arguments_naming_what_it_runs(tree, capsys):

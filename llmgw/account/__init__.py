@@ -8,12 +8,21 @@ inside without touching them (docs/internals.md).
 from llmgw.account.chattokens import ChatTokens, chat_key_id
 from llmgw.account.keycache import KeyCache, Principal, principal_of
 from llmgw.account.keys import KEY_PREFIX, digest, key_flaw, looks_like_key
-from llmgw.account.limits import CHAIN, Effective, LimitError, check_narrows, effective, format_money, parse_money
+from llmgw.account.limits import (
+    CHAIN,
+    Budget,
+    Effective,
+    LimitError,
+    check_narrows,
+    effective,
+    format_money,
+    parse_money,
+)
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
 from llmgw.account.people import ROLES, People, person_view
 from llmgw.account.places import Places
+from llmgw.account.service import AccountError, Accounts, Actor, key_view
 from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
-from llmgw.account.service import AccountError, Accounts, Actor
 from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.tree import TreeError, check_name, parse_project_path
 
@@ -53,4 +62,6 @@ __all__ = [
     "parse_money",
     "parse_project_path",
     "person_view",
+    "Budget",
+    "key_view",
 ]

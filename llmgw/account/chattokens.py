@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from llmgw.account.errors import AccountError
 from llmgw.account.keycache import Principal
@@ -32,7 +33,7 @@ from llmgw.account.people import People
 from llmgw.account.sessions import CHAT_PREFIX, TOUCH_EVERY_S, chat_digest
 from llmgw.config import AuthSettings
 from llmgw.errors import N_
-from llmgw.store import ApiKey, Person, ProjectPath, Session, Store, StoreError
+from llmgw.store import ApiKey, KeysStore, PeopleStore, Person, ProjectPath, Session, StoreError
 
 CHAT_KEY_NAME = "portal chat"
 MAX_UNKNOWN = 10_000  # credentials remembered as unknown; bounded so random ones cannot fill memory
@@ -59,8 +60,12 @@ class _Entry:
     principals: dict[str, Principal] = field(default_factory=dict)  # by project id, made on first use
 
 
+class _Store(KeysStore, PeopleStore, Protocol):
+    """What ChatTokens reads: the session and its person, and the limits of the keys' places."""
+
+
 class ChatTokens:
-    def __init__(self, store: Store, ttl: Callable[[], float], *,
+    def __init__(self, store: _Store, ttl: Callable[[], float], *,
                  idle: Callable[[], float] | None = None, clock: Callable[[], float] = time.time):
         self.store = store
         self._ttl = ttl

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from llmgw.account.keys import digest
 from llmgw.account.limits import Effective, effective
-from llmgw.store import ApiKey, ProjectPath, Store, StoreError
+from llmgw.store import ApiKey, KeysStore, ProjectPath, StoreError
 
 REFRESH_AHEAD = 0.2  # the last fraction of an entry's TTL in which a use reads the key again in the background
 
@@ -53,7 +53,7 @@ class Principal:
 
 
 class KeyCache:
-    def __init__(self, store: Store, ttl: Callable[[], float]):
+    def __init__(self, store: KeysStore, ttl: Callable[[], float]):
         self.store = store
         self._ttl = ttl
         self._known: dict[bytes, tuple[float, Principal]] = {}
@@ -166,7 +166,7 @@ def _fail(future: asyncio.Future, error: BaseException) -> None:
     future.exception()  # marked retrieved: each waiter re-raises it itself
 
 
-async def principal_of(store: Store, key: ApiKey) -> Principal | None:
+async def principal_of(store: KeysStore, key: ApiKey) -> Principal | None:
     """The key with its project's place in the tree and the limits of its chain, read from the store: what a
     request with this key is held to. None when its project is gone."""
     path = await store.project_path(key.project_id)

@@ -13,7 +13,7 @@ import builtins
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import keys as keymod
 from llmgw.account.errors import AccountError, Actor
@@ -21,7 +21,7 @@ from llmgw.account.passwords import check_password, check_password_strength, has
 from llmgw.account.tree import TreeError, parse_project_path
 from llmgw.config import PORTAL_LANGUAGES, SignupSettings
 from llmgw.errors import N_
-from llmgw.store import Conflict, Membership, Person, ProjectPath, Store
+from llmgw.store import Conflict, KeysStore, Membership, PeopleStore, Person, ProjectPath
 
 ROLES = ("admin", "operator", "member")
 PLACES = ("org", "team", "project")
@@ -78,8 +78,12 @@ def _check_strength(password: str, email: str) -> None:
         raise AccountError(weakness, params={})
 
 
+class _Store(KeysStore, PeopleStore, Protocol):
+    """What People calls: people and their sessions, places and identities, and the tree they are placed in."""
+
+
 class People:
-    def __init__(self, store: Store, audit: Audit):
+    def __init__(self, store: _Store, audit: Audit):
         self.store = store
         self._audit = audit
 

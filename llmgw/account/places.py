@@ -16,7 +16,7 @@ from llmgw.account.errors import AccountError, Actor
 from llmgw.account.service import limits_view
 from llmgw.account.tree import TreeError, check_name
 from llmgw.errors import N_
-from llmgw.store import Conflict, Store
+from llmgw.store import Conflict, KeysStore
 
 KINDS = ("org", "team", "project")
 
@@ -24,7 +24,7 @@ Audit = Callable[[Actor, str, str, Any, Any], Awaitable[None]]
 
 
 class Places:
-    def __init__(self, store: Store, audit: Audit):
+    def __init__(self, store: KeysStore, audit: Audit):
         self.store = store
         self._audit = audit
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import keys as keymod
 from llmgw.account.errors import AccountError, Actor
@@ -20,7 +20,7 @@ from llmgw.account.tree import TreeError, check_name, parse_project_path
 from llmgw.account.where import project_for_key
 from llmgw.errors import N_
 from llmgw.events import Events
-from llmgw.store import ApiKey, AuditEntry, Limits, Person, ProjectPath, Store
+from llmgw.store import ApiKey, AuditEntry, AuditStore, KeysStore, Limits, PeopleStore, Person, ProjectPath
 
 
 def key_view(key: ApiKey, path: ProjectPath | None, now: float | None = None) -> dict[str, Any]:
@@ -54,8 +54,12 @@ def limits_view(limits: Limits | None) -> dict[str, Any] | None:
     return view
 
 
+class _Store(KeysStore, PeopleStore, AuditStore, Protocol):
+    """What Accounts calls: the tree, keys and limits, people (through People), and the audit it writes."""
+
+
 class Accounts:
-    def __init__(self, store: Store, events: Events | None = None):
+    def __init__(self, store: _Store, events: Events | None = None):
         self.store = store
         self.events = events  # told of a key revoked (llmgw/events.py), for the webhooks
         self.people = People(store, self.audit)

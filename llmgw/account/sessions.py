@@ -23,12 +23,13 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from llmgw.account.errors import AccountError
 from llmgw.account.passwords import check_password, dummy_hash
 from llmgw.config import AuthSettings
 from llmgw.errors import N_
-from llmgw.store import Person, Session, Store
+from llmgw.store import PeopleStore, Person, Session, SignInStore
 
 CHAT_PREFIX = "llmgw-chat-"
 # last_seen_at is written at most this often: a page costs one session read, not a write.
@@ -83,10 +84,14 @@ def _email_key(email: str) -> str:
     return email.strip().casefold()
 
 
+class _Store(PeopleStore, SignInStore, Protocol):
+    """What Sessions calls: people and their sessions, and the failed sign-ins counted against them."""
+
+
 class Sessions:
     COOKIE = "llmgw_session"
 
-    def __init__(self, store: Store, settings: Callable[[], AuthSettings], *,
+    def __init__(self, store: _Store, settings: Callable[[], AuthSettings], *,
                  clock: Callable[[], float] = time.time):
         self.store = store
         self._settings = settings

@@ -15,7 +15,7 @@ import difflib
 
 from llmgw.account.errors import AccountError
 from llmgw.errors import N_
-from llmgw.store import ProjectPath, Store
+from llmgw.store import KeysStore, ProjectPath
 
 # How alike two paths must be to be offered (difflib's ratio). A typo scores above 0.9 ("Acme/ml/trian" and
 # "Acme/ml/train" 0.92, "Acmee/ml/train" 0.96), but siblings share their org and team, which alone lifts
@@ -23,7 +23,7 @@ from llmgw.store import ProjectPath, Store
 NEAR = 0.8
 
 
-async def project_for_key(store: Store, org: str, team: str, project: str, *, create: bool) -> ProjectPath:
+async def project_for_key(store: KeysStore, org: str, team: str, project: str, *, create: bool) -> ProjectPath:
     """The project ORG/TEAM/PROJECT, made on the way only when `create` says so."""
     if create:
         return await store.ensure_project(org, team, project)
@@ -41,7 +41,7 @@ async def project_for_key(store: Store, org: str, team: str, project: str, *, cr
                           "the key with --create"), 404, "not_found", params={"path": typed})
 
 
-async def project_paths(store: Store) -> list[str]:
+async def project_paths(store: KeysStore) -> list[str]:
     """Every project as ORG/TEAM/PROJECT."""
     orgs = {o.id: o.name for o in await store.list_orgs()}
     teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}

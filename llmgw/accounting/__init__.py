@@ -22,11 +22,13 @@ budgets, and exports of the raw rows.
 """
 
 from llmgw.accounting.budgets import Budgets, period_end, period_start
+from llmgw.accounting.lending import Borrower, Lender
 from llmgw.accounting.prices import batch_cost, cost
-from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.accounting.ratelimit import RESOLUTION, RateLimiter
 from llmgw.accounting.refusal import Refusal, level_name
-from llmgw.accounting.reports import Series, UsageReports
+from llmgw.accounting.reports import EXPORT_PAGE, FORMATS, NOTHING_USED, Series, UsageReports, nothing_shown
 from llmgw.accounting.usage import UsageWriter
 
 __all__ = ["Budgets", "RateLimiter", "Refusal", "Series", "UsageReports", "UsageWriter", "batch_cost", "cost",
-           "level_name", "period_end", "period_start"]
+           "level_name", "period_end", "period_start",
+           "Borrower", "Lender", "RESOLUTION", "EXPORT_PAGE", "FORMATS", "NOTHING_USED", "nothing_shown"]

@@ -47,16 +47,15 @@ import datetime as dt
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Iterable, Sequence
 
 from llmgw.account import format_money
 from llmgw.accounting.refusal import Refusal, level_name
-from llmgw.store import Store, StoreError
+from llmgw.store import KeysStore, StoreError, UsageStore
 
 if TYPE_CHECKING:
-    from llmgw.account import Principal
-    from llmgw.account.limits import Budget
+    from llmgw.account import Budget, Principal
     from llmgw.events import Events
 
 log = logging.getLogger("llmgw.accounting")
@@ -99,8 +98,12 @@ class _Spend:
 Counter = tuple[str, str, str]  # scope, scope_id, period
 
 
+class _Store(KeysStore, UsageStore, Protocol):
+    """What Budgets reads: the levels that have a budget, and each one's spend."""
+
+
 class Budgets:
-    def __init__(self, store: Store, *, interval: float = CATCH_UP_INTERVAL, share: bool = False,
+    def __init__(self, store: _Store, *, interval: float = CATCH_UP_INTERVAL, share: bool = False,
                  events: Events | None = None) -> None:
         self.store = store
         self._events = events
@@ -327,7 +330,7 @@ class Budgets:
                                 "memory and trying every %g s", e, self.interval)
                 self._store_away = True
                 continue
-            except Exception:  # noqa: BLE001 - the loop must outlive one bad round
+            except Exception:  # the loop must outlive one bad round
                 log.exception("budgets' catch-up failed")
                 continue
             if self._store_away:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmgw.config.router import Price
+from llmgw.config import Price
 
 
 def _div_up(n: int, d: int) -> int:

@@ -16,12 +16,13 @@ import io
 import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Protocol
 
 import orjson
 
 from llmgw.accounting.budgets import period_start
 from llmgw.errors import N_
-from llmgw.store import Store, Usage, UsageDay
+from llmgw.store import KeysStore, Usage, UsageDay, UsageStore
 
 DAY = 86400
 # Rows per store read in an export: large enough that the round trips do
@@ -123,8 +124,12 @@ def jsonl_line(row: Usage) -> bytes:
     return orjson.dumps(_exported(row)) + b"\n"
 
 
+class _Store(KeysStore, UsageStore, Protocol):
+    """What UsageReports reads: usage and its day sums, and the tree's projects they are summed over."""
+
+
 class UsageReports:
-    def __init__(self, store: Store):
+    def __init__(self, store: _Store):
         self.store = store
 
     async def by_day(self, *, since: float, until: float, person_id: str | None = None,

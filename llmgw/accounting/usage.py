@@ -37,7 +37,7 @@ import time
 from collections import deque
 from itertools import islice
 
-from llmgw.store import Store, StoreError, Usage
+from llmgw.store import StoreError, Usage, UsageStore
 
 log = logging.getLogger("llmgw.accounting")
 
@@ -50,7 +50,7 @@ NEAR_FULL = 0.8
 
 
 class UsageWriter:
-    def __init__(self, store: Store, *, batch: int = 100, interval: float = 0.5,
+    def __init__(self, store: UsageStore, *, batch: int = 100, interval: float = 0.5,
                  max_pending: int = 1_000_000) -> None:
         if batch < 1 or max_pending < batch:
             raise ValueError("batch must be at least 1 and max_pending at least batch")
@@ -182,7 +182,7 @@ class UsageWriter:
             return True
         try:
             await self.store.add_usage([row for _, _, row in taken])
-        except Exception as e:  # noqa: BLE001 - the writer must outlive any one failure
+        except Exception as e:  # the writer must outlive any one failure
             # Not the store being away: a bug. Said once with where it
             # happened; the rows are kept and tried again like any other.
             if not isinstance(e, StoreError) and self._away_since is None:

@@ -29,7 +29,7 @@ from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
-from llmgw.engines.llamacpp_install import LlamaServerUnavailable, ensure_llama_server, wheels_dir
+from llmgw.engines import LlamaServerUnavailable, ensure_llama_server, wheels_dir
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
 from llmgw.release import ReleaseError, confirm, fetch_wheels, held_wheels, upgrade_self
 from llmgw.telemetry import Tracing

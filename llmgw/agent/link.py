@@ -41,7 +41,7 @@ from llmgw.protocol import (
     Upgrade,
     Welcome,
 )
-from llmgw.protocol.link import Link, LinkLost
+from llmgw.protocol import Link, LinkLost
 
 log = logging.getLogger("llmgw.agent")
 

@@ -13,7 +13,7 @@ import logging
 from llmgw import plugins
 from llmgw import engines
 from llmgw.agent.weights import Fetcher
-from llmgw.config.agent import AgentConfig
+from llmgw.config import AgentConfig
 
 log = logging.getLogger("llmgw.plugins")
 

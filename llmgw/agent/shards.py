@@ -211,7 +211,7 @@ class ShardRunner:
                 spans.step("launch", {"llmgw.engine": profile.engine, "llmgw.weights_bytes": length})
             await self._say(shard_id, profile.model, "starting the engine", weights_bytes=length)
             binary = await self._binary(profile.engine)
-            port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")
+            port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")  # noqa: S104 - read, not bound
             key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
             launch = adapter.command(profile, model_path=model_path, port=port, host=self.host, binary=binary,
                                      shard_id=shard_id, api_key_file=key_file)
@@ -224,7 +224,7 @@ class ShardRunner:
             await self.supervisor.start(spec)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - every failure is the shard's, said in its status
+        except Exception as e:  # every failure is the shard's, said in its status
             if shard_id in self._spans:
                 # A code, never the sentence: a path, a URL or an engine's own words do not go in a span.
                 self._spans.pop(shard_id).over("failed", "weights" if isinstance(e, WeightsError) else "launch")

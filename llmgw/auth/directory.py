@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from llmgw.account import AccountError, Actor, People, person_view
 from llmgw.account import keys as keymod
 from llmgw.errors import N_
-from llmgw.store import Conflict, Identity, Membership, Person, Store
+from llmgw.store import Conflict, Identity, Membership, PeopleStore, Person, ScimStore
 
 log = logging.getLogger("llmgw.auth")
 
@@ -108,11 +108,15 @@ def scim_name_link(user_name: str) -> str:
     return SCIM_USER_NAME + user_name.strip().casefold()
 
 
+class _Store(PeopleStore, ScimStore, Protocol):
+    """What DirectoryAccounts calls: people, their identities, places and sessions, and SCIM's users."""
+
+
 class DirectoryAccounts:
     """The account side of OIDC, LDAP and SCIM. `audit` is the Accounts' audit writer; `break_glass` reads
     auth.break_glass, the account no directory may touch."""
 
-    def __init__(self, store: Store, people: People, audit: Callable[[Actor, str, str, Any, Any], Awaitable[None]],
+    def __init__(self, store: _Store, people: People, audit: Callable[[Actor, str, str, Any, Any], Awaitable[None]],
                  *, break_glass: Callable[[], str]):
         self.store = store
         self.people = people

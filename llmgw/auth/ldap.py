@@ -38,7 +38,7 @@ from llmgw.auth.directory import Vouched
 from llmgw.auth.ldapconn import DirectoryError, _close, connect, is_active_directory, person_bind, service_bind
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.auth.trial import Trial
-from llmgw.config.auth import LDAPSettings
+from llmgw.config import LDAPSettings
 from llmgw.errors import N_
 
 log = logging.getLogger("llmgw.auth")

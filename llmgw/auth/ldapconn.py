@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import ldap3
 from ldap3.core import exceptions as lx
 
-from llmgw.config.auth import LDAPSettings
+from llmgw.config import LDAPSettings
 from llmgw.errors import ExpectedError, N_
 
 log = logging.getLogger("llmgw.auth")

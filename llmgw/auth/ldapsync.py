@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import AccountError, Actor
 from llmgw.auth import ldap
@@ -33,7 +33,7 @@ from llmgw.auth.directory import DirectoryAccounts, GroupMap
 from llmgw.auth.ldapconn import DirectoryError
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.config import AuthSettings
-from llmgw.store import AuditEntry, Person, Store, StoreError
+from llmgw.store import AuditEntry, AuditStore, PeopleStore, Person, StoreError
 
 log = logging.getLogger("llmgw.auth")
 
@@ -46,6 +46,10 @@ def _leaves(seen: ldap.Seen) -> bool:
     return seen.found is None or seen.found.disabled
 
 
+class _Store(PeopleStore, AuditStore, Protocol):
+    """What LdapSync calls: people and their LDAP identities and places, and the audit it writes."""
+
+
 class LdapSync:
     """The directory sync of one control plane; it runs only while `leading()`.
 
@@ -53,7 +57,7 @@ class LdapSync:
     reinstates, so this plane's caches (API keys, chat credentials) forget
     them at once rather than after auth.cache_ttl."""
 
-    def __init__(self, store: Store, settings: Callable[[], AuthSettings], secrets: Secrets,
+    def __init__(self, store: _Store, settings: Callable[[], AuthSettings], secrets: Secrets,
                  directory: DirectoryAccounts, leading: Callable[[], bool],
                  on_suspended: Callable[[Person], None] | None = None):
         self.store = store

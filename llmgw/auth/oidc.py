@@ -36,7 +36,7 @@ from llmgw.auth.oidcflow import NO_ADDRESS
 from llmgw.auth.oidcnet import OIDCError, get_json, post_form, session
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.auth.trial import Trial
-from llmgw.config.auth import OIDCSettings
+from llmgw.config import OIDCSettings
 from llmgw.errors import N_
 
 log = logging.getLogger("llmgw.auth")

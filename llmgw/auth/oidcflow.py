@@ -19,7 +19,7 @@ import json
 import secrets
 from dataclasses import asdict, dataclass
 
-from llmgw.config.auth import OIDCSettings
+from llmgw.config import OIDCSettings
 from llmgw.errors import N_
 from llmgw.trust import MasterKey, TrustError
 

@@ -15,12 +15,10 @@ import os
 import time
 from collections.abc import Callable
 
-from llmgw.config.auth import STORE_SECRET_PREFIX
-from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
+from llmgw.config import STORE_SECRET_PREFIX, KeyFileRefused, OwnSecrets, read_key_file
 from llmgw.errors import ExpectedError, N_
-from llmgw.store import Store
-from llmgw.trust import MasterKey, TrustError, read_master_key
-from llmgw.trust.masterkey import FILE_NAME
+from llmgw.store import SecretsStore
+from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 _MAX_SECRET = 4096
 
@@ -44,7 +42,7 @@ def check_name(name: str) -> str:
 class Secrets:
     """Reads and keeps sign-in's secrets for one control plane (or worker) with data_dir's master key."""
 
-    def __init__(self, store: Store, data_dir: str, own: OwnSecrets, *,
+    def __init__(self, store: SecretsStore, data_dir: str, own: OwnSecrets, *,
                  clock: Callable[[], float] = time.time):
         self.store = store
         self.master_key_path = os.path.join(data_dir, FILE_NAME)

@@ -37,8 +37,8 @@ import orjson
 
 from llmgw.benchmark.fuzzcases import Case, cases
 from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes, init_server
-from llmgw.control.token import read_token
-from llmgw.router.errors import speaks_anthropic
+from llmgw.control import read_token
+from llmgw.router import speaks_anthropic
 
 # The body limit the fuzzed gateway runs with: small, so a gzip bomb costs
 # this process and the server a megabyte to make and refuse, not 32.
@@ -290,7 +290,7 @@ def fuzz(rig: Rig, seed: int, count: int, concurrency: int = 16, first: int = 0,
 
 def main(count: int = 30_000, seed: int | None = None, concurrency: int = 16, say=print) -> int:
     """`python3 build.py bench fuzz`: the long run; prints its figures and the first failures."""
-    seed = random.randrange(1 << 30) if seed is None else seed
+    seed = random.randrange(1 << 30) if seed is None else seed  # noqa: S311 - a seed to replay, not a secret
     say(f"fuzz: {count} requests, seed {seed} (rerun with the same seed to send the same requests)")
     rig = Rig.start()
     try:

@@ -388,5 +388,5 @@ def admin_case(rng: random.Random, token: str) -> Case:
 def cases(seed: int, indexes, key: str, token: str, max_body: int, admin_share: float = 0.2):
     """The cases numbered `indexes` of the run with `seed`, each from an RNG of its own."""
     for i in indexes:
-        rng = random.Random(f"{seed}:{i}")
+        rng = random.Random(f"{seed}:{i}")  # noqa: S311 - reproducible cases by design, not secrets
         yield i, (admin_case(rng, token) if rng.random() < admin_share else client_case(rng, key, max_body))

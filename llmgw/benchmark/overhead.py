@@ -190,14 +190,14 @@ class Rig:
         One process serves here (no --workers), and the admin API applies a
         change to it before answering, so the next request is read under it.
         """
-        from llmgw.control.adminclient import AdminClient
+        from llmgw.control import AdminClient
 
         client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
         client.call("POST", "/api/v1/config", {"set": {"guard.default": json.dumps(policies)}})
 
     def telemetry(self, endpoint: str, ratio: float) -> None:
         """Set telemetry.*, as guard_default sets its key: in force for the next request."""
-        from llmgw.control.adminclient import AdminClient
+        from llmgw.control import AdminClient
 
         client = AdminClient(self.admin, os.path.join(self.tmp, "admin-token"))
         client.call("POST", "/api/v1/config", {"set": {"telemetry.otlp_endpoint": json.dumps(endpoint),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
@@ -24,6 +23,8 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
+    import asyncio
+
     from llmgw import logsetup
     from llmgw.config import ConfigError, load_agent_config
     from llmgw.trust import TrustError
@@ -39,8 +40,7 @@ def run(args) -> int:
         print(f"llmgw: {path or 'agent.yaml'} names no control plane; run `llmgw join CODE` on this node "
               "(`llmgw node add` on a control plane prints the code)", file=sys.stderr)
         return 1
-    from llmgw.agent.agent import serve
-    from llmgw.agent.nodelock import AgentAlreadyRunning
+    from llmgw.agent import AgentAlreadyRunning, serve
 
     try:
         import uvloop

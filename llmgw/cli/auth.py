@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 from typing import Any
 
-import yaml
-
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, when
-from llmgw.config.loader import parse_yaml
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 TRIED = ("oidc", "ldap")
 
@@ -81,6 +77,10 @@ def _block_flags(parser, required: bool = False) -> None:
 
 def read_block(path: str, kind: str) -> dict[str, Any]:
     """The block in a file: the keys of auth.KIND, or a settings document holding auth: KIND: …"""
+    import yaml
+
+    from llmgw.config import parse_yaml
+
     try:
         with open(path, encoding="utf-8") as f:
             doc = parse_yaml(f.read())
@@ -146,9 +146,9 @@ def _named(report: dict[str, Any], what: str) -> str:
 
 
 def _token_text(scim: dict[str, Any]) -> str:
-    if scim["token"] == "file":
+    if scim["token"] == "file":  # noqa: S105 - where the token comes from, not the token
         return "from auth.scim.token_file"
-    if scim["token"] == "made":
+    if scim["token"] == "made":  # noqa: S105 - where the token comes from, not the token
         return f"made {when(scim['token_made_at'])}"
     return "none yet (llmgw ctl auth scim-token makes one)"
 
@@ -194,6 +194,8 @@ def _read_secret(args) -> str:
         except OSError as e:
             raise AdminError(f"cannot read {args.from_file}: {e.strerror or e}") from None
     if sys.stdin.isatty():
+        import getpass
+
         return getpass.getpass(f"the value of {args.name} (not shown): ").strip()
     return sys.stdin.readline().strip()
 

@@ -24,6 +24,6 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from llmgw.console.dispatch import run as open_console
+    from llmgw.console import run as open_console
 
     return open_console(args)

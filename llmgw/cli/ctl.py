@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import tempfile
 import time
 
-import yaml
-
 from llmgw.cli.output import emit_json, fields, table, when
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 
 def client(args) -> AdminClient:
@@ -131,6 +127,8 @@ def run_config_get(args) -> int:
         return 0
     value = answer["value"]
     if isinstance(value, (dict, list)):
+        import yaml
+
         print(yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip())
     else:
         print(value)
@@ -157,6 +155,11 @@ def run_config_unset(args) -> int:
 
 
 def run_config_edit(args) -> int:
+    import subprocess
+    import tempfile
+
+    import yaml
+
     api = client(args)
     current = api.call("GET", "/api/v1/config")
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"

@@ -27,7 +27,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from llmgw.agent.discovery.doctor import examine
+    from llmgw.agent import examine
     from llmgw.checkout import AGENT_CONFIG, checkout_file
 
     path, origin = args.config, "given" if args.config else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from llmgw.cli.output import emit_json, fields
-from llmgw.config.server import SYSTEM_CONFIG
+from llmgw.cli.server import SYSTEM_CONFIG  # written out there: config is imported by the commands
 
 AGENT_CONFIG = "/etc/llmgw/agent.yaml"
 # Kept where the unit systemd/llmgw-firewall.service reads it at boot: rules

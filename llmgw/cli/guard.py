@@ -9,15 +9,14 @@ them with --endpoint.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING
 
 from llmgw.cli.output import emit_json
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 if TYPE_CHECKING:
-    from llmgw.config.guard import JudgePolicy
+    from llmgw.config import JudgePolicy
 
 
 def register(ctl_commands, common) -> None:
@@ -44,8 +43,7 @@ def register(ctl_commands, common) -> None:
 def judges_in(settings: dict, policy: str | None) -> list[tuple[str, JudgePolicy]]:
     """(policy names, JudgePolicy) for each judge model to check, with the shortest budget any
     policy naming it gives: that is the wait a request under it has."""
-    from llmgw.config import Duration
-    from llmgw.config.guard import JudgePolicy
+    from llmgw.config import Duration, JudgePolicy
 
     policies = ((settings.get("guard") or {}).get("policies") or {})
     if policy is not None:
@@ -76,7 +74,7 @@ def judges_in(settings: dict, policy: str | None) -> list[tuple[str, JudgePolicy
 
 
 def endpoints_of(settings: dict, model: str, given: list[str] | None):
-    from llmgw.router.endpoint import Endpoint
+    from llmgw.router import Endpoint
 
     if given:
         urls = given
@@ -95,6 +93,8 @@ def endpoints_of(settings: dict, model: str, given: list[str] | None):
 
 
 def run_judge_check(args) -> int:
+    import asyncio
+
     from llmgw.cli.ctl import client
 
     if not 1 <= args.burst <= 64:
@@ -113,7 +113,7 @@ def run_judge_check(args) -> int:
 async def _check_all(plans, burst: int, quiet: bool):
     import aiohttp
 
-    from llmgw.guard.judge_check import check_speed
+    from llmgw.guard import check_speed
 
     reports = []
     async with aiohttp.ClientSession() as session:

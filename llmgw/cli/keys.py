@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from llmgw.account.limits import describe
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 
 _CACHE_DESCRIPTION = (
@@ -233,6 +232,8 @@ def _cache_text(project: str, cache: dict) -> str:
 
 
 def _limits_text(limits: dict) -> str:
+    from llmgw.account.limits import describe  # llmgw.account is the store's too: not for every --help
+
     parts = describe(limits)
     if limits.get("expires_at") is not None:
         parts.append(f"expires {ago(limits['expires_at'])}")

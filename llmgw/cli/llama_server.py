@@ -9,7 +9,6 @@ the same code the agent's engines run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 
@@ -41,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         return llamacpp_runner.serve(args)
 
+    import asyncio
+
     from llmgw.config import AgentConfig
-    from llmgw.engines.llamacpp_install import LlamaServerUnavailable, installed_llama_server
+    from llmgw.engines import LlamaServerUnavailable, installed_llama_server
 
     data_dir = args.data_dir or AgentConfig().data_dir
     try:

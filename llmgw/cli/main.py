@@ -1,15 +1,22 @@
 """The `llmgw` command: one program, every part of the system as a subcommand.
 
 Exit codes: 0 done, 1 refused (with a sentence saying why), 2 a usage error.
+
+Building the parser imports every command's module, so those modules import
+at their top only what their parsers need; a command imports what it runs
+with when it runs (issue 26: `llmgw --help` took 0.5 s, most of it aiohttp
+and asyncssh). tests/cli/test_lean_imports.py holds it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-import traceback
-from typing import NoReturn
+import threading
+from collections.abc import Iterator, Sequence
+from typing import NoReturn, TextIO
 
 from llmgw import __version__
 
@@ -110,11 +117,60 @@ def main(argv: list[str] | None = None) -> int:
         sentence = explain(e)
         if sentence is None:
             if os.environ.get("LLMGW_DEBUG"):
+                import traceback
+
                 traceback.print_exc()
             sentence = (f"unexpected {type(e).__name__}: {e} (this is a bug in llmgw; "
                         "LLMGW_DEBUG=1 shows where)")
         print(f"llmgw: {sentence}", file=sys.stderr)
         return 1
+
+
+# run() swaps the process's sys.stdout and sys.stderr for a call's: one call at a time.
+_running = threading.Lock()
+
+
+def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO, stdin: TextIO | None = None) -> int:
+    """One `llmgw` command in this process, as `llmgw ARGV…` would run it; its exit status.
+
+    What it prints goes to `stdout` and `stderr` (and reads come from
+    `stdin`, when given) rather than the process's own, and SystemExit (a
+    usage error, --help) becomes the status instead of ending the process.
+    For the commands that call a control plane and print (`ctl`, `keys`,
+    `people`, `node add`, `upgrade`): the tests run them this way, skipping
+    the interpreter's start (tests/support/servers.py `Server.ctl`). Those
+    that serve until signalled (`server`, `agent`, `sim-engine`), exec
+    (`llama-server`) or draw on a terminal (`console`, `setup`) set up the
+    process's logging, signals or terminal: they need a process of their own.
+
+    The streams are swapped in sys for the call, so calls are taken one at a
+    time; a `stdout` with a `.buffer` lets a command write bytes (`ctl usage
+    export`).
+    """
+    with _running, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), _reading(stdin):
+        try:
+            return main(list(argv))
+        except SystemExit as e:
+            # As the interpreter ends on it: None is 0, a number the status, anything else said on stderr and 1.
+            if e.code is None or isinstance(e.code, int):
+                return e.code or 0
+            print(e.code, file=sys.stderr)
+            return 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _reading(stdin: TextIO | None) -> Iterator[None]:
+    if stdin is None:
+        yield
+        return
+    before, sys.stdin = sys.stdin, stdin
+    try:
+        yield
+    finally:
+        sys.stdin = before
 
 
 def quiet_stdout() -> None:

@@ -7,7 +7,7 @@ import os
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 _EPILOG = """examples:
   llmgw ctl mcp add jira --url https://jira.internal/mcp --description "Acme Jira" \\

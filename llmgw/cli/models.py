@@ -12,7 +12,7 @@ import sys
 from urllib.parse import quote
 
 from llmgw.cli.output import ago, emit_json, fields, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 
 def register(sub, common) -> None:
@@ -186,8 +186,8 @@ def run_models(args) -> int:
 def run_add(args) -> int:
     import yaml
 
-    from llmgw.config.loader import parse_yaml
-    from llmgw.control.catalog.spec import SpecError, parse_spec_text
+    from llmgw.config import parse_yaml
+    from llmgw.control import SpecError, parse_spec_text
 
     try:
         with open(args.file, encoding="utf-8") as f:
@@ -383,7 +383,7 @@ def run_replicas(args) -> int:
 
 
 def run_explain(args) -> int:
-    from llmgw.control.catalog.explain import action_line
+    from llmgw.control import action_line
 
     e = _client(args).call("GET", _path(args.model) + "/placement")
     if args.json:

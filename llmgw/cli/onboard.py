@@ -37,8 +37,7 @@ def register(commands) -> None:
 def run_supervise(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.supervisor import detach
+    from llmgw.onboard import Layout, detach
 
     return detach(Layout(Path(args.root)), args.unit)
 

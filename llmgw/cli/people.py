@@ -9,7 +9,7 @@ from typing import Any
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 # llmgw.account.ROLES, written out: importing the account package costs every `llmgw` command
 # half a second, and the server refuses a role it does not know anyway (a test keeps the two the same).

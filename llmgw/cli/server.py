@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmgw.cli.output import emit_json
-from llmgw.config.server import SYSTEM_CONFIG
+
+# config.server's SYSTEM_CONFIG, written out: every `llmgw --help` shows it,
+# and importing llmgw.config for a string cost more than the rest of the
+# parser (tests/cli holds the two equal).
+SYSTEM_CONFIG = "/etc/llmgw/server.yaml"
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from llmgw.control import ControlPlane, Worker
+    from llmgw.mcp import Gateway
 
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 
@@ -109,8 +118,7 @@ def load(args) -> tuple:
 
 def _load(args) -> tuple:
     """The validated configuration and server.yaml as written (an empty dict without one)."""
-    from llmgw.config import ServerConfig, load_server_config
-    from llmgw.config.loader import ConfigError, from_dict, parse_yaml, to_dict
+    from llmgw.config import ConfigError, ServerConfig, from_dict, load_server_config, parse_yaml, to_dict
 
     path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     cfg = load_server_config(path)
@@ -146,23 +154,25 @@ def _load(args) -> tuple:
 class _ClientPort:
     """What floor 2 adds to the control plane's apps: /mcp (docs/mcp.md), then the portal's pages
     (docs/portal.md), whose catch-all must come after /mcp; and the MCP servers' admin routes.
-    One a process: the admin routes tell the gateway this process serves, if any, of a change."""
+    One a process: the admin routes tell the gateway this process serves, if any, of a change.
+    Typed with the two processes that hand it their apps, so that mypy holds each to the Protocols
+    the portal and the MCP gateway read them by (llmgw.portal.PortalPlane, llmgw.mcp.McpPlane)."""
 
     def __init__(self) -> None:
-        self.gateway: Any = None  # llmgw.mcp.Gateway, once the client app is mounted here
+        self.gateway: Gateway | None = None  # once the client app is mounted here
 
-    def __call__(self, app, plane) -> None:
+    def __call__(self, app: web.Application, plane: ControlPlane | Worker) -> None:
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
 
-        from llmgw.mcp.admin import PortalServers
+        from llmgw.mcp import PortalServers
 
         self.gateway = mount_mcp(app, plane)
         # The portal's /admin/mcp changes servers through the same calls as the admin routes, telling this
         # process's gateway (and, in the main process, its workers') as they do.
         mount_portal(app, plane, mcp=PortalServers(plane, lambda: self._told(plane), self.gateway))
 
-    def admin(self, app, plane) -> None:
+    def admin(self, app: web.Application, plane: ControlPlane) -> None:
         from llmgw.mcp import mount_admin
 
         mount_admin(app, plane, lambda: self._told(plane))
@@ -179,10 +189,10 @@ class _ClientPort:
 
 
 def run_server(args) -> int:
+    import asyncio
+
     from llmgw import logsetup
-    from llmgw.control.plane import serve
-    from llmgw.control.plugins import load_server_plugins
-    from llmgw.control.workers import WorkerFailed, run_worker
+    from llmgw.control import WorkerFailed, load_server_plugins, run_worker, serve
     if args.worker_of is not None:
         # Each worker routes and guards requests itself, so it needs the plugins
         # too; the main process has already warned of any that failed.
@@ -213,7 +223,7 @@ def _install_uvloop() -> None:
 def _install_flags(init: argparse.ArgumentParser) -> None:
     """`server init --install`: the whole install the setup screens do, as flags."""
     from llmgw.cli import sshinstall
-    from llmgw.onboard.parts import STARTERS
+    from llmgw.onboard import STARTERS
 
     g = init.add_argument_group("the whole install (--install), as the setup screens do it")
     g.add_argument("--install", action="store_true",
@@ -256,10 +266,7 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
 def run_install(args) -> int:
     from pathlib import Path
 
-    from llmgw.onboard.firstplane import install
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
-    from llmgw.onboard.services import service_manager
+    from llmgw.onboard import LISTEN_DEFAULTS, Choices, Layout, install, service_manager
 
     given = [f for f, v in (("--config", args.config), ("--store", args.store), ("--data-dir", args.data_dir),
                             ("--admin-token-file", args.admin_token_file)) if v]
@@ -324,13 +331,11 @@ HA_ONLY = ("address", "vip", "vip_interface", "key", "password", "sudo_password"
 
 
 def _install_ha(args, choices) -> int:
+    import asyncio
     from pathlib import Path
 
     from llmgw.cli.sshinstall import credentials
-    from llmgw.onboard.hainstall import HaJob, from_file, from_hosts, install_ha
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.nodeadd import program_file
-    from llmgw.onboard.parts import Machine
+    from llmgw.onboard import HaJob, Layout, Machine, from_file, from_hosts, install_ha, program_file
 
     if args.ha and args.machines:
         print("llmgw: give the other two machines either with --ha or in --machines FILE, not both", file=sys.stderr)
@@ -368,11 +373,13 @@ def _install_ha(args, choices) -> int:
 
 
 def run_init(args) -> int:
+    import asyncio
+
     from llmgw.account import parse_project_path
 
     if args.install:
         return run_install(args)
-    from llmgw.onboard.first_run import init_server
+    from llmgw.onboard import init_server
 
     cfg, raw = _load(args)
     parse_project_path(args.project)
@@ -429,8 +436,7 @@ def _keep_password(path: str, email: str, password: str) -> None:
 def run_add(args) -> int:
     import shutil
 
-    from llmgw.onboard import keepalived
-    from llmgw.onboard.interfaces import check_interface, interface_toward
+    from llmgw.onboard import check_interface, interface_toward, keepalived
 
     from llmgw.cli import sshinstall
 

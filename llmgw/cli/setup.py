@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def register(commands) -> None:
-    from llmgw.onboard.parts import LISTEN_DEFAULTS
+    from llmgw.onboard import LISTEN_DEFAULTS
 
     setup = commands.add_parser(
         "setup", help="the setup screens: install a control plane on this machine (or three)",
@@ -22,6 +22,6 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from llmgw.console.setup import run_setup
+    from llmgw.console import run_setup
 
     return run_setup(args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 
@@ -117,6 +116,8 @@ def _guard_word(text: str) -> tuple[str, str]:
 
 
 def run_sim(args) -> int:
+    import asyncio
+
     from llmgw.sim import SimConfig, SimError, bind, serve
 
     cfg = SimConfig(

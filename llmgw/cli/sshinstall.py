@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmgw.cli.output import emit_json
-from llmgw.onboard.nodeadd import NodeAdd, add_node, program_file
-from llmgw.onboard.ssh import Credentials, Target
-from llmgw.onboard.steps import Progress
+
+# The options below are in every `llmgw --help`; installing over SSH (asyncssh
+# and the onboard package) is imported by the commands that do it.
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from llmgw.onboard import Credentials, Progress
 
 
 def read_secret(prompt: str) -> str:
     """From the terminal without echo, else one line of stdin: never from argv or the environment."""
     if sys.stdin.isatty():
+        import getpass
+
         return getpass.getpass(prompt)
     line = sys.stdin.readline()
     if not line:
@@ -62,6 +66,8 @@ def copy_options(group, what: str) -> None:
 
 def credentials(args, who: str) -> Credentials:
     """The login's password and sudo's, as the flags ask: read now, held in memory for the run only."""
+    from llmgw.onboard import Credentials
+
     password = read_secret(f"{who}'s password: ") if args.password else None
     sudo_password = read_secret(f"sudo password of {who}: ") if args.sudo_password else password
     return Credentials(args.key, password, sudo_password)
@@ -77,7 +83,12 @@ def ssh_flags_without_ssh(args) -> int:
     return 0
 
 
-def _job(args, known_hosts_dir: Path, cls=NodeAdd, **extra):
+def _job(args, known_hosts_dir: Path, cls=None, **extra):
+    from pathlib import Path
+
+    from llmgw.onboard import NodeAdd, Target, program_file
+
+    cls = cls or NodeAdd
     target = Target.parse(args.ssh, args.port)
     program = program_file(args.program)
     known_hosts = Path(args.known_hosts) if args.known_hosts else known_hosts_dir / "known_hosts"
@@ -107,6 +118,11 @@ def _systemd_in_a_directory(args) -> bool:
 
 
 def run_node_add_ssh(args, admin) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from llmgw.onboard import add_node
+
     if _systemd_in_a_directory(args):
         return 2
     job = _job(args, Path(admin.token_path).parent, control_planes=args.control_planes)
@@ -122,8 +138,11 @@ def run_node_add_ssh(args, admin) -> int:
 
 def run_server_add_ssh(args, cfg) -> int:
     """`server add --ssh`: a standby sharing `cfg`'s store and master key."""
-    from llmgw.onboard.serveradd import ServerAdd, add_server, shared_parts
-    from llmgw.onboard.ssh import Target as _Target
+    import asyncio
+    from pathlib import Path
+
+    from llmgw.onboard import ServerAdd, add_server, shared_parts
+    from llmgw.onboard import Target as _Target
 
     if _systemd_in_a_directory(args):
         return 2

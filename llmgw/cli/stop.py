@@ -27,10 +27,7 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.services import service_manager
-    from llmgw.onboard.steps import StepFailed
-    from llmgw.onboard.stopping import Stopped, stop_install
+    from llmgw.onboard import Layout, StepFailed, Stopped, service_manager, stop_install
 
     layout = Layout(Path(args.root))
     if not layout.etc.is_dir():

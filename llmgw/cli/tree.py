@@ -8,7 +8,7 @@ from typing import Any
 from llmgw.cli.ctl import client
 from llmgw.cli.keys import _limits_text
 from llmgw.cli.output import emit_json, table
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 KINDS = ("org", "team", "project")
 

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import os
 import sys
-import tarfile
-import tempfile
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmgw.cli.output import emit_json
-from llmgw.control.adminclient import AdminClient, AdminError
-from llmgw.release import ReleaseError, check_program, open_bundle, sha256_of, watch
+from llmgw.control import AdminClient, AdminError
+
+# llmgw.release (aiohttp, for the releases a control plane serves) is imported
+# by the commands that use it, not by every `llmgw --help` (issue 26).
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FOLLOW_EVERY = 1.0
 UNREACHABLE_FOR = 180.0  # this very control plane restarts into the new version: its admin API is away a while
@@ -105,6 +104,12 @@ def run(args) -> int:
 
 def _held_version(api: AdminClient, given: str, bundle: bool) -> str:
     """The version to upgrade to: a file (program or bundle) is checked here, sent and held; else a version."""
+    import tarfile
+    import tempfile
+    from pathlib import Path
+
+    from llmgw.release import open_bundle, sha256_of
+
     path = Path(given)
     if not path.exists() and not bundle and "/" not in given and not given.endswith((".pyz", ".tar")):
         return given
@@ -120,6 +125,8 @@ def _held_version(api: AdminClient, given: str, bundle: bool) -> str:
 
 
 def _send(api: AdminClient, path: Path) -> str:
+    from llmgw.release import check_program
+
     program = check_program(path)  # here first: a bad file is refused before it travels
     print(f"{path.name}: llmgw {program.version}, sha256 {program.sha256[:16]}…, built for "
           f"{program.built_for.get('system')} {program.built_for.get('machine')}; starts", file=sys.stderr)
@@ -129,13 +136,16 @@ def _send(api: AdminClient, path: Path) -> str:
 
 def _upload(api: AdminClient, route: str, path: Path, headers: dict[str, str]) -> None:
     """POST a file's bytes as they are (a program is tens of MB: not JSON)."""
+    import urllib.error
+    import urllib.request
+
     with open(path, "rb") as f:
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - _base() is http(s)
             api._base() + route, data=f, method="POST",
             headers={"Authorization": f"Bearer {api.token()}", "Content-Type": "application/octet-stream",
                      "Content-Length": str(path.stat().st_size), "X-Llmgw-Via": "cli", **headers})
         try:
-            with urllib.request.urlopen(request, timeout=300) as response:
+            with urllib.request.urlopen(request, timeout=300) as response:  # noqa: S310 - _base() is http(s)
                 response.read()
         except urllib.error.HTTPError as e:
             raise AdminError(_message(e.read()) or f"the admin API answered {e.code}", e.code) from None
@@ -218,9 +228,10 @@ def _show(doc: dict[str, Any] | None, releases: list[str]) -> None:
 
 
 def run_apply(args) -> int:
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.services import service_manager
-    from llmgw.release.helper import apply
+    from pathlib import Path
+
+    from llmgw.onboard import Layout, service_manager
+    from llmgw.release import ReleaseError, apply
 
     layout = Layout(Path(args.root))
     data_dir = layout.at(args.data_dir) if args.data_dir else layout.server_data
@@ -236,12 +247,15 @@ def run_apply(args) -> int:
 
 def run_watchdog(args) -> int:
     """The previous program's watch over the new one (llmgw.release.watchdog.watch)."""
+    from pathlib import Path
+
+    from llmgw.release import watch
+
     restart = None
     unit = args.unit or _systemd_unit()
     if unit:
         def restart() -> None:
-            from llmgw.onboard.layout import Layout
-            from llmgw.onboard.services import service_manager
+            from llmgw.onboard import Layout, service_manager
 
             service_manager(Layout(Path(args.root or "/"))).restart(unit)
 

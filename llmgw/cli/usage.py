@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import http.client
 import os
 import sys
 import time
 
-from llmgw.account import format_money
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, fields, table, when
-from llmgw.control.adminclient import AdminError
+from llmgw.control import AdminError
 
 # Progress on stderr at most this often: a line per row would cost more than the export.
 PROGRESS_EVERY = 0.5
@@ -92,6 +90,8 @@ def run_usage(args) -> int:
     if args.json:
         emit_json(answer)
         return 0
+    from llmgw.account import format_money
+
     groups, total = answer["rows"], answer["total"]
     of = "batch lines' usage" if answer.get("batch") else "usage"
     print(f"{of} from {when(answer['since'])} to {when(answer['until'])}, by {answer['by']}")
@@ -144,6 +144,8 @@ def _copy(response, out, fmt: str, partial: str | None) -> int:
     mid-transfer for the end when read line by line, and an export cut off
     by the server must say so, not pass for a short whole one.
     """
+    import http.client
+
     lines = 0
     shown = time.monotonic()
     header = 1 if fmt == "csv" else 0

@@ -6,20 +6,44 @@ An unknown key or a bad value is refused naming its full path
 docstrings (reference.py).
 """
 
-from llmgw.config.agent import AgentConfig, load_agent_config
+from llmgw.config.agent import (
+    KNOWN_ENGINES,
+    AgentConfig,
+    DiscoverySettings,
+    LlamaCppSettings,
+    WeightsSettings,
+    load_agent_config,
+)
+from llmgw.config.auth import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings, SCIMSettings
+from llmgw.config.bodytemplate import render_body
+from llmgw.config.capabilities import CAPABILITIES, Capability
+from llmgw.config.guard import GuardSettings, JudgePolicy, Pattern, Policy, Rules, Service
+from llmgw.config.keyfiles import (
+    MASTER_KEY_FILE,
+    KeyFileRefused,
+    OwnSecrets,
+    check_settings_key_files,
+    own_secrets,
+    read_key_file,
+)
 from llmgw.config.loader import (
     ConfigError,
+    Invalid,
     from_dict,
     get_path,
     load_file,
+    parse_yaml,
     set_path,
     to_dict,
     unset_path,
 )
+from llmgw.config.notify import NotifySettings
+from llmgw.config.router import AdmissionSettings, ModelSettings, Price, Timeouts
 from llmgw.config.server import (
     CLUSTER_KEYS,
     MACHINE_KEYS,
     PORTAL_LANGUAGES,
+    SYSTEM_CONFIG,
     AuthSettings,
     ClusterSettings,
     PortalSettings,
@@ -29,6 +53,9 @@ from llmgw.config.server import (
     cluster_part,
     load_server_config,
 )
+from llmgw.config.storeaddress import postgres_hosts, redact_url
+from llmgw.config.targets import address_refusal, host_refusal
+from llmgw.config.telemetry import TelemetrySettings
 from llmgw.config.types import Address, AddressOrOff, Duration, Size
 
 __all__ = [
@@ -56,4 +83,40 @@ __all__ = [
     "set_path",
     "to_dict",
     "unset_path",
+    "DiscoverySettings",
+    "KNOWN_ENGINES",
+    "LlamaCppSettings",
+    "WeightsSettings",
+    "LDAPSettings",
+    "OIDCSettings",
+    "SCIMSettings",
+    "STORE_SECRET_PREFIX",
+    "render_body",
+    "CAPABILITIES",
+    "Capability",
+    "GuardSettings",
+    "JudgePolicy",
+    "Pattern",
+    "Policy",
+    "Rules",
+    "Service",
+    "KeyFileRefused",
+    "MASTER_KEY_FILE",
+    "OwnSecrets",
+    "check_settings_key_files",
+    "own_secrets",
+    "read_key_file",
+    "Invalid",
+    "parse_yaml",
+    "NotifySettings",
+    "AdmissionSettings",
+    "ModelSettings",
+    "Price",
+    "Timeouts",
+    "SYSTEM_CONFIG",
+    "postgres_hosts",
+    "redact_url",
+    "address_refusal",
+    "host_refusal",
+    "TelemetrySettings",
 ]

@@ -19,7 +19,7 @@ from llmgw.config.loader import Invalid
 from llmgw.config.types import Duration
 from llmgw.errors import N_
 
-STORE_SECRET_PREFIX = "store:auth/"
+STORE_SECRET_PREFIX = "store:auth/"  # noqa: S105 - a prefix naming where a secret is kept
 GIVABLE_ROLES = ("admin", "operator")  # "member" is what no group gives
 _PLACE_KINDS = ("org", "team", "project")
 

@@ -222,7 +222,7 @@ class Address(str):
 
     @property
     def all_interfaces(self) -> bool:
-        return self.host in ("", "0.0.0.0", "::")
+        return self.host in ("", "0.0.0.0", "::")  # noqa: S104 - read, not bound
 
     @property
     def is_loopback(self) -> bool:

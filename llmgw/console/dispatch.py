@@ -33,8 +33,8 @@ def choose(*, config: str | None = None, admin: str | None = None, token_file: s
     checkout's var/admin-token); a node by /etc/llmgw/agent.yaml. A machine
     that is both opens the console, from which the cluster is run.
     """
-    from llmgw.config.server import SYSTEM_CONFIG
-    from llmgw.control.adminclient import token_file as found_token
+    from llmgw.config import SYSTEM_CONFIG
+    from llmgw.control import token_file as found_token
 
     system_server = system_server or SYSTEM_CONFIG
     if config or admin or token_file:
@@ -53,7 +53,7 @@ def choose(*, config: str | None = None, admin: str | None = None, token_file: s
 def admin_client(choice: Choice, admin: str | None, token_file: str | None):
     """The AdminClient for the console: the flags first, then the server.yaml chosen by."""
     from llmgw.config import ConfigError, load_server_config
-    from llmgw.control.adminclient import AdminClient
+    from llmgw.control import AdminClient
 
     if choice.config and not (admin and token_file):
         try:

@@ -12,7 +12,7 @@ from typing import Any
 import urwid
 
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient
+from llmgw.control import AdminClient
 
 
 def _rules(rules: dict[str, Any] | None) -> str:

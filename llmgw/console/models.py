@@ -15,7 +15,7 @@ import urwid
 
 from llmgw.console.overview import STATE_COLOUR
 from llmgw.console.ui import App
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 
 def _path(name: str) -> str:
@@ -36,7 +36,7 @@ def read_model_file(path: str) -> dict[str, Any]:
     """A model file (YAML or JSON) as the document `llmgw ctl model add -f` sends."""
     import yaml
 
-    from llmgw.config.loader import parse_yaml
+    from llmgw.config import parse_yaml
 
     try:
         with open(path, encoding="utf-8") as f:

@@ -20,8 +20,7 @@ from typing import Any
 import urwid
 
 from llmgw import __version__
-from llmgw.agent.statefile import AgentState, read_state, recent_warnings
-from llmgw.agent.supervisor.records import ShardRecord, read_all
+from llmgw.agent import AgentState, ShardRecord, read_all, read_state, recent_warnings
 from llmgw.config import AgentConfig
 from llmgw.console.ui import App, text_list
 

@@ -12,7 +12,7 @@ import urwid
 
 from llmgw.console.overview import STATE_COLOUR
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient
+from llmgw.control import AdminClient
 
 
 def gib(mb: float | None) -> str:

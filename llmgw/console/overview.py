@@ -14,7 +14,7 @@ from typing import Any
 import urwid
 
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient
+from llmgw.control import AdminClient
 
 STATE_COLOUR = {"ready": "good", "starting": "warn", "waiting": "warn", "fetching": "warn", "failed": "bad",
                 "lost": "bad", "parked": "bad", "stopped": "dim", "stopping": "dim"}

@@ -14,7 +14,7 @@ import urwid
 
 from llmgw.account.limits import describe
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 KINDS = ("org", "team", "project")
 

@@ -13,7 +13,7 @@ import urwid
 import yaml
 
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 
 class Settings:

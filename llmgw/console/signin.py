@@ -16,9 +16,9 @@ from typing import Any
 
 import urwid
 
-from llmgw.config.auth import STORE_SECRET_PREFIX
+from llmgw.config import STORE_SECRET_PREFIX
 from llmgw.console.ui import App, text_list
-from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.control import AdminClient, AdminError
 
 KIND_TITLE = {"oidc": "single sign-on (OIDC)", "ldap": "directory (LDAP, Active Directory)",
               "scim": "provisioning (SCIM)"}

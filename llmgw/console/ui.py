@@ -110,7 +110,7 @@ class App:
                     failed(error)
                 else:
                     self.say(sentence(error), bad=True)
-            except Exception as e:  # noqa: BLE001 - an answer of a shape not foreseen: a sentence, not a crash
+            except Exception as e:  # an answer of a shape not foreseen: a sentence, not a crash
                 log.debug("showing an answer failed", exc_info=True)
                 self.say(sentence(e), bad=True)
             finally:

@@ -7,25 +7,24 @@ It lives beside the admin API rather than in cli/ because the benchmark
 (llmgw/benchmark/overhead.py) and build.py's rigs call the admin API too, and
 nothing below the CLI may import the CLI. Not inside adminapi/: importing
 that package starts the server's imports, a second more for every `llmgw ctl`.
+
+Every `llmgw` command's parser imports this module (for AdminError), `llmgw
+--help` included, so what only a call needs (urllib.request and what it
+brings, the token's and the checkout's modules) is imported by the call
+(issue 26).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
-from llmgw.checkout import ADMIN_TOKEN, checkout_file
-from llmgw.control.token import TokenError, read_token
 from llmgw.errors import ExpectedError
 
 DEFAULT_ADMIN = "127.0.0.1:9090"
-SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"
+SYSTEM_TOKEN = "/var/lib/llmgw/admin-token"  # noqa: S105 - the file's path, not a token
 
 
 class AdminError(ExpectedError):
@@ -63,7 +62,7 @@ def env_config():
 
 def system_config():
     """/etc/llmgw/server.yaml, or None; read as env_config reads its file."""
-    from llmgw.config.server import SYSTEM_CONFIG
+    from llmgw.config import SYSTEM_CONFIG
 
     return _read_config(SYSTEM_CONFIG)
 
@@ -81,6 +80,8 @@ def _located():
     $LLMGW_CONFIG set is that file alone, even when it cannot be read: a
     person who named a file means it, not the next place along.
     """
+    from llmgw.checkout import ADMIN_TOKEN, checkout_file
+
     if os.environ.get("LLMGW_CONFIG"):
         return env_config(), None
     if (found := checkout_file(ADMIN_TOKEN)) is not None:
@@ -127,6 +128,8 @@ class AdminClient:
 
     def token(self) -> str:
         if self._token is None:
+            from llmgw.control.token import TokenError, read_token
+
             try:
                 self._token = read_token(self.token_path)
             except FileNotFoundError:
@@ -142,18 +145,21 @@ class AdminClient:
         return self._token
 
     def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        import urllib.error
+        import urllib.request
+
         url = self._base() + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers={
+        request = urllib.request.Request(url, data=data, method=method, headers={  # noqa: S310 - _base() is http(s)
             "Authorization": f"Bearer {self.token()}",
             "Content-Type": "application/json",
             "X-Llmgw-Actor": _who(),
             "X-Llmgw-Via": self.via,
         })
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - _base() is http(s)
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
             raw = e.read()
@@ -169,7 +175,7 @@ class AdminClient:
                 raise AdminError(
                     f"no llmgw server answers at {self.address}; is it running? "
                     "(systemctl status llmgw-server, or python3 build.py run in a checkout)") from None
-            if isinstance(reason, (socket.timeout, TimeoutError)):
+            if isinstance(reason, TimeoutError):  # socket.timeout is the same class since Python 3.10
                 raise AdminError(f"the llmgw server at {self.address} did not answer in "
                                  f"{self.timeout:.0f} s") from None
             raise AdminError(f"cannot reach the llmgw server at {self.address}: {reason}") from None
@@ -244,16 +250,19 @@ class AdminClient:
     def stream(self, path: str, query: dict[str, Any] | None = None):
         """GET `path` and return the open response, to be read as it arrives
         (an export too large to hold in memory). The caller closes it."""
+        import urllib.error
+        import urllib.request
+
         url = self._base() + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        request = urllib.request.Request(url, method="GET", headers={
+        request = urllib.request.Request(url, method="GET", headers={  # noqa: S310 - _base() is http(s)
             "Authorization": f"Bearer {self.token()}",
             "X-Llmgw-Actor": _who(),
             "X-Llmgw-Via": self.via,
         })
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout)
+            return urllib.request.urlopen(request, timeout=self.timeout)  # noqa: S310 - _base() is http(s)
         except (urllib.error.URLError, TimeoutError) as e:
             raise _stream_refusal(self, e) from None
 
@@ -265,14 +274,18 @@ def _person_path(ident: str, action: str = "") -> str:
 
 
 def _who() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
-    except Exception:  # no passwd entry for this uid, as in some containers
+    except (KeyError, OSError):  # no passwd entry for this uid, as in some containers
         return f"uid {os.getuid()}"
 
 
 def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
     """The sentence for a failed streaming request, as `call` says it."""
+    import urllib.error
+
     if isinstance(e, urllib.error.HTTPError):
         raw = e.read()
         try:
@@ -284,6 +297,6 @@ def _stream_refusal(client: AdminClient, e: BaseException) -> AdminError:
     if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
         return AdminError(f"no llmgw server answers at {client.address}; is it running? "
                           "(systemctl status llmgw-server, or python3 build.py run in a checkout)")
-    if isinstance(reason, (socket.timeout, TimeoutError)):
+    if isinstance(reason, TimeoutError):
         return AdminError(f"the llmgw server at {client.address} did not answer in {client.timeout:.0f} s")
     return AdminError(f"cannot reach the llmgw server at {client.address}: {reason}")

@@ -33,7 +33,7 @@ from llmgw.protocol import (
     ShardStatus,
     Welcome,
 )
-from llmgw.protocol.link import Link, LinkLost
+from llmgw.protocol import Link, LinkLost
 
 log = logging.getLogger("llmgw.agents")
 
@@ -223,5 +223,5 @@ class AgentService:
         for listener in self._listeners:
             try:
                 listener(node, message)
-            except Exception:  # noqa: BLE001 - one listener's bug must not drop the node
+            except Exception:  # one listener's bug must not drop the node
                 log.exception("a listener of node %s's messages failed", node.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def local_url(host: str, port: int) -> str:
     """The client API's base URL for a client on this machine, given the address it is bound to."""
-    if host in ("0.0.0.0", ""):
+    if host in ("0.0.0.0", ""):  # noqa: S104 - read, not bound
         host = "127.0.0.1"
     elif host == "::":
         host = "::1"

@@ -44,7 +44,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from llmgw.accounting.ratelimit import RESOLUTION
+from llmgw.accounting import RESOLUTION
 from llmgw.connecterror import connect_failure
 from llmgw.control.routes import from_doc, to_doc
 from llmgw.trust import peer_control_plane
@@ -189,7 +189,7 @@ class Exchange:
                 else:
                     self.heard = None
                     self.counts.take()  # nobody to tell: what is taken is kept from growing
-            except Exception:  # noqa: BLE001 - the exchange must outlive one bad round
+            except Exception:  # the exchange must outlive one bad round
                 log.exception("a routing exchange round failed")
 
     async def round(self) -> bool:

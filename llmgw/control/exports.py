@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from llmgw.accounting.reports import EXPORT_PAGE
+from llmgw.accounting import EXPORT_PAGE
 from llmgw.store import StoreError
 
 log = logging.getLogger("llmgw.exports")

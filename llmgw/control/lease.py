@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from llmgw.store import Lease, Store, StoreError
+from llmgw.store import Lease, LeaseStore, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.lease")
@@ -39,7 +39,7 @@ class LeaseState:
 
 
 class LeaseKeeper:
-    def __init__(self, store: Store, holder: str, address: str, ttl: Callable[[], float],
+    def __init__(self, store: LeaseStore, holder: str, address: str, ttl: Callable[[], float],
                  on_change: Callable[[bool], None] | None = None):
         self.store = store
         self.holder = holder

@@ -39,7 +39,7 @@ def bind(role: str, address: Address, *, shared: bool = False) -> socket.socket:
     """
     host = address.host
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host
+    bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host  # noqa: S104 - the operator's listen address
     sock = socket.socket(family, socket.SOCK_STREAM)
     # SO_REUSEADDR only lets a restart reuse a port in TIME_WAIT; it does
     # not let two live servers share one (that would be SO_REUSEPORT).
@@ -101,8 +101,7 @@ def client_site(runner: web.AppRunner, sock: socket.socket, **kwargs) -> web.Soc
     The main process and every worker make their client sites here, so a slow
     or idle client is held to the same limits whichever process accepted it.
     """
-    from llmgw.router.app import CONNECTIONS
-    from llmgw.router.connguard import GuardedSite
+    from llmgw.router import CONNECTIONS, GuardedSite
 
     guard = runner.app.get(CONNECTIONS)
     if guard is None:

@@ -27,10 +27,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from llmgw import __version__, heap
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
-from llmgw.auth import DirectoryAccounts, Secrets
-from llmgw.auth.ldapsync import LdapSync
-from llmgw.config import ServerConfig, cluster_part
-from llmgw.config.keyfiles import own_secrets
+from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
+from llmgw.config import ServerConfig, cluster_part, own_secrets
 from llmgw.events import Events
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
@@ -45,13 +43,11 @@ from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
 from llmgw.control.upgrade import Upgrader, UpgradeMachine
 from llmgw.control.workers import FannedKeys, WorkerPool
-from llmgw.guard.policy import missing_detectors
+from llmgw.guard import missing_detectors
 from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
-from llmgw.router.batches import BatchRunner
-from llmgw.router.app import make_client_app
-from llmgw.router.service import Router
+from llmgw.router import BatchRunner, Router, make_client_app
 from llmgw.store import Store, StoreError, open_store
 from llmgw.telemetry import Tracing
 from llmgw.trust import ClusterTrust, make_agent_app
@@ -173,7 +169,7 @@ class ControlPlane:
         if self.cfg.advertise:
             return self.cfg.advertise
         host, port = self.sockets["client"].getsockname()[:2]
-        if host in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
             host = socket.gethostname()
         return f"http://{host}:{port}"
 

@@ -16,7 +16,7 @@ from typing import Any
 from llmgw import plugins
 from llmgw import engines
 from llmgw.guard import detectors
-from llmgw.router.scheduler import register_profile, register_scorer
+from llmgw.router import register_profile, register_scorer
 
 log = logging.getLogger("llmgw.plugins")
 

@@ -38,7 +38,7 @@ from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.events import Events
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StopShard, to_dict
-from llmgw.store import NodeRecord, Replica, Store, StoreError
+from llmgw.store import CatalogStore, NodeRecord, Replica, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
 
 
@@ -70,7 +70,7 @@ class _NoLongerLeading(Exception):
 
 
 class Reconciler:
-    def __init__(self, store: Store, agents: AgentService, *, leading: Callable[[], bool],
+    def __init__(self, store: CatalogStore, agents: AgentService, *, leading: Callable[[], bool],
                  registry: Callable[[], RouteSink | None], policy: Callable[[], Policy] = Policy,
                  startup_timeout: Callable[[], float] = lambda: STARTUP_TIMEOUT,
                  engine_key: Callable[[], str] = lambda: "",
@@ -234,7 +234,7 @@ class Reconciler:
                 log.info("leadership ended during a reconcile pass; the rest of it was not carried out")
             except StoreError as e:
                 log.warning("a reconcile pass could not reach the store: %s", e)
-            except Exception:  # noqa: BLE001 - a bug in one pass must not end placement for good
+            except Exception:  # a bug in one pass must not end placement for good
                 log.exception("a reconcile pass failed")
 
     async def once(self) -> Plan:

@@ -26,11 +26,10 @@ from collections.abc import Iterable
 
 import aiohttp
 
-from llmgw.config.capabilities import CAPABILITIES, Capability
-from llmgw.config.router import ModelSettings
+from llmgw.config import CAPABILITIES, Capability, ModelSettings
 from llmgw.control.catalog import Entry
-from llmgw.router.registry import Placed
-from llmgw.store import Replica, Store
+from llmgw.router import Placed
+from llmgw.store import CatalogStore, Replica
 
 log = logging.getLogger("llmgw.routes")
 
@@ -80,7 +79,7 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
     return placed
 
 
-async def from_store(store: Store, key: str | None) -> dict[str, Placed]:
+async def from_store(store: CatalogStore, key: str | None) -> dict[str, Placed]:
     """The catalog and its ready replicas as the store has them (what the last leader wrote)."""
     entries = []
     for record in await store.list_models():

@@ -20,10 +20,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from llmgw.config.storeaddress import postgres_hosts
-from llmgw.store import Store
+from llmgw.config import postgres_hosts
+from llmgw.store import CatalogStore, TrustStore
 
 log = logging.getLogger("llmgw.control.scrapetargets")
 
@@ -55,10 +55,14 @@ def _target(host: str) -> str:
     return f"[{host}]:{NODE_EXPORTER_PORT}" if ":" in host else f"{host}:{NODE_EXPORTER_PORT}"
 
 
+class _Store(TrustStore, CatalogStore, Protocol):
+    """What ScrapeTargets reads: the control planes' addresses and the nodes."""
+
+
 class ScrapeTargets:
     """The machines of the cluster as Prometheus target groups, read from `store` (cached READ_EVERY seconds)."""
 
-    def __init__(self, store: Store, store_url: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: _Store, store_url: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._store_url = store_url
         self._clock = clock

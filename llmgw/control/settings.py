@@ -16,15 +16,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import Actor
-from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig
-from llmgw.config.keyfiles import check_settings_key_files, own_secrets
-from llmgw.config.loader import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
+from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig, check_settings_key_files, own_secrets
+from llmgw.config import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
 from llmgw.errors import ExpectedError, N_
-from llmgw.guard.policy import check_detectors
-from llmgw.store import AuditEntry, Conflict, Settings, Store, StoreError
+from llmgw.guard import check_detectors
+from llmgw.store import AuditEntry, AuditStore, Conflict, Settings, SettingsStore, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.settings")
@@ -48,8 +47,12 @@ class SettingsError(ExpectedError, ValueError):
             self.args = (f"{key}: {self.args[0]}",)
 
 
+class _Store(SettingsStore, AuditStore, Protocol):
+    """What the cluster's settings call: the settings document, and the audit its changes write."""
+
+
 class ClusterSettingsWatcher:
-    def __init__(self, store: Store):
+    def __init__(self, store: _Store):
         self.store = store
         self.current = ClusterSettings()
         self.version = 0
@@ -211,7 +214,7 @@ def _refused(e: ConfigError | Invalid) -> SettingsError:
     return SettingsError(e.template, params=e.params or None)
 
 
-async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via: str) -> bool:
+async def seed_settings(store: _Store, settings: ClusterSettings, actor: str, via: str) -> bool:
     """Write a store's first settings; False when it has some already, which are left as they are.
 
     `server init` seeds the store with server.yaml's settings and the
@@ -231,7 +234,7 @@ async def seed_settings(store: Store, settings: ClusterSettings, actor: str, via
     return True
 
 
-async def seeded_settings(store: Store) -> Settings:
+async def seeded_settings(store: _Store) -> Settings:
     """The settings seed_settings wrote, or found written by whoever seeded first."""
     stored = await store.get_settings()
     if stored is None:

@@ -12,29 +12,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import Actor
-from llmgw.auth import Secrets, Trial
-from llmgw.auth.ldapsync import SYNC_TARGET
-from llmgw.auth.oidcflow import configured_redirect
-from llmgw.auth.scim.tokens import make_token, token_made
+from llmgw.auth import SYNC_TARGET, Secrets, Trial, configured_redirect, make_token, token_made
 from llmgw.auth.secrets import check_name
-from llmgw.config import ServerConfig
-from llmgw.config.auth import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings
-from llmgw.config.keyfiles import own_secrets
-from llmgw.config.loader import ConfigError, Invalid, from_dict, to_dict
+from llmgw.config import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings, ServerConfig, own_secrets
+from llmgw.config import ConfigError, Invalid, from_dict, to_dict
 from llmgw.control.settings import ClusterSettingsWatcher, SettingsError, validated_change
 from llmgw.errors import N_
-from llmgw.store import AuditEntry, Store
+from llmgw.store import AuditEntry, AuditStore, PeopleStore, SecretsStore
 
 KINDS = ("oidc", "ldap")  # what can be tried; SCIM is answered, not dialled, so there is nothing to try
+
+
+class _Store(SecretsStore, PeopleStore, AuditStore, Protocol):
+    """What SignInSetup calls: the sealed secrets (and SCIM's token), directory identities, the audit."""
 
 
 class SignInSetup:
     """Sign-in's setup for one control plane or worker: reads live settings, keeps through validated_change."""
 
-    def __init__(self, store: Store, watcher: ClusterSettingsWatcher, cfg: ServerConfig, *,
+    def __init__(self, store: _Store, watcher: ClusterSettingsWatcher, cfg: ServerConfig, *,
                  clock: Callable[[], float] = time.time):
         self.store = store
         self.watcher = watcher

@@ -9,12 +9,16 @@ the leader records each node's Register, which names the agent's version.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from llmgw.store import Store
+from llmgw.store import CatalogStore, TrustStore
 
 
-async def machines(store: Store, leader_name: str = "") -> dict[str, list[dict[str, Any]]]:
+class _Store(TrustStore, CatalogStore, Protocol):
+    """What machines reads: the control planes' addresses and the nodes."""
+
+
+async def machines(store: _Store, leader_name: str = "") -> dict[str, list[dict[str, Any]]]:
     """{"control_planes": [{name, address, version, role}], "nodes": [{id, name, version, state}]}, by name."""
     planes = sorted(await store.list_control_planes(), key=lambda cp: cp.name)
     nodes = sorted(await store.list_nodes(), key=lambda n: (n.name, n.id))

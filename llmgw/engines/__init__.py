@@ -25,10 +25,22 @@ refused, and why.
 
 from __future__ import annotations
 
-import difflib
 import threading
+from typing import TYPE_CHECKING
 
 from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError
+from llmgw.lazyface import lazy_face
+
+if TYPE_CHECKING:
+    from llmgw.engines.llamacpp_install import (
+        XLLAMACPP_VERSION,
+        LlamaServerUnavailable,
+        engine_dir,
+        ensure_llama_server,
+        installed_llama_server,
+        wheels_dir,
+    )
+    from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
 
 __all__ = [
     "Binary",
@@ -41,6 +53,8 @@ __all__ = [
     "installed",
     "names",
     "register",
+    "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
+    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle",
 ]
 
 
@@ -95,6 +109,8 @@ def engine(name: str) -> Engine:
     found = _engines.get(name)
     if found is not None:
         return found
+    import difflib  # for this sentence only, not for every import of the package (issue 26)
+
     known = sorted(_engines)
     near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {near[0]}? " if near else ""
@@ -108,3 +124,12 @@ def installed(name: str, binary: Binary = None) -> str | None:
     or what the agent installed); None looks where the engine usually is.
     """
     return engine(name).installed(binary)
+
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): llama.cpp's installer and the pickle check are wanted by the agent and the catalog alone.
+__getattr__ = lazy_face(__name__, {
+    "llamacpp_install": ("LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server",
+        "installed_llama_server", "wheels_dir"),
+    "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
+})

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from llmgw.protocol import EngineProfile
+# For the annotations only: `llmgw llama-server`'s flags come from this
+# package (llamacpp_runner), and the agent protocol's messages cost more to
+# import than the rest of `llmgw --help` (issue 26).
+if TYPE_CHECKING:
+    from llmgw.protocol import EngineProfile
 
 ROLES = ("", "judge", "embedding")
 

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmgw.config.agent import LlamaCppSettings
+from llmgw.config import LlamaCppSettings
 
 __all__ = [
     "LlamaServer",
@@ -372,4 +372,4 @@ def _readable_by_all(root: Path, *, recurse: bool = True) -> None:
                 extra |= stat.S_IXOTH | stat.S_IXGRP
             if mode & extra != extra:
                 os.chmod(p, mode | extra)
-    os.chmod(root, os.stat(root).st_mode | stat.S_IROTH | stat.S_IXOTH | stat.S_IRGRP | stat.S_IXGRP)
+    os.chmod(root, os.stat(root).st_mode | stat.S_IROTH | stat.S_IXOTH | stat.S_IRGRP | stat.S_IXGRP)  # noqa: S103 - the engine's user reads it

@@ -297,7 +297,7 @@ def serve(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
 
-    def on_signal(signum, frame):  # noqa: ARG001
+    def on_signal(signum, frame):
         stop.set()
 
     # Before the model loads: a SIGTERM during a long load must still stop us

@@ -149,11 +149,11 @@ def check_args(engine: str, args: Sequence[str], flags: Sequence[Flag], *, abbre
     flag as only where it does.
     """
     for i, token in enumerate(args):
-        if token == "--":
+        if token == "--":  # noqa: S105 - a word of the command line, not a secret
             raise ProfileError(
                 f"args[{i}]", f"{engine} may not be given a bare --: it ends the engine's options, and what "
                               "follows would reach it unchecked")
-        if not token.startswith("-") or token == "-" or _NEGATIVE_NUMBER.match(token):
+        if not token.startswith("-") or token == "-" or _NEGATIVE_NUMBER.match(token):  # noqa: S105 - a word
             continue
         for name, value, key, attached in _readings(token):
             for flag, spelling in find(flags, name, abbreviations=abbreviations):

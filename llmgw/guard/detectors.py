@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from llmgw.config.guard import Pattern
+from llmgw.config import Pattern
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from llmgw.config.guard import JudgePolicy
+from llmgw.config import JudgePolicy
 from llmgw.guard.replica import JudgeReplica
 
 if TYPE_CHECKING:

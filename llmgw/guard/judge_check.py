@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from llmgw.config.guard import JudgePolicy
+from llmgw.config import JudgePolicy
 from llmgw.guard.judge import Judge, JudgeUnavailable, Verdict
 from llmgw.guard.replica import JudgeReplica
 
@@ -104,7 +104,7 @@ async def check_speed(session: aiohttp.ClientSession, endpoints: Sequence[JudgeR
     """Time `alone` judgments one after another, then `burst` at once, and set them against the
     policy's latency_budget. Each text differs, so none is answered from the cache or shared.
     Times are read from `clock`: a test's judge advances its own rather than sleeping."""
-    from llmgw.config.types import Duration
+    from llmgw.config import Duration
 
     budget = float(policy.latency_budget)
     # Measured with room to spare: a judgment past the budget is what this is here to show.

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from llmgw.account import Principal
-from llmgw.config.guard import GuardSettings, JudgePolicy, Policy, Rules, Service
-from llmgw.config.loader import Invalid
+from llmgw.config import GuardSettings, Invalid, JudgePolicy, Policy, Rules, Service
 from llmgw.errors import N_
 from llmgw.guard import detectors
 from llmgw.guard.decisions import RANK

@@ -14,7 +14,7 @@ import re._parser as sre_parse  # type: ignore[import-not-found]  # re has no pu
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmgw.config.guard import Pattern
+from llmgw.config import Pattern
 from llmgw.guard import detectors
 from llmgw.guard.decisions import RANK, WOULD, Decision, Decisions, Direction
 from llmgw.guard.detectors import DenyDetector, Match

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 
-from llmgw.config.bodytemplate import render_body
-from llmgw.config.guard import Service
+from llmgw.config import Service, render_body
 
 if TYPE_CHECKING:
     from llmgw.events import Events

@@ -6,6 +6,7 @@ it, and control cannot import it. So cli/server.py hands `mount` to
 `serve(..., extend=)` and `run_worker(..., extend=)` (with the portal's),
 and the admin API's routes by `mount_admin`.
 
+- plane.py: what it reads of the process serving it (McpPlane), and of the admin side's (ServersPlane).
 - servers.py: registering a server, its secrets sealed; what it is sent.
 - upstream.py: asking a server (streamable HTTP, or this cluster's own tools in-process).
 - gateway.py: the servers and tools in memory, grants, bounds, rate, breaker, audit, metrics.
@@ -18,17 +19,22 @@ and the admin API's routes by `mount_admin`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from llmgw.lazyface import lazy_face
 from llmgw.mcp.gateway import Gateway
+from llmgw.mcp.plane import McpPlane, ServersPlane
 from llmgw.mcp.transport import GATEWAY, other, post
 
-__all__ = ["Gateway", "mount", "mount_admin"]
+if TYPE_CHECKING:
+    from llmgw.mcp.admin import PortalServers
+
+__all__ = ["Gateway", "McpPlane", "PortalServers", "ServersPlane", "mount", "mount_admin"]
 
 
-def mount(app: web.Application, plane: Any) -> Gateway:
+def mount(app: web.Application, plane: McpPlane) -> Gateway:
     """Add /mcp to a client app; `plane` is the process serving it (a control plane or a worker).
     Returns its gateway, for the admin routes of the same process to tell of a change (mount_admin)."""
     gateway = Gateway(plane, plane.registry)
@@ -48,9 +54,18 @@ def mount(app: web.Application, plane: Any) -> Gateway:
     return gateway
 
 
-def mount_admin(app: web.Application, plane: Any, changed: Callable[[], None]) -> None:
+def mount_admin(app: web.Application, plane: ServersPlane, changed: Callable[[], None]) -> None:
     """Add /api/v1/mcp/servers to the admin API's app; `changed()` tells this process's gateway at once
-    (with worker processes there is none here, and theirs read the change within their poll)."""
+    (with worker processes there is none here, and theirs read the change within their poll). `plane` is
+    the control plane whose admin app it is; the routes read it from the app (adminapi.PLANE), as every
+    admin route does."""
     from llmgw.mcp.admin import register
 
     register(app, changed)
+
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): the admin API's service for the portal's page is wanted by the CLI alone.
+__getattr__ = lazy_face(__name__, {
+    "admin": ("PortalServers",),
+})

@@ -7,8 +7,8 @@ admin API's token middleware like any other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import aiohttp
 import orjson
@@ -16,19 +16,47 @@ from aiohttp import web
 
 from llmgw.account import Actor
 from llmgw.control.adminapi import PLANE, Refused, actor, body
-from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
+from llmgw.mcp.plane import McpPlane, ServersPlane
+from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers, ServerView
 from llmgw.mcp.stdio import StdioUpstream, stdio_upstream
 from llmgw.mcp.upstream import CLUSTER_TOOLS_PATH, HttpUpstream, InProcessUpstream, Upstream, UpstreamError
-from llmgw.router.targets import providers_session
+from llmgw.router import providers_session
+
+if TYPE_CHECKING:
+    from llmgw.mcp.gateway import Gateway, ServerState
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
+T = TypeVar("T")
+
+
+class TestedTool(TypedDict):
+    name: str  # as /mcp names it: SERVER.tool
+    description: str
+
+
+class Tested(TypedDict):
+    """A server's tools as it was asked for them now (`ctl mcp test`, the portal's Test)."""
+
+    name: str
+    tools: list[TestedTool]
+
+
+class ListedServer(ServerView):
+    """A server as the portal's page lists it: with what this process's gateway knows of it."""
+
+    state: ServerState | None  # None: no gateway here, or it has not read the server yet
+
+
+def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-def _servers(request: web.Request) -> Servers:
-    plane = request.app[PLANE]
+def _servers_of(plane: ServersPlane) -> Servers:
     return Servers(plane.store, plane.cfg.data_dir, plane.cfg)
+
+
+def _servers(request: web.Request) -> Servers:
+    return _servers_of(request.app[PLANE])
 
 
 # Tells the gateway of this process, if it serves /mcp, that the servers changed (llmgw.mcp.mount_admin).
@@ -39,7 +67,7 @@ def _told(request: web.Request) -> None:
     request.app[CHANGED]()
 
 
-async def _refusing(coro):
+async def _refusing(coro: Awaitable[T]) -> T:
     try:
         return await coro
     except ServerError as e:
@@ -85,7 +113,7 @@ async def servers_test(request: web.Request) -> web.Response:
     return _json(await _refusing(test_server(plane, _servers(request), request.match_info["name"])))
 
 
-async def test_server(plane: Any, servers: Servers, name: str) -> dict[str, Any]:
+async def test_server(plane: McpPlane, servers: Servers, name: str) -> Tested:
     """A server's tools, asked now with its credentials (`ctl mcp test` and the portal's page): a
     ServerError says why not."""
     record = await servers.get(name)
@@ -123,35 +151,34 @@ class PortalServers:
     which cannot import this floor's neighbour): the same Servers calls as the routes above, each change
     audited as the person signed in, and this process's gateway told as the routes tell it."""
 
-    def __init__(self, plane: Any, changed: Callable[[], None], gateway: Any = None):
+    def __init__(self, plane: McpPlane, changed: Callable[[], None], gateway: Gateway | None = None):
         self.plane, self.changed, self.gateway = plane, changed, gateway
 
     def _servers(self) -> Servers:
-        return Servers(self.plane.store, self.plane.cfg.data_dir, self.plane.cfg)
+        return _servers_of(self.plane)
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[ListedServer]:
         """Each server's view, with what this process's gateway knows of it (its breaker, its tools)."""
-        views = await self._servers().list()
-        for view in views:
-            view["state"] = self.gateway.state(view["name"]) if self.gateway is not None else None
-        return views
+        gateway = self.gateway
+        return [ListedServer(**view, state=gateway.state(view["name"]) if gateway is not None else None)
+                for view in await self._servers().list()]
 
-    async def add(self, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+    async def add(self, actor: Actor, data: dict[str, Any]) -> ServerView:
         view = await self._servers().add(actor, data)
         self.changed()
         return view
 
-    async def update(self, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    async def update(self, actor: Actor, name: str, data: dict[str, Any]) -> ServerView:
         view = await self._servers().update(actor, name, data)
         self.changed()
         return view
 
-    async def remove(self, actor: Actor, name: str) -> dict[str, Any]:
+    async def remove(self, actor: Actor, name: str) -> ServerView:
         view = await self._servers().remove(actor, name)
         self.changed()
         return view
 
-    async def test(self, name: str) -> dict[str, Any]:
+    async def test(self, name: str) -> Tested:
         return await test_server(self.plane, self._servers(), name)
 
 

@@ -26,16 +26,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from llmgw.control.catalog.explain import action_line
-from llmgw.control.adminapi import Refused, status_of
-from llmgw.control.adminapi.logs import node_logs_of
-from llmgw.control.adminapi.models import catalog_of
+from llmgw.control import Refused, action_line, catalog_of, node_logs_of, status_of
 from llmgw.errors import ExpectedError
 
 if TYPE_CHECKING:
-    from llmgw.control.plane import ControlPlane
+    from llmgw.control import ControlPlane
 
 log = logging.getLogger("llmgw.mcp")
 
@@ -46,7 +43,9 @@ EXPLAINED_IN_STATUS = 10
 SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 A_SHARD = "a shard's id as list_replicas shows it (like r_0123456789ab)"
 
-Arguments = dict[str, Any]
+Arguments = dict[str, Any]  # a tool's arguments, JSON from the caller; _checked holds them to the tool's schema
+# What the admin API's routes give, as their JSON (status_of, the catalog's nodes, models and replicas).
+View = dict[str, Any]
 Answer = tuple[str, dict[str, Any]]  # the text for people, the data for scripts
 
 
@@ -76,18 +75,27 @@ class _Tool:
         }
 
 
+class AnsweredBy(TypedDict):
+    """Which control plane answered a tool, in every answer's data: a standby's figures are the store's."""
+
+    control_plane: str
+    role: Literal["leader", "standby"]
+    leader: str | None
+
+
 class ClusterTools:
     """The cluster's own read-only tools, answered in this control plane's process."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
 
-    def tools(self) -> list[dict]:
+    def tools(self) -> list[dict[str, Any]]:
         """The MCP tool descriptors, named without the gateway's "llmgw." prefix."""
-        return [t.descriptor() for t in _TOOLS.values()]
+        return descriptors()
 
-    async def call(self, name: str, arguments: dict) -> dict:
-        """An MCP CallToolResult as a dict; a refusal is `isError` with a sentence, never an exception."""
+    async def call(self, name: str, arguments: object) -> dict[str, Any]:
+        """An MCP CallToolResult as a dict; a refusal is `isError` with a sentence, never an exception.
+        `arguments` as the caller sent them: the tool's schema is held here (_checked)."""
         tool = _TOOLS.get(name)
         if tool is None:
             return _error(f'there is no cluster tool "{name}"; the tools are {_listed(_TOOLS)}')
@@ -114,7 +122,7 @@ class ClusterTools:
             return None
         return lease.holder.rsplit("#", 1)[0]
 
-    def _answered_by(self) -> dict[str, Any]:
+    def _answered_by(self) -> AnsweredBy:
         leading = self.plane.lease.leading
         return {"control_plane": self.plane.name, "role": "leader" if leading else "standby",
                 "leader": self.plane.name if leading else self._leader_name()}
@@ -297,7 +305,12 @@ _TOOLS: dict[str, _Tool] = {t.name: t for t in (
 )}
 
 
-def _checked(tool: _Tool, arguments: Any) -> Arguments:
+def descriptors() -> list[dict[str, Any]]:
+    """The MCP tool descriptors, the same in every process: a worker lists them without the cluster."""
+    return [t.descriptor() for t in _TOOLS.values()]
+
+
+def _checked(tool: _Tool, arguments: object) -> Arguments:
     """The arguments as the tool's schema allows them, or BadArguments saying what to send instead."""
     if arguments is None:
         arguments = {}
@@ -337,7 +350,7 @@ def _checked(tool: _Tool, arguments: Any) -> Arguments:
     return out
 
 
-def _error(sentence: str) -> dict:
+def _error(sentence: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": sentence}], "isError": True}
 
 
@@ -348,12 +361,12 @@ def _listed(names: Iterable[str]) -> str:
 
 # --- what the tools say -----------------------------------------------------------------------------
 
-def _wanted(model: dict[str, Any]) -> int:
+def _wanted(model: View) -> int:
     """The replicas a model asked for: its scaling's minimum, none while stopped or being removed."""
     return 0 if model["state"] in ("stopped", "removing") else int(model["scaling"]["min"])
 
 
-def _unhealthy(status: dict[str, Any], nodes: list[dict], models: list[dict], replicas: list[dict],
+def _unhealthy(status: View, nodes: list[View], models: list[View], replicas: list[View],
                waiting: dict[str, str]) -> list[str]:
     out = []
     if not status["store"]["up"]:
@@ -378,7 +391,16 @@ def _unhealthy(status: dict[str, Any], nodes: list[dict], models: list[dict], re
     return out
 
 
-def _gpus(nodes: list[dict]) -> dict[str, Any]:
+class Gpus(TypedDict):
+    """The ready nodes' GPUs, summed for cluster_status."""
+
+    count: int
+    by_class: dict[str, int]
+    memory_mb: int
+    free_mb: int
+
+
+def _gpus(nodes: list[View]) -> Gpus:
     cards = [g for n in nodes if n["state"] == "ready" for g in n["gpus"]]
     by_class: dict[str, int] = {}
     for g in cards:
@@ -387,25 +409,25 @@ def _gpus(nodes: list[dict]) -> dict[str, Any]:
             "free_mb": sum(max(g["free_mb"], 0) for g in cards)}
 
 
-def _gpus_said(gpus: dict[str, Any]) -> str:
+def _gpus_said(gpus: Gpus) -> str:
     if not gpus["count"]:
         return "none on the ready nodes"
     classes = ", ".join(f"{n}×{cls}" for cls, n in gpus["by_class"].items())
     return f"{gpus['count']} ({classes}), {_gib(gpus['free_mb'])} of {_gib(gpus['memory_mb'])} free"
 
 
-def _cards(gpus: list[dict]) -> str:
+def _cards(gpus: list[View]) -> str:
     counts: dict[str, int] = {}
     for g in gpus:
         counts[g["class"]] = counts.get(g["class"], 0) + 1
     return ", ".join(f"{n}×{cls}" for cls, n in counts.items()) or "-"
 
 
-def _gpu_free(gpus: list[dict]) -> str:
+def _gpu_free(gpus: list[View]) -> str:
     return " ".join(f"{g['index']}:{_gib(g['free_mb'])}" for g in gpus) or "-"
 
 
-def _load(node: dict[str, Any]) -> str:
+def _load(node: View) -> str:
     load = node.get("load") or {}
     cpu, used = load.get("cpu_percent"), load.get("memory_used_mb")
     if cpu is None and used is None:
@@ -413,13 +435,13 @@ def _load(node: dict[str, Any]) -> str:
     return f"cpu {cpu or 0:.0f}%, mem {_gib(used)}/{_gib(node['memory_mb'])}"
 
 
-def _scaling(model: dict[str, Any]) -> str:
+def _scaling(model: View) -> str:
     sc = model["scaling"]
     said = f" (max {sc['max']})" if sc["max"] != sc["min"] else ""
     return said + (" on demand" if sc["on_demand"] else "")
 
 
-def _profiles(model: dict[str, Any]) -> str:
+def _profiles(model: View) -> str:
     said = []
     for p in (model.get("spec") or {}).get("profiles") or []:
         if not isinstance(p, dict):
@@ -432,7 +454,7 @@ def _profiles(model: dict[str, Any]) -> str:
     return "; ".join(said) or "-"
 
 
-def _detail(r: dict[str, Any]) -> str:
+def _detail(r: View) -> str:
     fetch = r.get("fetch")
     if fetch and r["state"] in ("pending", "starting"):
         done, total = fetch.get("bytes_done", 0), fetch.get("bytes_total", 0)

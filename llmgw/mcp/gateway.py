@@ -24,17 +24,18 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from llmgw.account.keycache import Principal
+from llmgw.account import Principal
 from llmgw.mcp.guarding import Guarding, GuardRefusal
+from llmgw.mcp.plane import McpPlane
 from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import stdio_upstream
 from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Progress, Upstream, UpstreamError
-from llmgw.router.targets import providers_session
+from llmgw.router import providers_session
 from llmgw.store import AuditEntry, McpServer, StoreError
 
 log = logging.getLogger("llmgw.mcp")
@@ -57,6 +58,15 @@ class UnknownTool(Exception):
     """A tool this caller cannot see: answered as a JSON-RPC error, the same whether it exists or not."""
 
 
+class ServerState(TypedDict):
+    """What this process knows of a server now (Gateway.state), for the admin page."""
+
+    breaker: Literal["open", "closed"]
+    open_for: float  # seconds until the breaker lets it back in; 0 when closed
+    failures: int  # calls failed in a row
+    tools: int | None  # how many tools it offered when last asked; None: not asked yet
+
+
 @dataclass
 class Served:
     record: McpServer
@@ -66,22 +76,22 @@ class Served:
     failures: int = 0
     open_until: float = 0.0
     calls: dict[str, deque[float]] = field(default_factory=dict)  # caller's key id -> call times this minute
-    loading: asyncio.Task | None = None
+    loading: asyncio.Task[None] | None = None
 
     def out(self, now: float) -> bool:
         return self.open_until > now
 
 
 class Gateway:
-    def __init__(self, plane: Any, registry: CollectorRegistry):
+    def __init__(self, plane: McpPlane, registry: CollectorRegistry):
         self.plane = plane
         self.servers = Servers(plane.store, plane.cfg.data_dir, plane.cfg)
         self.guarding = Guarding(plane)
         self._served: dict[str, Served] = {}
         self._guarded: aiohttp.ClientSession | None = None
         self._open: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task | None = None
-        self._writes: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self.calls = Counter("llmgw_mcp_tool_calls", "MCP tool calls through /mcp, by server, tool and outcome",
                              ["server", "tool", "outcome"], registry=registry)
@@ -114,7 +124,7 @@ class Gateway:
         """A server was added, changed or removed here: read the table now, not at the next poll."""
         self._changed.set()
 
-    def state(self, name: str) -> dict[str, Any] | None:
+    def state(self, name: str) -> ServerState | None:
         """What this process knows of a server now, for the admin page: whether its breaker holds it out
         (and for how long), its failures in a row, and how many tools it offered when last asked (None:
         not asked yet). None: the server is not (yet) read here."""
@@ -192,7 +202,7 @@ class Gateway:
 
         return HttpUpstream(record.name, record.url, headers, session, record.timeout)
 
-    def _load(self, served: Served) -> asyncio.Task:
+    def _load(self, served: Served) -> asyncio.Task[None]:
         if served.loading is None or served.loading.done():
             served.loading = asyncio.get_running_loop().create_task(self._read_tools(served))
         return served.loading

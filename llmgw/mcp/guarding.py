@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from llmgw.account.keycache import Principal
-from llmgw.guard.gate import check_input
-from llmgw.guard.policy import EffectivePolicy
+from llmgw.account import Principal
+from llmgw.guard import EffectivePolicy, check_input
+from llmgw.mcp.plane import McpPlane
 
 
 class GuardRefusal(Exception):
@@ -29,7 +29,7 @@ class GuardRefusal(Exception):
 
 
 class Guarding:
-    def __init__(self, plane: Any):
+    def __init__(self, plane: McpPlane):
         self.plane = plane
 
     def _policy(self, principal: Principal) -> EffectivePolicy | None:

@@ -19,18 +19,16 @@ import os
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, TypedDict
 from urllib.parse import urlsplit
 
 import orjson
 
 from llmgw.account import Actor
 from llmgw.auth import SecretError, Secrets
-from llmgw.config.auth import STORE_SECRET_PREFIX
-from llmgw.config.keyfiles import own_secrets
-from llmgw.config.targets import host_refusal
+from llmgw.config import STORE_SECRET_PREFIX, ServerConfig, host_refusal, own_secrets
 from llmgw.errors import ExpectedError
-from llmgw.store import AuditEntry, McpServer, Store
+from llmgw.store import AuditEntry, AuditStore, McpServer, McpStore, SecretsStore
 from llmgw.trust import TrustError
 
 IN_PROCESS = "llmgw:admin"  # the cluster's own read-only tools, answered in the control plane's process
@@ -58,7 +56,26 @@ def _purpose(name: str) -> str:
     return f"mcp-headers:{name}"  # bound into the seal: one server's headers cannot pass as another's
 
 
-def view(server: McpServer) -> dict[str, Any]:
+class ServerView(TypedDict):
+    """A server as the admin API, `ctl mcp` and the audit log show it: never a secret's value."""
+
+    name: str
+    url: str
+    description: str
+    headers: dict[str, str]
+    header_refs: dict[str, str]
+    secret_headers: list[str]  # names only
+    timeout: float
+    rate: int | None
+    disabled: bool
+    allow_private: bool
+    run_as: str | None
+    version: int
+    updated_at: float
+    updated_by: str
+
+
+def view(server: McpServer) -> ServerView:
     """A server as the admin API shows it: never a secret's value."""
     return {"name": server.name, "url": server.url, "description": server.description,
             "headers": dict(server.headers), "header_refs": dict(server.header_refs),
@@ -107,14 +124,18 @@ def _headers(given: Any, what: str) -> dict[str, str]:
     return out
 
 
+class _Store(McpStore, SecretsStore, AuditStore, Protocol):
+    """What Servers calls: the MCP servers, the master key's Secrets, and the audit it writes."""
+
+
 class Servers:
     """Adds, changes, removes and asks the registered servers for one control plane."""
 
-    def __init__(self, store: Store, data_dir: str, cfg: Any):
+    def __init__(self, store: _Store, data_dir: str, cfg: ServerConfig):
         self.store = store
         self.secrets = Secrets(store, data_dir, own_secrets(cfg))
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[ServerView]:
         return [view(s) for s in await self.store.list_mcp_servers()]
 
     async def get(self, name: str) -> McpServer:
@@ -124,7 +145,7 @@ class Servers:
                               "not_found")
         return server
 
-    async def add(self, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+    async def add(self, actor: Actor, data: dict[str, Any]) -> ServerView:
         name = data.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
             raise ServerError(f'"{name}" is not a server\'s name: 1-32 lower-case letters, digits, "-" or "_" '
@@ -137,14 +158,14 @@ class Servers:
         await self._audit(actor, "mcp.server.add", name, None, view(added))
         return view(added)
 
-    async def update(self, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    async def update(self, actor: Actor, name: str, data: dict[str, Any]) -> ServerView:
         before = await self.get(name)
         server = await self._build(before, data, actor)
         changed = await self.store.put_mcp_server(server, before.version)
         await self._audit(actor, "mcp.server.update", name, view(before), view(changed))
         return view(changed)
 
-    async def remove(self, actor: Actor, name: str) -> dict[str, Any]:
+    async def remove(self, actor: Actor, name: str) -> ServerView:
         before = await self.get(name)
         await self.store.delete_mcp_server(name)
         await self._audit(actor, "mcp.server.remove", name, view(before), None)
@@ -234,7 +255,8 @@ class Servers:
         except SecretError as e:  # says where, never what
             raise ServerError(str(e), 503) from None
 
-    async def _audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
+    async def _audit(self, actor: Actor, action: str, target: str, before: ServerView | None,
+                     after: ServerView | None) -> None:
         await self.store.add_audit(AuditEntry(at=time.time(), actor=actor.name, via=actor.via, action=action,
                                               target=target, before=before, after=after))
 

@@ -23,12 +23,16 @@ import shlex
 import signal
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from llmgw.agent.supervisor.users import RunAs, UserError, resolve
+from llmgw.agent import RunAs, UserError, resolve
 from llmgw.mcp.upstream import CLIENT_INFO, MAX_ANSWER, PROTOCOL_VERSION, Progress, UpstreamError, every_tool
+
+if TYPE_CHECKING:
+    from llmgw.mcp.servers import Servers  # which imports this module where it checks a stdio: address
+    from llmgw.store import McpServer
 
 log = logging.getLogger("llmgw.mcp")
 
@@ -50,8 +54,8 @@ class StdioUpstream:
                  user: str | None, timeout: float):
         self.name, self._argv, self._env, self._user, self._timeout = name, argv, env, user, timeout
         self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task | None = None
-        self._pending: dict[int, asyncio.Future] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}  # each a JSON-RPC answer, as the server sent it
         self._progress: dict[str, Progress] = {}
         self._ids = itertools.count(1)
         self._starting = asyncio.Lock()
@@ -130,7 +134,7 @@ class StdioUpstream:
 
     async def _send(self, method: str, params: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
         ident = next(self._ids)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[ident] = future
         token = None
         if progress is not None:
@@ -225,7 +229,7 @@ def _home(run_as: RunAs) -> str:
     return "/" if run_as.switches else os.path.expanduser("~")
 
 
-def stdio_upstream(record: Any, servers: Any) -> StdioUpstream:
+def stdio_upstream(record: McpServer, servers: Servers) -> StdioUpstream:
     """The upstream for a registered `stdio:` server; its headers (plain, by reference, sealed) are its environment."""
 
     async def env() -> dict[str, str]:

@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
-from llmgw.account.keys import key_flaw
+from llmgw.account import Principal, key_flaw
 from llmgw.mcp.gateway import Gateway, UnknownTool
 from llmgw.store import StoreError
 
@@ -31,23 +31,24 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600,
 UNAUTHORIZED = -32001
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json", headers=headers)
 
 
-def _error(ident: Any, code: int, message: str, status: int = 200) -> web.Response:
+# `ident` in each answer: the request's id as the client sent it, given back unread (JSON-RPC 2.0).
+def _error(ident: object, code: int, message: str, status: int = 200) -> web.Response:
     return _json({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}, status)
 
 
-def _result(ident: Any, result: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+def _result(ident: object, result: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
     return _json({"jsonrpc": "2.0", "id": ident, "result": result}, headers=headers)
 
 
 async def post(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    principal, refusal = await _principal(request, gateway)
-    if refusal is not None:
-        return _error(None, UNAUTHORIZED, refusal, 401)
+    principal = await _principal(request, gateway)
+    if isinstance(principal, str):
+        return _error(None, UNAUTHORIZED, principal, 401)
     if request.content_length is not None and request.content_length > MAX_BODY:
         return _error(None, INVALID_REQUEST, f"the message is larger than {MAX_BODY // (1024 * 1024)} MB", 413)
     raw = await request.content.read(MAX_BODY + 1)
@@ -89,7 +90,7 @@ async def post(request: web.Request) -> web.StreamResponse:
                                            "(tools/list, tools/call)")
 
 
-async def _call(request: web.Request, gateway: Gateway, principal: Any, ident: Any,
+async def _call(request: web.Request, gateway: Gateway, principal: Principal, ident: object,
                 params: dict[str, Any]) -> web.StreamResponse:
     name, arguments = params.get("name"), params.get("arguments") or {}
     if not isinstance(name, str) or not name:
@@ -138,28 +139,29 @@ def _no_tool(name: str) -> str:
     return f"there is no tool {name[:200]} this key may call; tools/list names the ones it may"
 
 
-def _unknown(ident: Any, name: str) -> web.Response:
+def _unknown(ident: object, name: str) -> web.Response:
     return _error(ident, INVALID_PARAMS, _no_tool(name))
 
 
-async def _principal(request: web.Request, gateway: Gateway) -> tuple[Any, str | None]:
+async def _principal(request: web.Request, gateway: Gateway) -> Principal | str:
+    """The caller, or the sentence that refuses it."""
     given = request.headers.get("Authorization", "")
     secret = given[7:].strip() if given[:7].lower() == "bearer " else ""
     if not secret:
-        return None, "no API key: send your llmgw API key as Authorization: Bearer sk-llmgw-…"
+        return "no API key: send your llmgw API key as Authorization: Bearer sk-llmgw-…"
     flaw = key_flaw(secret)
     if flaw is not None:
-        return None, flaw
+        return flaw
     try:
         principal = await gateway.plane.keys.lookup(secret)
     except StoreError:
-        return None, "the store is not answering and this key is not known here yet; try again shortly"
+        return "the store is not answering and this key is not known here yet; try again shortly"
     if principal is None:
-        return None, "unknown API key"
+        return "unknown API key"
     refusal = principal.refusal(time.time())
     if refusal:
-        return None, refusal
-    return principal, None
+        return refusal
+    return principal
 
 
 async def other(request: web.Request) -> web.Response:

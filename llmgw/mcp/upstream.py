@@ -17,12 +17,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from urllib.parse import quote
 
 import aiohttp
 import orjson
+
+if TYPE_CHECKING:
+    from llmgw.control import AdminClient
+    from llmgw.mcp.cluster import ClusterTools
+    from llmgw.mcp.plane import McpPlane
 
 MAX_ANSWER = 4 * 1024 * 1024
 PROTOCOL_VERSION = "2025-06-18"
@@ -201,14 +206,17 @@ class InProcessUpstream:
     loopback, with the admin token, the way `llmgw ctl` would.
     """
 
-    def __init__(self, plane: Any):
-        from llmgw.control.workers.worker import Worker
+    def __init__(self, plane: McpPlane):
+        from llmgw.control import ControlPlane
         from llmgw.mcp.cluster import ClusterTools
 
-        self._tools = ClusterTools(plane)
-        self._main: Any = None
-        if isinstance(plane, Worker):
-            from llmgw.control.adminclient import AdminClient
+        # Exactly one of the two: the cluster here, or the way to the main process that has it.
+        self._tools: ClusterTools | None = None
+        self._main: AdminClient | None = None
+        if isinstance(plane, ControlPlane):
+            self._tools = ClusterTools(plane)
+        else:  # a worker process
+            from llmgw.control import AdminClient
 
             admin = plane.cfg.listen.admin
             host = "127.0.0.1" if admin.all_interfaces else admin.host
@@ -216,13 +224,16 @@ class InProcessUpstream:
                                      plane.cfg.admin_token_path, timeout=MAIN_PROCESS_TIMEOUT, via="mcp")
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        return list(self._tools.tools())
+        from llmgw.mcp.cluster import descriptors
+
+        return descriptors()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress: Progress | None = None,
                         caller: Mapping[str, str] | None = None) -> dict[str, Any]:
-        if self._main is None:
-            return dict(await self._tools.call(name, arguments))
-        from llmgw.control.adminclient import AdminError
+        if self._tools is not None:
+            return await self._tools.call(name, arguments)
+        assert self._main is not None
+        from llmgw.control import AdminError
 
         try:
             answer = await asyncio.to_thread(self._main.call, "POST", CLUSTER_TOOLS_PATH + quote(name, safe=""),

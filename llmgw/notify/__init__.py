@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from llmgw.config.notify import NotifySettings
+from llmgw.config import NotifySettings
 from llmgw.events import Events
 from llmgw.notify.delivery import Answer, Recorder, Sender, backoff
 from llmgw.notify.signing import sign, verify
 from llmgw.notify.targets import NotifyError, check_url
 from llmgw.notify.webhooks import Webhooks, delivery_view, read_secret_file, webhook_view
-from llmgw.store import Store
+from llmgw.store import WebhookStore
 
 __all__ = ["Notifier", "Recorder", "Sender", "Webhooks", "NotifyError", "Answer", "backoff", "sign", "verify",
            "check_url", "webhook_view", "delivery_view", "read_secret_file"]
 
 
 class Notifier:
-    def __init__(self, store: Store, events: Events, settings: Callable[[], NotifySettings], data_dir: str, *,
+    def __init__(self, store: WebhookStore, events: Events, settings: Callable[[], NotifySettings], data_dir: str, *,
                  leading: Callable[[], bool]) -> None:
         self.sender = Sender(store, settings, data_dir, leading=leading)
         self.recorder = Recorder(store, wake=self.sender.wake)

@@ -28,16 +28,15 @@ from dataclasses import replace
 
 import aiohttp
 
-from llmgw.config.notify import NotifySettings
+from llmgw.config import NotifySettings
 from llmgw.connecterror import connect_failure
 from llmgw.events import Event
 from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.signing import sign
 from llmgw.notify.targets import sessions
-from llmgw.router.targets import TargetRefused
-from llmgw.store import Delivery, Store, StoreError, Webhook
-from llmgw.trust import MasterKey, TrustError, read_master_key
-from llmgw.trust.masterkey import FILE_NAME
+from llmgw.router import TargetRefused
+from llmgw.store import Delivery, StoreError, Webhook, WebhookStore
+from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 log = logging.getLogger("llmgw.notify")
 
@@ -71,7 +70,7 @@ def new_delivery_id() -> str:
 class Recorder:
     """The events bus's subscriber: a delivery row per webhook the event is for, written before any send."""
 
-    def __init__(self, store: Store, *, wake: Callable[[], None] = lambda: None,
+    def __init__(self, store: WebhookStore, *, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._wake = wake
@@ -113,7 +112,7 @@ class Answer:
 class Sender:
     """Posts deliveries to their webhooks: the leader's loop, and `ctl webhooks test`'s single attempt."""
 
-    def __init__(self, store: Store, settings: Callable[[], NotifySettings], data_dir: str, *,
+    def __init__(self, store: WebhookStore, settings: Callable[[], NotifySettings], data_dir: str, *,
                  leading: Callable[[], bool], clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._settings = settings
@@ -123,7 +122,7 @@ class Sender:
         self._key: MasterKey | None = None
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._due = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._store_away = False
 
     def wake(self) -> None:
@@ -162,7 +161,7 @@ class Sender:
                 if not self._store_away:
                     log.warning("the webhooks' deliveries cannot be read from the store (%s); trying again", e)
                 self._store_away = True
-            except Exception:  # noqa: BLE001 - one bad round must not end the deliveries for good
+            except Exception:  # one bad round must not end the deliveries for good
                 log.exception("a round of webhook deliveries failed")
 
     async def send_due(self) -> int:

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from llmgw.config.targets import host_refusal
+from llmgw.config import host_refusal
 from llmgw.errors import ExpectedError, N_
-from llmgw.router.targets import refusing_socket
+from llmgw.router import refusing_socket
 
 ALLOW_HINT = "remove it and add it again with --allow-private if it really is there"
 

@@ -12,14 +12,14 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
 from llmgw.errors import N_
 from llmgw.events import KINDS, Event
 from llmgw.notify.bodies import event_doc, render
 from llmgw.notify.delivery import Sender, new_delivery_id, secret_purpose
 from llmgw.notify.targets import NotifyError, check_url
-from llmgw.store import Delivery, Store, Webhook
+from llmgw.store import Delivery, Webhook, WebhookStore
 from llmgw.trust import TrustError, ensure_master_key
 
 FORMATS = ("json", "slack")
@@ -27,14 +27,46 @@ STATES = ("pending", "delivered", "failed")
 MAX_SECRET = 4096
 
 
-def webhook_view(hook: Webhook) -> dict[str, Any]:
+class WebhookView(TypedDict):
+    """A webhook as the admin API shows it: whether it signs, never its secret."""
+
+    id: str
+    url: str
+    events: list[str]  # event kinds, or ["*"] for every one
+    format: str
+    signed: bool
+    allow_private: bool
+    enabled: bool
+    created_at: float
+
+
+class DeliveryView(TypedDict):
+    id: str
+    webhook_id: str
+    event: str  # the event's kind
+    state: str  # pending, delivered or failed
+    attempts: int
+    next_attempt_at: float | None  # None once it is no longer pending
+    last_status: int | None
+    last_error: str
+    created_at: float
+    delivered_at: float | None
+
+
+class TestDelivery(DeliveryView):
+    """A test event's delivery, with the address it was sent to."""
+
+    url: str
+
+
+def webhook_view(hook: Webhook) -> WebhookView:
     """A webhook as `ctl webhooks list` and the audit log show it: whether it signs, never its secret."""
     return {"id": hook.id, "url": hook.url, "events": list(hook.events), "format": hook.format,
             "signed": hook.secret_sealed is not None, "allow_private": hook.allow_private,
             "enabled": hook.enabled, "created_at": hook.created_at}
 
 
-def delivery_view(d: Delivery) -> dict[str, Any]:
+def delivery_view(d: Delivery) -> DeliveryView:
     return {"id": d.id, "webhook_id": d.webhook_id, "event": d.event_kind, "state": d.state,
             "attempts": d.attempts, "next_attempt_at": d.next_attempt_at if d.state == "pending" else None,
             "last_status": d.last_status, "last_error": d.last_error, "created_at": d.created_at,
@@ -52,13 +84,13 @@ def parse_events(events: Sequence[str] | None) -> tuple[str, ...]:
 
 
 class Webhooks:
-    def __init__(self, store: Store, sender: Sender, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: WebhookStore, sender: Sender, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.sender = sender
         self._clock = clock
 
     async def add(self, url: str, *, events: Sequence[str] | None = None, format: str = "json",
-                  secret: str | None = None, allow_private: bool = False) -> dict[str, Any]:
+                  secret: str | None = None, allow_private: bool = False) -> WebhookView:
         check_url(url, allow_private)
         if format not in FORMATS:
             raise NotifyError(N_('--format is json or slack, not "{format}"'), params={"format": format})
@@ -82,7 +114,7 @@ class Webhooks:
         await self.store.add_webhook(hook)
         return webhook_view(hook)
 
-    async def all(self) -> list[dict[str, Any]]:
+    async def all(self) -> list[WebhookView]:
         return [webhook_view(h) for h in await self.store.list_webhooks()]
 
     async def get(self, hook_id: str) -> Webhook:
@@ -92,12 +124,12 @@ class Webhooks:
                               code="not_found", params={"id": hook_id})
         return hook
 
-    async def remove(self, hook_id: str) -> dict[str, Any]:
+    async def remove(self, hook_id: str) -> WebhookView:
         hook = await self.get(hook_id)
         await self.store.delete_webhook(hook_id)
         return webhook_view(hook)
 
-    async def test(self, hook_id: str) -> dict[str, Any]:
+    async def test(self, hook_id: str) -> TestDelivery:
         """Send a test event to the webhook now, once, and say how it answered. Kept as a delivery, not retried."""
         hook = await self.get(hook_id)
         now = self._clock()
@@ -110,10 +142,10 @@ class Webhooks:
                             last_status=answer.status, last_error=answer.error, created_at=now,
                             delivered_at=self._clock() if answer.taken else None)
         await self.store.add_deliveries([delivery])
-        return {**delivery_view(delivery), "url": hook.url}
+        return TestDelivery(**delivery_view(delivery), url=hook.url)
 
     async def deliveries(self, hook_id: str | None = None, state: str | None = None,
-                         limit: int = 100) -> list[dict[str, Any]]:
+                         limit: int = 100) -> list[DeliveryView]:
         if hook_id is not None:
             await self.get(hook_id)
         if state is not None and state not in STATES:

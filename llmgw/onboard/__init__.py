@@ -1,1 +1,48 @@
 """Setting up: a new control plane, a new node, join codes, units, firewall."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmgw.lazyface import lazy_face
+
+if TYPE_CHECKING:
+    from llmgw.onboard.first_run import init_server
+    from llmgw.onboard.firstplane import STEP_NAMES, Result, install
+    from llmgw.onboard.hainstall import HaJob, check_others, from_file, from_hosts, install_ha, install_three
+    from llmgw.onboard.interfaces import check_interface, interface_toward
+    from llmgw.onboard.layout import Layout
+    from llmgw.onboard.nodeadd import NodeAdd, add_node, program_file
+    from llmgw.onboard.parts import LISTEN_DEFAULTS, PART, PARTS, STARTERS, ChoiceError, Choices, Machine, command, plan
+    from llmgw.onboard.serveradd import ServerAdd, add_server, shared_parts
+    from llmgw.onboard.services import service_manager
+    from llmgw.onboard.ssh import Credentials, Target
+    from llmgw.onboard.steps import Progress, StepFailed
+    from llmgw.onboard.stopping import Stopped, stop_install
+    from llmgw.onboard.supervisor import detach
+
+__all__ = [
+    "ChoiceError", "Choices", "Credentials", "HaJob", "LISTEN_DEFAULTS", "Layout", "Machine", "NodeAdd", "PART",
+    "PARTS", "Progress", "Result", "STARTERS", "STEP_NAMES", "ServerAdd", "StepFailed", "Stopped", "Target",
+    "add_node", "add_server", "check_interface", "check_others", "command", "detach", "from_file", "from_hosts",
+    "init_server", "install", "install_ha", "install_three", "interface_toward", "plan", "program_file",
+    "service_manager", "shared_parts", "stop_install",
+]
+
+# The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
+# the package costs nothing, and one name loads only its own module.
+__getattr__ = lazy_face(__name__, {
+    "first_run": ("init_server",),
+    "firstplane": ("Result", "STEP_NAMES", "install"),
+    "hainstall": ("HaJob", "check_others", "from_file", "from_hosts", "install_ha", "install_three"),
+    "interfaces": ("check_interface", "interface_toward"),
+    "layout": ("Layout",),
+    "nodeadd": ("NodeAdd", "add_node", "program_file"),
+    "parts": ("ChoiceError", "Choices", "LISTEN_DEFAULTS", "Machine", "PART", "PARTS", "STARTERS", "command", "plan"),
+    "serveradd": ("ServerAdd", "add_server", "shared_parts"),
+    "services": ("service_manager",),
+    "ssh": ("Credentials", "Target"),
+    "steps": ("Progress", "StepFailed"),
+    "stopping": ("Stopped", "stop_install"),
+    "supervisor": ("detach",),
+})

@@ -36,8 +36,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from llmgw.config import AgentConfig, ServerConfig
-from llmgw.config.storeaddress import postgres_hosts
+from llmgw.config import AgentConfig, ServerConfig, postgres_hosts
 from llmgw.errors import ExpectedError
 
 TABLE = "llmgw"

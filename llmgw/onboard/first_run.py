@@ -16,9 +16,8 @@ from typing import Any
 
 from llmgw.account import Accounts, Actor, new_password
 from llmgw.config import ClusterSettings, ServerConfig, cluster_part, from_dict, to_dict
-from llmgw.control.settings import seed_settings, seeded_settings
-from llmgw.control.token import DEFAULT_HOLDER, ensure_token
-from llmgw.guard.policy import baseline_policy
+from llmgw.control import DEFAULT_HOLDER, ensure_token, seed_settings, seeded_settings
+from llmgw.guard import baseline_policy
 from llmgw.store import open_store
 
 SYSTEM = Actor("server init", "cli")

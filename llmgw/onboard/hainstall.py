@@ -36,8 +36,7 @@ from typing import Any
 
 import yaml
 
-from llmgw.config.keyfiles import MASTER_KEY_FILE
-from llmgw.config.storeaddress import redact_url
+from llmgw.config import MASTER_KEY_FILE, redact_url
 from llmgw.onboard import floating, hastore, patroni
 from llmgw.onboard.firstplane import FirstPlane, Result
 from llmgw.onboard.layout import Layout

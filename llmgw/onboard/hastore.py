@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from llmgw.config.storeaddress import redact_url
+from llmgw.config import redact_url
 from llmgw.files import write_atomic
 from llmgw.onboard import debian, patroni
 from llmgw.onboard.layout import Layout
@@ -276,7 +276,7 @@ def main(root: str) -> int:
 
 def _get(url: str) -> tuple[int, Any]:
     try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
+        with urllib.request.urlopen(url, timeout=3) as answer:  # noqa: S310 - Patroni's API: Postgres.url(), http://
             return answer.status, json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, None

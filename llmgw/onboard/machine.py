@@ -112,7 +112,7 @@ def install_node(layout: Layout, plan: NodePlan, report: Report) -> dict[str, An
         (STEP_JOIN, lambda: join_cluster(layout, plan)),
         (STEP_INSTALL, lambda: (manager.install(AGENT_UNIT), f"{AGENT_UNIT} ({manager.kind})")),
     ], start_unit(manager, AGENT_UNIT), changed=plan.program_changed)
-    from llmgw.trust.tls import node_identity
+    from llmgw.trust import node_identity
 
     config = _read_yaml(layout.agent_config)
     return {"id": node_identity(str(layout.agent_data)).node_id, "name": config.get("name") or plan.name or ""}
@@ -167,8 +167,7 @@ def agent_settings(layout: Layout, plan: NodePlan) -> dict[str, Any]:
 
 
 def write_agent_config(layout: Layout, plan: NodePlan) -> tuple[bool, str]:
-    from llmgw.config import AgentConfig
-    from llmgw.config.loader import ConfigError, from_dict
+    from llmgw.config import AgentConfig, ConfigError, from_dict
 
     path = layout.agent_config
     doc = _read_yaml(path)
@@ -191,9 +190,7 @@ def write_agent_config(layout: Layout, plan: NodePlan) -> tuple[bool, str]:
 
 
 def join_cluster(layout: Layout, plan: NodePlan) -> tuple[bool, str]:
-    from llmgw.trust import join
-    from llmgw.trust.masterkey import TrustError
-    from llmgw.trust.tls import node_identity
+    from llmgw.trust import TrustError, join, node_identity
 
     try:
         known = node_identity(str(layout.agent_data))

@@ -67,7 +67,7 @@ BIN_DIR = f"/usr/lib/postgresql/{PG_VERSION}/bin"
 DATA_DIR = f"/var/lib/postgresql/{PG_VERSION}/llmgw"
 PATRONI_CONFIG = "/etc/patroni/config.yml"  # what Debian's patroni.service runs
 BOOTSTRAP_SCRIPT = "/etc/patroni/llmgw-bootstrap.sh"
-APP_PASSWORD_FILE = "/etc/patroni/llmgw.password"
+APP_PASSWORD_FILE = "/etc/patroni/llmgw.password"  # noqa: S105 - the file's path
 ETCD_ENVIRONMENT = "/etc/default/etcd"  # what Debian's etcd.service reads
 # Not /var/lib/etcd/default: Debian's etcd-server starts a one-member etcd
 # there on install, and a data directory that exists makes etcd ignore the

@@ -219,7 +219,7 @@ def service_manager(layout: Layout, kind: str | None = None, sources: Path | Non
 def install_server_units(manager: ServiceManager, server_unit: str) -> bool:
     """The control plane's unit, and under systemd the upgrade helper's (llmgw.release.helper): systemd runs
     the control plane as llmgw, which cannot replace its own program. True if anything changed."""
-    from llmgw.release.helper import HELPER_UNITS
+    from llmgw.release import HELPER_UNITS
 
     changed = manager.install(server_unit)
     if manager.kind == "systemd":

@@ -57,8 +57,7 @@ def _own(layout: Layout, path: Path) -> None:
 
 
 def write_server_config(layout: Layout, plan: ServerPlan) -> tuple[bool, str]:
-    from llmgw.config import ServerConfig
-    from llmgw.config.loader import ConfigError, from_dict
+    from llmgw.config import ConfigError, ServerConfig, from_dict
 
     path = layout.server_config
     try:
@@ -89,7 +88,7 @@ def write_server_config(layout: Layout, plan: ServerPlan) -> tuple[bool, str]:
 
 
 def put_master_key(layout: Layout, plan: ServerPlan) -> tuple[bool, str]:
-    from llmgw.config.keyfiles import MASTER_KEY_FILE
+    from llmgw.config import MASTER_KEY_FILE
 
     key = base64.b64decode(plan.master_key)
     path = layout.server_data / MASTER_KEY_FILE

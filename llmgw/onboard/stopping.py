@@ -70,7 +70,7 @@ def engines_dir(layout: Layout) -> Path:
 async def _stop_engines(directory: Path, grace_s: float) -> list[Stopped]:
     # The agent's own supervisor, adopting what the agent left and stopping it: nothing here second-guesses
     # which processes are an engine's.
-    from llmgw.agent.supervisor import Supervisor
+    from llmgw.agent import Supervisor
 
     engines = Supervisor(directory, user=None, create_user=False)
     try:

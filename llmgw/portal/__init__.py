@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
-
 from aiohttp import web
 
 from llmgw.account import Accounts, Sessions
 from llmgw.accounting import UsageReports
 from llmgw.auth import DirectoryAccounts, Secrets
-from llmgw.config.keyfiles import own_secrets
+from llmgw.config import own_secrets
+from llmgw.portal.plane import McpServers, PortalPlane
 from llmgw.portal.web import (
     PAGES,
     PORTAL,
@@ -34,7 +33,7 @@ from llmgw.portal.web import (
     wrap,
 )
 
-__all__ = ["PORTAL", "Portal", "mount", "page_modules"]
+__all__ = ["PORTAL", "McpServers", "Portal", "PortalPlane", "mount", "page_modules"]
 
 
 def page_modules() -> list[str]:
@@ -57,8 +56,9 @@ def registered() -> Registry:
     return PAGES
 
 
-def mount(app: web.Application, plane: Any, *, registry: Registry | None = None, mcp: Any = None) -> None:
-    """Add the portal's pages to a client app; `plane` is the PortalPlane (plane.py) serving it.
+def mount(app: web.Application, plane: PortalPlane, *, registry: Registry | None = None,
+          mcp: McpServers | None = None) -> None:
+    """Add the portal's pages to a client app; `plane` is the process serving it (plane.py).
 
     `registry` is for tests that add a page of their own; by default every page module's pages.
     `mcp` is the MCP servers' service for /admin/mcp (llmgw.mcp.admin.PortalServers), handed in by

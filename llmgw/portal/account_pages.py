@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import TypedDict
 
 from aiohttp import web
 
@@ -12,7 +13,7 @@ from llmgw.errors import N_
 from llmgw.portal import directory_signin, i18n, security
 from llmgw.portal.sso_pages import signin_offer
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render, render_error, secure
-from llmgw.router.clientaddr import client_address
+from llmgw.router import client_address
 
 # Roles are shown as _(role) (profile.html); here so that they are extracted for translation.
 ROLE_NAMES = (N_("admin"), N_("operator"), N_("member"))
@@ -64,6 +65,16 @@ async def signout(request: web.Request, viewer: Viewer | None) -> web.StreamResp
 # --- signing up ---------------------------------------------------------------------------------
 
 
+class _SignUpForm(TypedDict):
+    """signup.html's values: the form as typed, kept when it is refused."""
+
+    title: str
+    domains: list[str]
+    error: str | None
+    email: str
+    name: str
+
+
 @page("/signup", methods=("GET", "POST"), public=True)
 async def signup(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     """A person making their own account: only when auth.signup.domains names their e-mail's domain."""
@@ -73,16 +84,17 @@ async def signup(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
         return render_error(request, 404, N_("Signing up is off here; ask an administrator to add you."))
     if viewer is not None and request.method == "GET":
         return redirect(request, "/")
-    values = {"title": N_("Sign up"), "domains": settings.domains, "error": None, "email": "", "name": ""}
+    values = _SignUpForm(title=N_("Sign up"), domains=settings.domains, error=None, email="", name="")
     if request.method == "GET":
         return render(request, "signup.html", **values)
     posted = await form(request)
-    values |= {"email": posted.get("email", "").strip(), "name": posted.get("name", "").strip()}
+    email, name = posted.get("email", "").strip(), posted.get("name", "").strip()
+    values |= {"email": email, "name": name}
     if posted.get("password", "") != posted.get("again", ""):
         return render(request, "signup.html", status=400, **values | {
             "error": i18n.gettext(request[LANG], N_("The two passwords differ; type the same one twice."))})
     try:
-        person = await portal.people.sign_up(email=values["email"], name=values["name"],
+        person = await portal.people.sign_up(email=email, name=name,
                                              password=posted.get("password", ""), signup=settings)
     except AccountError as e:
         return render(request, "signup.html", status=e.status, **values | {"error": i18n.say(request[LANG], e)})

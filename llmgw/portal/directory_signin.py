@@ -10,29 +10,27 @@ toward the same throttle (Sessions.sign_in_vouched).
 
 from __future__ import annotations
 
-from typing import Any
-
-from llmgw.account import AccountError, Actor
-from llmgw.account.sessions import SignedIn
+from llmgw.account import AccountError, Actor, SignedIn
 from llmgw.auth import SUSPENDED, GroupMap, ldap
 from llmgw.errors import N_
+from llmgw.portal.web import Portal
 from llmgw.store import Person
 
 DEFAULT_LABEL = N_("directory")
 
 
-def form_label(portal: Any) -> str | None:
+def form_label(portal: Portal) -> str | None:
     """What the form's login field calls the directory ("E-mail or LABEL user name"); None without LDAP."""
     settings = portal.plane.settings.current.auth.ldap
     return (settings.label or DEFAULT_LABEL) if settings.enabled else None
 
 
-async def _has_own_password(portal: Any, login: str) -> bool:
+async def _has_own_password(portal: Portal, login: str) -> bool:
     person = await portal.store.person_by_email(login) if "@" in login else None
     return person is not None and person.password_hash is not None
 
 
-async def sign_in(portal: Any, login: str, password: str, *, address: str, agent: str) -> SignedIn:
+async def sign_in(portal: Portal, login: str, password: str, *, address: str, agent: str) -> SignedIn:
     """A session for the right login and password, from a local account's password or the directory."""
     settings = portal.plane.settings.current.auth.ldap
     if not settings.enabled or await _has_own_password(portal, login):

@@ -17,7 +17,7 @@ from llmgw.accounting import UsageReports
 from llmgw.errors import N_
 from llmgw.portal import security
 from llmgw.portal.web import PORTAL, Portal, Viewer
-from llmgw.store import ApiKey, Limits, ProjectPath, Store
+from llmgw.store import ApiKey, KeysStore, Limits, ProjectPath
 
 # Tests put a fake clock here, so that "today" and "this month" are fixed
 # wherever a test runs; a served portal reads the wall clock.
@@ -86,7 +86,7 @@ class KeyRow:
     active: bool
 
 
-async def key_rows(store: Store, reports: UsageReports, keys: list[ApiKey], at: float) -> list[KeyRow]:
+async def key_rows(store: KeysStore, reports: UsageReports, keys: list[ApiKey], at: float) -> list[KeyRow]:
     """Each key with its limit chain folded and its spend against every budget on the chain.
 
     Keys' own spend is one key_spend call for them all; a project's, team's

@@ -98,8 +98,9 @@ def placeholder(prefix: str | None) -> str:
 
 @functools.cache
 def _env() -> jinja2.Environment:
-    # Built once: the templates ship with the package and never change while it runs.
+    # Built once: the templates ship with the package and never change while it runs. Not autoescaped: a
+    # snippet is shell, Python or JSON text (shlex quotes its values), escaped as HTML where the page shows it.
     env = jinja2.Environment(loader=jinja2.PackageLoader("llmgw.portal", "templates/snippets"),
-                             autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+                             autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)  # noqa: S701
     env.filters["shell"] = lambda value: shlex.quote(str(value))
     return env

@@ -13,21 +13,19 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote
 
 from aiohttp import web
 
 from llmgw.account import AccountError, Actor
-from llmgw.auth import GroupMap, SecretError
-from llmgw.auth.oidc import OIDCError, client_secret, vouched
-from llmgw.auth.oidcflow import (CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect,
-                                 spent_key)
-from llmgw.config.auth import OIDCSettings
+from llmgw.auth import GroupMap, OIDCError, SecretError, client_secret, vouched
+from llmgw.auth import CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect, spent_key
+from llmgw.config import OIDCSettings
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
 from llmgw.portal.web import LANG, PORTAL, Viewer, page, redirect, render, render_error, secure
-from llmgw.router.clientaddr import client_address
+from llmgw.router import client_address
 
 log = logging.getLogger("llmgw.portal")
 
@@ -37,8 +35,7 @@ _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def _settings(request: web.Request) -> OIDCSettings:
-    settings: OIDCSettings = request.app[PORTAL].plane.settings.current.auth.oidc
-    return settings
+    return request.app[PORTAL].plane.settings.current.auth.oidc
 
 
 def redirect_url(request: web.Request) -> str | None:
@@ -48,7 +45,19 @@ def redirect_url(request: web.Request) -> str | None:
     return configured_redirect(current.auth.oidc, current.portal.address)
 
 
-def signin_offer(request: web.Request, target: str) -> dict[str, Any]:
+class SsoButton(TypedDict):
+    label: str
+    href: str
+
+
+class SigninOffer(TypedDict):
+    """signin.html's values for single sign-on."""
+
+    sso: SsoButton | None  # None: single sign-on is off
+    passwords_folded: bool  # auth.oidc.no_passwords: the password form is folded away under the button
+
+
+def signin_offer(request: web.Request, target: str) -> SigninOffer:
     """What signin.html shows of single sign-on: its button, and whether the password form is folded away."""
     settings = _settings(request)
     if not settings.enabled:

@@ -11,8 +11,8 @@ import datetime as dt
 
 from aiohttp import web
 
-from llmgw.accounting.reports import NOTHING_USED
-from llmgw.control.exports import send_export
+from llmgw.accounting import NOTHING_USED
+from llmgw.control import send_export
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
 from llmgw.portal.charts import bars

@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 import jinja2
@@ -38,16 +38,17 @@ from multidict import MultiDict, MultiDictProxy
 
 from llmgw.account import Accounts, Actor, People, Sessions
 from llmgw.accounting import UsageReports
-from llmgw.auth import DirectoryAccounts, Secrets
-from llmgw.auth.oidc import OIDCClient
-from llmgw.control.catalog.changes import Refusal
-from llmgw.control.settings import SettingsError
+from llmgw.auth import DirectoryAccounts, OIDCClient, Secrets
+from llmgw.control import Refusal, SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
-from llmgw.store import Conflict, Person, Session, Store, StoreError
+from llmgw.store import (
+    AuditStore, CatalogStore, Conflict, KeysStore, PeopleStore, Person, Session, SignInStore, StoreError, UsageStore,
+)
 
 if TYPE_CHECKING:
-    from llmgw.control.catalog.service import Catalog
+    from llmgw.control import Catalog
+    from llmgw.portal.plane import McpServers, PortalPlane
 
 log = logging.getLogger("llmgw.portal")
 
@@ -57,7 +58,8 @@ LANG = web.RequestKey("lang", str)
 NONCE = web.RequestKey("nonce", str)
 PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, or the one this answer sets
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
-FORM = web.RequestKey[MultiDictProxy[Any]]("form")
+# The form as request.post() reads it: text, or bytes and files for a multipart body.
+FORM = web.RequestKey[MultiDictProxy[str | bytes | bytearray | web.FileField]]("form")
 NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
              "/admin/models", "/admin/nodes", "/admin/guardrails", "/admin/mcp", "/admin/usage", "/admin/audit",
              "/admin/sign-in", "/admin/settings")
@@ -152,12 +154,18 @@ def add_nav(section: str, path: str, label: str, role: str) -> None:
     PAGES.add_nav(section, path, label, role)
 
 
+class _Store(KeysStore, PeopleStore, SignInStore, UsageStore, AuditStore, CatalogStore, Protocol):
+    """What the portal's pages call themselves (its services take theirs from the plane's store):
+    the tree and keys, people and sessions, single sign-on's states, usage, the audit, and the
+    catalog a page's own Catalog is made over where the plane has none."""
+
+
 @dataclass
 class Portal:
     """What the pages use, built once per client app by `mount`."""
 
-    plane: Any  # a PortalPlane (plane.py): the ControlPlane or a Worker
-    store: Store
+    plane: PortalPlane  # the ControlPlane or a Worker
+    store: _Store
     accounts: Accounts
     people: People
     sessions: Sessions
@@ -168,11 +176,11 @@ class Portal:
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)
     oidc: OIDCClient = field(default_factory=OIDCClient)  # the provider's discovery and keys, cached
-    mcp: Any = None  # llmgw.mcp.admin.PortalServers, for /admin/mcp; None where /mcp is not served
+    mcp: McpServers | None = None  # llmgw.mcp.admin.PortalServers, for /admin/mcp; None where /mcp is not served
 
     def catalog(self) -> Catalog:
         """The model catalog's service, acting as the page's viewer (its changes are audited)."""
-        from llmgw.control.catalog.service import Catalog
+        from llmgw.control import Catalog
 
         found = getattr(self.plane, "catalog", None)  # the leader's reconciler's, with its policy
         return found if isinstance(found, Catalog) else Catalog(self.store, self.accounts.audit)
@@ -368,7 +376,7 @@ def _take_notice(request: web.Request, response: web.StreamResponse) -> str | No
         return None
 
 
-def render(request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
+def render(request: web.Request, template: str, *, status: int = 200, **context: object) -> web.Response:
     """A template in the frame: base.html's nav, notice and language, with the reader's helpers."""
     portal = request.app[PORTAL]
     viewer: Viewer | None = request.get(VIEWER)
@@ -378,7 +386,7 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
     response = web.Response(status=status, content_type="text/html", charset="utf-8")
     notice = _take_notice(request, response)
 
-    def translate(msgid: str, **params: Any) -> str:
+    def translate(msgid: str, **params: object) -> str:
         said = i18n.gettext(lang, msgid)
         return said.format(**params) if params else said
 

@@ -10,8 +10,9 @@ it was understood). Nothing outside this package builds the JSON by hand.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from llmgw.lazyface import lazy_face
 from llmgw.protocol.codec import ProtocolError, from_dict, seal, to_dict, unseal
 from llmgw.protocol.messages import (  # the messages are this package's interface (__all__)
     GPU,
@@ -43,6 +44,9 @@ from llmgw.protocol.messages import (  # the messages are this package's interfa
     Welcome,
 )
 
+if TYPE_CHECKING:
+    from llmgw.protocol.link import Link, LinkLost
+
 MAX_MESSAGE_BYTES = 4 << 20  # a Register of a node with many GPUs and disks is a few KB; logs are bounded
 
 
@@ -62,4 +66,12 @@ __all__ = [
     "Register", "Heartbeat", "ShardStatus", "NodeLogs", "Welcome", "NotLeader", "Provision", "StartShard",
     "StopShard", "RemoveWeights", "LogsRequest", "Upgrade", "Error",
     "Host", "GPU", "MIGDevice", "Storage", "GPUSensor", "ShardLoad", "FetchProgress", "EngineProfile", "LogLine",
+    "Link", "LinkLost",
 ]
+
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): the WebSocket link (aiohttp) is wanted by the agent and the control plane, not by a message.
+__getattr__ = lazy_face(__name__, {
+    "link": ("Link", "LinkLost"),
+})

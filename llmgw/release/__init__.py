@@ -9,6 +9,9 @@ What to do when, and in which order, is llmgw.control.upgrade's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from llmgw.lazyface import lazy_face
 from llmgw.release.bundle import BUNDLE_SUFFIX, Bundle, open_bundle
 from llmgw.release.program import Program, ReleaseError, check_program, running_program, sha256_of
 from llmgw.release.releases import Releases
@@ -17,9 +20,19 @@ from llmgw.release.selfupgrade import (RELEASE_PATH, WHEEL_PATH, fetch_program, 
 from llmgw.release.swap import PREVIOUS_SUFFIX, install_program, previous_of, restore_previous
 from llmgw.release.watchdog import confirm, confirmed, start_watchdog, watch
 
+if TYPE_CHECKING:
+    from llmgw.release.helper import HELPER_UNITS, Request, apply, can_replace, helper_installed, stage
+
 __all__ = [
     "BUNDLE_SUFFIX", "Bundle", "open_bundle", "Program", "ReleaseError", "check_program", "running_program",
     "sha256_of", "Releases", "PREVIOUS_SUFFIX", "install_program", "previous_of", "restore_previous",
     "RELEASE_PATH", "WHEEL_PATH", "fetch_program", "fetch_wheels", "held_wheels", "upgrade_self",
     "confirm", "confirmed", "start_watchdog", "watch",
+    "HELPER_UNITS", "Request", "apply", "can_replace", "helper_installed", "stage",
 ]
+
+# Names that would load more than the rest of the face, imported from their module when first asked for
+# (llmgw/lazyface.py): the upgrade helper's side is wanted by `llmgw ctl upgrade` and the helper alone.
+__getattr__ = lazy_face(__name__, {
+    "helper": ("HELPER_UNITS", "Request", "apply", "can_replace", "helper_installed", "stage"),
+})

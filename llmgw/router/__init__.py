@@ -1,1 +1,43 @@
 """The client API: /v1 in OpenAI's and Anthropic's shapes, and the health endpoints."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmgw.lazyface import lazy_face
+
+if TYPE_CHECKING:
+    from llmgw.router.app import CONNECTIONS, make_client_app
+    from llmgw.router.batches import BatchRunner
+    from llmgw.router.clientaddr import client_address, proxies
+    from llmgw.router.connguard import GuardedSite
+    from llmgw.router.endpoint import Endpoint
+    from llmgw.router.errors import speaks_anthropic
+    from llmgw.router.plane import ClientPlane, KeyLookup, LiveSettings
+    from llmgw.router.registry import Placed
+    from llmgw.router.scheduler import register_profile, register_scorer
+    from llmgw.router.service import Router
+    from llmgw.router.targets import TargetRefused, providers_session, refusing_socket
+
+__all__ = [
+    "BatchRunner", "CONNECTIONS", "ClientPlane", "Endpoint", "GuardedSite", "KeyLookup", "LiveSettings",
+    "Placed", "Router", "TargetRefused",
+    "client_address", "make_client_app", "providers_session", "proxies", "refusing_socket", "register_profile",
+    "register_scorer", "speaks_anthropic",
+]
+
+# The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
+# the package costs nothing, and one name loads only its own module.
+__getattr__ = lazy_face(__name__, {
+    "app": ("CONNECTIONS", "make_client_app"),
+    "batches": ("BatchRunner",),
+    "clientaddr": ("client_address", "proxies"),
+    "connguard": ("GuardedSite",),
+    "endpoint": ("Endpoint",),
+    "errors": ("speaks_anthropic",),
+    "plane": ("ClientPlane", "KeyLookup", "LiveSettings"),
+    "registry": ("Placed",),
+    "scheduler": ("register_profile", "register_scorer"),
+    "service": ("Router",),
+    "targets": ("TargetRefused", "providers_session", "refusing_socket"),
+})

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
-from llmgw.config.router import AdmissionSettings
+from llmgw.config import AdmissionSettings
 
 # Retry-After is worked out from how fast requests to the model have been
 # ending over this long, and kept between these bounds: a client told

@@ -14,7 +14,7 @@ import orjson
 from aiohttp import web
 
 from llmgw.account import CHAT_PREFIX, KEY_PREFIX, AccountError, Principal, key_flaw
-from llmgw.auth.scim import mount as mount_scim
+from llmgw.auth import mount as mount_scim
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.batches import add_routes as add_batch_routes
 from llmgw.router.call import new_request_id

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from llmgw.guard.gate import OutputChecker
+from llmgw.guard import OutputChecker
 
 
 def guard_answer(checker: OutputChecker, answer: dict[str, Any]) -> dict[str, Any]:

@@ -36,9 +36,7 @@ from llmgw.router.translate import responses as resp_api
 from llmgw.router.translate.common import TranslateError, encode_sse
 from llmgw.router.upstream import Opened, open_upstream
 from llmgw.store import Usage
-from llmgw.guard.decisions import Decisions
-from llmgw.guard.gate import OutputChecker, check_input
-from llmgw.guard.review import OutputReview, Reviewers, review_input
+from llmgw.guard import Decisions, OutputChecker, OutputReview, Reviewers, check_input, review_input
 from llmgw.router import reuse, shapes
 from llmgw.router.assembly import Assembler
 from llmgw.router.guarded import ChunkGuard, guard_whole

@@ -20,9 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llmgw.config import ClusterSettings
-from llmgw.config.keyfiles import KeyFileRefused, OwnSecrets, read_key_file
-from llmgw.config.router import ModelSettings
+from llmgw.config import ClusterSettings, KeyFileRefused, ModelSettings, OwnSecrets, read_key_file
 from llmgw.router.endpoint import Endpoint
 
 log = logging.getLogger("llmgw.registry")

@@ -15,7 +15,7 @@ import time
 import orjson
 from aiohttp import web
 
-from llmgw.guard.gate import OutputChecker
+from llmgw.guard import OutputChecker
 from llmgw.router.answerid import stream_answer_id, whole_answer_id
 from llmgw.router.cache import Entry as CacheEntry
 from llmgw.router.cache import hit_headers

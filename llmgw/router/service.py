@@ -12,18 +12,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TYPE_CHECKING
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
-from llmgw.config import ClusterSettings
-from llmgw.config.keyfiles import OwnSecrets
-from llmgw.guard.decisions import Decision, GuardStats
+from llmgw.config import ClusterSettings, OwnSecrets
+from llmgw.guard import Decision, GuardStats
 from llmgw.events import Event, Events
-from llmgw.guard.policy import Resolver
-from llmgw.guard.review import Reviewers
+from llmgw.guard import Resolver, Reviewers
 from llmgw.router.admission import Admission
 from llmgw.router.cache import AnswerCache
 from llmgw.router.call import Call
@@ -34,7 +32,7 @@ from llmgw.router.registry import ModelEntry, Registry
 from llmgw.router.scrape import EngineScraper
 from llmgw.router.similar import Embedder, SimilarIndex
 from llmgw.router.targets import providers_session
-from llmgw.store import ProjectCache, Store, StoreError, Usage
+from llmgw.store import KeysStore, ProjectCache, StoreError, Usage, UsageStore
 from llmgw.telemetry import Tracing
 
 if TYPE_CHECKING:
@@ -45,8 +43,13 @@ log = logging.getLogger("llmgw.router")
 KEY_FILE_CHECK = 2.0  # seconds between looks at the provider key files
 
 
+class _Store(KeysStore, UsageStore, Protocol):
+    """What Router calls: the projects' answer cache settings, and (through Budgets and UsageWriter)
+    the budgets and usage."""
+
+
 class Router:
-    def __init__(self, store: Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
+    def __init__(self, store: _Store, settings: Callable[[], ClusterSettings], registry: CollectorRegistry,
                  *, own_secrets: OwnSecrets, share: bool = False, tracing: Tracing | None = None,
                  events: Events | None = None):
         # share: this router is one of several worker processes, which

@@ -133,7 +133,7 @@ async def embed_question(embedder: Embedder, text: str, budget: float = EMBED_BU
         return None
     except asyncio.CancelledError:
         raise
-    except Exception as e:  # any failure of the model or the way to it: the lookup is skipped
+    except Exception as e:  # noqa: BLE001 - any failure of the model or the way to it: the lookup is skipped
         log.info("the embedding model failed (%s); this question is looked up exactly", e)
         return None
     return unit(values)

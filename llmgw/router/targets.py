@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from llmgw.config.targets import address_refusal
+from llmgw.config import address_refusal
 
 log = logging.getLogger("llmgw.upstream")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
-from llmgw.config.router import Timeouts
+from llmgw.config import Timeouts
 from llmgw.events import Events
 from llmgw.router import probe, trace
 from llmgw.router.call import Call, Refuse

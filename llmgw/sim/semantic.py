@@ -48,7 +48,7 @@ class SemanticModel:
                                       f"install them with: {INSTALL}") from None
         try:
             self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-        except Exception as e:  # a broken or partial model folder: say which, never a traceback
+        except Exception as e:  # noqa: BLE001 - a broken or partial model folder: say which, never a traceback
             raise EmbeddingModelError(f"--embedding-model {name}: the model at {path} did not load: {e}") from None
         dims = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimensions = int(dims() or 0)

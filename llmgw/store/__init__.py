@@ -2,6 +2,10 @@
 
 Everything outside this package uses `open_store(url)` and the `Store`
 protocol below; nothing imports `sqlite.py` or `postgres.py` directly.
+`Store` is made of one Protocol a domain (`KeysStore`, `UsageStore`,
+`CatalogStore`, …), each method in exactly one, and a consumer is typed by
+the parts it calls, so that what it may touch is written in its signature
+(docs/internals.md lists who takes which).
 
 Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
 `postgresql://user:pass@host:port/db`, which may list several hosts with
@@ -13,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from collections.abc import Sequence
 
-from llmgw.config.storeaddress import redact_url
+from llmgw.config import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
 from llmgw.store.records import (
     ApiKey,
@@ -57,18 +61,25 @@ __all__ = [
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
     "ClusterCA", "ControlPlaneAddress", "UpgradeRecord", "JoinToken", "NodeCertificate",
     "Batch", "BatchLine", "LineResult", "StoredFile", "Webhook", "Delivery",
+    # the Store's parts, one a domain: each consumer takes the narrowest that covers what it calls
+    "ConnectionStore", "PeopleStore", "SecretsStore", "ScimStore", "SignInStore", "KeysStore", "UsageStore",
+    "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore",
+    "McpStore",
 ]
 
 
-class Store(Protocol):
-    """Every method raises StoreUnavailable (with a sentence naming the store)
-    when the store does not answer, never a driver's own exception."""
+class ConnectionStore(Protocol):
+    """The store as a connection: its address, whether it answers, its schema."""
 
     url: str  # as given, for messages use redact_url(url)
 
     async def close(self) -> None: ...
     async def ping(self) -> None: ...
     async def schema_version(self) -> int: ...
+
+
+class PeopleStore(Protocol):
+    """People, their sessions, their places in the tree and their identities in directories."""
 
     # people and sessions
     async def add_person(self, person: Person) -> Person: ...  # Conflict on a taken email
@@ -101,13 +112,21 @@ class Store(Protocol):
     async def touch_identity(self, source: str, subject: str, at: float) -> None: ...  # never moves seen_at back
     async def delete_identity(self, source: str, subject: str) -> None: ...
 
-    # secrets sealed under the master key by the caller (llmgw.auth.secrets); by name, such as "auth/ldap-bind"
+
+class SecretsStore(Protocol):
+    """Secrets sealed under the master key by the caller (llmgw.auth.secrets), by name: sign-in's, such as
+    "auth/ldap-bind", and the SCIM token's digest."""
+
     async def put_sealed_secret(self, name: str, sealed: bytes, at: float) -> None: ...  # replaces
     async def sealed_secret(self, name: str) -> bytes | None: ...
     async def delete_sealed_secret(self, name: str) -> bool: ...  # whether there was one
     async def list_sealed_secrets(self, prefix: str) -> list[str]: ...  # the names under prefix, never values
 
-    # SCIM provisioning (llmgw.auth.scim): userName and displayName are unique without regard to case
+
+class ScimStore(Protocol):
+    """SCIM provisioning's users and groups (llmgw.auth.scim): userName and displayName are
+    unique without regard to case."""
+
     async def add_scim_user(self, user: ScimUser) -> None: ...  # Conflict: userName taken, or the person has one
     async def update_scim_user(self, user: ScimUser) -> None: ...  # userName, externalId, data; Conflict when taken
     async def scim_user(self, user_id: str) -> ScimUser | None: ...
@@ -126,6 +145,10 @@ class Store(Protocol):
     async def remove_scim_group_members(self, group_id: str, person_ids: Sequence[str]) -> None: ...
     async def scim_groups_of(self, person_id: str) -> list[ScimGroup]: ...
 
+
+class SignInStore(Protocol):
+    """What sign-in remembers between requests: failed attempts, and single sign-on states spent."""
+
     # failed sign-ins: subject is "account:<email_key>" or "address:<ip>"
     # Also forgets failures more than a day older than `at`.
     async def add_sign_in_failure(self, subjects: Sequence[str], at: float) -> None: ...
@@ -134,6 +157,11 @@ class Store(Protocol):
     # A single sign-on's state, spent: True the first time `digest` is given, False ever after (until
     # `until`, when it is forgotten, its flow having expired). Also forgets those past `at`.
     async def spend_sign_in(self, digest: str, at: float, until: float) -> bool: ...
+
+
+class KeysStore(Protocol):
+    """The tenancy tree, API keys, and what is set at a level of the tree: limits, and a project's
+    answer cache."""
 
     # the tenancy tree
     async def ensure_project(self, org: str, team: str, project: str) -> ProjectPath: ...
@@ -172,7 +200,10 @@ class Store(Protocol):
     async def put_project_cache(self, setting: ProjectCache) -> None: ...
     async def list_project_caches(self) -> list[ProjectCache]: ...  # every row, by project id
 
-    # usage rows, written in batches
+
+class UsageStore(Protocol):
+    """Usage rows, written in batches, and the sums and pages read from them."""
+
     async def add_usage(self, rows: Sequence[Usage]) -> None: ...  # one transaction
     async def usage_rows(self, since: float, until: float | None = None,
                          key_id: str | None = None, project_id: str | None = None,
@@ -222,24 +253,43 @@ class Store(Protocol):
     # went around add_usage.
     async def rebuild_usage_daily(self) -> None: ...
 
-    # audit
+
+class AuditStore(Protocol):
+    """The audit: who did what to what, as every operation that changes something records it."""
+
     async def add_audit(self, entry: AuditEntry) -> None: ...
     # Newest first; actor and action match whole (the admin pages' filter), offset pages on.
     async def list_audit(self, limit: int = 100, since: float | None = None,
                          target: str | None = None, *, actor: str | None = None, action: str | None = None,
                          offset: int = 0) -> list[AuditEntry]: ...
 
-    # leadership
+
+class LeaseStore(Protocol):
+    """Leadership: named leases, timed by the database's clock."""
+
     async def try_lease(self, name: str, holder: str, address: str, ttl: float) -> Lease: ...
     async def get_lease(self, name: str) -> Lease | None: ...
     async def release_lease(self, name: str, holder: str) -> None: ...
 
-    # the cluster's settings
+
+class SettingsStore(Protocol):
+    """The cluster's documents, each one record written by compare-and-set: its settings and its
+    upgrade (docs/upgrade.md)."""
+
     async def get_settings(self) -> Settings | None: ...
     async def settings_version(self) -> int: ...  # 0 when none written yet
     async def put_settings(self, doc: dict[str, Any], expected_version: int, by: str) -> Settings: ...
 
-    # the cluster's trust (docs/cluster.md)
+    # The cluster's upgrade (docs/upgrade.md): one record; put compares `expected_revision` (0: none yet) and
+    # raises Conflict when another control plane wrote it meanwhile.
+    async def get_upgrade(self) -> UpgradeRecord | None: ...
+    async def put_upgrade(self, doc: dict[str, Any], expected_revision: int, at: float) -> UpgradeRecord: ...
+
+
+class TrustStore(Protocol):
+    """The cluster's trust (docs/cluster.md): its CA, join tokens, node certificates and the
+    control planes' addresses."""
+
     async def get_cluster_ca(self) -> ClusterCA | None: ...
     # Keeps `ca` when the store has none; returns the one kept, which is
     # another control plane's when two start on a fresh store at once.
@@ -254,12 +304,11 @@ class Store(Protocol):
     async def list_node_certificates(self, node_id: str | None = None) -> list[NodeCertificate]: ...
     async def put_control_plane(self, cp: ControlPlaneAddress) -> None: ...  # by name, replaced whole
     async def list_control_planes(self) -> list[ControlPlaneAddress]: ...  # last written first
-    # The cluster's upgrade (docs/upgrade.md): one record; put compares `expected_revision` (0: none yet) and
-    # raises Conflict when another control plane wrote it meanwhile.
-    async def get_upgrade(self) -> UpgradeRecord | None: ...
-    async def put_upgrade(self, doc: dict[str, Any], expected_revision: int, at: float) -> UpgradeRecord: ...
 
-    # the catalog, the nodes and their replicas (docs/models.md)
+
+class CatalogStore(Protocol):
+    """The catalog, the nodes and their replicas (docs/models.md)."""
+
     async def add_model(self, model: CatalogModel) -> CatalogModel: ...  # version 1; Conflict on a name in use
     async def get_model(self, name: str) -> CatalogModel | None: ...  # a removed one too
     async def list_models(self, include_removed: bool = False) -> list[CatalogModel]: ...  # by name
@@ -278,7 +327,10 @@ class Store(Protocol):
     async def list_replicas(self, model: str | None = None, node_id: str | None = None) -> list[Replica]: ...
     async def delete_replicas(self, replica_ids: Sequence[str]) -> None: ...
 
-    # notification webhooks (sql_notify.py)
+
+class WebhookStore(Protocol):
+    """Notification webhooks and their deliveries (sql_notify.py, docs/webhooks.md)."""
+
     async def add_webhook(self, hook: Webhook) -> None: ...  # Conflict on a taken id
     async def webhook(self, webhook_id: str) -> Webhook | None: ...
     async def list_webhooks(self) -> list[Webhook]: ...  # oldest first
@@ -292,7 +344,9 @@ class Store(Protocol):
     async def record_attempt(self, delivery: Delivery) -> None: ...  # an attempt's outcome; StoreError when gone
 
 
-    # files and batches (sql_batch.py, docs/batches.md)
+class BatchStore(Protocol):
+    """Files and batches with their lines (sql_batch.py, docs/batches.md)."""
+
     async def add_file(self, file: StoredFile, content: bytes | None) -> None: ...  # content: IN_STORE's bytes
     async def file_by_id(self, file_id: str) -> StoredFile | None: ...
     async def file_content(self, file_id: str) -> bytes | None: ...  # None when not kept in the store
@@ -318,13 +372,28 @@ class Store(Protocol):
     async def finish_lines(self, batch_id: str, results: Sequence[LineResult]) -> tuple[int, int]: ...
     async def batch_lines(self, batch_id: str, state: str | None = None) -> list[BatchLine]: ...
 
-    # the company's MCP servers behind /mcp (docs/mcp.md); secret headers arrive sealed by llmgw.mcp
+
+class McpStore(Protocol):
+    """The company's MCP servers behind /mcp (docs/mcp.md); secret headers arrive sealed by
+    llmgw.mcp."""
+
     async def add_mcp_server(self, server: McpServer) -> McpServer: ...  # version 1; Conflict on a name in use
     # Compare-and-set on `expected_version`, as put_model; Conflict naming the version now, StoreError for none.
     async def put_mcp_server(self, server: McpServer, expected_version: int) -> McpServer: ...
     async def get_mcp_server(self, name: str) -> McpServer | None: ...
     async def list_mcp_servers(self) -> list[McpServer]: ...  # by name
     async def delete_mcp_server(self, name: str) -> bool: ...  # whether there was one
+
+
+class Store(ConnectionStore, PeopleStore, SecretsStore, ScimStore, SignInStore, KeysStore, UsageStore, AuditStore,
+            LeaseStore, SettingsStore, TrustStore, CatalogStore, WebhookStore, BatchStore, McpStore, Protocol):
+    """The whole store, every domain's part. What owns the store (the control plane, a router
+    worker) holds it as this and hands each consumer the store typed by the part, or the parts
+    together, that consumer calls: the accounting's UsageWriter is given a UsageStore, and so can
+    be shown by mypy not to read a key or move a replica.
+
+    Every method raises StoreUnavailable (with a sentence naming the store) when the store does
+    not answer, never a driver's own exception."""
 
 
 async def open_store(url: str, *, migrate: bool = True, timeout: float = 3.0) -> Store:

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 
-from llmgw.config.storeaddress import postgres_hosts, redact_url
+from llmgw.config import postgres_hosts, redact_url
 from llmgw.store import Store
 from llmgw.store.driver import Duplicate, MissingParent, Row, Statements
 from llmgw.store.errors import StoreError, StoreUnavailable

@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from llmgw.config.telemetry import TelemetrySettings
+from llmgw.config import TelemetrySettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

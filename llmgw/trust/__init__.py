@@ -18,10 +18,10 @@ What the rest of llmgw uses:
 """
 
 from llmgw.trust.agentport import OPEN_PATHS, PEER, make_agent_app
-from llmgw.trust.authority import ClusterTrust, JoinRefused, agent_address
+from llmgw.trust.authority import DEFAULT_JOIN_TTL, ClusterTrust, JoinRefused, agent_address
 from llmgw.trust.code import JoinCode, decode_code
 from llmgw.trust.joining import JoinResult, join
-from llmgw.trust.masterkey import MasterKey, TrustError, ensure_master_key, read_master_key
+from llmgw.trust.masterkey import FILE_NAME, MasterKey, TrustError, ensure_master_key, read_master_key
 from llmgw.trust.tls import (
     NodeIdentity,
     client_ssl_context,
@@ -37,4 +37,5 @@ __all__ = [
     "TrustError", "agent_address", "client_ssl_context", "decode_code", "ensure_master_key", "join",
     "make_agent_app", "node_identity", "peer_control_plane", "peer_identity", "peer_node_id",
     "read_master_key", "server_ssl_context",
+    "DEFAULT_JOIN_TTL", "FILE_NAME",
 ]

@@ -26,7 +26,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from llmgw import __version__
 from llmgw.files import write_atomic
-from llmgw.store import AuditEntry, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, Store
+from llmgw.store import AuditEntry, AuditStore, ClusterCA, ControlPlaneAddress, JoinToken, NodeCertificate, TrustStore
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
 from llmgw.trust.masterkey import FILE_NAME, MasterKey, TrustError, ensure_master_key, read_master_key
@@ -85,8 +85,12 @@ def node_name(suggested: str | None, node_id: str) -> str:
     return name if _NAME.match(name) else node_id
 
 
+class _Store(TrustStore, AuditStore, Protocol):
+    """What ClusterTrust calls: the CA, join tokens, certificates and addresses, and the audit it writes."""
+
+
 class ClusterTrust:
-    def __init__(self, store: Store, data_dir: str, name: str):
+    def __init__(self, store: _Store, data_dir: str, name: str):
         self.store = store
         self.data_dir = data_dir
         self.name = name
@@ -269,7 +273,7 @@ def agent_address(sock: socket.socket, advertise: str = "") -> str:
     it listens on when that is one address, else the host of `advertise`,
     else this machine's address on its default route, else its host name."""
     host, port = sock.getsockname()[:2]
-    if host not in ("0.0.0.0", "::"):
+    if host not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
         return _join_host(host, port)
     if advertise:
         named = urlsplit(advertise if "://" in advertise else f"http://{advertise}").hostname
@@ -310,7 +314,7 @@ def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
     except OSError:
         pass
     listen = sock.getsockname()[0]
-    if listen not in ("0.0.0.0", "::"):
+    if listen not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
         hosts.append(listen)
     hosts.append(address.rsplit(":", 1)[0].strip("[]"))
     if advertise:

@@ -141,8 +141,7 @@ def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) ->
 def update_agent_config(path: str, control_planes: list[str], data_dir: str | None, name: str | None) -> None:
     """Write `control_planes` (and the data directory and name when given)
     into agent.yaml, keeping its other keys; checked as the agent will read it."""
-    from llmgw.config import AgentConfig
-    from llmgw.config.loader import ConfigError, from_dict, parse_yaml
+    from llmgw.config import AgentConfig, ConfigError, from_dict, parse_yaml
 
     doc: dict[str, Any] = {}
     if os.path.exists(path):

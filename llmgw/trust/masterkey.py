@@ -19,7 +19,7 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from llmgw.config.keyfiles import MASTER_KEY_FILE
+from llmgw.config import MASTER_KEY_FILE
 from llmgw.errors import ExpectedError
 from llmgw.privatefile import create_private, read_private
 

@@ -156,7 +156,7 @@ def pages(request, browser, signed_in, screenshots) -> Iterator[Callable[..., Br
             if request.node.stash.get(FAILED, False):
                 seen.screenshot(f"at-failure-{n}")
             seen.flush()
-        except Exception:  # a page that crashed or was closed has nothing more to show or report
+        except Exception:  # noqa: BLE001 - a page that crashed or was closed has nothing more to show or report
             pass
         left += seen.violations
         context.close()

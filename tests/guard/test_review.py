@@ -28,7 +28,7 @@ def _policy(stream: str = "sentence", budget: str = "2s") -> object:
                                           judge=policy(budget, on="output", categories=["Violent"])))])
 
 
-def _checker(session, peer, stream: str = "sentence", redactor: Redactor | None = None):  # noqa: F811
+def _checker(session, peer, stream: str = "sentence", redactor: Redactor | None = None):
     effective = _policy(stream)
     reviewers = Reviewers(session, lambda model: [peer.endpoint()] if model == "qwen3guard" else [])
     decisions = Decisions()
@@ -50,7 +50,7 @@ def _finishes(chunks: list[dict]) -> list[str]:
     return [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
 
 
-async def test_a_long_answer_is_stopped_mid_stream_once_a_background_judgment_objects(session, peers):  # noqa: F811
+async def test_a_long_answer_is_stopped_mid_stream_once_a_background_judgment_objects(session, peers):
     peer = await peers()
     guard = ChunkGuard(_checker(session, peer))
     sent: list[dict] = []
@@ -71,7 +71,7 @@ async def test_a_long_answer_is_stopped_mid_stream_once_a_background_judgment_ob
         {"rule": "judge:Violent", "action": "block", "direction": "output"}]
 
 
-async def test_the_answers_end_waits_for_the_last_judgment_and_its_text_comes_before_it(session, peers):  # noqa: F811
+async def test_the_answers_end_waits_for_the_last_judgment_and_its_text_comes_before_it(session, peers):
     peer = await peers()
     guard = ChunkGuard(_checker(session, peer))
     out = await guard.arewrite(_chunk("It stays mild. It will"))
@@ -82,7 +82,7 @@ async def test_the_answers_end_waits_for_the_last_judgment_and_its_text_comes_be
     assert peer.hits >= 1
 
 
-async def test_buffer_all_releases_nothing_before_the_judge_has_read_it_all(session, peers):  # noqa: F811
+async def test_buffer_all_releases_nothing_before_the_judge_has_read_it_all(session, peers):
     peer = await peers()
     guard = ChunkGuard(_checker(session, peer, stream="buffer_all"))
     out = []
@@ -93,7 +93,7 @@ async def test_buffer_all_releases_nothing_before_the_judge_has_read_it_all(sess
     assert _text(out) == "" and _finishes(out) == ["content_filter"]
 
 
-async def test_the_judge_reads_placeholders_where_the_client_reads_its_restored_values(session, peers):  # noqa: F811
+async def test_the_judge_reads_placeholders_where_the_client_reads_its_restored_values(session, peers):
     peer = await peers()
     redactor = Redactor()
     placeholder = redactor.placeholder("email", "ayse@example.com")
@@ -120,7 +120,7 @@ def test_conceal_puts_a_requests_values_back_as_their_placeholders():
 
 
 @pytest.mark.parametrize("stream", ["sentence", "buffer_all"])
-async def test_an_answer_the_judge_finds_safe_is_sent_whole_with_its_own_end(session, peers, stream):  # noqa: F811
+async def test_an_answer_the_judge_finds_safe_is_sent_whole_with_its_own_end(session, peers, stream):
     peer = await peers()
     guard = ChunkGuard(_checker(session, peer, stream=stream))
     out = []

@@ -159,7 +159,7 @@ class Moderation:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.texts.append(body["input"])
                 if "slow" in body["input"]:

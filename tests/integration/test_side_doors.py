@@ -29,7 +29,7 @@ class Listener:
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802  http.server's name
+            def do_POST(self):  # http.server's name
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 listener.seen.append(self.headers.get("Authorization"))
                 if status == 200:

@@ -29,7 +29,7 @@ def build():
 
 
 @pytest.fixture
-def bundle(build, pyz, tmp_path):  # noqa: F811 - the fixture
+def bundle(build, pyz, tmp_path):
     """A bundle of a 0.2.0 program and the xllamacpp wheel taken from a folder, as `dist --bundle --wheels` makes."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()

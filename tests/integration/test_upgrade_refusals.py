@@ -41,7 +41,7 @@ def test_two_things_at_once_are_refused_as_a_usage_error(server):
 
 @pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_control_plane_not_run_from_an_archive_stops_the_upgrade_saying_why_and_stays_as_it_was(
-        server, pyz, tmp_path):  # noqa: F811 - the fixture
+        server, pyz, tmp_path):
     newer = with_version(pyz, "0.2.0", tmp_path / "llmgw.pyz")
     done = server.ctl("upgrade", str(newer), timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -21,68 +21,74 @@ def dialect(url: str) -> str:
     return "sqlite" if url.startswith("sqlite:") else "postgres"
 
 
-async def test_a_new_store_is_brought_to_the_latest_schema_and_records_each_step(store, store_url):
-    assert await store.schema_version() == latest_version(dialect(store_url))
-    recorded = await raw_fetch(store_url, "SELECT version, name FROM schema_migrations ORDER BY version")
-    assert recorded == [(m.version, m.name) for m in known_migrations(dialect(store_url))]
+async def test_a_new_store_is_brought_to_the_latest_schema_and_records_each_step(new_store_url):
+    # The one test that opens an empty store with every migration to run; the
+    # `store` fixture hands out copies of one store migrated per session.
+    store = await open_store(new_store_url)
+    try:
+        assert await store.schema_version() == latest_version(dialect(new_store_url))
+    finally:
+        await store.close()
+    recorded = await raw_fetch(new_store_url, "SELECT version, name FROM schema_migrations ORDER BY version")
+    assert recorded == [(m.version, m.name) for m in known_migrations(dialect(new_store_url))]
     assert recorded[0] == (1, "initial")
 
 
-async def test_reopening_a_store_applies_no_migration_a_second_time(store_url):
-    first = await open_store(store_url)
+async def test_reopening_a_store_applies_no_migration_a_second_time(new_store_url):
+    first = await open_store(new_store_url)
     await first.close()
-    before = await raw_fetch(store_url, "SELECT version, applied_at FROM schema_migrations ORDER BY version")
+    before = await raw_fetch(new_store_url, "SELECT version, applied_at FROM schema_migrations ORDER BY version")
 
-    again = await open_store(store_url)
+    again = await open_store(new_store_url)
     await again.close()
 
-    after = await raw_fetch(store_url, "SELECT version, applied_at FROM schema_migrations ORDER BY version")
+    after = await raw_fetch(new_store_url, "SELECT version, applied_at FROM schema_migrations ORDER BY version")
     assert after == before
 
 
-async def test_a_store_migrated_by_a_newer_llmgw_is_refused_with_what_to_do(store_url):
-    opened = await open_store(store_url)
+async def test_a_store_migrated_by_a_newer_llmgw_is_refused_with_what_to_do(new_store_url):
+    opened = await open_store(new_store_url)
     await opened.close()
-    known = latest_version(dialect(store_url))
+    known = latest_version(dialect(new_store_url))
     await raw_fetch(
-        store_url,
+        new_store_url,
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
         known + 1, "from_the_future", 0.0,
     )
 
     with pytest.raises(SchemaTooNew) as refused:
-        await open_store(store_url)
+        await open_store(new_store_url)
 
     assert str(refused.value) == (
-        f"the store at {redact_url(store_url)} was migrated by a newer llmgw "
+        f"the store at {redact_url(new_store_url)} was migrated by a newer llmgw "
         f"(schema {known + 1}; this llmgw knows up to {known}); run the newer llmgw or restore a backup"
     )
     with pytest.raises(SchemaTooNew):
-        await open_store(store_url, migrate=False)
+        await open_store(new_store_url, migrate=False)
 
 
-async def test_opening_without_migrating_changes_nothing_in_a_new_store(store_url):
-    opened = await open_store(store_url, migrate=False)
+async def test_opening_without_migrating_changes_nothing_in_a_new_store(new_store_url):
+    opened = await open_store(new_store_url, migrate=False)
     try:
         assert await opened.schema_version() == 0
     finally:
         await opened.close()
-    migrated = await open_store(store_url)
+    migrated = await open_store(new_store_url)
     try:
-        assert await migrated.schema_version() == latest_version(dialect(store_url))
+        assert await migrated.schema_version() == latest_version(dialect(new_store_url))
     finally:
         await migrated.close()
 
 
-async def test_control_planes_opening_one_fresh_store_at_once_apply_each_migration_once(store_url):
-    stores = await asyncio.gather(*(open_store(store_url) for _ in range(5)))
+async def test_control_planes_opening_one_fresh_store_at_once_apply_each_migration_once(new_store_url):
+    stores = await asyncio.gather(*(open_store(new_store_url) for _ in range(5)))
     try:
         versions = [await s.schema_version() for s in stores]
     finally:
         await asyncio.gather(*(s.close() for s in stores))
 
-    assert versions == [latest_version(dialect(store_url))] * 5
-    counts = await raw_fetch(store_url, "SELECT version, COUNT(*) FROM schema_migrations GROUP BY version")
+    assert versions == [latest_version(dialect(new_store_url))] * 5
+    counts = await raw_fetch(new_store_url, "SELECT version, COUNT(*) FROM schema_migrations GROUP BY version")
     assert all(count == 1 for _, count in counts)
 
 

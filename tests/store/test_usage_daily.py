@@ -174,11 +174,11 @@ async def test_a_rebuild_sums_the_raw_rows_again_after_a_bulk_load(store, store_
 
 
 async def test_upgrading_fills_in_each_rows_person_from_its_key_and_sums_the_rows_already_there(
-        store_url, monkeypatch):
+        new_store_url, monkeypatch):
     every = migrate.known_migrations
     monkeypatch.setattr(migrate, "known_migrations", lambda dialect: tuple(
         m for m in every(dialect) if m.version < 8))
-    older = await open_store(store_url)  # as the llmgw before usage_daily left it
+    older = await open_store(new_store_url)  # as the llmgw before usage_daily left it
     try:
         project = (await older.ensure_project("acme", "ml", "chat")).project
         # Written as that llmgw wrote it: today's add_person knows columns a version-7 store lacks.
@@ -191,19 +191,19 @@ async def test_upgrading_fills_in_each_rows_person_from_its_key_and_sums_the_row
         await older.close()
     for n, key, at, cost, status in ((1, "key_1", DAY + 1, 5, 200), (2, "key_1", DAY + 2, 6, 503),
                                      (3, "key_2", DAY + 3, 7, 200), (4, None, 2 * DAY, 0, 401)):
-        await raw_fetch(store_url, "INSERT INTO usage (id, at, key_id, project_id, model, status, cost_micros) "
+        await raw_fetch(new_store_url, "INSERT INTO usage (id, at, key_id, project_id, model, status, cost_micros) "
                                    "VALUES ($1, $2, $3, $4, 'llama', $5, $6)",
                         f"old_{n}", at, key, project.id if key else None, status, cost)
     monkeypatch.setattr(migrate, "known_migrations", every)
 
-    upgraded = await open_store(store_url)
+    upgraded = await open_store(new_store_url)
     try:
         people = {u.id: u.person_id for u in await upgraded.usage_rows(0.0)}
     finally:
         await upgraded.close()
 
     assert people == {"old_1": "usr_a", "old_2": "usr_a", "old_3": None, "old_4": None}
-    assert await daily_table(store_url) == {
+    assert await daily_table(new_store_url) == {
         (1, project.id, "key_1", "usr_a", "llama"): [2, 1, 0, 0, 0, 11],
         (1, project.id, "key_2", "", "llama"): [1, 0, 0, 0, 0, 7],
         (2, "", "", "", "llama"): [1, 1, 0, 0, 0, 0],

@@ -129,32 +129,32 @@ async def test_a_rebuild_sums_the_rollups_again_with_the_day_sums(store, store_u
     assert (await rollup_table(store_url))[(12, "prj_a", "llama")][5] >= 9
 
 
-async def test_upgrading_from_version_8_sums_the_days_already_there_per_project(store_url, monkeypatch):
+async def test_upgrading_from_version_8_sums_the_days_already_there_per_project(new_store_url, monkeypatch):
     every = migrate.known_migrations
     monkeypatch.setattr(migrate, "known_migrations", lambda dialect: tuple(
         m for m in every(dialect) if m.version < 9))
-    older = await open_store(store_url)  # migrated as far as the llmgw before the rollup
+    older = await open_store(new_store_url)  # migrated as far as the llmgw before the rollup
     await older.close()
     # That llmgw's add_usage kept usage_daily alone: written here as it did.
     for day, project, key, person, model, cost in ((10, "prj_a", "key_a", "usr_a", "llama", 5),
                                                    (10, "prj_a", "key_b", "", "llama", 7),
                                                    (10, "prj_a", "key_b", "", "qwen", 11),
                                                    (11, "", "", "", "llama", 0)):
-        await raw_fetch(store_url, f"INSERT INTO usage_daily (day, project_id, key_id, person_id, model, "
+        await raw_fetch(new_store_url, f"INSERT INTO usage_daily (day, project_id, key_id, person_id, model, "
                                    f"{', '.join(SUMS)}) VALUES ($1, $2, $3, $4, $5, 2, 1, 10, 0, 5, $6)",
                         day, project, key, person, model, cost)
-    assert not [r for r in await raw_fetch(store_url, "SELECT version FROM schema_migrations") if r[0] >= 9]
+    assert not [r for r in await raw_fetch(new_store_url, "SELECT version FROM schema_migrations") if r[0] >= 9]
     monkeypatch.setattr(migrate, "known_migrations", every)
 
-    upgraded = await open_store(store_url)
+    upgraded = await open_store(new_store_url)
     await upgraded.close()
 
-    assert await rollup_table(store_url) == {
+    assert await rollup_table(new_store_url) == {
         (10, "prj_a", "llama"): [4, 2, 20, 0, 10, 12],
         (10, "prj_a", "qwen"): [2, 1, 10, 0, 5, 11],
         (11, "", "llama"): [2, 1, 10, 0, 5, 0],
     }
-    assert await rollup_table(store_url, "usage_person_daily") == {
+    assert await rollup_table(new_store_url, "usage_person_daily") == {
         (10, "usr_a", "llama"): [2, 1, 10, 0, 5, 5],
         (10, "", "llama"): [2, 1, 10, 0, 5, 7],
         (10, "", "qwen"): [2, 1, 10, 0, 5, 11],
@@ -236,35 +236,35 @@ async def test_a_rebuild_sums_the_day_totals_again(store, store_url):
         assert await totals_table(store_url, table)
 
 
-async def test_upgrading_from_version_9_sums_the_days_already_there_per_project_and_person(store_url, monkeypatch):
+async def test_upgrading_from_version_9_sums_the_days_already_there_per_project_and_person(new_store_url, monkeypatch):
     every = migrate.known_migrations
     monkeypatch.setattr(migrate, "known_migrations", lambda dialect: tuple(
         m for m in every(dialect) if m.version < 10))
-    older = await open_store(store_url)  # migrated as far as the llmgw before the day totals
+    older = await open_store(new_store_url)  # migrated as far as the llmgw before the day totals
     await older.close()
     # That llmgw's add_usage kept usage_daily and the rollups: written here as it did.
     for day, project, key, person, model, cost in ((10, "prj_a", "key_a", "usr_a", "llama", 5),
                                                    (10, "prj_a", "key_b", "", "llama", 7),
                                                    (10, "prj_a", "key_b", "", "qwen", 11),
                                                    (11, "", "", "", "llama", 0)):
-        await raw_fetch(store_url, f"INSERT INTO usage_daily (day, project_id, key_id, person_id, model, "
+        await raw_fetch(new_store_url, f"INSERT INTO usage_daily (day, project_id, key_id, person_id, model, "
                                    f"{', '.join(SUMS)}) VALUES ($1, $2, $3, $4, $5, 2, 1, 10, 0, 5, $6)",
                         day, project, key, person, model, cost)
     for table, column in ROLLUPS.items():
-        await raw_fetch(store_url, f"INSERT INTO {table} (day, {column}, model, {', '.join(SUMS)}) "
+        await raw_fetch(new_store_url, f"INSERT INTO {table} (day, {column}, model, {', '.join(SUMS)}) "
                                    f"SELECT day, {column}, model, {', '.join(f'SUM({s})' for s in SUMS)} "
                                    f"FROM usage_daily GROUP BY day, {column}, model")
-    assert not [r for r in await raw_fetch(store_url, "SELECT version FROM schema_migrations") if r[0] >= 10]
+    assert not [r for r in await raw_fetch(new_store_url, "SELECT version FROM schema_migrations") if r[0] >= 10]
     monkeypatch.setattr(migrate, "known_migrations", every)
 
-    upgraded = await open_store(store_url)
+    upgraded = await open_store(new_store_url)
     await upgraded.close()
 
-    assert await totals_table(store_url, "usage_project_day_totals") == {
+    assert await totals_table(new_store_url, "usage_project_day_totals") == {
         (10, "prj_a"): [6, 3, 30, 0, 15, 23],
         (11, ""): [2, 1, 10, 0, 5, 0],
     }
-    assert await totals_table(store_url, "usage_person_day_totals") == {
+    assert await totals_table(new_store_url, "usage_person_day_totals") == {
         (10, "usr_a"): [2, 1, 10, 0, 5, 5],
         (10, ""): [4, 2, 20, 0, 10, 18],
         (11, ""): [2, 1, 10, 0, 5, 0],

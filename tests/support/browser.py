@@ -159,7 +159,7 @@ def browsing(request, browser, screenshots):
         if request.node.stash.get(FAILED, False):
             seen.screenshot("at-failure")
         seen.flush()
-    except Exception:  # a page that crashed or was closed by the test has nothing more to show or report
+    except Exception:  # noqa: BLE001 - a page that crashed or was closed by the test has nothing more to show
         pass
     left = list(seen.violations)
     context.close()

@@ -172,8 +172,15 @@ class Server:
         return self.get("/leader")[0] == 200
 
     def ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        """`llmgw ctl …`/`llmgw keys …` against this server; args[0] picks the command."""
-        return llmgw(*args, "--admin", self.admin, "--token-file", self.token_file, timeout=timeout)
+        """`llmgw ctl …`/`llmgw keys …` against this server; args[0] picks the command.
+
+        Run in this process where the command allows it (tests/support/inprocess_cli.py): the same
+        parser and command, without an interpreter's start. `llmgw(…)` is the program itself.
+        """
+        from tests.support.inprocess_cli import llmgw_here, runs_here
+
+        argv = [*args, "--admin", self.admin, "--token-file", self.token_file]
+        return llmgw_here(argv, timeout=timeout) if runs_here(argv) else llmgw(*argv, timeout=timeout)
 
     def ctl_json(self, *args: str):
         done = self.ctl(*args, "--json")

@@ -32,7 +32,7 @@ from llmgw.agent.discovery.node import Discovery
 from llmgw.agent.discovery.pcie import link_problem
 from llmgw.agent.discovery.storage import existing
 from llmgw.config import Address, AgentConfig, ConfigError, load_agent_config
-from llmgw.engines.llamacpp_install import XLLAMACPP_VERSION, engine_dir
+from llmgw.engines import XLLAMACPP_VERSION, engine_dir
 
 DEFAULT_CONFIG = "/etc/llmgw/agent.yaml"
 CONNECT_TIMEOUT_S = 2.0

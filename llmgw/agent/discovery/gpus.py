@@ -16,7 +16,7 @@ from typing import Any
 from llmgw.agent.discovery.nvml import NVMLReader
 from llmgw.agent.discovery.reader import GPUReader, GPUUnavailable, Inventory
 from llmgw.agent.discovery.smi import SMIReader
-from llmgw.config.agent import DiscoverySettings
+from llmgw.config import DiscoverySettings
 
 DRIVER_MARKER = "/proc/driver/nvidia"
 

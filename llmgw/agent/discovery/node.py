@@ -19,13 +19,13 @@ from llmgw.agent.discovery.gpus import DRIVER_MARKER, GPUFinding, find_gpus
 from llmgw.agent.discovery.host import MB, read_host
 from llmgw.agent.discovery.nvml import NVMLReader
 from llmgw.agent.discovery.profile import Profiles
-from llmgw.config.agent import DiscoverySettings
+from llmgw.config import DiscoverySettings
 from llmgw.protocol import GPU, GPUSensor, Heartbeat, Host, Storage
 
 
 def bandwidth_delay() -> float:
     """Seconds to wait before measuring: 10 to 120, at random, so agents started together measure apart."""
-    return 10.0 + random.random() * 110.0
+    return 10.0 + random.random() * 110.0  # noqa: S311 - a spread in time, not a secret
 
 
 class Discovery:

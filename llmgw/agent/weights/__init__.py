@@ -27,7 +27,7 @@ from llmgw.agent.weights.errors import (
 )
 from llmgw.agent.weights.progress import CHECKING, ProgressCallback
 from llmgw.agent.weights.sources import Fetcher, HfFetcher, HttpFetcher, MirrorFetcher, PathFetcher, is_hub_id
-from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
+from llmgw.engines import PICKLE_EXTENSIONS, is_pickle
 
 __all__ = [
     "Attempts",

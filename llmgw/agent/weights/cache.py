@@ -35,8 +35,8 @@ from llmgw.agent.weights import checksum, default_sources, download
 from llmgw.agent.weights.errors import ChecksumMismatch, FetchFailed, UnsafeName, WeightsError, redact, refuse_pickle
 from llmgw.agent.weights.progress import CHECKING, Broadcast, ProgressCallback
 from llmgw.agent.weights.sources import Fetcher, PathFetcher, is_hub_id
-from llmgw.config.agent import WeightsSettings
-from llmgw.engines.pickles import is_pickle
+from llmgw.config import WeightsSettings
+from llmgw.engines import is_pickle
 from llmgw.protocol import EngineProfile
 
 log = logging.getLogger("llmgw.agent.weights")

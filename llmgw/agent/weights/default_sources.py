@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmgw.agent.weights.sources import Fetcher, HfFetcher, HttpFetcher, MirrorFetcher, PathFetcher
-from llmgw.config.agent import WeightsSettings
+from llmgw.config import WeightsSettings
 
 
 def shipped(settings: WeightsSettings | None = None) -> list[Fetcher]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from llmgw.engines.pickles import PICKLE_EXTENSIONS
+from llmgw.engines import PICKLE_EXTENSIONS
 
 
 class WeightsError(Exception):

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from llmgw.account import Actor
 from llmgw.auth.directory import DirectoryAccounts, GroupMap, Vouched
-from llmgw.store import Person, Store
+from llmgw.store import PeopleStore, Person, ScimStore
 
 SOURCE = "scim"
 ACTOR = Actor("scim", "scim")  # the audit's who: the provider, through the SCIM token
 
 
+class _Store(PeopleStore, ScimStore, Protocol):
+    """What SCIM's users and groups call: SCIM's records, and the people and identities beside them."""
+
+
 @dataclass(frozen=True)
 class Provisioning:
-    store: Store
+    store: _Store
     directory: DirectoryAccounts
     audit: Callable[[Actor, str, str, Any, Any], Awaitable[None]]
     gmap: Callable[[], GroupMap]  # auth.scim's roles and memberships, read at each change

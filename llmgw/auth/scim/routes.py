@@ -26,14 +26,14 @@ from llmgw.auth.scim.resources import Query, read_json
 from llmgw.auth.scim.tokens import TokenCheck
 from llmgw.auth.scim.users import Users
 from llmgw.auth.secrets import Secrets
-from llmgw.config.auth import SCIMSettings
-from llmgw.config.keyfiles import own_secrets
+from llmgw.config import SCIMSettings, own_secrets
 from llmgw.errors import N_, ExpectedError
-from llmgw.store import Conflict, StoreError, StoreUnavailable
+from llmgw.store import (
+    AuditStore, Conflict, KeysStore, PeopleStore, ScimStore, SecretsStore, StoreError, StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from llmgw.config import ClusterSettings, ServerConfig
-    from llmgw.store import Store
 
 log = logging.getLogger("llmgw.auth.scim")
 
@@ -49,11 +49,16 @@ class _Keys(Protocol):
     def clear(self) -> None: ...
 
 
+class _Store(KeysStore, PeopleStore, ScimStore, SecretsStore, AuditStore, Protocol):
+    """What SCIM hands its parts: Accounts (keys, people, the audit), the directory and provisioning
+    (people, SCIM's records), and the token's check (the sealed secrets)."""
+
+
 class ScimPlane(Protocol):
     """What SCIM reads of the process serving the client port (a control plane or a worker)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> _Store: ...
 
     @property
     def cfg(self) -> ServerConfig: ...

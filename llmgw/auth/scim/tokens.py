@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 
 from llmgw.auth.secrets import SecretError, Secrets
-from llmgw.config.auth import SCIMSettings
-from llmgw.store import Store
+from llmgw.config import SCIMSettings
+from llmgw.store import SecretsStore
 
 log = logging.getLogger("llmgw.auth.scim")
 
@@ -32,7 +32,7 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-async def make_token(store: Store) -> str:
+async def make_token(store: SecretsStore) -> str:
     """A new token for the provider, replacing any made before; only its digest is kept."""
     token = PREFIX + secrets.token_urlsafe(32)
     made = time.time()
@@ -40,7 +40,7 @@ async def make_token(store: Store) -> str:
     return token
 
 
-async def _stored(store: Store) -> tuple[float, bytes] | None:
+async def _stored(store: SecretsStore) -> tuple[float, bytes] | None:
     raw = await store.sealed_secret(DIGEST_NAME)
     if raw is None:
         return None
@@ -52,7 +52,7 @@ async def _stored(store: Store) -> tuple[float, bytes] | None:
         return None
 
 
-async def token_made(store: Store) -> float | None:
+async def token_made(store: SecretsStore) -> float | None:
     """When the token `make_token` made was made (epoch seconds); None when none was."""
     stored = await _stored(store)
     return None if stored is None else stored[0]
@@ -61,7 +61,7 @@ async def token_made(store: Store) -> float | None:
 class TokenCheck:
     """Whether a presented bearer token is the provider's: auth.scim.token_file's, else the one made."""
 
-    def __init__(self, store: Store, secrets_: Secrets, settings: Callable[[], SCIMSettings], *,
+    def __init__(self, store: SecretsStore, secrets_: Secrets, settings: Callable[[], SCIMSettings], *,
                  kept_s: float = KEPT_S, clock: Callable[[], float] = time.monotonic):
         self.store = store
         self.secrets = secrets_

@@ -12,8 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from llmgw.onboard.firstplane import Result
-from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
+from llmgw.onboard import LISTEN_DEFAULTS, Choices, Result
 
 
 def choices_from(args) -> Choices:
@@ -32,12 +31,10 @@ def choices_from(args) -> Choices:
 def install_with(choices: Choices, report: Callable) -> Result:
     from pathlib import Path
 
-    from llmgw.onboard.firstplane import install
-    from llmgw.onboard.layout import Layout
-    from llmgw.onboard.services import service_manager
+    from llmgw.onboard import Layout, install, service_manager
 
     if choices.machines == 3:
-        from llmgw.onboard.hainstall import install_three
+        from llmgw.onboard import install_three
 
         return install_three(choices, report)
     layout = Layout(Path(choices.root))

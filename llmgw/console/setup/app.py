@@ -19,9 +19,8 @@ from typing import Any, cast
 import urwid
 
 from llmgw.console.setup.dialogs import FOCUS, focusable, message_dialog, part_dialog
+from llmgw.onboard import PARTS, STEP_NAMES, ChoiceError, Choices, Result, command, plan
 from llmgw.onboard import checks as checking
-from llmgw.onboard.firstplane import STEP_NAMES, Result
-from llmgw.onboard.parts import PARTS, ChoiceError, Choices, command, plan
 
 PALETTE = [
     ("title", "bold", ""),
@@ -273,7 +272,7 @@ class SetupApp:
     def screen_checks(self) -> None:
         found = checking.this_machine(self.choices.listen, Path(self.choices.root))
         if self.choices.machines == 3:
-            from llmgw.onboard.hainstall import check_others
+            from llmgw.onboard import check_others
 
             found += check_others(self.choices)
         lines: list[urwid.Widget] = [urwid.Text("Before anything is installed: system, room, clock, ports"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import urwid
 
-from llmgw.onboard.parts import PART, STARTERS, ChoiceError, Choices
+from llmgw.onboard import PART, STARTERS, ChoiceError, Choices
 
 OTHER_GGUF = "other"
 # Every attribute a focusable row's markup may carry, mapped to the focus colours: urwid's AttrMap maps only the

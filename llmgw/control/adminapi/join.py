@@ -11,8 +11,7 @@ from aiohttp import web
 
 from llmgw.config import Duration
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
-from llmgw.trust import JoinRefused
-from llmgw.trust.authority import DEFAULT_JOIN_TTL
+from llmgw.trust import DEFAULT_JOIN_TTL, JoinRefused
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from llmgw.account import format_money
-from llmgw.accounting import UsageReports
-from llmgw.accounting.reports import FORMATS, nothing_shown
+from llmgw.accounting import FORMATS, UsageReports, nothing_shown
 from llmgw.control.adminapi import PLANE, Refused, _json
 from llmgw.control.exports import send_export
 

@@ -25,7 +25,7 @@ from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry,
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.errors import N_
 from llmgw.protocol import ProtocolError
-from llmgw.store import CatalogModel, Conflict, NodeRecord, Replica, Store
+from llmgw.store import CatalogModel, CatalogStore, Conflict, NodeRecord, Replica
 
 Audit = Callable[[Any, str, str, Any, Any], Awaitable[None]]
 TRIES = 3
@@ -44,7 +44,7 @@ def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class Catalog:
-    def __init__(self, store: Store, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
+    def __init__(self, store: CatalogStore, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.audit = audit

@@ -30,10 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
-from llmgw.config import capabilities
-from llmgw.config.agent import KNOWN_ENGINES
-from llmgw.config.capabilities import Capability
-from llmgw.config.loader import ConfigError, Invalid, from_dict, parse_yaml, to_dict
+from llmgw.config import KNOWN_ENGINES, Capability, ConfigError, Invalid, capabilities, from_dict, parse_yaml, to_dict
 from llmgw.config.types import Duration, Size, describe
 from llmgw.errors import N_
 from llmgw.protocol import EngineProfile
@@ -286,7 +283,7 @@ class ModelSpec:
                 raise Invalid("source", N_('{source} is neither an absolute path on the nodes nor http(s)://, '
                                            'hf:org/repo/file nor mirror:…'), params={"source": describe(self.source)})
             if not self.allow_pickle:
-                from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
+                from llmgw.engines import PICKLE_EXTENSIONS, is_pickle
 
                 pickled = [self.source] if is_pickle(self.source) else [n for n in self.files if is_pickle(n)]
                 if pickled:

@@ -81,7 +81,7 @@ class Upgrader:
                 await self.step()
             except (StoreError, Conflict) as e:
                 log.info("upgrade: %s; read again in %g s", e, DRIVE_EVERY)
-            except Exception:  # noqa: BLE001 - the drive must outlive one bad round
+            except Exception:  # the drive must outlive one bad round
                 log.exception("upgrade: a round failed")
 
     async def step(self) -> None:

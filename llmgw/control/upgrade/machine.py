@@ -29,8 +29,7 @@ from aiohttp import web
 
 from llmgw import __version__
 from llmgw.release import Releases, ReleaseError, check_program, fetch_wheels, running_program, upgrade_self
-from llmgw.release.helper import Request, can_replace, helper_installed, stage
-from llmgw.release import fetch_program, sha256_of
+from llmgw.release import Request, can_replace, fetch_program, helper_installed, sha256_of, stage
 from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import logging
 import socket
 
 from llmgw.control.workers.messages import Message, decode, encode
-from llmgw.protocol.codec import ProtocolError
+from llmgw.protocol import ProtocolError
 
 log = logging.getLogger("llmgw.workers")
 

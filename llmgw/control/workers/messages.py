@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmgw.protocol.codec import seal, unseal
-from llmgw.store.records import Lease
+from llmgw.store import Lease
 
 # --- main process → worker ---------------------------------------------------------------------
 

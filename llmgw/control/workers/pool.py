@@ -20,8 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 
 from llmgw.account import KeyCache, Principal
-from llmgw.accounting.lending import Lender
-from llmgw.accounting.ratelimit import RateLimiter
+from llmgw.accounting import Lender, RateLimiter
 from llmgw.control.exchange import merged_asks
 from llmgw.control.routes import to_doc
 from llmgw.control.workers.channel import Channel, WorkerFailed
@@ -447,7 +446,7 @@ def _samples(registry: CollectorRegistry) -> list:
 
 
 def _config_doc(cfg) -> dict:
-    from llmgw.config.loader import to_dict
+    from llmgw.config import to_dict
 
     return to_dict(cfg)
 

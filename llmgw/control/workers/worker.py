@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from llmgw import __version__, heap
-from llmgw.accounting.lending import Borrower
+from llmgw.accounting import Borrower
 from llmgw.control.listeners import LISTEN_BACKLOG, client_site
 from llmgw.control.routes import from_doc
 from llmgw.control.workers.channel import Channel, WorkerFailed
@@ -45,8 +45,7 @@ from llmgw.telemetry import Tracing
 if TYPE_CHECKING:
     from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
     from llmgw.control.settings import ClusterSettingsWatcher
-    from llmgw.router.batches import BatchRunner
-    from llmgw.router.service import Router
+    from llmgw.router import BatchRunner, Router
     from llmgw.store import Store
 
 log = logging.getLogger("llmgw.workers")
@@ -136,10 +135,8 @@ class Worker:
 
     def __init__(self, cfg, index: int, channel: Channel, sockets: list[socket.socket],
                  extend: Callable[[web.Application, Any], None] | None = None):
-        from llmgw.account import ChatTokens
-        from llmgw.account.keycache import KeyCache
-        from llmgw.account.throttle import UnknownKeyThrottle
-        from llmgw.router.service import Router
+        from llmgw.account import ChatTokens, KeyCache, UnknownKeyThrottle
+        from llmgw.router import Router
 
         self.cfg = cfg
         self.extend = extend  # adds the portal's routes to the client app (control/plane.py ClientExtension)
@@ -172,9 +169,9 @@ class Worker:
         self.stopping = asyncio.Event()  # SIGTERM
 
     async def start(self, hello: Hello) -> None:
-        from llmgw.config.keyfiles import own_secrets
+        from llmgw.config import own_secrets
         from llmgw.control.settings import ClusterSettingsWatcher
-        from llmgw.router.app import make_client_app
+        from llmgw.router import make_client_app
         from llmgw.store import open_store
 
         store = self._store = await open_store(self.cfg.store)
@@ -222,7 +219,7 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._report(), name="worker-report"))
         if self.index == 0:
             # The main process has no router: the first worker sends batches' lines (docs/batches.md).
-            from llmgw.router.batches import BatchRunner
+            from llmgw.router import BatchRunner
 
             self._batches = BatchRunner(self, leading=lambda: self.lease.leading)
             self._batches.start()
@@ -298,7 +295,7 @@ class Worker:
             beat += 1
             try:
                 self._send_counts(with_metrics=beat % METRICS_EVERY == 1)
-            except Exception:  # noqa: BLE001 - the reports must outlive one bad round
+            except Exception:  # the reports must outlive one bad round
                 log.exception("worker %d could not report its counts", self.index + 1)
 
     def _routes(self, message: RoutesNow) -> None:
@@ -370,8 +367,7 @@ async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], N
     `extend` adds routes to its client app, as `serve`'s does to the main process's."""
     from llmgw import logsetup
     from llmgw.errors import explain
-    from llmgw.config.loader import from_dict
-    from llmgw.config.server import ServerConfig
+    from llmgw.config import ServerConfig, from_dict
 
     loop = asyncio.get_running_loop()
     # A terminal's Ctrl-C reaches the whole process group; the main process
@@ -394,7 +390,7 @@ async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], N
     try:
         try:
             await worker.start(hello)
-        except Exception as e:  # noqa: BLE001 - told to the main process, which says it once
+        except Exception as e:  # told to the main process, which says it once
             sentence = str(e) if isinstance(e, WorkerFailed) else explain(e)
             if sentence is None:
                 log.exception("worker %d failed to start", index + 1)

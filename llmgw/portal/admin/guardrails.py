@@ -10,14 +10,15 @@ a rule off was never stored, so it cannot be shown.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 
-from llmgw.config.guard import GuardSettings, Policy, Rules
+from llmgw.config import GuardSettings, Policy, Rules
 from llmgw.errors import N_
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
-from llmgw.store import Store
+from llmgw.store import KeysStore, UsageStore
 
 add_nav("admin", "/admin/guardrails", N_("Guardrails"), "operator")
 
@@ -60,14 +61,31 @@ def where(guard: GuardSettings) -> dict[str, list[str]]:
     return places
 
 
-async def project_names(store: Store) -> dict[str, str]:
+async def project_names(store: KeysStore) -> dict[str, str]:
     """Every project's id -> ORG/TEAM/PROJECT, in three reads whatever the number of rows shown."""
     orgs = {o.id: o.name for o in await store.list_orgs()}
     teams = {t.id: f"{orgs.get(t.org_id, t.org_id)}/{t.name}" for t in await store.list_teams()}
     return {p.id: f"{teams.get(p.team_id, p.team_id)}/{p.name}" for p in await store.list_projects()}
 
 
-async def decisions(store: Store, limit: int = DECISIONS) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Decision:
+    """One guardrail decision as the page lists it."""
+
+    at: float
+    rule: str
+    action: str
+    direction: str  # "input" (the prompt) or "output" (the answer)
+    model: str
+    project: str  # ORG/TEAM/PROJECT, or the project's id when it is gone
+    request: str  # the usage row's id
+
+
+class _Store(KeysStore, UsageStore, Protocol):
+    """What decisions reads: the usage rows with decisions, and the projects' names."""
+
+
+async def decisions(store: _Store, limit: int = DECISIONS) -> list[Decision]:
     """The latest decisions, newest first: a row a decision, with only what the usage row says of it."""
     rows = await store.recent_decisions(limit)
     names = await project_names(store) if rows else {}
@@ -76,16 +94,16 @@ async def decisions(store: Store, limit: int = DECISIONS) -> list[dict[str, Any]
         for d in (u.detail or {}).get("guard") or []:
             if not isinstance(d, dict):
                 continue
-            out.append({"at": u.at, "rule": str(d.get("rule", "")), "action": str(d.get("action", "")),
-                        "direction": str(d.get("direction", "")), "model": u.model,
-                        "project": names.get(u.project_id or "", u.project_id or ""), "request": u.id})
+            out.append(Decision(at=u.at, rule=str(d.get("rule", "")), action=str(d.get("action", "")),
+                                direction=str(d.get("direction", "")), model=u.model,
+                                project=names.get(u.project_id or "", u.project_id or ""), request=u.id))
     return out
 
 
 @page("/admin/guardrails", role="operator")
 async def guardrails(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     portal = request.app[PORTAL]
-    guard: GuardSettings = portal.plane.settings.current.guard
+    guard = portal.plane.settings.current.guard
     places = where(guard)
     policies = [{"name": name, "policy": policy, "rules": policy_rows(policy), "where": places.get(name, [])}
                 for name, policy in sorted(guard.policies.items())]

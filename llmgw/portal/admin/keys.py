@@ -6,9 +6,8 @@ import time
 
 from aiohttp import web
 
-from llmgw.account import AccountError
-from llmgw.account.service import key_view
-from llmgw.accounting.budgets import period_start
+from llmgw.account import AccountError, key_view
+from llmgw.accounting import period_start
 from llmgw.errors import N_
 from llmgw.portal import i18n, security
 from llmgw.portal.admin import PER_PAGE, Paging, page_number

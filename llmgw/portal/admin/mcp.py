@@ -42,7 +42,7 @@ async def add(request: web.Request, viewer: Viewer | None) -> web.StreamResponse
         view = await service.add(viewer.actor(), data)
     except ExpectedError as e:  # a bad URL, a loopback one, a name taken: said on the page, the form kept
         status = getattr(e, "status", 400)
-        kept: dict[str, Any] = {f: posted.get(f, "") for f in FIELDS}
+        kept: dict[str, str | bool] = {f: posted.get(f, "") for f in FIELDS}
         kept.update(allow_private=posted.get("allow_private") == "1", disabled=posted.get("disabled") == "1")
         return await _page(request, status=status if 400 <= status < 500 else 400,
                            error=i18n.say(request[LANG], e), kept=kept)
@@ -92,14 +92,14 @@ async def tools(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
     if service is None:
         return await _page(request, status=503)
     try:
-        tested: dict[str, Any] = {"name": name, **await service.test(name), "error": None}
+        tested: dict[str, object] = {"name": name, **await service.test(name), "error": None}
     except ExpectedError as e:
         tested = {"name": name, "tools": [], "error": i18n.say(request[LANG], e)}
     return await _page(request, tested=tested)
 
 
 async def _page(request: web.Request, *, status: int = 200, error: str | None = None,
-                kept: dict[str, Any] | None = None, tested: dict[str, Any] | None = None) -> web.Response:
+                kept: dict[str, str | bool] | None = None, tested: dict[str, object] | None = None) -> web.Response:
     service = request.app[PORTAL].mcp
     listed = [] if service is None else await service.list()
     return render(request, "admin/mcp.html", status=status, title=N_("MCP servers"), servers=listed,
@@ -108,7 +108,7 @@ async def _page(request: web.Request, *, status: int = 200, error: str | None = 
 
 
 def _server(posted: MultiDictProxy[str]) -> dict[str, Any]:
-    """The form as the fields Servers.add takes (what `ctl mcp add` sends); Servers checks the rest."""
+    """The form as the fields Servers.add takes (what `ctl mcp add` sends, JSON); Servers checks the rest."""
     data: dict[str, Any] = {"name": posted.get("name", "").strip(), "url": posted.get("url", "").strip(),
                             "description": posted.get("description", "").strip(),
                             "allow_private": posted.get("allow_private") == "1",

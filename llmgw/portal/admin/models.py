@@ -13,8 +13,9 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from multidict import MultiDictProxy
 
-from llmgw.control.catalog.changes import Refusal
+from llmgw.control import Refusal
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
@@ -35,12 +36,12 @@ STATES = {
 class FormError(Exception):
     """A field of a form that cannot be sent to the catalog: an N_() msgid and its params."""
 
-    def __init__(self, template: str, **params: Any):
+    def __init__(self, template: str, **params: object):
         super().__init__(template)
         self.template, self.params = template, params
 
 
-def whole_number(posted: Any, name: str, label: str) -> int | None:
+def whole_number(posted: MultiDictProxy[str], name: str, label: str) -> int | None:
     """A form's field as a whole number, or None when left empty."""
     text = (posted.get(name) or "").strip()
     if not text:

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from llmgw.control.catalog.placement import GONE
+from llmgw.control import GONE
 from llmgw.errors import N_
 from llmgw.portal.admin.models import STATES
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from aiohttp import web
 
-from llmgw.account import ROLES, AccountError
+from llmgw.account import ROLES, AccountError, People
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
@@ -97,7 +100,8 @@ async def reset_password(request: web.Request, viewer: Viewer | None) -> web.Str
     return _password_shown_once(request, view, made, N_("The password was reset; every session of theirs ended."))
 
 
-async def _change(request: web.Request, done: str, change) -> web.StreamResponse:
+async def _change(request: web.Request, done: str,
+                  change: Callable[[People, str], Awaitable[object]]) -> web.StreamResponse:
     """Run one change to the person in the path, then back to their page with a sentence saying how it went."""
     portal = request.app[PORTAL]
     ident = request.match_info["ident"]
@@ -108,7 +112,7 @@ async def _change(request: web.Request, done: str, change) -> web.StreamResponse
     return redirect(request, f"/admin/people/{ident}", notice=done)
 
 
-def _password_shown_once(request: web.Request, view: dict, password: str, done: str) -> web.StreamResponse:
+def _password_shown_once(request: web.Request, view: dict[str, Any], password: str, done: str) -> web.StreamResponse:
     # In this answer only (no-store, as every signed-in page): never in a URL, a notice cookie or the audit log.
     return render(request, "admin/password.html", title=N_("A password made once"), person=view,
                   password=password, done=done)

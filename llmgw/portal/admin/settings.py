@@ -7,16 +7,33 @@ being overwritten. Refusals are shown in the reader's language, naming the key.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 from aiohttp import web
+from multidict import MultiDictProxy
 
-from llmgw.config.loader import parse_yaml
-from llmgw.control.settings import SettingsError, validated_change
+from llmgw.config import parse_yaml
+from llmgw.control import SettingsError, validated_change
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
+
+
+class _Kept(TypedDict):
+    """The form as typed: shown again when the change is refused."""
+
+    path: str
+    value: str
+    document: str | None  # the whole settings' YAML, when that form was sent
+
+
+class _Change(TypedDict, total=False):
+    """validated_change's arguments: one of the three."""
+
+    set_: dict[str, str]
+    unset: list[str]
+    whole: dict[str, Any]  # YAML as an administrator typed it: validated_change checks it
 
 
 @page("/admin/settings", methods=("GET", "POST"), role="admin")
@@ -25,11 +42,11 @@ async def settings(request: web.Request, viewer: Viewer | None) -> web.StreamRes
     portal = request.app[PORTAL]
     lang = request[LANG]
     watcher, cfg = portal.plane.settings, portal.plane.cfg
-    error, status, kept = None, 200, {"path": "", "value": "", "document": None}
+    error, status, kept = None, 200, _Kept(path="", value="", document=None)
     if request.method == "POST":
         posted = await form(request)
-        kept = {"path": posted.get("path", "").strip(), "value": posted.get("value", ""),
-                "document": posted.get("document")}
+        kept = _Kept(path=posted.get("path", "").strip(), value=posted.get("value", ""),
+                     document=posted.get("document"))
         version_text = posted.get("expected_version", "")
         expected = int(version_text) if version_text.isdigit() else None
         try:
@@ -51,7 +68,7 @@ async def settings(request: web.Request, viewer: Viewer | None) -> web.StreamRes
                   version=version, document=document, path=kept["path"], value=kept["value"], error=error)
 
 
-def _change(posted: Any, kept: dict[str, Any]) -> dict[str, Any]:
+def _change(posted: MultiDictProxy[str], kept: _Kept) -> _Change:
     """The form as validated_change's arguments: one key set or unset, or the whole document."""
     if kept["document"] is not None:
         try:

@@ -12,11 +12,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from llmgw.auth import SecretError
-from llmgw.auth.oidcflow import NO_ADDRESS
-from llmgw.config.loader import parse_yaml, to_dict
-from llmgw.control.settings import SettingsError
-from llmgw.control.signin import KINDS, SignInSetup
+from llmgw.auth import NO_ADDRESS, SecretError
+from llmgw.config import parse_yaml, to_dict
+from llmgw.control import KINDS, SettingsError, SignInSetup
 from llmgw.errors import N_
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
@@ -29,7 +27,7 @@ def _setup(request: web.Request) -> SignInSetup:
     return SignInSetup(plane.store, plane.settings, plane.cfg)
 
 
-def _yaml(block: Any) -> str:
+def _yaml(block: object) -> str:  # one of auth's settings dataclasses
     return yaml.safe_dump(to_dict(block), sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
@@ -41,7 +39,7 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
     auth = request.app[PORTAL].plane.settings.current.auth
     blocks = {kind: _yaml(getattr(auth, kind)) for kind in KINDS}
     logins = {kind: "" for kind in KINDS}
-    trials: dict[str, Any] = {}
+    trials: dict[str, dict[str, Any]] = {}  # each kind's Trial.view()
     errors: dict[str, str] = {}
     made_token = None
     status = 200
@@ -86,6 +84,7 @@ async def signin_setup(request: web.Request, viewer: Viewer | None) -> web.Strea
 
 
 def _parsed(text: str) -> dict[str, Any]:
+    """The block as typed, YAML from the administrator: SignInSetup checks its fields."""
     try:
         block = parse_yaml(text)
     except yaml.YAMLError as e:

@@ -11,7 +11,7 @@ from llmgw.account import AccountError, Actor, check_name, format_money, parse_m
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n
 from llmgw.portal.web import LANG, PORTAL, Portal, Viewer, form, page, redirect, render
-from llmgw.store import Conflict
+from llmgw.store import Conflict, Limits
 
 KINDS = ("org", "team", "project")
 PERIODS = ("month", "day")
@@ -116,7 +116,7 @@ def _changes(posted: MultiDictProxy[str]) -> dict[str, Any]:
     return changes
 
 
-def _budget(budgets: dict, scope: str, ident: str) -> tuple[str, str] | None:
+def _budget(budgets: dict[tuple[str, str], Limits], scope: str, ident: str) -> tuple[str, str] | None:
     found = budgets.get((scope, ident))
     if found is None or found.budget_micros is None:
         return None

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-from llmgw.accounting.reports import NOTHING_USED, Series
-from llmgw.control.exports import send_export
+from llmgw.accounting import NOTHING_USED, Series
+from llmgw.control import send_export
 from llmgw.errors import N_
 from llmgw.portal import charts, i18n, security
 from llmgw.portal.web import LANG, NONCE, PORTAL, Viewer, add_nav, page, render, render_error
-from llmgw.store import Store, StoreError
+from llmgw.store import KeysStore, PeopleStore, StoreError
 
 log = logging.getLogger("llmgw.portal")
 
@@ -34,7 +36,22 @@ BY = {"project": N_("Project"), "person": N_("Person"), "model": N_("Model")}
 METRICS = {"cost_micros": N_("Cost"), "requests": N_("Requests"), "completion_tokens": N_("Tokens out")}
 
 
-def choice(request: web.Request, name: str, allowed: Any, default: Any) -> Any:
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One group's line in the table, summed over the span."""
+
+    name: str
+    requests: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int
+
+
+def choice(request: web.Request, name: str, allowed: Iterable[T], default: T) -> T:
     """A query parameter, when it is one of `allowed`; the default otherwise (a link typed by hand)."""
     value = request.query.get(name, "")
     for option in allowed:
@@ -43,7 +60,11 @@ def choice(request: web.Request, name: str, allowed: Any, default: Any) -> Any:
     return default
 
 
-async def names(store: Store, by: str, series: Series, nobody: str) -> dict[str, str]:
+class _Store(KeysStore, PeopleStore, Protocol):
+    """What names reads: the tree's names and people's e-mails."""
+
+
+async def names(store: _Store, by: str, series: Series, nobody: str) -> dict[str, str]:
     """Each group's id -> what a person reads, for the table and the chart's legend alike.
 
     A project is its ORG/TEAM/PROJECT, a person their e-mail, a model its
@@ -61,16 +82,13 @@ async def names(store: Store, by: str, series: Series, nobody: str) -> dict[str,
     return {group: known.get(group, group) if group else nobody for group in series.groups}
 
 
-def rows(series: Series, labels: dict[str, str]) -> list[dict[str, Any]]:
+def rows(series: Series, labels: dict[str, str]) -> list[UsageRow]:
     """One row a group, summed over the span, costliest first (as Series orders them)."""
-    out = []
-    for group, days in series.groups.items():
-        out.append({"name": labels[group],
-                    "requests": sum(d.requests for d in days), "errors": sum(d.errors for d in days),
-                    "prompt_tokens": sum(d.prompt_tokens for d in days),
-                    "completion_tokens": sum(d.completion_tokens for d in days),
-                    "cost_micros": sum(d.cost_micros for d in days)})
-    return out
+    return [UsageRow(name=labels[group], requests=sum(d.requests for d in days), errors=sum(d.errors for d in days),
+                     prompt_tokens=sum(d.prompt_tokens for d in days),
+                     completion_tokens=sum(d.completion_tokens for d in days),
+                     cost_micros=sum(d.cost_micros for d in days))
+            for group, days in series.groups.items()]
 
 
 @page("/admin/usage", role="admin")

@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from llmgw.files import write_atomic
-from llmgw.store import Store, StoredFile
+from llmgw.store import BatchStore, StoredFile
 from llmgw.store.records_batch import IN_STORE, ON_DISK
 
 _FILE_ID = re.compile(r"file-[0-9a-f]{24}")
@@ -30,7 +30,7 @@ def is_file_id(text: str) -> bool:
 
 
 class FileKeeper:
-    def __init__(self, store: Store, data_dir: str) -> None:
+    def __init__(self, store: BatchStore, data_dir: str) -> None:
         self.store = store
         self.folder = Path(data_dir) / "files"
 

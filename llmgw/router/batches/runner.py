@@ -27,7 +27,7 @@ from collections.abc import Callable
 import orjson
 
 from llmgw.account import Principal, principal_of
-from llmgw.config.router import AdmissionSettings
+from llmgw.config import AdmissionSettings
 from llmgw.router.batches.inputs import Line, read_lines
 from llmgw.router.batches.keeper import FileKeeper, place_for
 from llmgw.router.call import new_request_id
