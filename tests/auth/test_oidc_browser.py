@@ -12,7 +12,7 @@ import pytest
 from tests.support.oidcprovider import CLIENT_ID, CLIENT_SECRET, OIDCProvider
 from tests.support.servers import Server, SimEngine, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real Chromium through an OpenID provider
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from tests.auth.oidckit import Gateway, browser, cluster, oidc_settings, query_o
 from tests.portal.portalkit import PASSWORD, set_cookies, sign_in
 from tests.support.oidcprovider import OIDCProvider
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real OpenID provider (node)
 
 
 @pytest.fixture

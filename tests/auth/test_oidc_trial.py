@@ -22,7 +22,7 @@ from tests.support.pgcluster import free_port
 
 CALLBACK = "https://gw.example/login/oidc/callback"
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real OpenID provider (node)
 
 
 @pytest.fixture

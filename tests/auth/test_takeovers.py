@@ -24,7 +24,7 @@ from tests.support.oidcprovider import CLIENT_ID, CLIENT_SECRET, OIDCProvider
 from tests.support.servers import Server, llmgw, write_config
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real OpenID provider (node)
 
 PASSWORD = "Correct-horse-battery-9"
 SCIM = "application/scim+json"

@@ -6,7 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from llmgw.benchmark import nginx
+
+# serial: the bench pins the gateway to one core and the load to the other, and its figures mean something only
+# with the machine to itself.
+pytestmark = pytest.mark.serial
 
 
 def test_the_gateways_overhead_is_measured_in_one_second_steps():

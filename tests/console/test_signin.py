@@ -7,6 +7,8 @@ import pytest
 from tests.auth.ldapkit import start_slapd
 from tests.support.slapd import PEOPLE, READER_DN, READER_PW
 
+pytestmark = pytest.mark.slow  # a real slapd
+
 
 @pytest.fixture(scope="module")
 def slapd(tmp_path_factory):

@@ -46,6 +46,7 @@ def pytest_collection_modifyitems(config, items):
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
             item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)  # a real Chromium through the portal's journeys
 
 
 @pytest.fixture

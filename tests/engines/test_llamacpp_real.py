@@ -31,6 +31,8 @@ from llmgw.engines.llamacpp_install import (
     installed_llama_server,
 )
 
+pytestmark = pytest.mark.slow  # installs and runs llama.cpp's server
+
 KEY = "sk-engine-test-key"
 
 # Answers are sampled; a seed per request makes each test's answer the same

@@ -28,12 +28,12 @@ def sshd(tmp_path):
 
 
 @pytest.fixture
-def servers(tmp_path):
+def servers(tmp_path, init_copies):
     """Make servers with servers(name, store=…); every one started is stopped after the test."""
     made: list[Server] = []
 
     def make(name: str = "cp1", store: str | None = None, config: str | None = None) -> Server:
-        server = Server(tmp_path, name, store, config)
+        server = Server(tmp_path, name, store, config, copies=init_copies)
         made.append(server)
         return server
 
@@ -42,14 +42,30 @@ def servers(tmp_path):
         server.stop()
 
 
-@pytest.fixture
-def server(servers):
-    """One control plane on SQLite, set up and running."""
-    s = servers("cp1")
+def _initialised(s: Server) -> Server:
     done = s.init()
     assert done.returncode == 0, done.stderr
     s.first_key = next(line.split()[2] for line in done.stdout.splitlines() if "API key" in line)
-    return s.start()
+    return s
+
+
+@pytest.fixture
+def server(servers):
+    """One control plane on SQLite, set up and running."""
+    return _initialised(servers("cp1")).start()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory, init_copies):
+    """`server`, started once for the module's tests that only read, or add things of their own (a key, a
+    project under a name no other test of the module uses): 2 s of init and start-up saved a test. A test
+    that changes what the others would see (settings, limits above its own key, leadership, a stop) takes
+    `server`, a control plane of its own."""
+    s = _initialised(Server(tmp_path_factory.mktemp("shared"), "cp1", copies=init_copies))
+    try:
+        yield s.start()
+    finally:
+        s.stop()  # a start that failed leaves its process too
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from aiohttp import web
 from tests.support.pgcluster import free_port
 from tests.support.servers import serving_with_first_key, write_config
 
+pytestmark = pytest.mark.slow  # a real Chromium
+
 
 def test_the_browser_shows_the_gateways_health_and_its_models_as_json_text(servers, engines, browsing, tmp_path):
     engine = engines("qwen")

@@ -23,6 +23,8 @@ import pytest
 from tests.support import editorclients
 from tests.support.servers import usage_rows, write_config
 
+pytestmark = pytest.mark.slow  # Codex CLI and Claude Code from npm
+
 CONTEXT = 32768
 # What the sim answers in words once a tool's result is in (docs/sim-engine.md).
 WORDS = " the quick brown fox jumps over a lazy dog"

@@ -40,7 +40,8 @@ def keepalived_check(path) -> subprocess.CompletedProcess:
     # Fail, never skip (as for PostgreSQL): CI installs keepalived and runs
     # as root, and a suite that skipped this would pass files keepalived refuses.
     if not shutil.which("keepalived"):
-        pytest.fail("keepalived is not installed: apt-get install keepalived (.ci/run does)", pytrace=False)
+        pytest.fail("keepalived is not installed: apt-get install keepalived (`python3 build.py test` does, as root)",
+                    pytrace=False)
     if os.geteuid() != 0:
         pytest.fail("keepalived checks a configuration's scripts only as root; run this as root, as CI does",
                     pytrace=False)

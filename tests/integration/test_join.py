@@ -35,12 +35,12 @@ async def agent_port_get(server, path: str, ctx: ssl.SSLContext) -> tuple[int, d
             return r.status, await r.json(content_type=None)
 
 
-def test_node_add_prints_the_join_line_to_run_on_the_node(server):
-    done = server.ctl("node", "add", "--name", "gpu-1")
+def test_node_add_prints_the_join_line_to_run_on_the_node(shared_server):
+    done = shared_server.ctl("node", "add", "--name", "gpu-1")
     assert done.returncode == 0, done.stderr
     line = next(out.strip() for out in done.stdout.splitlines() if out.strip().startswith("llmgw join "))
     assert len(line.split()) == 3
-    assert "lets in one node" in done.stdout and f"127.0.0.1:{server.ports['agent']}" in done.stdout
+    assert "lets in one node" in done.stdout and f"127.0.0.1:{shared_server.ports['agent']}" in done.stdout
 
 
 def test_a_joined_node_opens_mutual_tls_to_the_agent_port_and_is_known_by_its_id(server, tmp_path):
@@ -70,25 +70,25 @@ def test_the_same_code_joins_one_node_and_is_refused_to_the_next(server, tmp_pat
     assert not (tmp_path / "b" / "data" / "node.key").exists()
 
 
-def test_an_expired_code_is_refused(server, tmp_path):
-    code = node_add(server, "--ttl", "1s")["code"]
+def test_an_expired_code_is_refused(shared_server, tmp_path):
+    code = node_add(shared_server, "--ttl", "1s")["code"]
     time.sleep(1.5)  # the behaviour under test: the code's second running out
     done = join(code, tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("llmgw: this join code ran out at ")
 
 
-def test_a_code_longer_than_a_week_is_refused_by_node_add(server):
-    done = server.ctl("node", "add", "--ttl", "8d")
+def test_a_code_longer_than_a_week_is_refused_by_node_add(shared_server):
+    done = shared_server.ctl("node", "add", "--ttl", "8d")
     assert done.returncode == 1
     assert "a join code lives from 1s to 7 days" in done.stderr
 
 
-def test_without_a_cluster_certificate_nothing_but_joining_talks_on_the_agent_port(server, tmp_path):
+def test_without_a_cluster_certificate_nothing_but_joining_talks_on_the_agent_port(shared_server, tmp_path):
     blind = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     blind.check_hostname = False
     blind.verify_mode = ssl.CERT_NONE
-    status, body = asyncio.run(agent_port_get(server, "/whoami", blind))
+    status, body = asyncio.run(agent_port_get(shared_server, "/whoami", blind))
     assert status == 403 and body["error"]["code"] == "certificate_required"
 
     other_ca, other_key = pki.make_ca("elsewhere")
@@ -98,15 +98,15 @@ def test_without_a_cluster_certificate_nothing_but_joining_talks_on_the_agent_po
     (tmp_path / "x.key").write_bytes(pki.key_pem(key))
     blind.load_cert_chain(tmp_path / "x.crt", tmp_path / "x.key")
     with pytest.raises((aiohttp.ClientConnectionError, ssl.SSLError)):
-        asyncio.run(agent_port_get(server, "/whoami", blind))
+        asyncio.run(agent_port_get(shared_server, "/whoami", blind))
 
 
-def test_ctl_status_says_the_agent_port_takes_agents_and_which_ca(server):
-    status = server.ctl_json("ctl", "status")
+def test_ctl_status_says_the_agent_port_takes_agents_and_which_ca(shared_server):
+    status = shared_server.ctl_json("ctl", "status")
     assert status["agents"]["taking"] and status["agents"]["problem"] is None
-    assert status["agents"]["address"] == f"127.0.0.1:{server.ports['agent']}"
+    assert status["agents"]["address"] == f"127.0.0.1:{shared_server.ports['agent']}"
     assert len(status["agents"]["ca_fingerprint"]) == 64
-    assert stat.S_IMODE(os.stat(server.data_dir / "master-key").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(shared_server.data_dir / "master-key").st_mode) == 0o600
 
 
 def test_a_second_control_plane_without_the_master_key_takes_no_agents_and_says_why(servers, postgres_cluster,

@@ -26,6 +26,8 @@ from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import SupervisedManager
 from llmgw.release.watchdog import CONFIRMED
 
+pytestmark = pytest.mark.slow  # installs over SSH from llmgw.pyz
+
 UNIT = "llmgw-agent.service"
 # What the running agent writes itself (agent-state.json every 3 s): a run of the install that finds nothing
 # to change leaves the install's files alone, not these. CI once saw the state file rewritten mid-run.

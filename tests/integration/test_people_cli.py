@@ -18,8 +18,8 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-async def sessions(server):
-    store = await open_store(server.store)
+async def sessions(shared_server):
+    store = await open_store(shared_server.store)
     yield Sessions(store, lambda: AuthSettings())
     await store.close()
 
@@ -35,32 +35,32 @@ def add_with_password(server, email: str, *extra: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_a_person_added_gets_a_password_shown_once_and_is_listed_shown_and_audited_without_it(server):
-    done = people(server, "add", "bea@example.com", "--name", "Bea Lee")
+def test_a_person_added_gets_a_password_shown_once_and_is_listed_shown_and_audited_without_it(shared_server):
+    done = people(shared_server, "add", "bea@example.com", "--name", "Bea Lee")
 
     assert done.returncode == 0, done.stderr
     password = next(line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith("password: "))
     assert "Shown once and kept nowhere" in done.stdout
-    listed = people(server, "list")
+    listed = people(shared_server, "list")
     assert listed.returncode == 0
     [row] = [line for line in listed.stdout.splitlines() if "bea@example.com" in line]
     assert "Bea Lee" in row and "member" in row and "must change password" in row
-    shown = people(server, "show", "bea@example.com")
+    shown = people(shared_server, "show", "bea@example.com")
     assert "email:" in shown.stdout and "Bea Lee" in shown.stdout
-    audit = server.ctl_json("ctl", "audit", "--limit", "100")
+    audit = shared_server.ctl_json("ctl", "audit", "--limit", "100")
     assert any(e["action"] == "person.create" and e["after"]["email"] == "bea@example.com" for e in audit)
-    for elsewhere in (listed.stdout, shown.stdout, str(audit), server.output()):
+    for elsewhere in (listed.stdout, shown.stdout, str(audit), shared_server.output()):
         assert password not in elsewhere
 
 
-def test_a_role_is_changed_by_name_and_a_wrong_one_is_a_usage_error(server):
-    add_with_password(server, "cy@example.com")
+def test_a_role_is_changed_by_name_and_a_wrong_one_is_a_usage_error(shared_server):
+    add_with_password(shared_server, "cy@example.com")
 
-    done = people(server, "role", "cy@example.com", "operator")
+    done = people(shared_server, "role", "cy@example.com", "operator")
     assert (done.returncode, done.stdout.strip()) == (0, "cy@example.com is now an operator")
-    wrong = people(server, "role", "cy@example.com", "owner")
+    wrong = people(shared_server, "role", "cy@example.com", "owner")
     assert wrong.returncode == 2 and "invalid choice: 'owner'" in wrong.stderr
-    unknown = people(server, "role", "nobody@example.com", "admin")
+    unknown = people(shared_server, "role", "nobody@example.com", "admin")
     assert unknown.returncode == 1
     assert unknown.stderr.strip() == ("llmgw: no person nobody@example.com is known here; "
                                       "llmgw people list shows them")
@@ -70,39 +70,40 @@ def models_status(server, key: str) -> tuple[int, object]:
     return server.get("/v1/models", headers={"Authorization": f"Bearer {key}"})
 
 
-async def test_a_suspended_persons_session_keys_and_sign_in_are_refused_until_lifted(server, sessions):
-    add_with_password(server, "gus@example.com")
-    key = server.ctl_json("keys", "create", "gus-laptop", "--project", "Default/default/default",
+async def test_a_suspended_persons_session_keys_and_sign_in_are_refused_until_lifted(shared_server, sessions):
+    add_with_password(shared_server, "gus@example.com")
+    key = shared_server.ctl_json("keys", "create", "gus-laptop", "--project", "Default/default/default",
                           "--person", "gus@example.com")["key"]
-    assert models_status(server, key)[0] == 200
+    assert models_status(shared_server, key)[0] == 200
     signed_in = await sessions.sign_in("gus@example.com", PASSWORD, address="192.0.2.9", agent="Firefox/140")
     assert await sessions.current(signed_in.token) is not None
-    shown = people(server, "show", "gus@example.com").stdout
+    shown = people(shared_server, "show", "gus@example.com").stdout
     [row] = [line for line in shown.splitlines() if line.startswith("192.0.2.9")]
     assert "Firefox/140" in row
 
-    done = people(server, "suspend", "gus@example.com")
+    done = people(shared_server, "suspend", "gus@example.com")
 
     assert done.returncode == 0, done.stderr
     assert "gus@example.com is suspended" in done.stdout
     assert await sessions.current(signed_in.token) is None
     with pytest.raises(AccountError, match="do not match an account here"):  # as a wrong password: no hint
         await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
-    status, refused = models_status(server, key)  # at once: the control plane asked forgets its cached keys
+    status, refused = models_status(shared_server, key)  # at once: the control plane asked forgets its cached keys
     assert (status, refused["error"]["message"]) == (
         401, "the person this API key belongs to is suspended; an administrator can lift it")
-    assert models_status(server, server.first_key)[0] == 200  # the admin's key is untouched
-    lifted = people(server, "suspend", "gus@example.com", "--lift")
+    assert models_status(shared_server, shared_server.first_key)[0] == 200  # the admin's key is untouched
+    lifted = people(shared_server, "suspend", "gus@example.com", "--lift")
     assert lifted.stdout.strip() == "gus@example.com may sign in again"
     assert await sessions.sign_in("gus@example.com", PASSWORD, address="127.0.0.1")
-    assert models_status(server, key)[0] == 200
+    assert models_status(shared_server, key)[0] == 200
 
 
-async def test_after_a_reset_the_old_password_no_longer_signs_in_and_the_new_one_must_be_changed(server, sessions):
-    add_with_password(server, "hal@example.com")
+async def test_after_a_reset_the_old_password_no_longer_signs_in_and_the_new_one_must_be_changed(shared_server,
+                                                                                                sessions):
+    add_with_password(shared_server, "hal@example.com")
     before = await sessions.sign_in("hal@example.com", PASSWORD, address="127.0.0.1")
 
-    done = people(server, "reset-password", "hal@example.com")
+    done = people(shared_server, "reset-password", "hal@example.com")
 
     assert done.returncode == 0, done.stderr
     new = done.stdout.splitlines()[0]
@@ -111,29 +112,30 @@ async def test_after_a_reset_the_old_password_no_longer_signs_in_and_the_new_one
         await sessions.sign_in("hal@example.com", PASSWORD, address="127.0.0.1")
     after = await sessions.sign_in("hal@example.com", new, address="127.0.0.1")
     assert after.person.must_change_password
-    assert new not in str(server.ctl_json("ctl", "audit", "--limit", "100")) and new not in server.output()
+    assert new not in str(shared_server.ctl_json("ctl", "audit", "--limit", "100"))
+    assert new not in shared_server.output()
 
 
-def test_a_team_made_with_a_budget_shows_in_the_tree_and_people_join_and_leave_it(server):
-    assert server.ctl("ctl", "tree", "add", "org", "Acme").returncode == 0
-    made = server.ctl("ctl", "tree", "add", "team", "Acme/Research", "--budget", "25.00")
+def test_a_team_made_with_a_budget_shows_in_the_tree_and_people_join_and_leave_it(shared_server):
+    assert shared_server.ctl("ctl", "tree", "add", "org", "Acme").returncode == 0
+    made = shared_server.ctl("ctl", "tree", "add", "team", "Acme/Research", "--budget", "25.00")
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith("team Acme/Research is made (team_")
     assert "budget 25.00 a month" in made.stdout
-    assert server.ctl("ctl", "tree", "add", "project", "Acme/Research/search").returncode == 0
+    assert shared_server.ctl("ctl", "tree", "add", "project", "Acme/Research/search").returncode == 0
 
-    tree = server.ctl("ctl", "tree")
+    tree = shared_server.ctl("ctl", "tree")
     [team_row] = [line for line in tree.stdout.splitlines() if line.strip().startswith("Acme/Research ")]
     assert "budget 25.00 a month" in team_row
     assert any(line.strip().startswith("Acme/Research/search") for line in tree.stdout.splitlines())
-    missing = server.ctl("ctl", "tree", "add", "team", "Nowhere/dev")
+    missing = shared_server.ctl("ctl", "tree", "add", "team", "Nowhere/dev")
     assert missing.returncode == 1
     assert "there is no org Nowhere; make it first with llmgw ctl tree add org Nowhere" in missing.stderr
 
-    add_with_password(server, "ivy@example.com", "--member-of", "team:Acme/Research")
-    left = people(server, "leave", "ivy@example.com", "team:Acme/Research")
+    add_with_password(shared_server, "ivy@example.com", "--member-of", "team:Acme/Research")
+    left = people(shared_server, "leave", "ivy@example.com", "team:Acme/Research")
     assert left.stdout.strip() == "ivy@example.com belongs to no place now"
-    joined = people(server, "join", "ivy@example.com", "project:Acme/Research/search")
+    joined = people(shared_server, "join", "ivy@example.com", "project:Acme/Research/search")
     assert joined.stdout.strip() == "ivy@example.com belongs to project:Acme/Research/search"
-    audit = server.ctl("ctl", "audit", "--limit", "2").stdout
+    audit = shared_server.ctl("ctl", "audit", "--limit", "2").stdout
     assert "joined project:Acme/Research/search" in audit and "left team:Acme/Research" in audit

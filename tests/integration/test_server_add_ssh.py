@@ -16,6 +16,8 @@ from tests.support.waiting import wait_until
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import SupervisedManager
 
+pytestmark = pytest.mark.slow  # an install over SSH from llmgw.pyz
+
 UNIT = "llmgw-server.service"
 
 

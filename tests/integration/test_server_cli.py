@@ -25,58 +25,59 @@ def test_init_prints_an_administrator_and_a_key_once_and_never_again(servers):
     assert "sk-llmgw-" not in again.stdout and "password" not in again.stdout
 
 
-def test_the_server_prints_a_client_api_address_a_client_on_this_machine_can_use(server):
+def test_the_server_prints_a_client_api_address_a_client_on_this_machine_can_use(shared_server):
     # Printed once start-up is done, which can be a moment after /health first answers.
-    said, _ = wait_for(lambda: [line for line in server.output().splitlines() if " is up: " in line],
+    said, _ = wait_for(lambda: [line for line in shared_server.output().splitlines() if " is up: " in line],
                        timeout=10, interval=0.1)
-    assert said == [f"llmgw server cp1 is up: client API {server.client_url}/v1, admin API {server.admin}"]
+    assert said == [f"llmgw server cp1 is up: client API {shared_server.client_url}/v1, "
+                    f"admin API {shared_server.admin}"]
 
 
-def test_ctl_status_shows_one_leading_control_plane_on_sqlite(server):
-    status = server.ctl_json("ctl", "status")
+def test_ctl_status_shows_one_leading_control_plane_on_sqlite(shared_server):
+    status = shared_server.ctl_json("ctl", "status")
     assert status["role"] == "leader"
     assert status["leader"]["holder"] == status["holder"]
     assert status["store"]["kind"] == "sqlite" and status["store"]["up"]
 
 
-def test_a_created_key_works_with_the_openai_sdk_and_is_shown_once(server):
-    made = server.ctl_json("keys", "create", "demo", "--project", "Demo/dev/app", "--create")
+def test_a_created_key_works_with_the_openai_sdk_and_is_shown_once(shared_server):
+    made = shared_server.ctl_json("keys", "create", "demo", "--project", "Demo/dev/app", "--create")
     assert made["key"].startswith("sk-llmgw-") and made["project"] == "Demo/dev/app"
-    sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
+    sdk = openai.OpenAI(api_key=made["key"], base_url=shared_server.client_url + "/v1", max_retries=0)
     assert list(sdk.models.list()) == []
-    listed = server.ctl_json("keys", "list")
+    listed = shared_server.ctl_json("keys", "list")
     assert made["id"] in {k["id"] for k in listed}
     assert made["key"] not in json.dumps(listed)
 
 
-def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(server):
-    made = server.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app", "--create")
-    sdk = openai.OpenAI(api_key=made["key"], base_url=server.client_url + "/v1", max_retries=0)
+def test_a_revoked_key_is_refused_by_the_first_request_after_revoking(shared_server):
+    made = shared_server.ctl_json("keys", "create", "doomed", "--project", "Demo/dev/app", "--create")
+    sdk = openai.OpenAI(api_key=made["key"], base_url=shared_server.client_url + "/v1", max_retries=0)
     sdk.models.list()  # now cached on the server
-    assert server.ctl("keys", "revoke", made["id"]).returncode == 0
+    assert shared_server.ctl("keys", "revoke", made["id"]).returncode == 0
     # The admin API drops the key from this server's cache before it answers: no wait, no second try.
     with pytest.raises(openai.AuthenticationError) as refused:
         sdk.models.list()
     assert refused.value.body["message"] == "this API key was revoked"
 
 
-def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(server):
-    status, body = server.get("/v1/models", {"Authorization": "Bearer sk-proj-123"})
+def test_a_key_that_is_not_an_llmgw_key_is_refused_with_a_sentence(shared_server):
+    status, body = shared_server.get("/v1/models", {"Authorization": "Bearer sk-proj-123"})
     assert status == 401
     assert body["error"]["message"] == ("that is not an llmgw API key: it starts sk-proj-, another service's key "
                                         "perhaps; llmgw keys start sk-llmgw-")
-    status, body = server.get("/v1/models")
+    status, body = shared_server.get("/v1/models")
     assert status == 401 and body["error"]["code"] == "missing_api_key"
 
 
-def test_a_second_server_on_the_same_ports_exits_with_one_sentence(server, tmp_path):
+def test_a_second_server_on_the_same_ports_exits_with_one_sentence(shared_server, tmp_path):
     twin = Server(tmp_path, "twin")
-    twin.ports = dict(server.ports)
-    done = llmgw("server", *twin.args(), timeout=30)
+    twin.ports = dict(shared_server.ports)
+    done = llmgw("server", *twin.args(), timeout=90)
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") == 0
     assert "port" in done.stderr and "taken by another process" in done.stderr
-    assert server.leads()
+    assert shared_server.leads()
 
 
 def test_server_refuses_a_word_it_does_not_know():
@@ -89,7 +90,7 @@ def test_a_typo_in_server_yaml_is_refused_naming_the_key(servers, tmp_path):
     config = tmp_path / "server.yaml"
     config.write_text("router:\n  cahce:\n    max_bytes: 1GB\n")
     s = servers("cp1", config=str(config))
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert done.stderr.startswith(f"llmgw: {config}: router.cahce: unknown key")
     assert "router.cache" in done.stderr
@@ -99,7 +100,7 @@ def test_a_typo_in_server_yaml_is_refused_naming_the_key(servers, tmp_path):
 def test_a_bad_size_is_refused_with_what_was_expected(servers, tmp_path):
     config = tmp_path / "server.yaml"
     config.write_text("router:\n  cache:\n    max_bytes: lots\n")
-    done = llmgw("server", *servers("cp1", config=str(config)).args(), timeout=30)
+    done = llmgw("server", *servers("cp1", config=str(config)).args(), timeout=90)
     assert done.returncode == 1
     assert 'router.cache.max_bytes: expected a size like 256MB, got "lots"' in done.stderr
 
@@ -108,7 +109,7 @@ def test_an_unreachable_store_is_one_sentence_and_no_password(servers):
     from tests.support.pgcluster import free_port
 
     s = servers("cp1", store=f"postgresql://llmgw:hunter2@127.0.0.1:{free_port()}/llmgw")
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert "refused the connection; is PostgreSQL running there?" in done.stderr
     assert "hunter2" not in done.stderr
@@ -119,7 +120,7 @@ def test_a_token_file_readable_by_others_is_refused(servers):
     s = servers("cp1")
     assert s.init().returncode == 0
     os.chmod(s.token_file, 0o644)
-    done = llmgw("server", *s.args(), timeout=30)
+    done = llmgw("server", *s.args(), timeout=90)
     assert done.returncode == 1
     assert "can be read by others (mode 0644)" in done.stderr
 
@@ -132,14 +133,14 @@ def test_ctl_without_a_running_server_says_so(servers):
     assert done.stderr.startswith(f"llmgw: no llmgw server answers at {s.admin}; is it running?")
 
 
-def test_ctl_with_an_unreadable_token_says_so(server, tmp_path):
+def test_ctl_with_an_unreadable_token_says_so(shared_server, tmp_path):
     missing = tmp_path / "nowhere" / "admin-token"
-    done = llmgw("ctl", "status", "--admin", server.admin, "--token-file", str(missing))
+    done = llmgw("ctl", "status", "--admin", shared_server.admin, "--token-file", str(missing))
     assert done.returncode == 1
     assert f"there is no admin token at {missing}" in done.stderr
 
 
-def test_every_admin_route_refuses_a_caller_without_the_token(server):
+def test_every_admin_route_refuses_a_caller_without_the_token(shared_server):
     import urllib.error
     import urllib.request
 
@@ -147,19 +148,19 @@ def test_every_admin_route_refuses_a_caller_without_the_token(server):
                          ("GET", "/api/v1/audit"), ("POST", "/api/v1/keys"), ("GET", "/api/v1/keys"),
                          ("GET", "/api/v1/keys/key_x"), ("POST", "/api/v1/keys/key_x/revoke"),
                          ("GET", "/api/v1/limits"), ("PUT", "/api/v1/limits"), ("GET", "/api/v1/nothing")]:
-        request = urllib.request.Request(f"http://{server.admin}{path}", method=method,
+        request = urllib.request.Request(f"http://{shared_server.admin}{path}", method=method,
                                          headers={"Authorization": "Bearer wrong-token-" + "x" * 40})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, data=b"{}" if method != "GET" else None, timeout=5)
         assert refused.value.code == 401, path
 
 
-def test_malformed_json_to_the_admin_api_is_a_400_with_a_sentence(server):
+def test_malformed_json_to_the_admin_api_is_a_400_with_a_sentence(shared_server):
     import urllib.error
     import urllib.request
 
-    token = open(server.token_file).read().strip()
-    request = urllib.request.Request(f"http://{server.admin}/api/v1/keys", method="POST", data=b"{nope",
+    token = open(shared_server.token_file).read().strip()
+    request = urllib.request.Request(f"http://{shared_server.admin}/api/v1/keys", method="POST", data=b"{nope",
                                      headers={"Authorization": f"Bearer {token}"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)
@@ -167,25 +168,25 @@ def test_malformed_json_to_the_admin_api_is_a_400_with_a_sentence(server):
     assert json.loads(refused.value.read())["error"]["message"].startswith("the body is not JSON")
 
 
-def test_keys_limits_change_only_what_they_are_given_unless_replaced(server):
-    made = server.ctl_json("keys", "create", "lim", "--project", "Demo/dev/app", "--create")
-    server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "60", "--budget", "5")
-    after = server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--tpm", "1000")
+def test_keys_limits_change_only_what_they_are_given_unless_replaced(shared_server):
+    made = shared_server.ctl_json("keys", "create", "lim", "--project", "Demo/dev/app", "--create")
+    shared_server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "60", "--budget", "5")
+    after = shared_server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--tpm", "1000")
     assert after["limits"]["rpm"] == 60 and after["limits"]["tpm"] == 1000
     assert after["limits"]["budget"] == "5.00" and after["limits"]["period"] == "month"
-    replaced = server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--tpm", "10",
+    replaced = shared_server.ctl_json("keys", "limits", "--scope", "key", "--id", made["id"], "--tpm", "10",
                                "--replace")
     assert replaced["limits"]["rpm"] is None and replaced["limits"]["tpm"] == 10
     assert replaced["limits"]["budget"] is None
 
 
-def test_a_level_cannot_widen_what_the_level_above_allows(server):
-    made = server.ctl_json("keys", "create", "narrow", "--project", "Acme/ml/chat", "--create")
-    server.ctl_json("keys", "limits", "--scope", "team", "--id", "Acme/ml", "--rpm", "100", "--models", "a,b")
-    done = server.ctl("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "500")
+def test_a_level_cannot_widen_what_the_level_above_allows(shared_server):
+    made = shared_server.ctl_json("keys", "create", "narrow", "--project", "Acme/ml/chat", "--create")
+    shared_server.ctl_json("keys", "limits", "--scope", "team", "--id", "Acme/ml", "--rpm", "100", "--models", "a,b")
+    done = shared_server.ctl("keys", "limits", "--scope", "key", "--id", made["id"], "--rpm", "500")
     assert done.returncode == 1
     assert "above its team's 100" in done.stderr
-    done = server.ctl("keys", "limits", "--scope", "project", "--id", "Acme/ml/chat", "--models", "c")
+    done = shared_server.ctl("keys", "limits", "--scope", "project", "--id", "Acme/ml/chat", "--models", "c")
     assert done.returncode == 1 and "not allowed by its team" in done.stderr
 
 

@@ -28,6 +28,8 @@ from tests.support.waiting import wait_until
 
 from llmgw.control.adminclient import AdminClient
 
+pytestmark = pytest.mark.slow  # installs from llmgw.pyz through the setup screens
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("client", "agent", "admin", "metrics")
 

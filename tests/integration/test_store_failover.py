@@ -25,6 +25,8 @@ from llmgw.onboard.patroni import BIN_DIR, LOOP_WAIT, RETRY_TIMEOUT, TTL
 from tests.support.storemachines import StoreMachines, started
 from tests.support.servers import Server, write_config
 
+pytestmark = pytest.mark.slow  # etcd and PostgreSQL under Patroni
+
 CLIENTS = 2
 PACE = 0.02  # seconds between one client's requests: about 100 a second in all
 MAX_REQUESTS = 20_000  # the clients' bound in count; the test's own deadline bounds their time

@@ -38,6 +38,8 @@ from llmgw.onboard.services import SupervisedManager
 from llmgw.onboard.ssh import Credentials, Target
 from llmgw.onboard.steps import StepFailed
 
+pytestmark = pytest.mark.slow  # three machines installed over SSH, with Patroni
+
 ROLES = ("client", "agent", "admin", "metrics")
 SERVER_UNIT = "llmgw-server.service"
 

@@ -21,6 +21,8 @@ from llmgw.onboard import patroni
 from tests.support.storemachines import started
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # three etcd members and PostgreSQL under Patroni
+
 
 @pytest.fixture(scope="module")
 def store():

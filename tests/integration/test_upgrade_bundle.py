@@ -15,6 +15,8 @@ from llmgw.trust import client_ssl_context
 from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
 
+pytestmark = pytest.mark.slow  # an upgrade from llmgw.pyz's bundle
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -27,6 +27,8 @@ from llmgw.onboard.layout import Layout
 from llmgw.release.helper import FAILED, REQUEST, Request, stage
 from llmgw.release.program import sha256_of
 
+pytestmark = pytest.mark.slow  # an upgrade from llmgw.pyz
+
 ROLES = ("client", "agent", "admin", "metrics")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
 
 
@@ -37,6 +39,7 @@ def test_two_things_at_once_are_refused_as_a_usage_error(server):
            "--resume" in done.stderr
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_control_plane_not_run_from_an_archive_stops_the_upgrade_saying_why_and_stays_as_it_was(
         server, pyz, tmp_path):
     newer = with_version(pyz, "0.2.0", tmp_path / "llmgw.pyz")

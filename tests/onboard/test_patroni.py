@@ -148,7 +148,8 @@ def test_packages_are_never_installed_into_a_directory(tmp_path):
 
 
 def test_on_a_machine_with_debians_packages_nothing_is_installed_and_the_step_says_unchanged():
-    # .ci/run installs etcd-server, patroni, python3-etcd and postgresql (15 on Debian 12): this machine has them.
+    # `build.py test` installs etcd-server, patroni, python3-etcd and postgresql (15 on Debian 12): this machine has
+    # them.
     said: list = []
     hastore.install_packages(Layout(), THREE[0], said.append)
     assert [(p.step, p.state) for p in said] == [("Debian's packages", "unchanged")]

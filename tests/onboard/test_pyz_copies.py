@@ -5,9 +5,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.pyz import BROKEN_SENTENCE, broken, pyz, with_version  # noqa: F401 - pyz is a fixture
 
 from llmgw import __version__
+
+pytestmark = pytest.mark.slow  # builds llmgw.pyz
 
 
 def run(program: Path, *args: str, home: Path) -> subprocess.CompletedProcess:

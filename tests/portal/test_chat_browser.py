@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.servers import Server, SimEngine, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real Chromium
 
 LAST_ANSWER = ".message.assistant:last-of-type .body"
 

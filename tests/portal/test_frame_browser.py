@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.servers import Server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real Chromium
 
 
 @pytest.fixture

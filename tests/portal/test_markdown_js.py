@@ -12,6 +12,8 @@ import pytest
 
 import llmgw.portal
 
+pytestmark = pytest.mark.slow  # a real Chromium
+
 MARKDOWN_JS = Path(llmgw.portal.__path__[0]) / "static" / "markdown.js"
 
 # Renders an answer into #out and says what came of it, as plain data.

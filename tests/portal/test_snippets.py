@@ -47,7 +47,7 @@ def test_the_python_snippet_compiles_and_names_the_v1_address_and_model():
 
 def test_the_javascript_snippet_is_a_module_node_accepts(tmp_path):
     # Failed, never skipped, without node: a snippet nobody checked is what this test is against.
-    assert shutil.which("node"), "node is not installed: apt-get install nodejs (.ci/run does)"
+    assert shutil.which("node"), "node is not installed: apt-get install nodejs (`python3 build.py test` does, as root)"
     module = tmp_path / "hello.mjs"
     module.write_text(code("javascript"))
 

@@ -45,22 +45,26 @@ def built_for(pyz, dest, **changes):
     return rewritten(pyz, dest, {"pyz-built-for.json": json.dumps({**doc, **changes}).encode()})
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_built_program_is_taken_with_its_version_and_sha256(pyz):
     checked = check_program(pyz)
     assert checked.version == __version__
     assert checked.sha256 == hashlib.sha256(pyz.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_copy_with_another_version_says_that_version(pyz, tmp_path):
     assert check_program(with_version(pyz, tmp_path / "v2.pyz", "0.9.2")).version == "0.9.2"
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_program_built_for_another_architecture_is_refused_before_it_is_run(pyz, tmp_path):
     other = built_for(pyz, tmp_path / "arm.pyz", machine="riscv64")
     with pytest.raises(ReleaseError, match=r"built for Linux riscv64 .* build it on a machine like these"):
         check_program(other)
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_program_for_another_python_is_refused_naming_the_build_that_fits(pyz, tmp_path):
     other = built_for(pyz, tmp_path / "old.pyz", pythons=["3.99"])
     with pytest.raises(ReleaseError, match=r"carries llmgw for CPython 3\.99.*build\.py dist --python"):
@@ -76,12 +80,14 @@ def test_a_file_that_is_not_a_program_is_refused_in_one_sentence(tmp_path):
         check_program(tmp_path / "missing.pyz")
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_program_that_does_not_start_is_refused_saying_what_it_said(pyz, tmp_path):
     broken = rewritten(pyz, tmp_path / "broken.pyz", {"__main__.py": b"raise SystemExit('cannot start')\n"})
     with pytest.raises(ReleaseError, match=r"does not start here .*exited 1 saying 'cannot start'"):
         check_program(broken)
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_held_release_is_found_by_its_version(pyz, tmp_path):
     releases = Releases(tmp_path / "releases")
     held = releases.hold(check_program(with_version(pyz, tmp_path / "v2.pyz", "0.9.2")))
@@ -90,6 +96,7 @@ def test_a_held_release_is_found_by_its_version(pyz, tmp_path):
     assert releases.sha256("0.9.2") == held.sha256 and releases.find("0.9.3") is None
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_program_is_replaced_whole_and_the_previous_one_kept_beside_it(pyz, tmp_path):
     target = tmp_path / "bin" / "llmgw"
     target.parent.mkdir()
@@ -102,6 +109,7 @@ def test_a_program_is_replaced_whole_and_the_previous_one_kept_beside_it(pyz, tm
     assert check_program(target).version == __version__
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_fetched_program_that_does_not_match_its_sha256_replaces_nothing(pyz, tmp_path):
     target = tmp_path / "llmgw"
     target.write_bytes(pyz.read_bytes())
@@ -128,6 +136,7 @@ def _bundle(path, files: dict[str, bytes], sums: dict[str, str] | None = None, w
     return path
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_bundle_gives_its_program_and_wheels_each_checked(pyz, tmp_path):
     files = {"llmgw.pyz": pyz.read_bytes(), "wheels/xllamacpp-1-py3-none-any.whl": b"wheel"}
     bundle = open_bundle(_bundle(tmp_path / "b.tar", files, wheels=["xllamacpp-1-py3-none-any.whl"]),
@@ -136,6 +145,7 @@ def test_a_bundle_gives_its_program_and_wheels_each_checked(pyz, tmp_path):
     assert [w.name for w in bundle.wheels] == ["xllamacpp-1-py3-none-any.whl"]
 
 
+@pytest.mark.slow  # builds llmgw.pyz (a minute) when its content changed
 def test_a_damaged_bundle_is_refused_naming_the_file_that_does_not_match(pyz, tmp_path):
     files = {"llmgw.pyz": pyz.read_bytes()}
     damaged = _bundle(tmp_path / "b.tar", files, sums={"llmgw.pyz": "0" * 64})

@@ -74,8 +74,8 @@ def chromium_path() -> str:
     path = os.environ.get("LLMGW_CHROMIUM") or shutil.which("chromium")
     if not path:
         pytest.fail("the browser tests need Chromium, and there is no `chromium` on PATH: install Debian's "
-                    "with `apt-get install chromium fonts-dejavu-core` as root (.ci/run does), or name "
-                    "another Chromium in LLMGW_CHROMIUM", pytrace=False)
+                    "with `apt-get install chromium fonts-dejavu-core` as root (`build.py test` does, as root), "
+                    "or name another Chromium in LLMGW_CHROMIUM", pytrace=False)
     return path
 
 

@@ -1,7 +1,7 @@
 """The coding agents the portal's Connect page has snippets for, run for real: Codex CLI and Claude Code.
 
 Both come from npm, at the versions tests/support/editors/package-lock.json
-pins, installed by `npm ci --prefix tests/support/editors` (.ci/run does
+pins, installed by `npm ci --prefix tests/support/editors` (`build.py test` does
 it; so does the first test that needs them, under a lock, on a fresh
 clone). Each ships its program as a native binary in an optional
 dependency for the platform (@openai/codex-linux-x64,

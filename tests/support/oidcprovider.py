@@ -1,7 +1,7 @@
 """A real OpenID provider for the tests: npm's oidc-provider, run by `node provider.js` on a free loopback port.
 
 Its node_modules are installed into tests/support/oidc by
-`npm ci --prefix tests/support/oidc --no-audit --no-fund` (.ci/run does
+`npm ci --prefix tests/support/oidc --no-audit --no-fund` (`build.py test` does
 it; so does the first test that needs it, under a lock, on a fresh clone).
 The provider is plain http: the issuer is on loopback, where llmgw allows it.
 """

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import fcntl
 import glob
 import itertools
 import os
@@ -45,26 +47,77 @@ def find_bin() -> str:
 
 
 class _Ports:
-    """Loopback ports no listener holds, never the same one twice in this test process.
+    """Loopback ports no listener holds, never the same one twice on this machine while their holder lives.
 
     The kernel may hand a port just released by bind-and-close straight back
     on the next call: CI saw a server's client and metrics listeners given
     one port, and the server refused to start (test_ha, "takes the same port
     as listen.client"). A port stays handed out until the process ends; the
     ephemeral range holds thousands more than a run uses.
+
+    Other processes pick the same way: xdist's workers, and other test runs
+    on the machine. Between our bind-and-close and the bind of the server the
+    port is for (a second or more, while it starts) the kernel may give that
+    port to one of them. So each port handed out is also leased, as a file
+    holding our pid in LEASES, and a port another live process leased is
+    passed over; a lease whose process is gone is taken over.
     """
+
+    LEASES = os.path.join(tempfile.gettempdir(), "llmgw-test-ports")
 
     def __init__(self) -> None:
         self.given: set[int] = set()
+        self.leased: list[str] = []
 
     def take(self) -> int:
         while True:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            if port not in self.given:
+            if port not in self.given and self._lease(port):
                 self.given.add(port)
                 return port
+
+    def _lease(self, port: int) -> bool:
+        if not self.leased:
+            os.makedirs(self.LEASES, exist_ok=True)
+            atexit.register(self._release)
+        path = os.path.join(self.LEASES, str(port))
+        # One lock for the look and the write, so two processes never both take over one stale lease.
+        with open(os.path.join(self.LEASES, ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _alive(_holder(path)):
+                return False
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        self.leased.append(path)
+        return True
+
+    def _release(self) -> None:
+        for path in self.leased:
+            if _holder(path) == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+
+def _holder(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 _ports = _Ports()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,9 +29,70 @@ def llmgw(*args: str, env: dict | None = None, timeout: float = 60, cwd: str | N
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, input=stdin)
 
 
+class InitCopies:
+    """`llmgw server init`'s result, made once and copied into each data directory that would get the same.
+
+    init is 0.7–1.0 s of a core (the store's migrations, scrypt of the first password), and nearly every
+    integration test began with one. What it writes holds nothing of the server it was run for: the data
+    directory gets the store (llmgw.db: settings from server.yaml's cluster keys, the first administrator,
+    project and key) and the admin token, and neither names the server, its ports or its paths. Its output
+    does (the client API's address, the admin token's path): those are written again for the copy. So a
+    copy is what a real init there gives, but for the secrets, which the copies of one run share; each
+    test's store and server are still its own.
+
+    One template for each (server.yaml's text, init's arguments), made at first use; per test process
+    (each xdist worker has its own).
+    """
+
+    # Only a server on its own SQLite store in its data directory, whose server.yaml moves nothing out of
+    # it, is copied: a shared store (PostgreSQL, several control planes) is set up once, by a real init.
+    MOVING_KEYS = ("data_dir", "store", "admin_token_file")
+    FILES = ("llmgw.db", "admin-token")
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.made: dict[tuple[str | None, tuple[str, ...]], tuple[Server, subprocess.CompletedProcess]] = {}
+
+    def eligible(self, server: Server, extra: tuple[str, ...]) -> bool:
+        if extra not in ((), ("--json",)) or server.store != f"sqlite:{server.data_dir / 'llmgw.db'}":
+            return False
+        if any((server.data_dir / name).exists() for name in self.FILES):
+            return False  # a second init is a test of what init says then
+        if server.config is None:
+            return True
+        import yaml
+
+        doc = yaml.safe_load(Path(server.config).read_text())
+        return isinstance(doc, dict) and not any(key in doc for key in self.MOVING_KEYS)
+
+    def init(self, server: Server, extra: tuple[str, ...]) -> subprocess.CompletedProcess:
+        """What `server.init(*extra)` gives, from a copy when it is eligible."""
+        if not self.eligible(server, extra):
+            return llmgw("server", "init", *server.args(), *extra)
+        config = Path(server.config).read_text() if server.config else None
+        key = (config, extra)
+        if key not in self.made:
+            template = Server(self.root / f"template-{len(self.made)}", "template", config=server.config)
+            done = llmgw("server", "init", *template.args(), *extra)
+            if done.returncode != 0:
+                return llmgw("server", "init", *server.args(), *extra)  # its own failure, said as its own
+            self.made[key] = (template, done)
+        template, done = self.made[key]
+        for name in self.FILES:
+            shutil.copy2(template.data_dir / name, server.data_dir / name)  # copy2 keeps the 0600
+        out, err = done.stdout, done.stderr
+        for text_from, text_to in [(str(template.data_dir), str(server.data_dir)),
+                                   *((f"127.0.0.1:{template.ports[r]}", f"127.0.0.1:{server.ports[r]}")
+                                     for r in ROLES)]:
+            out, err = out.replace(text_from, text_to), err.replace(text_from, text_to)
+        return subprocess.CompletedProcess(done.args, done.returncode, out, err)
+
+
 class Server:
-    def __init__(self, root: Path, name: str, store: str | None = None, config: str | None = None):
+    def __init__(self, root: Path, name: str, store: str | None = None, config: str | None = None,
+                 copies: InitCopies | None = None):
         self.name = name
+        self.copies = copies
         self.data_dir = root / name
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = store or f"sqlite:{self.data_dir / 'llmgw.db'}"
@@ -60,6 +122,8 @@ class Server:
         return str(self.data_dir / "admin-token")
 
     def init(self, *extra: str) -> subprocess.CompletedProcess:
+        if self.copies is not None:
+            return self.copies.init(self, extra)
         return llmgw("server", "init", *self.args(), *extra)
 
     def start(self, wait: bool = True) -> Server:
@@ -70,7 +134,9 @@ class Server:
             self.wait_healthy()
         return self
 
-    def wait_healthy(self, timeout: float = 30) -> None:
+    # A server answers in 1-2 s on a quiet machine; with the suite's workers and another run on two cores, a
+    # start was seen to take 25 s. Waiting longer costs a test nothing unless its server never answers.
+    def wait_healthy(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -153,7 +219,7 @@ class SimEngine:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, timeout: float = 20) -> SimEngine:
+    def start(self, timeout: float = 60) -> SimEngine:
         """Started and answering /health; give a longer `timeout` to one loading a real model (--embedding-model)."""
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),

@@ -22,7 +22,7 @@ class Sim:
         self.url = ""
         self.err = b""
 
-    def start(self, timeout: float = 20) -> Sim:
+    def start(self, timeout: float = 60) -> Sim:
         self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout

@@ -105,7 +105,7 @@ class SudoUser:
 
     def __init__(self, sshd: Sshd, password: str, nopasswd: bool = False):
         if shutil.which("sudo") is None or shutil.which("useradd") is None:
-            raise AssertionError("the sudo tests need Debian's sudo and passwd; .ci/run installs them "
+            raise AssertionError("the sudo tests need Debian's sudo and passwd; `python3 build.py test` installs them "
                                  "(apt-get install sudo)")
         self.name = f"llmgw-sudo{os.getpid() % 100000}"
         self.password = password

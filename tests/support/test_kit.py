@@ -58,3 +58,65 @@ def test_a_terminal_reads_reverse_video_as_highlighted_and_a_colour_numbered_7_a
         assert term.highlighted() == ["focused row", "next line"]
     finally:
         term.close()
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",)])
+def test_a_copied_init_is_what_a_real_init_there_gives_but_for_the_secrets(tmp_path, extra):
+    import json
+    import re
+    import stat
+
+    from tests.support.servers import InitCopies, Server
+
+    copies = InitCopies(tmp_path / "templates")
+    real = Server(tmp_path / "real", "cp1")
+    done_real = real.init(*extra)
+    copied = Server(tmp_path / "copied", "cp1", copies=copies)
+    done_copied = copied.init(*extra)
+    assert copies.made, "the copy was not taken from a template"
+    assert done_copied.returncode == done_real.returncode == 0, done_copied.stderr + done_real.stderr
+
+    def shape(done, server):
+        """The output with the secrets, and this server's own ports and paths, written as names."""
+        text = done.stdout.replace(str(server.data_dir), "DATA")
+        for role, port in server.ports.items():
+            text = text.replace(str(port), role.upper())
+        if extra:
+            doc = json.loads(text)
+            doc["administrator"]["password"] = "X"
+            for made in ("key", "id", "prefix", "project_id", "person_id", "created_at"):
+                doc["key"][made] = "X"
+            return doc
+        return re.sub(r"(password|key|Bearer)\s+\S+", r"\1 X", text)
+
+    assert shape(done_copied, copied) == shape(done_real, real)
+    for name in ("llmgw.db", "admin-token"):
+        assert stat.S_IMODE((copied.data_dir / name).stat().st_mode) == \
+            stat.S_IMODE((real.data_dir / name).stat().st_mode)
+    # A second init on the copy is a real one, and finds the store set up.
+    again = copied.init()
+    assert "llmgw is already set up here (1 person)" in again.stdout
+
+
+def test_a_port_another_live_process_was_given_is_passed_over_until_that_process_ends(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support import pgcluster
+
+    mine = pgcluster._Ports()
+    mine.LEASES = str(tmp_path)  # this test's own leases, not the machine's
+    # Another process (an xdist worker, another run) takes port 40123 and lives on until told.
+    other = subprocess.Popen([sys.executable, "-c", "import sys\nfrom tests.support import pgcluster\n"
+                              f"p = pgcluster._Ports(); p.LEASES = {str(tmp_path)!r}\n"
+                              "assert p._lease(40123); print('leased', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline() == "leased\n"
+        assert not mine._lease(40123)
+    finally:
+        other.communicate("", timeout=30)
+    # Its process gone (its lease released, or left behind by a kill), the port may be given again.
+    assert mine._lease(40123)
+    (tmp_path / "40124").write_text("999999999")  # a holder that is no process
+    assert mine._lease(40124)

@@ -1,0 +1,138 @@
+"""What `python3 build.py test` decides before and around pytest (issue 26).
+
+A fresh clone's `build.py test` on a Debian machine without slapd,
+keepalived, openssh-server and nftables gave 59 failures and 72 errors; CI
+passed only because .ci/run installed them first. Now build.py says, or as
+root installs, what is missing; and runs the suite in two phases.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def build():
+    spec = importlib.util.spec_from_file_location("build_for_test_command", ROOT / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def machine(*absent: str):
+    """A `present(kind, what)` for a machine that has everything but the programs, files and modules named."""
+    return lambda kind, what: (what or kind) not in absent
+
+
+def test_a_machine_with_everything_needs_no_package(build):
+    assert build.missing_packages(machine()) == []
+
+
+def test_the_fresh_machine_of_the_issue_is_told_the_packages_it_lacks_in_one_line(build):
+    lacks = machine("/usr/sbin/slapd", "ldapadd", "keepalived", "/usr/sbin/sshd", "nft")
+    missing = build.missing_packages(lacks)
+    assert missing == ["keepalived", "openssh-server", "nftables", "slapd", "ldap-utils"]
+    assert build.apt_line(missing) == ("sudo apt-get install --no-install-recommends "
+                                       "keepalived openssh-server nftables slapd ldap-utils")
+
+
+def test_postgresql_is_found_by_its_initdb_and_etcd_by_debian_pythons_module(build):
+    lacks = machine("/usr/lib/postgresql/*/bin/initdb", "etcd")
+    # "etcd" is both etcd-server's program and python3-etcd's module: both are asked for.
+    assert build.missing_packages(lacks) == ["postgresql", "etcd-server", "python3-etcd"]
+
+
+def test_a_python_without_the_venv_module_is_told_python3_venv(build):
+    assert build.missing_packages(machine("venv")) == ["python3-venv"]
+
+
+def test_every_package_ci_installed_is_asked_for(build):
+    """The packages .ci/run installed before build.py did (issue 26): each is looked for."""
+    ci = {"postgresql", "patroni", "etcd-server", "python3-etcd", "keepalived", "curl", "openssh-server",
+          "openssh-client", "nftables", "tmux", "sudo", "chromium", "fonts-dejavu-core", "nodejs", "npm", "slapd",
+          "ldap-utils", "python3-venv"}
+    nothing = build.missing_packages(lambda kind, what: False)
+    assert sorted(nothing) == sorted(ci)
+
+
+def test_without_root_the_line_is_printed_and_the_run_ends_before_anything_runs(build, monkeypatch, capsys):
+    monkeypatch.setattr(build, "present_here", machine("tmux", "/usr/sbin/sshd"))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(build, "install_packages", lambda missing: pytest.fail(f"installed {missing} as a user"))
+    with pytest.raises(SystemExit) as exited:
+        build.ensure_packages()
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    assert "  sudo apt-get install --no-install-recommends openssh-server tmux\n" in out
+
+
+def test_as_root_the_missing_packages_are_installed_and_looked_for_again(build, monkeypatch):
+    have = {"tmux": False}
+    installed = []
+    monkeypatch.setattr(build, "present_here", lambda kind, what: have.get(what, True))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 0)
+
+    def install(missing):
+        installed.append(missing)
+        have["tmux"] = True
+    monkeypatch.setattr(build, "install_packages", install)
+    build.ensure_packages()
+    assert installed == [["tmux"]]
+
+
+def test_as_root_a_package_still_missing_after_the_install_fails_the_run(build, monkeypatch, capsys):
+    monkeypatch.setattr(build, "present_here", machine("tmux"))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(build, "install_packages", lambda missing: None)
+    with pytest.raises(SystemExit) as exited:
+        build.ensure_packages()
+    assert exited.value.code == 1
+    assert "tmux is still not there" in capsys.readouterr().err
+
+
+def test_npm_installs_again_when_the_lock_file_is_newer_than_the_install(build, tmp_path):
+    (tmp_path / "package-lock.json").write_text("{}")
+    assert build.npm_stale(tmp_path)  # no node_modules
+    installed = tmp_path / "node_modules" / ".package-lock.json"
+    installed.parent.mkdir()
+    installed.write_text("{}")
+    os.utime(tmp_path / "package-lock.json", (1000, 1000))
+    assert not build.npm_stale(tmp_path)
+    os.utime(installed, (500, 500))
+    assert build.npm_stale(tmp_path)
+
+
+def test_no_arguments_or_only_builds_own_run_the_whole_suite_and_anything_else_goes_to_pytest(build):
+    assert build.suite_options([]) == {"quick": False, "seed": None, "workers": build.TEST_WORKERS}
+    assert build.suite_options(["--quick", "--seed", "42", "--workers=3"]) == {"quick": True, "seed": 42,
+                                                                             "workers": 3}
+    assert build.suite_options(["tests/test_docs.py"]) is None
+    assert build.suite_options(["--quick", "-x"]) is None
+
+
+def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(build):
+    (parallel_name, parallel), (serial_name, serial) = build.suite_phases(quick=False, seed=7, workers=5)
+    assert parallel[:4] == ["-n", "5", "--dist", "loadfile"]
+    assert parallel[parallel.index("-m") + 1] == "not serial"
+    assert serial[serial.index("-m") + 1] == "serial"
+    assert serial[:2] == ["-n", "0"]
+    for args in (parallel, serial):
+        assert "--randomly-seed=7" in args
+    quick = build.suite_phases(quick=True, seed=7, workers=5)
+    assert [args[args.index("-m") + 1] for _, args in quick] == ["not serial and not slow", "serial and not slow"]
+
+
+def test_the_summary_counts_a_phase_from_pytests_report(build, tmp_path):
+    report = tmp_path / "phase.xml"
+    report.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="1" failures="2" '
+                      'skipped="3" tests="10" time="5.0"></testsuite></testsuites>')
+    counts = build.junit_counts(report)
+    assert counts == {"passed": 4, "failed": 2, "errors": 1, "skipped": 3}
+    assert build.phase_line("serial", counts, 61.4) == "serial: 4 passed, 2 failed, 1 error, 3 skipped in 61 s"
+    assert build.junit_counts(tmp_path / "none.xml") == {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
