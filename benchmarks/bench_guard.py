@@ -96,11 +96,11 @@ def main() -> None:
 
     print(f"guard_output_8k_us: {_median_us(stream):.1f} us")
 
+    from llmgw.account import Effective
+    from llmgw.account.keycache import Principal
     from llmgw.config.guard import GuardSettings
     from llmgw.guard.policy import Resolver
     from llmgw.store.records import ApiKey, Org, Project, ProjectPath, Team
-    from llmgw.account.keycache import Principal
-    from llmgw.account import Effective
     settings = GuardSettings(default=["baseline"], policies={"baseline": from_dict(Policy, baseline_policy())})
     principal = Principal(ApiKey("k1", "ci", "p1", b"", "sk-llmgw-ab"),
                           ProjectPath(Org("o1", "Acme"), Team("t1", "o1", "ml"), Project("p1", "t1", "chat")),

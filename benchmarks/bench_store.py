@@ -18,11 +18,10 @@ import time
 # The repository's root, for the test kit (tests.support): a bench runs as a script, from benchmarks/.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from tests.support.pgcluster import PgCluster
-
 from llmgw.account.keys import digest
 from llmgw.account.service import Accounts, Actor
 from llmgw.store import Usage, open_store
+from tests.support.pgcluster import PgCluster
 
 
 def rows(n: int, offset: int, project_id: str) -> list[Usage]:

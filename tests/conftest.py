@@ -20,10 +20,9 @@ import shutil
 
 import pytest
 
+from llmgw.store import open_store
 from tests.support.pgcluster import PgCluster
 from tests.support.servers import InitCopies
-
-from llmgw.store import open_store
 
 # The browser's fixtures and its --screenshots option, for any test that asks for `browsing`.
 pytest_plugins = ("tests.support.browser",)

@@ -6,10 +6,9 @@ import logging
 
 import pytest
 
-from tests.fixtures.plugindist import WORDGUARD, install_plugin
-
 from llmgw import plugins
 from llmgw.config.agent import WeightsSettings
+from tests.fixtures.plugindist import WORDGUARD, install_plugin
 
 
 def nothing_installed(group):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from llmgw.account.keys import digest
 from llmgw.account.limits import Effective, effective

@@ -8,8 +8,8 @@ its secret or its hash.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from llmgw.account import keys as keymod

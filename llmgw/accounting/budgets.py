@@ -47,8 +47,8 @@ import datetime as dt
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmgw.account import format_money
 from llmgw.accounting.refusal import Refusal, level_name

@@ -36,11 +36,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from llmgw.accounting.refusal import Refusal
 from llmgw.accounting.ratelimit import REQUESTS, RateLimiter, refusal
+from llmgw.accounting.refusal import Refusal
 
 if TYPE_CHECKING:
     from llmgw.account import Principal

@@ -46,8 +46,8 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from llmgw.accounting.refusal import Refusal, level_name
 

@@ -23,10 +23,10 @@ from llmgw.agent.discovery import Discovery
 from llmgw.agent.link import ClusterLink
 from llmgw.agent.nodelock import NodeLock
 from llmgw.agent.ownlog import OwnLog
+from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.shards import ShardRunner
 from llmgw.agent.statefile import WRITE_EVERY, AgentState, WarningsFile, write_state
 from llmgw.agent.supervisor import Supervisor
-from llmgw.agent.plugins import load_agent_plugins
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
 from llmgw.engines import LlamaServerUnavailable, ensure_llama_server, wheels_dir

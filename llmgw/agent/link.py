@@ -15,8 +15,8 @@ import asyncio
 import logging
 import ssl as ssl_module
 import time
-from typing import Any, Protocol
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -27,6 +27,8 @@ from llmgw.protocol import (
     Error,
     Heartbeat,
     Host,
+    Link,
+    LinkLost,
     LogsRequest,
     NodeLogs,
     NotLeader,
@@ -36,12 +38,11 @@ from llmgw.protocol import (
     ShardLoad,
     ShardStatus,
     StartShard,
-    Storage,
     StopShard,
+    Storage,
     Upgrade,
     Welcome,
 )
-from llmgw.protocol import Link, LinkLost
 
 log = logging.getLogger("llmgw.agent")
 

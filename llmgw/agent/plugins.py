@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from llmgw import plugins
-from llmgw import engines
+from llmgw import engines, plugins
 from llmgw.agent.weights import Fetcher
 from llmgw.config import AgentConfig
 

@@ -16,8 +16,8 @@ import logging
 import os
 import socket
 import time
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError

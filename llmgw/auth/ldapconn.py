@@ -15,9 +15,9 @@ any name", errno 111); `_why` turns those into the sentences the admin reads.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import math
 import os
-import logging
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +27,7 @@ import ldap3
 from ldap3.core import exceptions as lx
 
 from llmgw.config import LDAPSettings
-from llmgw.errors import ExpectedError, N_
+from llmgw.errors import N_, ExpectedError
 
 log = logging.getLogger("llmgw.auth")
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from llmgw.config import STORE_SECRET_PREFIX, KeyFileRefused, OwnSecrets, read_key_file
-from llmgw.errors import ExpectedError, N_
+from llmgw.errors import N_, ExpectedError
 from llmgw.store import SecretsStore
 from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 

@@ -25,8 +25,8 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import tempfile
 import time

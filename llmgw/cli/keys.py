@@ -9,7 +9,6 @@ from llmgw.cli.ctl import client
 from llmgw.cli.output import ago, emit_json, fields, table
 from llmgw.control import AdminError
 
-
 _CACHE_DESCRIPTION = (
     "Reuse a project's answers: a request the same as one already answered within --ttl gets that "
     "answer again from the gateway's memory (x-llmgw-cache: hit), streamed or not, at no cost and "

@@ -6,8 +6,8 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import Any
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def emit_json(data: Any) -> None:

@@ -162,10 +162,9 @@ class _ClientPort:
         self.gateway: Gateway | None = None  # once the client app is mounted here
 
     def __call__(self, app: web.Application, plane: ControlPlane | Worker) -> None:
+        from llmgw.mcp import PortalServers
         from llmgw.mcp import mount as mount_mcp
         from llmgw.portal import mount as mount_portal
-
-        from llmgw.mcp import PortalServers
 
         self.gateway = mount_mcp(app, plane)
         # The portal's /admin/mcp changes servers through the same calls as the admin routes, telling this
@@ -436,9 +435,8 @@ def _keep_password(path: str, email: str, password: str) -> None:
 def run_add(args) -> int:
     import shutil
 
-    from llmgw.onboard import check_interface, interface_toward, keepalived
-
     from llmgw.cli import sshinstall
+    from llmgw.onboard import check_interface, interface_toward, keepalived
 
     if args.ssh:
         name, args.name = args.name, None  # --name is the standby's, not this control plane's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llmgw.cli.ctl import client
 from llmgw.cli.output import emit_json, table, when
-from llmgw.errors import ExpectedError, N_
+from llmgw.errors import N_, ExpectedError
 
 
 def register(sub, common) -> None:

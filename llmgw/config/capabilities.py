@@ -10,8 +10,8 @@ anything else with 400 before any replica is asked.
 
 from __future__ import annotations
 
-from typing import Literal
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 Capability = Literal["chat", "completions", "embeddings", "vision", "tools", "thinking"]
 CAPABILITIES: tuple[str, ...] = ("chat", "completions", "embeddings", "vision", "tools", "thinking")

@@ -26,6 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
 from llmgw.errors import N_
 
 if TYPE_CHECKING:

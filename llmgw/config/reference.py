@@ -8,9 +8,9 @@ cannot drift from the code: a key added without one fails the tests.
 from __future__ import annotations
 
 import ast
-import json
 import dataclasses
 import inspect
+import json
 import os
 import textwrap
 import types

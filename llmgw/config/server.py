@@ -23,8 +23,8 @@ from typing import Any, Literal
 from llmgw.config.auth import LDAPSettings, OIDCSettings, SCIMSettings
 from llmgw.config.guard import GuardSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
-from llmgw.config.notify import NotifySettings
 from llmgw.config.loader import Invalid, load_file
+from llmgw.config.notify import NotifySettings
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.storeaddress import several_hosts_problem
 from llmgw.config.telemetry import TelemetrySettings

@@ -23,8 +23,13 @@ if TYPE_CHECKING:
     from llmgw.control.exports import send_export
     from llmgw.control.plane import ControlPlane, serve
     from llmgw.control.plugins import load_server_plugins
-    from llmgw.control.settings import (ClusterSettingsWatcher, SettingsError, seed_settings, seeded_settings,
-                                        validated_change)
+    from llmgw.control.settings import (
+        ClusterSettingsWatcher,
+        SettingsError,
+        seed_settings,
+        seeded_settings,
+        validated_change,
+    )
     from llmgw.control.signin import KINDS, SignInSetup
     from llmgw.control.token import DEFAULT_HOLDER, ensure_token, read_token
     from llmgw.control.workers import WorkerFailed, run_worker

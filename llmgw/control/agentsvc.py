@@ -16,9 +16,9 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -26,6 +26,8 @@ from llmgw.protocol import (
     MAX_MESSAGE_BYTES,
     Error,
     Heartbeat,
+    Link,
+    LinkLost,
     LogsRequest,
     NodeLogs,
     NotLeader,
@@ -33,7 +35,6 @@ from llmgw.protocol import (
     ShardStatus,
     Welcome,
 )
-from llmgw.protocol import Link, LinkLost
 
 log = logging.getLogger("llmgw.agents")
 

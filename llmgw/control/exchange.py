@@ -36,9 +36,9 @@ import logging
 import math
 import ssl
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-from collections.abc import Iterable, Mapping
 
 import aiohttp
 import orjson

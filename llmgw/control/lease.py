@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from llmgw.store import Lease, LeaseStore, StoreError
 from llmgw.tasks import cancel_and_wait

@@ -17,7 +17,6 @@ from aiohttp import web
 from llmgw.config import Address
 from llmgw.errors import ExpectedError
 
-
 # The kernel's queue of connections dealt to a socket and not yet taken by a process.
 # aiohttp's site listens again with its own default of 128 unless given this.
 LISTEN_BACKLOG = 1024

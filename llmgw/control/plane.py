@@ -29,7 +29,6 @@ from llmgw import __version__, heap
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
 from llmgw.config import ClusterSettings, ServerConfig, cluster_part, own_secrets
-from llmgw.events import Events
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand
@@ -41,8 +40,9 @@ from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.scrapetargets import ScrapeTargets
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
-from llmgw.control.upgrade import Upgrader, UpgradeMachine
+from llmgw.control.upgrade import UpgradeMachine, Upgrader
 from llmgw.control.workers import FannedKeys, WorkerPool
+from llmgw.events import Events
 from llmgw.guard import missing_detectors
 from llmgw.notify import Notifier
 from llmgw.plugins import Plugins

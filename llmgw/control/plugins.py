@@ -13,8 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmgw import plugins
-from llmgw import engines
+from llmgw import engines, plugins
 from llmgw.guard import detectors
 from llmgw.router import register_profile, register_scorer
 

@@ -23,24 +23,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace as dc_replace
 from typing import Any
-from collections.abc import Callable
 
 from prometheus_client import Histogram
 
 from llmgw.control.agentsvc import AgentService, Node
 from llmgw.control.catalog import Demand, Entry, NodeView, Plan, Policy, place
-from llmgw.control.catalog.placement import GONE
-from llmgw.control.catalog.sizing import sized
 from llmgw.control.catalog.fit import gb
+from llmgw.control.catalog.placement import GONE
 from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
+from llmgw.control.catalog.sizing import sized
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.events import Events
 from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StartShard, StopShard, to_dict
 from llmgw.store import CatalogStore, NodeRecord, Replica, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
-
 
 log = logging.getLogger("llmgw.reconciler")
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
-from collections.abc import Iterable
 
 import aiohttp
 

@@ -19,9 +19,21 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from llmgw.account import Actor
-from llmgw.config import MACHINE_KEYS, ClusterSettings, ServerConfig, check_settings_key_files, own_secrets
-from llmgw.config import ConfigError, Invalid, from_dict, get_path, set_path, to_dict, unset_path
-from llmgw.errors import ExpectedError, N_
+from llmgw.config import (
+    MACHINE_KEYS,
+    ClusterSettings,
+    ConfigError,
+    Invalid,
+    ServerConfig,
+    check_settings_key_files,
+    from_dict,
+    get_path,
+    own_secrets,
+    set_path,
+    to_dict,
+    unset_path,
+)
+from llmgw.errors import N_, ExpectedError
 from llmgw.guard import check_detectors
 from llmgw.store import AuditEntry, AuditStore, Conflict, Settings, SettingsStore, StoreError
 from llmgw.tasks import cancel_and_wait

@@ -17,8 +17,17 @@ from typing import Any, Protocol
 from llmgw.account import Actor
 from llmgw.auth import SYNC_TARGET, Secrets, Trial, configured_redirect, make_token, token_made
 from llmgw.auth.secrets import check_name
-from llmgw.config import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings, ServerConfig, own_secrets
-from llmgw.config import ConfigError, Invalid, from_dict, to_dict
+from llmgw.config import (
+    STORE_SECRET_PREFIX,
+    ConfigError,
+    Invalid,
+    LDAPSettings,
+    OIDCSettings,
+    ServerConfig,
+    from_dict,
+    own_secrets,
+    to_dict,
+)
 from llmgw.control.settings import ClusterSettingsWatcher, SettingsError, validated_change
 from llmgw.errors import N_
 from llmgw.store import AuditEntry, AuditStore, PeopleStore, SecretsStore

@@ -18,8 +18,8 @@ from llmgw.guard import reads
 from llmgw.guard.decisions import Decision, Decisions, Refusal, refusal_for
 from llmgw.guard.detectors import Match
 from llmgw.guard.policy import EffectivePolicy
-from llmgw.guard.redact import Redactor, StreamRestorer
 from llmgw.guard.reads import Path
+from llmgw.guard.redact import Redactor, StreamRestorer
 from llmgw.guard.rules import CompiledRules, Slot
 
 if TYPE_CHECKING:

@@ -41,9 +41,9 @@ import logging
 import re
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
-from collections.abc import AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit
 
 import aiohttp

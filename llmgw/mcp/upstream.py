@@ -18,7 +18,6 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-
 from urllib.parse import quote
 
 import aiohttp

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from llmgw.config import host_refusal
-from llmgw.errors import ExpectedError, N_
+from llmgw.errors import N_, ExpectedError
 from llmgw.router import refusing_socket
 
 ALLOW_HINT = "remove it and add it again with --allow-private if it really is there"

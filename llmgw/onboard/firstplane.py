@@ -35,8 +35,8 @@ from llmgw.files import write_atomic
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
 from llmgw.onboard.services import ServiceManager, install_server_units
-from llmgw.onboard.supervisor import account_exists
 from llmgw.onboard.steps import Progress, StepFailed
+from llmgw.onboard.supervisor import account_exists
 
 SERVER_UNIT = "llmgw-server.service"
 AGENT_UNIT = "llmgw-agent.service"

@@ -38,9 +38,9 @@ import yaml
 
 from llmgw.config import MASTER_KEY_FILE, redact_url
 from llmgw.onboard import floating, hastore, patroni
+from llmgw.onboard.checks import Check
 from llmgw.onboard.firstplane import FirstPlane, Result
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.checks import Check
 from llmgw.onboard.nodeadd import STEP_CHECK, NodeAdd, checked, prepare, program_file, run_there
 from llmgw.onboard.parts import LISTEN_DEFAULTS, Choices
 from llmgw.onboard.patroni import StoreMachine, StorePorts, StoreSecrets

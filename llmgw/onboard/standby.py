@@ -22,8 +22,8 @@ import yaml
 from llmgw.files import write_atomic
 from llmgw.onboard import floating
 from llmgw.onboard.layout import Layout
-from llmgw.onboard.parts import LISTEN_DEFAULTS
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
+from llmgw.onboard.parts import LISTEN_DEFAULTS
 from llmgw.onboard.services import install_server_units, service_manager
 from llmgw.onboard.steps import Progress, StepFailed, read_plan
 

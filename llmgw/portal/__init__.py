@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+
 from aiohttp import web
 
 from llmgw.account import Accounts, Sessions

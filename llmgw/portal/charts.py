@@ -12,7 +12,6 @@ beside it, so the chart is never the only way to read them.
 from __future__ import annotations
 
 import datetime as dt
-
 from collections.abc import Mapping
 
 from markupsafe import Markup, escape

@@ -11,8 +11,8 @@ from aiohttp import web
 
 from llmgw.account import AccountError
 from llmgw.errors import N_
-from llmgw.portal.member import LEVELS, active, key_rows, max_key_ttl, now, own_key, own_project
 from llmgw.portal import i18n
+from llmgw.portal.member import LEVELS, active, key_rows, max_key_ttl, now, own_key, own_project
 from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect, render
 
 add_nav("main", "/keys", N_("Keys"), "member")

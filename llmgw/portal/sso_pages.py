@@ -19,8 +19,21 @@ from urllib.parse import quote
 from aiohttp import web
 
 from llmgw.account import AccountError, Actor
-from llmgw.auth import GroupMap, OIDCError, SecretError, client_secret, vouched
-from llmgw.auth import CALLBACK, COOKIE, COOKIE_PATH, FLOW_TTL, NO_ADDRESS, Flow, configured_redirect, spent_key
+from llmgw.auth import (
+    CALLBACK,
+    COOKIE,
+    COOKIE_PATH,
+    FLOW_TTL,
+    NO_ADDRESS,
+    Flow,
+    GroupMap,
+    OIDCError,
+    SecretError,
+    client_secret,
+    configured_redirect,
+    spent_key,
+    vouched,
+)
 from llmgw.config import OIDCSettings
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security

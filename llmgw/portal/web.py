@@ -43,7 +43,16 @@ from llmgw.control import Refusal, SettingsError
 from llmgw.errors import N_, ExpectedError
 from llmgw.portal import i18n, security
 from llmgw.store import (
-    AuditStore, CatalogStore, Conflict, KeysStore, PeopleStore, Person, Session, SignInStore, StoreError, UsageStore,
+    AuditStore,
+    CatalogStore,
+    Conflict,
+    KeysStore,
+    PeopleStore,
+    Person,
+    Session,
+    SignInStore,
+    StoreError,
+    UsageStore,
 )
 
 if TYPE_CHECKING:

@@ -15,8 +15,7 @@ from llmgw.lazyface import lazy_face
 from llmgw.release.bundle import BUNDLE_SUFFIX, Bundle, open_bundle
 from llmgw.release.program import Program, ReleaseError, check_program, running_program, sha256_of
 from llmgw.release.releases import Releases
-from llmgw.release.selfupgrade import (RELEASE_PATH, WHEEL_PATH, fetch_program, fetch_wheels, held_wheels,
-                                       upgrade_self)
+from llmgw.release.selfupgrade import RELEASE_PATH, WHEEL_PATH, fetch_program, fetch_wheels, held_wheels, upgrade_self
 from llmgw.release.swap import PREVIOUS_SUFFIX, install_program, previous_of, restore_previous
 from llmgw.release.watchdog import confirm, confirmed, start_watchdog, watch
 

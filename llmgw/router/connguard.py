@@ -34,7 +34,6 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter
 
 from llmgw.config import RouterSettings, Timeouts
-
 from llmgw.router.clientaddr import parse, proxies
 
 log = logging.getLogger("llmgw.router")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 import aiohttp
 
 from llmgw.connecterror import connect_failure
-from llmgw.router.endpoint import EngineLoad, Endpoint
+from llmgw.router.endpoint import Endpoint, EngineLoad
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

@@ -12,16 +12,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
 from llmgw.config import ClusterSettings, OwnSecrets
-from llmgw.guard import Decision, GuardStats
 from llmgw.events import Event, Events
-from llmgw.guard import Resolver, Reviewers
+from llmgw.guard import Decision, GuardStats, Resolver, Reviewers
 from llmgw.router.admission import Admission
 from llmgw.router.cache import AnswerCache
 from llmgw.router.call import Call

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from llmgw.router.apis import by_api
 from llmgw.telemetry import TRACEPARENT, SpanKind, Tracing, parent_from, traceparent_of
+
 # Re-exported: the router's steps end their spans as trace.end, and name them trace.Span.
 from llmgw.telemetry import Span as Span
 from llmgw.telemetry import end as end

@@ -21,7 +21,6 @@ from llmgw.sim.config import SimConfig
 from llmgw.sim.metrics import Metrics
 from llmgw.sim.plans import Refused
 
-
 _JSON = {"Content-Type": "application/json"}
 _SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _RETRY = {"Content-Type": "application/json", "Retry-After": "1"}

@@ -7,9 +7,8 @@ a model. The rules are in docs/sim-engine.md; change them there too.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import re
+from functools import lru_cache
 
 import orjson
 

@@ -14,8 +14,8 @@ Addresses: `sqlite:PATH` (a file, made with its directory if missing) or
 
 from __future__ import annotations
 
-from typing import Any, Protocol
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from llmgw.config import redact_url
 from llmgw.store.errors import Conflict, SchemaTooNew, StoreError, StoreUnavailable
@@ -26,15 +26,14 @@ from llmgw.store.records import (
     ClusterCA,
     ControlPlaneAddress,
     Delivery,
-    UpgradeRecord,
     Identity,
     JoinToken,
     Lease,
     Limits,
     McpServer,
     Membership,
-    NodeRecord,
     NodeCertificate,
+    NodeRecord,
     Org,
     Person,
     Project,
@@ -46,6 +45,7 @@ from llmgw.store.records import (
     Session,
     Settings,
     Team,
+    UpgradeRecord,
     Usage,
     UsageDay,
     Webhook,

@@ -10,10 +10,9 @@ placeholder spelling, the clock, locks, how errors look — stays in its driver.
 from __future__ import annotations
 
 import abc
-
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, overload
-from collections.abc import Iterator, Sequence
 
 from llmgw.store.errors import StoreError
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 

@@ -7,8 +7,8 @@ a model file or the agent protocol needs no migration.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from llmgw.store.driver import Driver, Duplicate, Row
 from llmgw.store.errors import Conflict, StoreError

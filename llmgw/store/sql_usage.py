@@ -5,8 +5,8 @@ A mixin of SQLStore (sql.py), one domain per module as sql_catalog.py is.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from llmgw.store.driver import Driver, MissingParent, Row, Statements
 from llmgw.store.errors import StoreError

@@ -22,11 +22,11 @@ import asyncio
 import os
 import re
 import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any, TypeVar, TypeVarTuple
-from collections.abc import AsyncIterator, Callable, Sequence
 
 import apsw
 

@@ -25,11 +25,11 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 
 from llmgw.config import Address
+from llmgw.files import write_atomic
 from llmgw.trust import pki
 from llmgw.trust.code import JoinCode, decode_code
 from llmgw.trust.masterkey import TrustError
 from llmgw.trust.tls import node_files
-from llmgw.files import write_atomic
 
 TIMEOUT = 15.0
 

@@ -18,8 +18,8 @@ import datetime as dt
 import hashlib
 import ipaddress
 import re
-from typing import Any
 from collections.abc import Iterable
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature

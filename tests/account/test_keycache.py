@@ -6,9 +6,9 @@ import asyncio
 import time
 
 from llmgw.account.keycache import KeyCache
-from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.keys import new_secret
 from llmgw.account.service import Accounts, Actor
+from llmgw.account.throttle import UnknownKeyThrottle
 
 ME = Actor("test", "cli")
 

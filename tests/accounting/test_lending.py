@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from llmgw.accounting import RateLimiter
-from llmgw.accounting import lending
+from llmgw.accounting import RateLimiter, lending
 from llmgw.accounting.lending import Borrower, Lender
 
 from .principals import offline

@@ -13,9 +13,8 @@ import json
 
 import pytest
 
-from tests.support.servers import Server
-
 from llmgw.store import Usage, open_store
+from tests.support.servers import Server
 
 
 def utc(*args) -> float:

@@ -8,10 +8,9 @@ import time
 
 import pytest
 
-from tests.support.pgcluster import PgCluster
-
 from llmgw.accounting import UsageWriter
 from llmgw.store import StoreUnavailable, Usage, open_store
+from tests.support.pgcluster import PgCluster
 
 
 def row(n: int, cost: int = 1) -> Usage:

@@ -10,10 +10,9 @@ from aiohttp.test_utils import TestServer
 from scim2_client.engines.httpx2 import SyncSCIMClient
 from scim2_tester import Status, check_server
 
-from tests.auth.scimkit import Plane, scim_app
-
 from llmgw.auth.scim import make_token
 from llmgw.config.auth import SCIMSettings
+from tests.auth.scimkit import Plane, scim_app
 
 
 def _check(url: str, token: str) -> list:

@@ -8,12 +8,11 @@ from dataclasses import replace
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.auth.scimkit import Plane, bearer, scim_app
-
-from llmgw.auth.directory import scim_name_link
 from llmgw.account import Accounts, Actor, Sessions
+from llmgw.auth.directory import scim_name_link
 from llmgw.config.auth import SCIMSettings
 from llmgw.store import Person
+from tests.auth.scimkit import Plane, bearer, scim_app
 
 PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
 SETTINGS = SCIMSettings(enabled=True, roles={"admin": ["LLMGW Admins"]},

@@ -8,10 +8,9 @@ import time
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.auth.scimkit import SCIM, Plane, bearer, scim_app, settings_with
-
 from llmgw.auth.scim import make_token, token_made
 from llmgw.config.auth import SCIMSettings
+from tests.auth.scimkit import SCIM, Plane, bearer, scim_app, settings_with
 
 ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
 ADA = {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "ada@corp.example",

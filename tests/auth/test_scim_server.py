@@ -8,11 +8,10 @@ import urllib.request
 
 import aiohttp
 
-from tests.support.servers import Server, write_config
-from tests.support.waiting import wait_until
-
 from llmgw.auth.scim import make_token
 from llmgw.store import open_store
+from tests.support.servers import Server, write_config
+from tests.support.waiting import wait_until
 
 ADA = {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "ada@corp.example",
        "name": {"formatted": "Ada Lovelace"}, "emails": [{"value": "ada@corp.example", "primary": True}],

@@ -6,10 +6,9 @@ import logging
 
 import pytest
 
-from tests.fixtures.plugindist import install_plugin
-
 from llmgw.control.plugins import load_server_plugins
 from llmgw.router.scheduler import profiles, scorers, unregister_profile, unregister_scorer
+from tests.fixtures.plugindist import install_plugin
 
 RACK = '''
 class Rack:

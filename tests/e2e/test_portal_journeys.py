@@ -16,9 +16,8 @@ from urllib.parse import urlparse
 import openai
 import pytest
 
-from tests.e2e.conftest import MODEL, PROJECT, ROOT
-
 from llmgw.portal import i18n
+from tests.e2e.conftest import MODEL, PROJECT, ROOT
 
 ASK = [{"role": "user", "content": "Say something."}]
 # What docs/portal.md shows, each taken at this size so the page reads at a glance and the file stays small.

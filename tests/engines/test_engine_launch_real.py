@@ -19,12 +19,11 @@ import urllib.request
 
 import pytest
 
-from tests.fixtures.tinygguf import write_tiny_gguf
-from tests.support.pgcluster import free_port
-
 from llmgw import engines
 from llmgw.engines.llamacpp_install import installed_llama_server
 from llmgw.protocol.messages import EngineProfile
+from tests.fixtures.tinygguf import write_tiny_gguf
+from tests.support.pgcluster import free_port
 
 
 def run(launch: engines.Launch, log_path):

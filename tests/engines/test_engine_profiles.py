@@ -7,11 +7,10 @@ import struct
 
 import pytest
 
-from tests.fixtures.tinygguf import CONTEXT, write_tiny_gguf
-
 from llmgw import engines
 from llmgw.engines import modelinfo
 from llmgw.protocol.messages import EngineProfile
+from tests.fixtures.tinygguf import CONTEXT, write_tiny_gguf
 
 
 def refusal(engine: str, model_path: str | None = None, **kw) -> str | None:

@@ -21,15 +21,14 @@ import urllib.request
 import openai
 import pytest
 
-from tests.fixtures.tinygguf import NAME, write_tiny_gguf
-from tests.support.pgcluster import free_port
-
 from llmgw.engines.llamacpp_install import (
     RUNNER,
     XLLAMACPP_VERSION,
     engine_dir,
     installed_llama_server,
 )
+from tests.fixtures.tinygguf import NAME, write_tiny_gguf
+from tests.support.pgcluster import free_port
 
 pytestmark = pytest.mark.slow  # installs and runs llama.cpp's server
 

@@ -6,8 +6,7 @@ import pytest
 
 from llmgw.guard import detectors
 from llmgw.guard.default_detectors import iban_ok, luhn_ok
-from llmgw.guard.national_ids import (bsn_ok, codice_fiscale_ok, dni_ok, nir_ok, pesel_ok, steuer_id_ok,
-                                      tc_kimlik_ok)
+from llmgw.guard.national_ids import bsn_ok, codice_fiscale_ok, dni_ok, nir_ok, pesel_ok, steuer_id_ok, tc_kimlik_ok
 
 
 def found(kind: str, text: str) -> list[str]:

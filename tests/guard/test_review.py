@@ -9,16 +9,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_judge import peers, policy, session  # noqa: F401  fixtures and helpers of the judge's tests
 
 from llmgw.config.guard import Policy, Rules
-from llmgw.guard.gate import OutputChecker
 from llmgw.guard.decisions import Decisions
+from llmgw.guard.gate import OutputChecker
 from llmgw.guard.policy import combine_policies
 from llmgw.guard.redact import Redactor
 from llmgw.guard.review import OutputReview, Reviewers
 from llmgw.router.guarded import ChunkGuard
-
-from test_judge import peers, policy, session  # noqa: F401  fixtures and helpers of the judge's tests
 
 SENTENCE = "The weather in the valley stays mild through the week, with light wind. "
 

@@ -16,8 +16,8 @@ from llmgw.config.types import Duration
 from llmgw.events import Events
 from llmgw.guard.services import (
     Reading,
-    ServiceUnavailable,
     Services,
+    ServiceUnavailable,
     merge_services,
     reason_token,
 )

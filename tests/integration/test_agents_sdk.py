@@ -19,8 +19,7 @@ import json
 
 import openai
 import pytest
-from agents import (Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
-                    set_tracing_disabled)
+from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
 from tests.support.servers import write_config
 

@@ -3,7 +3,6 @@ and a request for anything else is refused with a sentence before the engine is 
 
 from __future__ import annotations
 
-
 import anthropic
 import openai
 import pytest

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from tests.support.agents import AgentProcess
-from tests.test_grafana_dashboard import dashboard_metrics
 from tests.support.waiting import wait_for, wait_until
+from tests.test_grafana_dashboard import dashboard_metrics
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import json
 import anthropic
 import openai
 import pytest
-
 from recorder import Recorder
-from tests.support.servers import write_config
 from test_client_api import post
+
+from tests.support.servers import write_config
 
 TOKEN = "ghp_" + "x7Kq2LmN9pRt4VwY8zAb3CdEf6GhJk1MnP5s"
 

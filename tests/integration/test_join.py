@@ -13,11 +13,9 @@ import aiohttp
 import pytest
 import yaml
 
-from tests.support.servers import llmgw
-
 from llmgw import __version__
-from llmgw.trust import client_ssl_context
-from llmgw.trust import pki
+from llmgw.trust import client_ssl_context, pki
+from tests.support.servers import llmgw
 
 
 def node_add(server, *flags: str) -> dict:

@@ -15,16 +15,15 @@ import openai
 import pytest
 import yaml
 
-from tests.support.pyz import carrying, pyz, with_version  # noqa: F401 - pyz is a fixture
-from tests.support.servers import llmgw
-from tests.support.sshd import Sshd, SudoUser, keygen
-from tests.support.waiting import wait_for
-
 from llmgw.agent.nodelock import LOCK_NAME
 from llmgw.agent.statefile import STATE, WARNINGS
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import SupervisedManager
 from llmgw.release.watchdog import CONFIRMED
+from tests.support.pyz import carrying, pyz, with_version  # noqa: F401 - pyz is a fixture
+from tests.support.servers import llmgw
+from tests.support.sshd import Sshd, SudoUser, keygen
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # installs over SSH from llmgw.pyz
 

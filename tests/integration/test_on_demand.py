@@ -7,9 +7,9 @@ import time
 
 import openai
 import psutil
+from test_cluster import _model, _replicas, cluster  # noqa: F401 - the fixture, shared
 
 from tests.support.waiting import wait_for, wait_until
-from test_cluster import _model, _replicas, cluster  # noqa: F401 - the fixture, shared
 
 MB = 1024 * 1024
 

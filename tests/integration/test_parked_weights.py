@@ -12,9 +12,9 @@ import importlib.util
 import socket
 from pathlib import Path
 
+from test_cluster import WeightsServer, _answer, _model, _ready_on, _replicas, cluster, write_tiny_gguf  # noqa: F401 - the fixture
+
 from tests.support.waiting import wait_for
-from test_cluster import WeightsServer, _answer, _model, _ready_on, _replicas, cluster  # noqa: F401 - the fixture
-from test_cluster import write_tiny_gguf
 
 
 def _closed_port() -> int:

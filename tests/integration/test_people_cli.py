@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from tests.support.servers import llmgw
-
 from llmgw.account import AccountError, Sessions
 from llmgw.config import AuthSettings
 from llmgw.store import open_store
+from tests.support.servers import llmgw
 
 PASSWORD = "correct horse battery"
 

@@ -11,7 +11,6 @@ import openai
 import pytest
 
 import llmgw
-
 from tests.fixtures.plugindist import WORDGUARD, install_plugin
 from tests.support.servers import write_config
 

@@ -8,13 +8,12 @@ import json
 import pytest
 import yaml
 
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.services import SupervisedManager
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture
 from tests.support.servers import llmgw
 from tests.support.waiting import wait_until
-
-from llmgw.onboard.layout import Layout
-from llmgw.onboard.services import SupervisedManager
 
 pytestmark = pytest.mark.slow  # an install over SSH from llmgw.pyz
 

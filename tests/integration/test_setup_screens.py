@@ -19,14 +19,13 @@ from pathlib import Path
 import openai
 import pytest
 
+from llmgw.control.adminclient import AdminClient
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
 from tests.support.sshd import Sshd
 from tests.support.tmux import Terminal
 from tests.support.waiting import wait_until
-
-from llmgw.control.adminclient import AdminClient
 
 pytestmark = pytest.mark.slow  # installs from llmgw.pyz through the setup screens
 

@@ -13,10 +13,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from test_client_api import CHAT, gateway, post, provider_key  # noqa: F401  gateway: the fixture
 
 from llmgw.store import open_store
 from tests.support.waiting import wait_for
-from test_client_api import CHAT, gateway, post, provider_key  # noqa: F401  gateway: the fixture
 
 TRACE = "Traceback (most recent call last): File /srv/engine/secret_internal.py line 7"
 

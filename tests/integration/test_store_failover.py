@@ -22,8 +22,8 @@ import time
 import pytest
 
 from llmgw.onboard.patroni import BIN_DIR, LOOP_WAIT, RETRY_TIMEOUT, TTL
-from tests.support.storemachines import StoreMachines, started
 from tests.support.servers import Server, write_config
+from tests.support.storemachines import StoreMachines, started
 
 pytestmark = pytest.mark.slow  # etcd and PostgreSQL under Patroni
 
@@ -194,7 +194,6 @@ def test_killing_the_primarys_postgresql_fails_no_request_and_loses_no_usage_row
 
 def test_a_leader_whose_store_stops_steps_down_and_keeps_answering_v1(servers, engines, tmp_path):
     from tests.support.pgcluster import PgCluster
-
     from tests.support.waiting import wait_for
 
     cluster = PgCluster()

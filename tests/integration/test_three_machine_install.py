@@ -23,12 +23,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.pgcluster import free_port
-from tests.support.pyz import pyz  # noqa: F401 - a fixture
-from tests.support.servers import llmgw
-from tests.support.sshd import keygen
-from tests.support.waiting import wait_until
-
 from llmgw.onboard import hastore, patroni
 from llmgw.onboard.hainstall import HaJob, HaMachine, check_others, check_there, reached
 from llmgw.onboard.layout import Layout
@@ -37,6 +31,11 @@ from llmgw.onboard.patroni import StoreMachine, StorePorts
 from llmgw.onboard.services import SupervisedManager
 from llmgw.onboard.ssh import Credentials, Target
 from llmgw.onboard.steps import StepFailed
+from tests.support.pgcluster import free_port
+from tests.support.pyz import pyz  # noqa: F401 - a fixture
+from tests.support.servers import llmgw
+from tests.support.sshd import keygen
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # three machines installed over SSH, with Patroni
 

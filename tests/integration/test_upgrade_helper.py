@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from llmgw.onboard.layout import Layout
+from llmgw.release.helper import FAILED, REQUEST, Request, stage
+from llmgw.release.program import sha256_of
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz, with_version  # noqa: F401 - pyz is a fixture
 from tests.support.servers import llmgw
 from tests.support.waiting import wait_until
-
-from llmgw.onboard.layout import Layout
-from llmgw.release.helper import FAILED, REQUEST, Request, stage
-from llmgw.release.program import sha256_of
 
 pytestmark = pytest.mark.slow  # an upgrade from llmgw.pyz
 

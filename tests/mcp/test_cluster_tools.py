@@ -15,13 +15,12 @@ import pytest
 import yaml
 from mcp import types
 
+from llmgw import __version__
+from llmgw.mcp.cluster import ClusterTools
 from tests.support.agents import AgentProcess
 from tests.support.inprocess import PlaneThread
 from tests.support.servers import Server
 from tests.support.waiting import wait_until
-
-from llmgw import __version__
-from llmgw.mcp.cluster import ClusterTools
 
 pytestmark = pytest.mark.integration
 

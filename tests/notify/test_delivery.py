@@ -13,7 +13,6 @@ from llmgw.config.types import Duration
 from llmgw.events import Events
 from llmgw.notify import NotifyError, Recorder, Sender, Webhooks, backoff
 from llmgw.store import Webhook, open_store
-
 from tests.support.webhookreceiver import Receiver, docs_verify
 
 

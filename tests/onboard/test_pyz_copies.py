@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pyz import BROKEN_SENTENCE, broken, pyz, with_version  # noqa: F401 - pyz is a fixture
-
 from llmgw import __version__
+from tests.support.pyz import BROKEN_SENTENCE, broken, pyz, with_version  # noqa: F401 - pyz is a fixture
 
 pytestmark = pytest.mark.slow  # builds llmgw.pyz
 

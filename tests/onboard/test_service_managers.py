@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.waiting import wait_until
-
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import SupervisedManager, service_manager
 from llmgw.onboard.steps import Progress, StepFailed
 from llmgw.onboard.supervisor import process_start, read_state, state_path
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "toy.service"

@@ -8,10 +8,10 @@ and a browser-like client per person (its own cookie jar).
 from __future__ import annotations
 
 import io
-import os
-import socket
 import json
+import os
 import re
+import socket
 import time
 from contextlib import asynccontextmanager
 from gettext import GNUTranslations
@@ -29,11 +29,11 @@ from babel.messages.pofile import read_po
 
 from llmgw.account import Accounts, Actor
 from llmgw.account.keycache import KeyCache
-from llmgw.events import Events
 from llmgw.accounting import Budgets
 from llmgw.config import ClusterSettings
 from llmgw.config.server import ServerConfig
 from llmgw.control.settings import ClusterSettingsWatcher, seed_settings
+from llmgw.events import Events
 from llmgw.portal import i18n, mount, registered
 from llmgw.trust import ensure_master_key
 from llmgw.trust.masterkey import FILE_NAME as MASTER_KEY

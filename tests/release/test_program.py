@@ -12,8 +12,8 @@ import pytest
 
 from llmgw import __version__
 from llmgw.release import (
-    Releases,
     ReleaseError,
+    Releases,
     check_program,
     install_program,
     open_bundle,

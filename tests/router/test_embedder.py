@@ -14,7 +14,6 @@ from llmgw.router.embedder import CatalogEmbedder, EmbeddingFailed
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
 from llmgw.router.similar import embed_question
-
 from tests.support.pgcluster import free_port
 from tests.support.simengines import Sim  # a real `llmgw sim-engine`
 

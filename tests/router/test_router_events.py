@@ -13,7 +13,6 @@ from llmgw.config.server import ClusterSettings
 from llmgw.events import Events
 from llmgw.guard.decisions import Decisions
 from llmgw.router.service import Router
-
 from tests.accounting.principals import principal
 
 

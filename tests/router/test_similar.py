@@ -17,7 +17,6 @@ from llmgw.router import cache as cachemod
 from llmgw.router.cache import AnswerCache, Entry
 from llmgw.router.replay import replay_json
 from llmgw.router.similar import MAX_QUESTION_CHARS, SimilarIndex, embed_question, question, unit
-
 from tests.support.rewordings import OTHER_QUESTIONS, REWORDINGS
 from tests.support.simengines import Sim  # a real `llmgw sim-engine`
 

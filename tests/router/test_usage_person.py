@@ -8,7 +8,6 @@ from llmgw.config.keyfiles import OwnSecrets
 from llmgw.config.server import ClusterSettings
 from llmgw.router.service import Router
 from llmgw.store import ApiKey, Person
-
 from tests.accounting.principals import principal
 
 

@@ -11,9 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.support.pgcluster import free_port
-
 from llmgw.store import StoreUnavailable, Usage, open_store
+from tests.support.pgcluster import free_port
 
 
 def _several(url: str, *ports: int, attrs: str = "read-write") -> str:

@@ -6,9 +6,8 @@ import socket
 
 import pytest
 
-from tests.support.pgcluster import PgCluster, free_port
-
 from llmgw.store import StoreError, StoreUnavailable, open_store
+from tests.support.pgcluster import PgCluster, free_port
 
 
 @pytest.fixture(scope="module")

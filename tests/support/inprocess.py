@@ -15,12 +15,11 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tests.support.servers import ROLES, Server
-
 from llmgw.config import ServerConfig, cluster_part, from_dict, to_dict
 from llmgw.control.plane import ControlPlane, take_ports
 from llmgw.control.token import ensure_token
 from llmgw.store import open_store
+from tests.support.servers import ROLES, Server
 
 T = TypeVar("T")
 

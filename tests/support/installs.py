@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.waiting import wait_until
-
 from llmgw.control.adminclient import AdminClient, AdminError
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.services import service_manager
 from llmgw.onboard.stopping import stop_install
+from tests.support.waiting import wait_until
 
 
 def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...] = ("sim",)) -> None:

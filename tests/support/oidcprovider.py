@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-
 HERE = Path(__file__).parent / "oidc"
 CLIENT_ID = "llmgw"
 CLIENT_SECRET = "test-client-secret-not-a-real-one"

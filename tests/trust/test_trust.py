@@ -29,10 +29,9 @@ from llmgw.trust import (
     make_agent_app,
     node_identity,
     peer_node_id,
+    pki,
 )
-from llmgw.trust import pki
 from llmgw.trust.code import JoinCode
-
 from tests.store.rawsql import raw_fetch
 
 

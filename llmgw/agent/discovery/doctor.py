@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import re
+import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 from llmgw import plugins
 from llmgw.agent.discovery import bandwidth

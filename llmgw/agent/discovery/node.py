@@ -6,8 +6,8 @@ import os
 import random
 import threading
 import time
-from typing import Any
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import psutil
 

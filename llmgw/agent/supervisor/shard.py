@@ -14,8 +14,8 @@ import asyncio
 import logging
 import signal
 import time
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import psutil

@@ -9,9 +9,9 @@ import os
 import secrets
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Awaitable, Callable
 
 import aiohttp
 import psutil

@@ -25,9 +25,9 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable, Mapping
 
 import aiohttp
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from pathlib import Path
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from llmgw.files import write_atomic
 

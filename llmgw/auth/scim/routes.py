@@ -29,7 +29,14 @@ from llmgw.auth.secrets import Secrets
 from llmgw.config import SCIMSettings, own_secrets
 from llmgw.errors import N_, ExpectedError
 from llmgw.store import (
-    AuditStore, Conflict, KeysStore, PeopleStore, ScimStore, SecretsStore, StoreError, StoreUnavailable,
+    AuditStore,
+    Conflict,
+    KeysStore,
+    PeopleStore,
+    ScimStore,
+    SecretsStore,
+    StoreError,
+    StoreUnavailable,
 )
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from llmgw.config import Size
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, gb, static_refusal
 from llmgw.control.catalog.spec import GB, MB, SELF_SIZING, GPUNeed, ModelSpec, Profile, SpecError, load_spec
-from llmgw.errors import ExpectedError, N_
+from llmgw.errors import N_, ExpectedError
 from llmgw.store import Replica
 
 # Engines that spread one replica over several cards by tensor parallel,

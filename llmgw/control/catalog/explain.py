@@ -9,9 +9,9 @@ by the code that decides it rather than by a second guess at it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import gb

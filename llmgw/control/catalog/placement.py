@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import heapq
 import secrets
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
-from collections.abc import Callable, Iterable, Sequence
 
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.fit import Need, Room, Static, StaticKey

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Actor
 from llmgw.config import capabilities
 from llmgw.control.catalog import changes
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
-from llmgw.control.catalog.explain import explain, view as explain_view
+from llmgw.control.catalog.explain import explain
+from llmgw.control.catalog.explain import view as explain_view
 from llmgw.control.catalog.fit import Room
 from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec

@@ -28,8 +28,20 @@ import orjson
 from aiohttp import web
 
 from llmgw import __version__
-from llmgw.release import Releases, ReleaseError, check_program, fetch_wheels, running_program, upgrade_self
-from llmgw.release import Request, can_replace, fetch_program, helper_installed, sha256_of, stage
+from llmgw.release import (
+    ReleaseError,
+    Releases,
+    Request,
+    can_replace,
+    check_program,
+    fetch_program,
+    fetch_wheels,
+    helper_installed,
+    running_program,
+    sha256_of,
+    stage,
+    upgrade_self,
+)
 from llmgw.trust import peer_control_plane
 
 if TYPE_CHECKING:

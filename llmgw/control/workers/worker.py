@@ -370,8 +370,8 @@ async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], N
     """`llmgw server --worker-of FD`: serve the client API until SIGTERM or the main process goes away;
     `extend` adds routes to its client app, as `serve`'s does to the main process's."""
     from llmgw import logsetup
-    from llmgw.errors import explain
     from llmgw.config import ServerConfig, from_dict
+    from llmgw.errors import explain
 
     loop = asyncio.get_running_loop()
     # A terminal's Ctrl-C reaches the whole process group; the main process

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from llmgw.router.endpoint import EngineLoad, Endpoint
+    from llmgw.router.endpoint import Endpoint, EngineLoad
 
 T = TypeVar("T")
 

@@ -18,13 +18,15 @@ choose(..., exclude=tried) ranks afresh: the queues moved meanwhile.
 from __future__ import annotations
 
 import itertools
-import math
 import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, Scorer, profile as find_profile, scorer as find_scorer
+from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, Scorer
+from llmgw.router.scheduler.base import profile as find_profile
+from llmgw.router.scheduler.base import scorer as find_scorer
 
 if TYPE_CHECKING:
     from llmgw.router.endpoint import Endpoint

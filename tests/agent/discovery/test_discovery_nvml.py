@@ -12,7 +12,6 @@ import sys
 
 import pynvml
 import pytest
-
 from fakenvml import FakeCard, FakeMIG, FakeNVML
 
 from llmgw.agent.discovery import Discovery

@@ -9,7 +9,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from fakenvml import FakeCard, FakeNVML
 
 from llmgw.agent.discovery import Discovery

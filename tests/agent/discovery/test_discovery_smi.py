@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 
-import pynvml
-
 import fakesmi
+import pynvml
 from fakenvml import FakeNVML
 from fakesmi import APPS, CARDS, CARDS_OLD, CSV, PCIE, PCIE_OLD
 

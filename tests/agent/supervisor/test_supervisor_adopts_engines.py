@@ -12,8 +12,8 @@ import sys
 
 import aiohttp
 import psutil
-
 from supervised import alive, script_spec, sim_spec, wait_for_file
+
 from llmgw.agent.supervisor import Supervisor, procs, records
 from llmgw.agent.supervisor.records import ShardRecord
 

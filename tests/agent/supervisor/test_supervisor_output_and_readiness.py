@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from supervised import next_state, script_spec
+
 from llmgw.agent.supervisor import OutputLimits
 from llmgw.agent.supervisor.ring import LogRing
 

@@ -9,10 +9,9 @@ import pwd
 import aiohttp
 import psutil
 import pytest
-
 from supervised import alive, next_state, script_spec, sim_spec, wait_for_file
-from llmgw.agent.supervisor import EngineSpec, OutputLimits, Supervisor
-from llmgw.agent.supervisor import records
+
+from llmgw.agent.supervisor import EngineSpec, OutputLimits, Supervisor, records
 
 
 async def test_a_started_engine_becomes_ready_and_a_repeated_start_starts_nothing(supervisor, data_dir):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmgw.router.endpoint import EngineLoad, Endpoint
+from llmgw.router.endpoint import Endpoint, EngineLoad
 
 NOW = 10_000.0
 

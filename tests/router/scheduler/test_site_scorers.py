@@ -6,7 +6,12 @@ import pytest
 from routing_endpoints import NOW, replica
 
 from llmgw.router.scheduler import (
-    choose, register_profile, register_scorer, scorers, unregister_profile, unregister_scorer,
+    choose,
+    register_profile,
+    register_scorer,
+    scorers,
+    unregister_profile,
+    unregister_scorer,
 )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import orjson
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
-
 from translate_chunks import call, chunk, completion, run, stream, usage
 
 from llmgw.router.translate.anthropic import MessagesStream, chat_to_message, encode_sse, wants_thinking

@@ -12,7 +12,6 @@ import re
 
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
-
 from translate_chunks import call, chunk, completion, run, stream, usage
 
 from llmgw.router.translate.responses import ResponsesStream, chat_to_response

@@ -14,11 +14,15 @@ import openai
 import orjson
 import pytest
 from aiohttp import web
-
 from translate_chunks import call, completion, stream
 
 from llmgw.router.translate.anthropic import (
-    MessagesStream, anthropic_error, chat_to_message, messages_to_chat, wants_thinking)
+    MessagesStream,
+    anthropic_error,
+    chat_to_message,
+    messages_to_chat,
+    wants_thinking,
+)
 from llmgw.router.translate.common import TranslateError, encode_sse
 from llmgw.router.translate.responses import ResponsesStream, chat_to_response, responses_to_chat
 
