@@ -15,8 +15,6 @@ import, the same way a site's module would register its own. See
 docs/routing.md.
 """
 
-from llmgw.router.scheduler import default_profiles as _default_profiles  # noqa: F401  (registers)
-from llmgw.router.scheduler import default_scorers as _default_scorers  # noqa: F401  (registers)
 from llmgw.router.scheduler.base import (
     LOAD_MAX_AGE,
     Context,
@@ -30,6 +28,15 @@ from llmgw.router.scheduler.base import (
     unregister_profile,
     unregister_scorer,
 )
+
+# isort: split
+# The scorers register before the profiles that name them, so these two stay in this order.
+from llmgw.router.scheduler import default_scorers as _default_scorers  # noqa: F401  (registers)
+
+# isort: split
+from llmgw.router.scheduler import default_profiles as _default_profiles  # noqa: F401  (registers)
+
+# isort: split
 from llmgw.router.scheduler.choose import available, choose, take
 from llmgw.router.scheduler.session import SESSION_HEADER, session_key
 
