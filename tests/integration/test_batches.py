@@ -1,12 +1,15 @@
 """Files and batches through OpenAI's own SDK, against a real `llmgw server` and a real sim-engine.
 
-One server for the module: the thousand-line batch, the refusals, and last
-the batch whose server is killed (SIGKILL) in the middle and started again
-on the same store and data directory.
+One server for the module: the thousand-line batch, the refusals, and the
+batch whose server is killed (SIGKILL) in the middle and started again on
+the same store and data directory. The tests run in any order, so each has
+a project and key of its own (`own`): files, the quota and the usage sums
+are a project's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import signal
@@ -47,6 +50,20 @@ def gw(tmp_path_factory):
     engine.stop()
 
 
+class Own:
+    """A test's own project on the module's server, with a key and an SDK client for it."""
+
+    def __init__(self, gw, project: str):
+        made = gw.ctl_json("keys", "create", "--project", project, "--create", project.rsplit("/", 1)[1])
+        self.gw, self.project, self.key, self.client_url = gw, project, made["key"], gw.client_url
+        self.openai = openai.OpenAI(api_key=self.key, base_url=gw.client_url + "/v1", max_retries=0)
+
+
+@pytest.fixture
+def own(gw, request):
+    return Own(gw, "Default/default/t" + hashlib.sha256(request.node.name.encode()).hexdigest()[:10])
+
+
 def jsonl(rows: list[dict]) -> bytes:
     return b"".join(json.dumps(row).encode() + b"\n" for row in rows)
 
@@ -69,8 +86,10 @@ def finished(gw, batch_id: str, timeout: float = 120):
     return wait_until(ended, timeout, f"batch {batch_id} ended", interval=0.2)
 
 
-def batch_usage(gw) -> dict:
-    return gw.ctl_json("ctl", "usage", "--batch", "--by", "model", "--since", "1h")["total"]
+def batch_usage(own: Own) -> dict:
+    """The batch lines' sums of the test's own project (none yet: nothing)."""
+    rows = own.gw.ctl_json("ctl", "usage", "--batch", "--by", "project", "--since", "1h")["rows"]
+    return next((row for row in rows if row["name"] == own.project), {"requests": 0, "cost_micros": 0})
 
 
 def outputs(gw, batch) -> list[dict]:
@@ -89,31 +108,31 @@ def expected_cost(rows: list[dict]) -> int:
     return total
 
 
-def test_a_thousand_line_batch_is_answered_line_by_line_and_billed_at_the_batch_price(gw):
+def test_a_thousand_line_batch_is_answered_line_by_line_and_billed_at_the_batch_price(gw, own):
     started = time.monotonic()
-    file = upload(gw, chat_lines("q"))
+    file = upload(own, chat_lines("q"))
     assert file.purpose == "batch" and file.bytes > 0 and file.id.startswith("file-")
-    batch = gw.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions",
+    batch = own.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions",
                                      completion_window="24h", metadata={"job": "nightly"})
     assert batch.status == "in_progress" and batch.request_counts.total == LINES
 
-    done = finished(gw, batch.id)
+    done = finished(own, batch.id)
     took = time.monotonic() - started
 
     assert done.status == "completed", done
     assert (done.request_counts.completed, done.request_counts.failed) == (LINES, 0)
     assert done.error_file_id is None and done.metadata == {"job": "nightly"}
-    rows = outputs(gw, done)
+    rows = outputs(own, done)
     assert sorted(row["custom_id"] for row in rows) == sorted(f"q-{n}" for n in range(LINES))
     assert all(row["response"]["status_code"] == 200 and row["error"] is None for row in rows)
     assert all(row["response"]["body"]["choices"][0]["message"]["content"] for row in rows)
-    usage = batch_usage(gw)
+    usage = batch_usage(own)
     assert usage["requests"] == LINES
     assert usage["cost_micros"] == expected_cost(rows) > 0
     print(f"\n{LINES} lines uploaded, run and read back in {took:.1f} s")
 
 
-def test_a_file_that_breaks_a_rule_is_refused_naming_its_line(gw):
+def test_a_file_that_breaks_a_rule_is_refused_naming_its_line(gw, own):
     good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
             "body": {"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}}
     cases = {
@@ -128,12 +147,12 @@ def test_a_file_that_breaks_a_rule_is_refused_naming_its_line(gw):
     }
     for content, sentence in cases.items():
         with pytest.raises(openai.BadRequestError) as refused:
-            upload(gw, content)
+            upload(own, content)
         assert sentence in refused.value.body["message"], (content, refused.value.body)
         assert refused.value.body["code"] == "invalid_file"
 
     with pytest.raises(openai.BadRequestError) as refused:
-        gw.openai.files.create(file=("a.jsonl", io.BytesIO(jsonl([good]))), purpose="fine-tune")
+        own.openai.files.create(file=("a.jsonl", io.BytesIO(jsonl([good]))), purpose="fine-tune")
     assert refused.value.body["param"] == "purpose"
 
 
@@ -157,7 +176,7 @@ def form(**fields: bytes) -> bytes:
     return b"".join(parts) + b"--xx--\r\n"
 
 
-def test_an_upload_that_is_not_a_readable_form_is_refused_with_400_never_500(gw):
+def test_an_upload_that_is_not_a_readable_form_is_refused_with_400_never_500(gw, own):
     multipart = "multipart/form-data; boundary=xx"
     sent = {
         "a JSON body": (b'{"purpose": "batch"}', "application/json"),
@@ -167,20 +186,20 @@ def test_an_upload_that_is_not_a_readable_form_is_refused_with_400_never_500(gw)
         "no file": (form(purpose=b"batch"), multipart),
     }
     for what, (body, content_type) in sent.items():
-        status, answer = send(gw, "POST", "/v1/files", body, content_type)
+        status, answer = send(own, "POST", "/v1/files", body, content_type)
         assert status == 400 and answer["error"]["message"], (what, answer)
-    assert send(gw, "POST", "/v1/files", form(purpose=b"batch", file=chat_lines("p", 1)), multipart)[0] == 200
-    status, answer = send(gw, "GET", "/v1/files?limit=0")
+    assert send(own, "POST", "/v1/files", form(purpose=b"batch", file=chat_lines("p", 1)), multipart)[0] == 200
+    status, answer = send(own, "GET", "/v1/files?limit=0")
     assert status == 400 and answer["error"]["param"] == "limit"
-    status, answer = send(gw, "POST", "/v1/batches", json.dumps({
+    status, answer = send(own, "POST", "/v1/batches", json.dumps({
         "input_file_id": "file-000000000000000000000000", "endpoint": "/v1/chat/completions",
         "completion_window": "24h", "metadata": {"k": "v" * 600}}).encode(), "application/json")
     assert status == 400 and answer["error"]["param"] == "metadata"
-    assert send(gw, "GET", "/v1/files", key=False)[0] == 401  # no key, no files
+    assert send(own, "GET", "/v1/files", key=False)[0] == 401  # no key, no files
 
 
-def test_a_batch_that_asks_for_what_is_not_here_is_refused_with_a_sentence(gw):
-    chat = upload(gw, chat_lines("r", 2))
+def test_a_batch_that_asks_for_what_is_not_here_is_refused_with_a_sentence(gw, own):
+    chat = upload(own, chat_lines("r", 2))
     bad = {
         (chat.id, "/v1/completions", "24h"): ("endpoint must be one of", 400),
         (chat.id, "/v1/chat/completions", "1h"): ('completion_window must be "24h"', 400),
@@ -190,12 +209,12 @@ def test_a_batch_that_asks_for_what_is_not_here_is_refused_with_a_sentence(gw):
     }
     for (file_id, endpoint, window), (sentence, status) in bad.items():
         with pytest.raises(openai.APIStatusError) as refused:
-            gw.openai.batches.create(input_file_id=file_id, endpoint=endpoint, completion_window=window)
+            own.openai.batches.create(input_file_id=file_id, endpoint=endpoint, completion_window=window)
         assert refused.value.status_code == status and sentence in refused.value.body["message"], refused.value.body
     with pytest.raises(openai.NotFoundError):
-        gw.openai.batches.retrieve("batch_nothere")
+        own.openai.batches.retrieve("batch_nothere")
     with pytest.raises(openai.NotFoundError):
-        gw.openai.files.content("file-000000000000000000000000")
+        own.openai.files.content("file-000000000000000000000000")
 
 
 def test_a_key_of_another_project_sees_none_of_the_files_or_batches(gw):
@@ -214,46 +233,46 @@ def test_a_key_of_another_project_sees_none_of_the_files_or_batches(gw):
     assert gw.openai.files.delete(mine.id).deleted is True
 
 
-def test_a_file_past_the_upload_bound_or_the_projects_quota_is_refused_with_413(gw):
+def test_a_file_past_the_upload_bound_or_the_projects_quota_is_refused_with_413(gw, own):
     line = chat_lines("big", 1)
     with pytest.raises(openai.APIStatusError) as refused:
-        upload(gw, line * (MAX_FILE // len(line) + 1))
+        upload(own, line * (MAX_FILE // len(line) + 1))
     assert refused.value.status_code == 413 and "router.batch.max_file_bytes" in refused.value.body["message"]
 
-    held = sum(f.bytes for f in gw.openai.files.list())
+    held = sum(f.bytes for f in own.openai.files.list())
     filler = chat_lines("fill", MAX_FILE // (2 * len(line)))
     assert len(filler) < MAX_FILE
     kept = []
     with pytest.raises(openai.APIStatusError) as refused:
         for _ in range((QUOTA - held) // len(filler) + 2):
-            kept.append(upload(gw, filler))
+            kept.append(upload(own, filler))
     assert refused.value.status_code == 413 and "router.batch.project_quota" in refused.value.body["message"]
     assert kept, "the quota refused the first file, with room for it"
     for file in kept:
-        gw.openai.files.delete(file.id)
-    upload(gw, filler)  # room again once files are deleted
+        own.openai.files.delete(file.id)
+    upload(own, filler)  # room again once files are deleted
 
 
-def test_a_cancelled_batch_ends_cancelled_and_an_ended_one_cannot_be_cancelled(gw):
-    file = upload(gw, chat_lines("c", 300))
-    batch = gw.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
-    assert gw.openai.batches.cancel(batch.id).status == "cancelling"
+def test_a_cancelled_batch_ends_cancelled_and_an_ended_one_cannot_be_cancelled(gw, own):
+    file = upload(own, chat_lines("c", 300))
+    batch = own.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert own.openai.batches.cancel(batch.id).status == "cancelling"
 
-    done = finished(gw, batch.id)
+    done = finished(own, batch.id)
     assert done.status == "cancelled" and done.cancelled_at is not None
     assert done.request_counts.completed + done.request_counts.failed < 300
-    assert gw.openai.batches.cancel(batch.id).status == "cancelled"  # asked again: as it is
+    assert own.openai.batches.cancel(batch.id).status == "cancelled"  # asked again: as it is
 
-    one = gw.openai.batches.create(input_file_id=upload(gw, chat_lines("d", 1)).id,
+    one = own.openai.batches.create(input_file_id=upload(own, chat_lines("d", 1)).id,
                                    endpoint="/v1/chat/completions", completion_window="24h")
-    assert finished(gw, one.id).status == "completed"
+    assert finished(own, one.id).status == "completed"
     with pytest.raises(openai.ConflictError) as refused:
-        gw.openai.batches.cancel(one.id)
+        own.openai.batches.cancel(one.id)
     assert "can no longer be cancelled" in refused.value.body["message"]
 
 
-def test_a_line_the_gateway_or_a_guardrail_refuses_is_in_the_error_file_with_one_usage_row(gw):
-    before = batch_usage(gw)["requests"]
+def test_a_line_the_gateway_or_a_guardrail_refuses_is_in_the_error_file_with_one_usage_row(gw, own):
+    before = batch_usage(own)["requests"]
     rows = [{"custom_id": "good", "method": "POST", "url": "/v1/chat/completions",
              "body": {"model": "qwen", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}},
             {"custom_id": "nowhere", "method": "POST", "url": "/v1/chat/completions",
@@ -262,29 +281,29 @@ def test_a_line_the_gateway_or_a_guardrail_refuses_is_in_the_error_file_with_one
              "body": {"model": "qwen", "messages": "not a list"}},
             {"custom_id": "leaky", "method": "POST", "url": "/v1/chat/completions",
              "body": {"model": "qwen", "messages": [{"role": "user", "content": f"use {SECRET}"}]}}]
-    batch = gw.openai.batches.create(input_file_id=upload(gw, jsonl(rows)).id, endpoint="/v1/chat/completions",
+    batch = own.openai.batches.create(input_file_id=upload(own, jsonl(rows)).id, endpoint="/v1/chat/completions",
                                      completion_window="24h")
 
-    done = finished(gw, batch.id)
+    done = finished(own, batch.id)
     assert done.status == "completed"
     assert (done.request_counts.completed, done.request_counts.failed) == (1, 3)
-    assert [row["custom_id"] for row in outputs(gw, done)] == ["good"]
-    text = gw.openai.files.content(done.error_file_id).text
+    assert [row["custom_id"] for row in outputs(own, done)] == ["good"]
+    text = own.openai.files.content(done.error_file_id).text
     errors = [json.loads(line) for line in text.splitlines()]
     assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [
         ("nowhere", 404), ("shapeless", 400), ("leaky", 400)]
     assert "there is no model no-such-model" in errors[0]["response"]["body"]["error"]["message"]
     assert errors[2]["response"]["body"]["error"]["code"] == "guardrail_blocked" and SECRET not in text
-    assert batch_usage(gw)["requests"] - before == 4
+    assert batch_usage(own)["requests"] - before == 4
 
 
-def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw):
-    before = batch_usage(gw)["requests"]
-    file = upload(gw, chat_lines("k"))
-    batch = gw.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw, own):
+    before = batch_usage(own)["requests"]
+    file = upload(own, chat_lines("k"))
+    batch = own.openai.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
 
     def partway():
-        counts = gw.openai.batches.retrieve(batch.id).request_counts
+        counts = own.openai.batches.retrieve(batch.id).request_counts
         return 0 < counts.completed < LINES and counts.completed
     done_before = wait_until(partway, 60, "some lines of the batch were recorded, not all", interval=0.02)
     gw.signal(signal.SIGKILL)
@@ -292,13 +311,13 @@ def test_a_server_killed_mid_batch_neither_loses_nor_repeats_a_line(gw):
     gw.log.close()
     gw.start()
 
-    done = finished(gw, batch.id)
+    done = finished(own, batch.id)
     assert done.status == "completed", done
     assert (done.request_counts.completed, done.request_counts.failed) == (LINES, 0)
-    rows = outputs(gw, done)
+    rows = outputs(own, done)
     assert len(rows) == LINES
     assert sorted(row["custom_id"] for row in rows) == sorted(f"k-{n}" for n in range(LINES))
-    assert batch_usage(gw)["requests"] - before == LINES
+    assert batch_usage(own)["requests"] - before == LINES
     print(f"\nkilled with {done_before} of {LINES} lines recorded")
 
 

@@ -195,13 +195,19 @@ def test_a_servers_progress_is_passed_on_to_the_agent(gw):
 
 
 def test_every_call_is_in_ctl_audit_with_the_arguments_digest_never_their_text(gw):
+    # A call the guardrails refuse (its answer carries a planted instruction) is audited as well; made here,
+    # since the module's tests run in any order.
+    call(gw, gw.key, "co.ticket", {"number": 42})
     call(gw, gw.key, "co.echo", {"text": "audited words"})
 
     def entry():
         rows = gw.ctl_json("ctl", "audit", "--target", "co.echo", "--limit", "100")
+        tickets = gw.ctl_json("ctl", "audit", "--target", "co.ticket", "--limit", "100")
+        if not any(r["action"] == "mcp.call" for r in tickets):
+            return None
         return next((r for r in rows if r["action"] == "mcp.call"), None)
 
-    row = wait_until(entry, 10, "the call was in the audit log", interval=0.2)
+    row = wait_until(entry, 10, "both calls were in the audit log", interval=0.2)
     assert row["after"]["key"] == gw.key_id and row["after"]["outcome"] == "ok"
     assert len(row["after"]["arguments_sha256"]) == 64 and row["after"]["arguments_bytes"] > 0
     everything = gw.ctl("ctl", "audit", "--limit", "1000", "--json").stdout
