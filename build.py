@@ -1167,7 +1167,7 @@ def check_steps() -> list[Step]:
         # configuration lives with the code, so an editor's run agrees with CI's.
         Step("lint", "ruff's findings over the checkout (ruff.toml)",
              [str(VENV / "bin" / "ruff"), "check", "."]),
-        Step("types", "mypy over llmgw/, strict on the bottom floors ([mypy] in setup.cfg)",
+        Step("types", "mypy over llmgw/, strict on the request path and the floors ([mypy] in setup.cfg)",
              [str(VENV / "bin" / "mypy")]),
         Step("layers", "no package imports a floor above its own (.importlinter, docs/internals.md)",
              [str(VENV / "bin" / "lint-imports"), "--no-logo", "--no-cache", str(ROOT / ".importlinter")]),
