@@ -33,12 +33,28 @@ def pytest_configure(config):
                                        "install over SSH, the zipapp), drives a browser, starts a directory (slapd, "
                                        "an OpenID provider), Patroni or three machines, or watches for more than a "
                                        "minute; `build.py test --quick` (-m 'not slow') leaves these out")
+    config.addinivalue_line("markers", "in_order: the module's tests are one story on one shared system (an "
+                                       "upgrade, then its rollback) and run in the order written, while the "
+                                       "modules around it are shuffled; give a reason beside the mark")
     # The portal's catalogues are compiled, not kept in git: a bare `pytest` (no build.py test) compiles
     # them when a .po is newer, so Turkish pages show Turkish here and in the servers the tests start.
     from llmgw.portal import catalogues
 
     if catalogues.stale():
         catalogues.compile_all()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put back the written order inside each module marked `in_order`, in the places pytest-randomly gave
+    its tests (whose own wrapper has shuffled them by now), so that a seed still replays the whole run."""
+    slots: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if item.get_closest_marker("in_order") is not None:
+            slots.setdefault(item.nodeid.split("::", 1)[0], []).append(index)
+    for indices in slots.values():
+        written = sorted((items[i] for i in indices), key=lambda item: item.location[1])
+        for index, item in zip(indices, written, strict=True):
+            items[index] = item
 
 
 @pytest.fixture(scope="session")

@@ -320,7 +320,9 @@ def test_ctl_mcp_registers_lists_tests_disables_and_removes_a_server(gw, company
                   "--secret-file", f"Authorization={gw.data_dir.parent / 'company-token'}").returncode == 0
     wait_until(lambda: not any(t.startswith("co.") for t in tools(gw, gw.key)), 20,
                "a disabled server's tools left the list", interval=0.2)
+    # Back as the module's fixture made it (its description and header too): the tests run in any order.
     assert gw.ctl("ctl", "mcp", "add", "co", "--url", company.url, "--allow-private", "--replace",
+                  "--description", "Acme", "--header", "X-Team=support",
                   "--secret-file", f"Authorization={gw.data_dir.parent / 'company-token'}").returncode == 0
     wait_until(lambda: "co.echo" in tools(gw, gw.key), 20, "co's tools came back", interval=0.2)
     gone = gw.ctl("ctl", "mcp", "remove", "desk")

@@ -32,7 +32,10 @@ from tests.support.pyz import BROKEN_SENTENCE, broken, built_pyz, with_version
 from tests.support.servers import llmgw
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow  # four machines started from an archive, and moved twice: minutes
+# Slow: four machines started from an archive, and moved twice: minutes. In order: one story on one
+# cluster (a broken build stops at v1, an upgrade moves everything to v2, a rollback brings it back), where a
+# cluster for each test would cost another minute of starts apiece.
+pytestmark = [pytest.mark.slow, pytest.mark.in_order]
 
 MODEL = "simmy"
 V2 = "0.2.0"
