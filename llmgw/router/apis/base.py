@@ -10,6 +10,7 @@ through as OpenAI's; Messages and Responses translate.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
@@ -36,7 +37,7 @@ class Prepared(NamedTuple):
     tools_dropped: tuple[str, ...] = ()
 
 
-class Shape:
+class Shape(ABC):
     """One client API: its route, what the engine is asked, and how answers and refusals look in it."""
 
     api: str  # its name in usage rows, metrics and the cache's key: chat, completions, …
@@ -49,9 +50,9 @@ class Shape:
     operation = "chat"  # the OpenTelemetry GenAI operation its spans are named by (router.trace)
     thinking_field = "reasoning_effort"  # the client's field that asks for thinking, for a refusal to name
 
+    @abstractmethod
     def prepare(self, body: JSON, *, model: str, entry: ModelEntry) -> Prepared:
         """The engine's request; raises shapes.ShapeError, TranslateError or Refuse for a body that does not fit."""
-        raise NotImplementedError
 
     def asks_thinking(self, client_body: JSON) -> bool:
         """Whether the client's own body asks for thinking, beyond what the engine's body says."""
@@ -85,9 +86,9 @@ class Shape:
         """A kept answer (the engine's JSON) as an unstreamed response body in this shape."""
         return answer  # the bytes the first client got: no second encoding
 
+    @abstractmethod
     def replay_stream(self, answer: bytes, *, model: str, request: JSON, include_usage: bool) -> bytes:
         """A kept answer as one write of Server-Sent Events in this shape, ending as a stream ends."""
-        raise NotImplementedError
 
 
 def openai_stream(body: JSON) -> tuple[JSON, bool, bool]:
