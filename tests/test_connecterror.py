@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import socket
 import ssl
 
 import aiohttp
 import pytest
 
 from llmgw.connecterror import connect_failure
+from tests.support.pgcluster import free_port
 
 
 async def test_a_refused_https_connection_is_said_without_the_ssl_contexts_repr():
     # As a standby posts to a leader that has just stopped.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # leased: nothing listens there, so the call is made and refused
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectorError) as failed:
             await session.post(f"https://127.0.0.1:{port}/activity", ssl=ssl.create_default_context())

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from llmgw.benchmark.fuzzcases import Case, cases
-from llmgw.benchmark.overhead import _free_port, _wait_port, end_processes, init_server
+from llmgw.benchmark.overhead import _wait_port, end_processes, init_server
 from llmgw.control import read_token
+from llmgw.ports import unused_port
 from llmgw.router import speaks_anthropic
 
 # The body limit the fuzzed gateway runs with: small, so a gzip bomb costs
@@ -68,12 +69,12 @@ class Rig:
         procs: list[subprocess.Popen] = []
         logs = {"engine": os.path.join(tmp, "engine.log"), "server": os.path.join(tmp, "server.log")}
         try:
-            engine_port = _free_port()
+            engine_port = unused_port()
             with open(logs["engine"], "ab") as log:
                 procs.append(subprocess.Popen([*py, "sim-engine", "--port", str(engine_port), "--model", "sim",
                                                "--max-tokens-default", "8"], stdout=log, stderr=subprocess.STDOUT))
             _wait_port(engine_port, procs[0], "the sim-engine")
-            ports = {r: _free_port() for r in ("client", "agent", "admin", "metrics")}
+            ports = {r: unused_port() for r in ("client", "agent", "admin", "metrics")}
             config = os.path.join(tmp, "server.yaml")
             with open(config, "w") as f:
                 # No guard key: init installs the baseline policy for every request.

@@ -56,16 +56,11 @@ import psutil
 
 from llmgw.benchmark import nginx
 from llmgw.benchmark.spansink import SpanSink
+from llmgw.ports import unused_port
 
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": 16}
 # Only an OpenAI key's shape: what the baseline must refuse, to show the guard step measured it at work.
 PLANTED_SECRET = "sk-" + "B3nchK3yNotR3al0" * 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pinned(core: int | None, argv: list[str]) -> list[str]:
@@ -138,7 +133,7 @@ class Rig:
             os.sched_setaffinity(0, {0})  # the load shares core 0 with the engine
         tmp = tempfile.mkdtemp(prefix="llmgw-bench-")
         py = [sys.executable, "-m", "llmgw"]
-        engine_port = _free_port()
+        engine_port = unused_port()
         engine_url = f"http://127.0.0.1:{engine_port}"
         if engine == "nginx":
             models = [{"name": "sim", "endpoints": [f"{engine_url}/v1"]},
@@ -153,7 +148,7 @@ class Rig:
         procs = [served]
         try:
             _wait_port(engine_port, served, "nginx" if engine == "nginx" else "the sim-engine")
-            ports = {r: _free_port() for r in ("client", "agent", "admin", "metrics")}
+            ports = {r: unused_port() for r in ("client", "agent", "admin", "metrics")}
             config = os.path.join(tmp, "server.yaml")
             with open(config, "w") as f:
                 # guard.default set, even empty, keeps init's baseline defined but off:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 
 from llmgw.agent.link import ClusterLink
+from tests.support.pgcluster import free_port
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, leased so no other test starts a listener there."""
+    return free_port()
 
 
 async def test_a_stopped_control_plane_is_logged_as_a_refused_connection_not_an_ssl_context(caplog):

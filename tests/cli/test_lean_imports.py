@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
+
+from tests.support.pgcluster import free_port
 
 # The server's, the installs', the console's and the store's: none is wanted to print help or call the admin API.
 HEAVY = ("aiohttp", "asyncssh", "jinja2", "urwid", "cryptography", "yaml", "asyncio", "asyncpg", "aiosqlite",
@@ -54,9 +55,7 @@ def test_ctl_status_calls_the_admin_api_with_urllib_alone(tmp_path):
     token = tmp_path / "admin-token"
     token.write_text("t" * 40)
     token.chmod(0o600)
-    with socket.socket() as s:  # a port nothing listens on: the call is made, and refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # leased: nothing listens there, so the call is made and refused
     done, names = imported("ctl", "status", "--admin", f"127.0.0.1:{port}", "--token-file", str(token))
     assert done.returncode == 1
     assert f"no llmgw server answers at 127.0.0.1:{port}" in done.stderr

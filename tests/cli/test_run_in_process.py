@@ -8,18 +8,17 @@ status, and the process left as it was found.
 from __future__ import annotations
 
 import io
-import socket
 import subprocess
 import sys
 
 from llmgw.cli.main import run
 from tests.support.inprocess_cli import llmgw_here, runs_here
+from tests.support.pgcluster import free_port
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, leased so no other test starts a listener there."""
+    return free_port()
 
 
 def token(tmp_path) -> str:

@@ -3,7 +3,6 @@ and named by reference only, a block tried before it is kept, the SCIM token sho
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from llmgw.control.token import AdminToken
 from llmgw.store import Store
 from llmgw.trust import ensure_master_key
 from llmgw.trust.masterkey import FILE_NAME
+from tests.support.pgcluster import free_port
 
 SECRET = "admin-token-for-tests"
 BIND_PASSWORD = "Bind-pa55word-never-shown"
@@ -61,10 +61,8 @@ async def api(store, tmp_path):
 
 
 def closed_port() -> int:
-    """A loopback port nothing listens on: bound, then let go."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, leased so no other test starts a listener there."""
+    return free_port()
 
 
 def ldap_block(port: int, **more: Any) -> dict[str, Any]:

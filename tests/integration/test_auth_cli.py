@@ -4,17 +4,16 @@ is kept, and how people sign in shown without a secret in it."""
 from __future__ import annotations
 
 import json
-import socket
 
+from tests.support.pgcluster import free_port
 from tests.support.servers import llmgw
 
 BIND_PASSWORD = "Bind-pa55word-never-shown"
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, leased so no other test starts a listener there."""
+    return free_port()
 
 
 def ctl_stdin(server, *args: str, stdin: str):

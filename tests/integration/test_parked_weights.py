@@ -9,20 +9,17 @@ the node has it, not the guess.
 from __future__ import annotations
 
 import importlib.util
-import socket
 from pathlib import Path
 
 from test_cluster import WeightsServer, _answer, _model, _ready_on, _replicas, cluster, write_tiny_gguf  # noqa: F401 - the fixture
 
+from tests.support.pgcluster import free_port
 from tests.support.waiting import wait_for
 
 
 def _closed_port() -> int:
-    # Bound and closed at once: nothing listens there, so a connection is refused, as an unreachable hub's is
-    # on a machine without a route out.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, leased so no other test starts a listener there."""
+    return free_port()
 
 
 def _build_py():

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import socket
 import time
 from contextlib import asynccontextmanager
 from gettext import GNUTranslations
@@ -37,6 +36,7 @@ from llmgw.events import Events
 from llmgw.portal import i18n, mount, registered
 from llmgw.trust import ensure_master_key
 from llmgw.trust.masterkey import FILE_NAME as MASTER_KEY
+from tests.support.pgcluster import free_port
 from tests.support.servers import Server, SimEngine, write_config
 
 ROOT = Actor("root", "cli")
@@ -361,9 +361,7 @@ async def test_on_a_real_server_a_team_made_with_a_budget_on_the_page_refuses_it
 
 
 async def test_a_directory_block_tried_on_the_sign_in_page_shows_the_failed_step_and_is_not_kept(plane, browser):
-    with socket.socket() as s:  # a loopback port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # leased: nothing listens there, so the call is made and refused
     block = (f"urls: [ldaps://127.0.0.1:{port}]\nbase_dn: ou=people,dc=corp,dc=example\ntimeout: 2s\n")
     async with browser("ada@example.com") as ada:
         answer = await _post(ada, "/admin/sign-in", {"action": "keep", "kind": "ldap", "block": block})

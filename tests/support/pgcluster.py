@@ -18,7 +18,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -26,6 +25,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import asyncpg
+
+from llmgw.ports import unused_port
 
 T = TypeVar("T")
 
@@ -49,18 +50,19 @@ def find_bin() -> str:
 class _Ports:
     """Loopback ports no listener holds, never the same one twice on this machine while their holder lives.
 
-    The kernel may hand a port just released by bind-and-close straight back
-    on the next call: CI saw a server's client and metrics listeners given
-    one port, and the server refused to start (test_ha, "takes the same port
-    as listen.client"). A port stays handed out until the process ends; the
-    ephemeral range holds thousands more than a run uses.
+    A port checked free once is free again at the next check: CI saw a
+    server's client and metrics listeners given one port, and the server
+    refused to start (test_ha, "takes the same port as listen.client"). A
+    port stays handed out until the process ends; the range holds thousands
+    more than a run uses.
 
     Other processes pick the same way: xdist's workers, and other test runs
-    on the machine. Between our bind-and-close and the bind of the server the
-    port is for (a second or more, while it starts) the kernel may give that
-    port to one of them. So each port handed out is also leased, as a file
+    on the machine. So each port handed out is also leased, as a file
     holding our pid in LEASES, and a port another live process leased is
     passed over; a lease whose process is gone is taken over.
+
+    The ports come from outside the kernel's ephemeral range (llmgw.ports
+    says why), so no outgoing connection takes one before its server binds it.
     """
 
     LEASES = os.path.join(tempfile.gettempdir(), "llmgw-test-ports")
@@ -70,13 +72,9 @@ class _Ports:
         self.leased: list[str] = []
 
     def take(self) -> int:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in self.given and self._lease(port):
-                self.given.add(port)
-                return port
+        port = unused_port(also=lambda p: p not in self.given and self._lease(p))
+        self.given.add(port)
+        return port
 
     def _lease(self, port: int) -> bool:
         if not self.leased:

@@ -13,6 +13,7 @@ from pathlib import Path
 import fakesmi
 
 from llmgw.agent.discovery import bandwidth
+from tests.support.pgcluster import free_port
 
 
 def doctor(*args: str, path: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -29,12 +30,6 @@ def agent_yaml(tmp_path: Path, **keys) -> str:
     path = tmp_path / "agent.yaml"
     path.write_text(json.dumps(doc))  # JSON is YAML
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_path(tmp_path: Path) -> str:

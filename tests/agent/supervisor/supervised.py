@@ -8,7 +8,6 @@ misbehave (fork a worker that leaves the group, ignore SIGTERM, die).
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import textwrap
 import time
@@ -17,12 +16,7 @@ from pathlib import Path
 import psutil
 
 from llmgw.agent.supervisor import EngineSpec, Supervisor
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.pgcluster import free_port
 
 
 def sim_spec(shard_id: str = "s1", model: str = "tiny") -> EngineSpec:
