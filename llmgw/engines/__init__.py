@@ -28,10 +28,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError
 from llmgw.lazyface import lazy_face
 
 if TYPE_CHECKING:
+    from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError, UnknownEngine
     from llmgw.engines.llamacpp_install import (
         XLLAMACPP_VERSION,
         LlamaServerUnavailable,
@@ -58,10 +58,6 @@ __all__ = [
 ]
 
 
-class UnknownEngine(EngineError, LookupError):
-    """A name no registered engine has."""
-
-
 _engines: dict[str, Engine] = {}
 _lock = threading.RLock()
 _defaults_loaded = False
@@ -74,6 +70,8 @@ def register(adapter: Engine) -> None:
 
 
 def _add(adapter: Engine) -> None:
+    from llmgw.engines.base import Engine, EngineError
+
     if not isinstance(adapter, Engine):
         raise EngineError(
             f"{adapter!r} is not an engine: it needs name, needs_weights, validate, command and installed")
@@ -114,6 +112,8 @@ def engine(name: str) -> Engine:
     known = sorted(_engines)
     near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {near[0]}? " if near else ""
+    from llmgw.engines.base import UnknownEngine
+
     raise UnknownEngine(f"unknown engine {name!r}; {hint}the engines are {', '.join(known)}")
 
 
@@ -126,9 +126,11 @@ def installed(name: str, binary: Binary = None) -> str | None:
     return engine(name).installed(binary)
 
 
-# Names that would load more than the rest of the face, imported from their module when first asked for
-# (llmgw/lazyface.py): llama.cpp's installer and the pickle check are wanted by the agent and the catalog alone.
+# Names imported from their module when first asked for (llmgw/lazyface.py): llama.cpp's installer and the
+# pickle check are wanted by the agent and the catalog alone, and base's dataclasses cost `llmgw --help`
+# 13 ms of its 150 (dataclasses brings inspect), for a command that only wants llama-server's flags.
 __getattr__ = lazy_face(__name__, {
+    "base": ("Binary", "Engine", "EngineError", "Launch", "ProfileError", "UnknownEngine"),
     "llamacpp_install": ("LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server",
         "installed_llama_server", "wheels_dir"),
     "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),

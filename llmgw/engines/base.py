@@ -30,6 +30,10 @@ class EngineError(Exception):
     """An engine cannot be used as asked: unknown, not installed, or its command cannot be built."""
 
 
+class UnknownEngine(EngineError, LookupError):
+    """A name no registered engine has."""
+
+
 class ProfileError(EngineError):
     """A profile an engine refuses, naming the field (`args[2]`, `env[LD_PRELOAD]`, `gpus`, …) and why."""
 

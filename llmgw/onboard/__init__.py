@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 from llmgw.lazyface import lazy_face
 
 if TYPE_CHECKING:
+    from llmgw.onboard.defaults import LISTEN_DEFAULTS, STARTERS
     from llmgw.onboard.first_run import init_server
     from llmgw.onboard.firstplane import STEP_NAMES, Result, install
     from llmgw.onboard.hainstall import HaJob, check_others, from_file, from_hosts, install_ha, install_three
     from llmgw.onboard.interfaces import check_interface, interface_toward
     from llmgw.onboard.layout import Layout
     from llmgw.onboard.nodeadd import NodeAdd, add_node, program_file
-    from llmgw.onboard.parts import LISTEN_DEFAULTS, PART, PARTS, STARTERS, ChoiceError, Choices, Machine, command, plan
+    from llmgw.onboard.parts import PART, PARTS, ChoiceError, Choices, Machine, command, plan
     from llmgw.onboard.serveradd import ServerAdd, add_server, shared_parts
     from llmgw.onboard.services import service_manager
     from llmgw.onboard.ssh import Credentials, Target
@@ -32,13 +33,14 @@ __all__ = [
 # The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
 # the package costs nothing, and one name loads only its own module.
 __getattr__ = lazy_face(__name__, {
+    "defaults": ("LISTEN_DEFAULTS", "STARTERS"),
     "first_run": ("init_server",),
     "firstplane": ("Result", "STEP_NAMES", "install"),
     "hainstall": ("HaJob", "check_others", "from_file", "from_hosts", "install_ha", "install_three"),
     "interfaces": ("check_interface", "interface_toward"),
     "layout": ("Layout",),
     "nodeadd": ("NodeAdd", "add_node", "program_file"),
-    "parts": ("ChoiceError", "Choices", "LISTEN_DEFAULTS", "Machine", "PART", "PARTS", "STARTERS", "command", "plan"),
+    "parts": ("ChoiceError", "Choices", "Machine", "PART", "PARTS", "command", "plan"),
     "serveradd": ("ServerAdd", "add_server", "shared_parts"),
     "services": ("service_manager",),
     "ssh": ("Credentials", "Target"),

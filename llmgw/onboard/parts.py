@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from llmgw.errors import ExpectedError
+from llmgw.onboard.defaults import LISTEN_DEFAULTS, STARTERS
 
 
 @dataclass(frozen=True)
@@ -94,31 +95,8 @@ PARTS: tuple[Part, ...] = (
 PART = {p.key: p for p in PARTS}
 
 
-@dataclass(frozen=True)
-class Starter:
-    key: str
-    label: str
-    source: str
-    engine: str
-    size: str
-
-
-STARTERS: tuple[Starter, ...] = (
-    Starter("sim", "Simulated model (no internet, no weights)", "sim", "sim", "none"),
-    Starter("qwen2.5-0.5b", "Qwen2.5 0.5B", "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf",
-            "llamacpp", "0.5 GB"),
-    Starter("qwen2.5-1.5b", "Qwen2.5 1.5B", "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
-            "llamacpp", "1.1 GB"),
-    Starter("qwen2.5-3b", "Qwen2.5 3B", "hf:Qwen/Qwen2.5-3B-Instruct-GGUF/qwen2.5-3b-instruct-q4_k_m.gguf",
-            "llamacpp", "2.1 GB"),
-    Starter("qwen3-4b", "Qwen3 4B", "hf:Qwen/Qwen3-4B-GGUF/Qwen3-4B-Q4_K_M.gguf", "llamacpp", "2.5 GB"),
-    Starter("qwen3-8b", "Qwen3 8B", "hf:Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "llamacpp", "5.0 GB"),
-    Starter("qwen3-14b", "Qwen3 14B", "hf:Qwen/Qwen3-14B-GGUF/Qwen3-14B-Q4_K_M.gguf", "llamacpp", "9.0 GB"),
-)
 STARTER = {s.key: s for s in STARTERS}
 HF_GGUF = re.compile(r"^hf:[A-Za-z0-9][\w.-]*/[\w.-]+/[\w./-]+\.gguf(@[\w.-]+)?$", re.IGNORECASE)
-
-LISTEN_DEFAULTS = {"client": ":8080", "agent": ":7443", "admin": "127.0.0.1:9090", "metrics": ":9091"}
 
 
 class ChoiceError(ExpectedError):
