@@ -21,7 +21,9 @@ from llmgw.onboard import patroni
 from tests.support.storemachines import started
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow  # three etcd members and PostgreSQL under Patroni
+# Three etcd members and PostgreSQL under Patroni, shared by the module: in the written order, since the
+# first gateway's init is the store's first and the last test leaves the cluster with a new primary.
+pytestmark = [pytest.mark.slow, pytest.mark.in_order]
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,11 @@ def gateway(tmp_path_factory, receiver):
             server.agent = agent = AgentProcess(root, "node-t").join(server, telemetry={
                 "otlp_endpoint": receiver.url, "sample_ratio": 0.0})
             agent.start()
+            # One traced request before any test, so that the scan at each test's end always has spans to
+            # read, whichever test comes first: the one that turns tracing off sends none of its own.
+            openai.OpenAI(api_key=server.key, base_url=server.client_url + "/v1", max_retries=0).chat.completions \
+                .create(model="sim", messages=[{"role": "user", "content": prompt()}])
+            receiver.wait_for(lambda spans: spans, what="the first request's spans")
             yield server
         finally:
             if agent is not None:
