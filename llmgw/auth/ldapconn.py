@@ -26,18 +26,11 @@ from urllib.parse import urlsplit
 import ldap3
 from ldap3.core import exceptions as lx
 
+from llmgw.auth.directoryerror import DirectoryError
 from llmgw.config import LDAPSettings
-from llmgw.errors import N_, ExpectedError
+from llmgw.errors import N_
 
 log = logging.getLogger("llmgw.auth")
-
-
-class DirectoryError(ExpectedError):
-    """The directory could not be reached or would not answer; `kind` says which step failed."""
-
-    def __init__(self, message: str, /, *, kind: str, params: Mapping[str, object] | None = None):
-        super().__init__(message, params=params)
-        self.kind = kind  # reach | bind | search
 
 
 def _host(url: str) -> tuple[str, int]:

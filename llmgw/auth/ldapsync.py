@@ -25,15 +25,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmgw.account import AccountError, Actor
-from llmgw.auth import ldap
 from llmgw.auth.directory import DirectoryAccounts, GroupMap
-from llmgw.auth.ldapconn import DirectoryError
+from llmgw.auth.directoryerror import DirectoryError
 from llmgw.auth.secrets import SecretError, Secrets
 from llmgw.config import AuthSettings
 from llmgw.store import AuditEntry, AuditStore, PeopleStore, Person, StoreError
+
+if TYPE_CHECKING:
+    from llmgw.auth import ldap
 
 log = logging.getLogger("llmgw.auth")
 
@@ -129,6 +131,9 @@ class LdapSync:
         if not settings.enabled:
             report["refused"] = "auth.ldap is off"
             return report
+        # Here, not at the top: ldap3 costs every control plane's start 75 ms, and most never turn LDAP on.
+        from llmgw.auth import ldap
+
         tied: dict[str, Person] = {}
         for identity in await self.store.list_identities(ldap.SOURCE):
             person = await self.store.person_by_id(identity.person_id)
@@ -162,6 +167,8 @@ class LdapSync:
 
     async def _one(self, person: Person, seen: ldap.Seen, gmap: GroupMap, actor: Actor,
                    report: dict[str, Any]) -> None:
+        from llmgw.auth import ldap
+
         found = seen.found
         if found is None or found.disabled:
             why = "gone from the directory, or no longer admitted by auth.ldap.user_filter" if found is None \

@@ -11,7 +11,7 @@ toward the same throttle (Sessions.sign_in_vouched).
 from __future__ import annotations
 
 from llmgw.account import AccountError, Actor, SignedIn
-from llmgw.auth import SUSPENDED, GroupMap, ldap
+from llmgw.auth import SUSPENDED, GroupMap
 from llmgw.errors import N_
 from llmgw.portal.web import Portal
 from llmgw.store import Person
@@ -36,6 +36,9 @@ async def sign_in(portal: Portal, login: str, password: str, *, address: str, ag
     if not settings.enabled or await _has_own_password(portal, login):
         signed: SignedIn = await portal.sessions.sign_in(login, password, address=address, agent=agent)
         return signed
+
+    # Here, not at the top: ldap3 costs every control plane's start 75 ms, and most never turn LDAP on.
+    from llmgw.auth import ldap
 
     async def vouched_person() -> Person:
         vouched = await ldap.sign_in(settings, portal.secrets, login, password)
