@@ -1,12 +1,16 @@
-"""A listening port to hand to a process that binds it a moment later.
+"""A listening port to hand to a process that binds it a moment later: a benchmark's or a test's server.
 
 bind(0) draws from the kernel's ephemeral range (net.ipv4.ip_local_port_range),
 the same range every outgoing connection on the machine takes its source port
-from. Between our check and the engine's own bind (seconds, while it loads
-weights) any connection may take the port, and the engine then fails to
+from. Between our check and the server's own bind (a second or more, while it
+starts) any connection may take the port, and the server then fails to
 listen: CI saw exactly that, a control plane refusing to start because its
 admin port had become some client's source port. Below the ephemeral range
 only an explicit bind takes a port, and the check here sees those.
+
+Not for a node's engines: `llmgw firewall on` closes the ephemeral range to
+machines outside the cluster, and keeps its hands off every other port, so
+engines stay in that range (llmgw/agent/shards.py).
 """
 
 from __future__ import annotations

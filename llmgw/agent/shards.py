@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,6 @@ from typing import Any
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
 from llmgw.files import write_atomic
-from llmgw.ports import unused_port
 from llmgw.protocol import (
     FetchProgress,
     LogLine,
@@ -39,6 +39,19 @@ log = logging.getLogger("llmgw.agent.shards")
 
 # What a shard's start ends in, for its spans: the supervisor's word once the engine answers or gives up.
 LOADED = ("ready", "failed", "stopped")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port for an engine, from the kernel's ephemeral range.
+
+    From that range on purpose, unlike llmgw.ports: `llmgw firewall on` closes
+    the ephemeral range to machines outside the cluster (docs/firewall.md), and
+    a port below it would be open to everyone. The cost is a small window in
+    which an outgoing connection may take the port before the engine binds it.
+    """
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _v1(url: str) -> str:
@@ -205,7 +218,7 @@ class ShardRunner:
                 spans.step("launch", {"llmgw.engine": profile.engine, "llmgw.weights_bytes": length})
             await self._say(shard_id, profile.model, "starting the engine", weights_bytes=length)
             binary = await self._binary(profile.engine)
-            port = message.port or unused_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")  # noqa: S104 - read, not bound
+            port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")  # noqa: S104 - read, not bound
             key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
             launch = adapter.command(profile, model_path=model_path, port=port, host=self.host, binary=binary,
                                      shard_id=shard_id, api_key_file=key_file)

@@ -17,6 +17,7 @@ import textwrap
 
 import pytest
 
+from llmgw.agent.shards import free_port as engine_port
 from llmgw.config import AgentConfig, ConfigError, ServerConfig, load_server_config
 from llmgw.config.server import Listen
 from llmgw.config.types import Address, AddressOrOff
@@ -322,3 +323,11 @@ def test_a_network_of_every_address_is_refused_since_it_would_close_nothing(ever
         plan_rules(server=ServerConfig(), networks=["10.0.0.0/24", everyone])
     assert str(refused.value).startswith(f"{everyone} is every address, which would leave llmgw's internal ports "
                                          "open to everyone; name the cluster's networks")
+
+
+def test_every_port_the_agent_gives_an_engine_is_in_the_range_the_firewall_closes():
+    # The firewall closes the kernel's range for port 0 because that is where the agent's engines listen;
+    # an engine on a port outside it would be open to every machine while the firewall is on.
+    closed = firewall.ephemeral_ports()
+    ports = {engine_port() for _ in range(50)}
+    assert all(closed.first <= port <= closed.last for port in ports), sorted(ports)
