@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -87,10 +88,10 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, parser: Parser | None = None) -> int:
     from llmgw.errors import explain
 
-    parser = build_parser()
+    parser = parser or build_parser()
     if not (sys.argv[1:] if argv is None else argv):
         # `sudo llmgw`: the console, the node's overview or setup, as `llmgw console` chooses.
         argv = ["console"]
@@ -130,6 +131,17 @@ def main(argv: list[str] | None = None) -> int:
 _running = threading.Lock()
 
 
+@functools.cache
+def _built_once() -> Parser:
+    """The parser, for every run() in this process: building it is 25-40 ms, more than a `ctl` call's own work.
+
+    Parsing leaves a parser as it was (each parse makes its own namespace, and
+    argparse copies an `append` default before adding to it), so one serves
+    any number of calls.
+    """
+    return build_parser()
+
+
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO, stdin: TextIO | None = None) -> int:
     """One `llmgw` command in this process, as `llmgw ARGV…` would run it; its exit status.
 
@@ -149,7 +161,7 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO, stdin: TextIO | Non
     """
     with _running, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), _reading(stdin):
         try:
-            return main(list(argv))
+            return main(list(argv), _built_once())
         except SystemExit as e:
             # As the interpreter ends on it: None is 0, a number the status, anything else said on stderr and 1.
             if e.code is None or isinstance(e.code, int):
