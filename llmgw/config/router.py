@@ -34,14 +34,22 @@ class CacheSettings:
     embedding_model: str = ""
     """The catalog's embedding model used to compare questions, for projects that reuse answers to similar questions
     (`llmgw keys cache --similar`).
-    Asked at its local endpoints only, never an outside provider's, within 2 s, and only for a key that may use it.
-    Empty: those projects reuse only the answer to the very same request."""
+    Asked at its local endpoints only, never an outside provider's, within `embedding_budget`, and only for a key that
+    may use it. Empty: those projects reuse only the answer to the very same request."""
+
+    embedding_budget: Duration = Duration("2s")
+    """How long a question waits for the embedding model before it is looked up as the very same request only.
+    Every miss of a project that reuses answers to similar questions waits this long at most; a larger model, or one
+    on a busy CPU, may need more."""
 
     read_every: Duration = Duration("2s")
     """How often each control plane reads the projects' answer cache settings: a change made with
     `llmgw keys cache` is in force everywhere within this."""
 
     def validate(self) -> None:
+        if not self.embedding_budget:
+            raise Invalid("embedding_budget", N_("0s would never wait for the embedding model, so no similar question "
+                                                 "would be found; give a span like 2s, or empty embedding_model"))
         if not self.read_every:
             raise Invalid("read_every", N_("0s would read the projects' cache settings without pause; give a span "
                                            'like 2s'))

@@ -15,7 +15,7 @@ key's limits or budgets and leaves no usage row; it does count in the
 endpoint's in-flight requests, which the scheduler and admission read, and
 its failures count against the endpoint's breaker as a client's would.
 
-Each call is bounded by similar.EMBED_BUDGET, outside (embed_question's
+Each call is bounded by router.cache.embedding_budget, outside (embed_question's
 timeout) and here (the HTTP request's own), so a hung replica costs the
 lookup and nothing more.
 """

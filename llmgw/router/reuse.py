@@ -113,7 +113,7 @@ async def _similar(router: Router, shape: Shape, call: Call,
     embedder = router.embedder(call.principal)
     if embedder is None:
         return None, None
-    vector = await embed_question(embedder, asked.text)
+    vector = await embed_question(embedder, asked.text, budget=router.embedding_budget)
     if vector is None:
         return None, None
     now = time.time()

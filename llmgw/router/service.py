@@ -79,6 +79,8 @@ class Router:
         # their vectors are counted in the cache's bytes and leave with their answers.
         self.similar = SimilarIndex(self.cache)
         self._embedding_model = current.router.cache.embedding_model
+        # router.cache.embedding_budget: how long a question waits for its vector (reuse.py asks it).
+        self.embedding_budget = float(current.router.cache.embedding_budget)
         self._embedder_refusals: set[str] = set()  # said once in the log, not once a request
         self.project_caches: dict[str, ProjectCache] = {}  # `llmgw keys cache`, read every few seconds
         self._caches_task: asyncio.Task[None] | None = None
@@ -100,6 +102,7 @@ class Router:
         self.registry.apply(settings)
         self.admission.configure(settings.router.admission)
         self.cache.configure(int(settings.router.cache.max_bytes), int(settings.router.cache.max_entry_bytes))
+        self.embedding_budget = float(settings.router.cache.embedding_budget)
         if settings.router.cache.embedding_model != self._embedding_model:
             # Another model's vectors are not comparable with the new one's, even
             # where their dimensions happen to match.
@@ -130,7 +133,7 @@ class Router:
                                "requests (a question is never sent to an outside provider for the cache); "
                                "similar questions are not looked up until it has")
             return None
-        return CatalogEmbedder(self._session, model)
+        return CatalogEmbedder(self._session, model, budget=self.embedding_budget)
 
     def _cannot_embed(self, why: str) -> None:
         if why not in self._embedder_refusals:

@@ -38,7 +38,7 @@ from llmgw.router.cache import AnswerCache, digest
 log = logging.getLogger("llmgw.router.similar")
 
 MAX_QUESTION_CHARS = 2000
-EMBED_BUDGET = 2.0  # seconds; every miss of a --similar project waits for the embedding
+EMBED_BUDGET = 2.0  # seconds, router.cache.embedding_budget's default; every miss of a --similar project waits
 # The questions kept per conversation, newest kept. A help desk's rewordings
 # of one question are a handful; 64 bounds one lookup to 64 dot products
 # (about 1 ms for 384 dimensions in pure Python) however long a conversation

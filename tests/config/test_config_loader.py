@@ -212,6 +212,17 @@ def test_set_path_refuses_a_value_the_whole_document_does_not_allow():
     assert str(err.value).startswith("router.cache.max_entry_bytes: 2MB is more than max_bytes (1MB)")
 
 
+def test_an_embedding_budget_of_nothing_is_refused_saying_what_it_would_do():
+    with pytest.raises(ConfigError) as err:
+        set_path(ServerConfig, {}, "router.cache.embedding_budget", "0s")
+    assert str(err.value).startswith("router.cache.embedding_budget: 0s would never wait for the embedding model")
+
+
+def test_an_embedding_budget_is_taken_as_a_span():
+    doc = set_path(ServerConfig, {}, "router.cache.embedding_budget", "10s")
+    assert doc == {"router": {"cache": {"embedding_budget": "10s"}}}
+
+
 def test_set_path_refuses_a_typod_key_with_the_nearest_one():
     with pytest.raises(ConfigError) as err:
         set_path(ServerConfig, {}, "router.cahce.max_bytes", "1GB")
