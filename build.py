@@ -1303,9 +1303,9 @@ DEBIAN_PACKAGES = (
     ("nftables", "program", "nft"),
     ("tmux", "program", "tmux"),
     ("sudo", "program", "sudo"),
-    # The browser tests drive Debian's chromium (never a browser playwright fetches); DejaVu has the
-    # Turkish pages' letters.
-    ("chromium", "program", "chromium"),
+    # The browser tests drive Debian's headless Chromium (never a browser playwright fetches): the shell
+    # costs a third of the full browser's CPU (tests/support/browser.py). DejaVu has the Turkish letters.
+    ("chromium-headless-shell", "program", "chromium-headless-shell"),
     ("fonts-dejavu-core", "file", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
     # The portal's JavaScript is checked by node; the OpenID provider and the coding agents are npm's.
     ("nodejs", "program", "node"),
