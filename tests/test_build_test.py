@@ -55,8 +55,8 @@ def test_a_python_without_the_venv_module_is_told_python3_venv(build):
 def test_every_package_ci_installed_is_asked_for(build):
     """The packages .ci/run installed before build.py did (issue 26): each is looked for."""
     ci = {"postgresql", "patroni", "etcd-server", "python3-etcd", "keepalived", "curl", "openssh-server",
-          "openssh-client", "nftables", "tmux", "sudo", "chromium-headless-shell", "fonts-dejavu-core", "nodejs", "npm", "slapd",
-          "ldap-utils", "python3-venv"}
+          "openssh-client", "nftables", "tmux", "sudo", "chromium-headless-shell", "fonts-dejavu-core", "nodejs",
+          "npm", "slapd", "ldap-utils", "python3-venv"}
     nothing = build.missing_packages(lambda kind, what: False)
     assert sorted(nothing) == sorted(ci)
 
