@@ -26,6 +26,9 @@ import zipfile
 # A half-unpacked directory older than this was left by a start that died;
 # one younger may be another start unpacking right now.
 _STALE_S = 3600
+# In each unpacked directory: what it holds, {path: [CRC-32, size, mode]}, so
+# that the next version can link the files it has in common (_unpack).
+CONTENTS = ".contents.json"
 
 
 def _say(message):
@@ -172,6 +175,43 @@ def _remove_stale(cache):
                 pass
 
 
+def _earlier_version(cache, final):
+    """The newest other unpacked directory for this Python here, and its CONTENTS; ("", {}) when there is none."""
+    suffix = final[final.rindex("-"):]
+    found = []
+    try:
+        for name in os.listdir(cache):
+            path = os.path.join(cache, name)
+            if name.startswith("pyz-") and name.endswith(suffix) and path != final:
+                try:
+                    found.append((os.lstat(path).st_mtime, path))
+                except OSError:
+                    pass
+    except OSError:
+        return "", {}
+    for _, path in sorted(found, reverse=True):
+        try:
+            with open(os.path.join(path, CONTENTS)) as listed:
+                contents = json.load(listed)
+        except (OSError, ValueError):
+            continue  # unpacked by a bootstrap that wrote no list, or being removed
+        if isinstance(contents, dict):
+            return path, contents
+    return "", {}
+
+
+def _linked(source, dest):
+    """Whether dest is now a hard link to source (a plain file of ours, never a link itself)."""
+    try:
+        st = os.lstat(source)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        os.link(source, dest)
+    except OSError:
+        return False
+    return True
+
+
 def _unpack(zf, cache, final, dirs):
     """Unpack the archive's directories named in dirs into final, all at once or not at all.
 
@@ -183,9 +223,19 @@ def _unpack(zf, cache, final, dirs):
     starting together (a server and a mirror on one machine, a test that
     starts three) each unpack their own copy, one rename wins, and no process
     ever imports from a half-written tree.
+
+    A file the same in an earlier version's directory here (same path, CRC-32,
+    size and mode, as that directory's CONTENTS lists them) is linked to it
+    rather than unpacked again: an upgrade changes llmgw and seldom its
+    dependencies, and unpacking all 120 MB cost a new version's first start
+    4 s of CPU, where linking costs a tenth of that. Only directories in this
+    private cache are linked from, and nothing here writes into a file once
+    it is unpacked.
     """
     _remove_stale(cache)
+    donor, before = _earlier_version(cache, final)
     tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=cache)
+    contents = {}
     try:
         for info in zf.infolist():
             top, _, rel = info.filename.partition("/")
@@ -196,9 +246,16 @@ def _unpack(zf, cache, final, dirs):
                 raise OSError("unexpected member %r in the archive" % info.filename)
             dest = os.path.join(tmp, *parts)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
+            mode = ((info.external_attr >> 16) & 0o755) or 0o644
+            key = "/".join(parts)
+            contents[key] = [info.CRC, info.file_size, mode]
+            if before.get(key) == contents[key] and _linked(os.path.join(donor, *parts), dest):
+                continue
             with zf.open(info) as src, open(dest, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            os.chmod(dest, ((info.external_attr >> 16) & 0o755) or 0o644)
+            os.chmod(dest, mode)
+        with open(os.path.join(tmp, CONTENTS), "w") as listed:
+            json.dump(contents, listed, separators=(",", ":"))
         os.chmod(tmp, 0o755)  # noqa: S103 - a folder of programs every user runs
         os.rename(tmp, final)
     except OSError as error:
