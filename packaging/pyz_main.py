@@ -200,11 +200,11 @@ def _earlier_version(cache, final):
     return "", {}
 
 
-def _linked(source, dest):
-    """Whether dest is now a hard link to source (a plain file of ours, never a link itself)."""
+def _linked(source, dest, size):
+    """Whether dest is now a hard link to source (a plain file of ours of that size, never a link itself)."""
     try:
         st = os.lstat(source)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size != size:
             return False
         os.link(source, dest)
     except OSError:
@@ -249,7 +249,7 @@ def _unpack(zf, cache, final, dirs):
             mode = ((info.external_attr >> 16) & 0o755) or 0o644
             key = "/".join(parts)
             contents[key] = [info.CRC, info.file_size, mode]
-            if before.get(key) == contents[key] and _linked(os.path.join(donor, *parts), dest):
+            if before.get(key) == contents[key] and _linked(os.path.join(donor, *parts), dest, info.file_size):
                 continue
             with zf.open(info) as src, open(dest, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
