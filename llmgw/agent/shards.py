@@ -21,6 +21,7 @@ from typing import Any
 
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
+from llmgw.engines import EngineError
 from llmgw.files import write_atomic
 from llmgw.protocol import (
     FetchProgress,
@@ -236,8 +237,7 @@ class ShardRunner:
                 # A code, never the sentence: a path, a URL or an engine's own words do not go in a span.
                 self._spans.pop(shard_id).over("failed", "weights" if isinstance(e, WeightsError) else "launch")
             why = str(e) or type(e).__name__
-            if not isinstance(e, (_Refused, WeightsError)) and type(e).__name__ not in ("ProfileError",
-                                                                                         "EngineError"):
+            if not isinstance(e, (_Refused, WeightsError, EngineError)):  # those are sentences; the rest a bug
                 log.exception("shard %s failed to start", shard_id)
             self._pending.pop(shard_id, None)
             await self.updates.put(ShardStatus(shard_id, "failed", profile.model, message=why, since=time.time(),

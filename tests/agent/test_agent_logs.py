@@ -85,3 +85,15 @@ def test_the_agents_own_log_is_bounded_like_an_engines():
 async def test_a_node_whose_agent_keeps_no_log_of_its_own_points_at_the_journal():
     answer = await runner().logs(LogsRequest("q", "", 10))
     assert answer.error == "the agent's own log is in its journal (journalctl -u llmgw-agent)"
+
+
+async def test_a_shard_of_an_engine_the_node_does_not_know_fails_with_a_sentence_and_no_traceback(caplog):
+    from llmgw import engines
+
+    r = ShardRunner(supervisor=Supervisor(), weights=None, engine=engines.engine, binary=None, engines={})
+    with caplog.at_level(logging.ERROR, logger="llmgw.agent.shards"):
+        await r._launch(StartShard("r_3", EngineProfile(model="m", engine="vlmm")))
+    failed = r.updates.get_nowait()
+    assert failed.state == "failed"
+    assert "unknown engine 'vlmm'; did you mean vllm?" in failed.message
+    assert not [rec for rec in caplog.records if rec.exc_info], "an engine's refusal was logged as a bug"
