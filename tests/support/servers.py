@@ -144,7 +144,9 @@ class Server:
             if self.get("/health")[0] == 200:
                 return
             time.sleep(0.1)
-        raise AssertionError(f"{self.name} did not answer /health in {timeout} s:\n{self.output()}")
+        said = self.output()
+        self.stop()  # not left running for the rest of the session by a test that has failed anyway
+        raise AssertionError(f"{self.name} did not answer /health in {timeout} s:\n{said}")
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -236,8 +238,10 @@ class SimEngine:
                     return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.05)
+        said = self.output()
+        self.stop()  # not left running for the rest of the session by a test that has failed anyway
         raise AssertionError(f"sim-engine --model {self.model} did not answer /health in {timeout:g} s; "
-                             f"it said:\n{self.output()}")
+                             f"it said:\n{said}")
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -120,3 +120,15 @@ def test_a_port_another_live_process_was_given_is_passed_over_until_that_process
     assert mine._lease(40123)
     (tmp_path / "40124").write_text("999999999")  # a holder that is no process
     assert mine._lease(40124)
+
+
+def test_a_server_that_does_not_answer_in_time_is_stopped_rather_than_left_running(tmp_path):
+    from tests.support.servers import Server
+
+    server = Server(tmp_path, "slow")
+    assert server.init().returncode == 0
+    server.start(wait=False)
+    with pytest.raises(AssertionError) as failed:
+        server.wait_healthy(timeout=0)  # no server answers before it has even been looked at
+    assert "did not answer /health in 0 s" in str(failed.value)
+    assert server.proc.poll() is not None, "the server was left running after its start failed"
