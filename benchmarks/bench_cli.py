@@ -28,7 +28,6 @@ import os
 import re
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from llmgw.ports import unused_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,12 +49,6 @@ STATUS_GOAL_MS = 300
 # than MIN_RUNS; the line under its figures says how many were made.
 SECONDS_EACH = 20
 MIN_RUNS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def llmgw_command(*args: str) -> list[str]:
@@ -156,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         measure("cli_help", "llmgw --help", llmgw_command("--help"), env, options.runs, HELP_GOAL_MS)
         slowest_imports(env)
         with tempfile.TemporaryDirectory(prefix="llmgw-bench-cli-") as tmp:
-            ports = {role: free_port() for role in ("client", "agent", "admin", "metrics")}
+            ports = {role: unused_port() for role in ("client", "agent", "admin", "metrics")}
             args = ["--data-dir", tmp, "--store", f"sqlite:{tmp}/llmgw.db",
                     *(a for role, port in ports.items() for a in (f"--listen-{role}", f"127.0.0.1:{port}"))]
             init = subprocess.run(llmgw_command("server", "init", *args, "--json"), capture_output=True, text=True,
