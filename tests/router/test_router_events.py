@@ -66,3 +66,16 @@ async def test_a_guardrail_block_is_told_with_policies_and_rules_never_the_text(
     assert told[0].fields == {"project": "Acme/ml/chat", "project_id": key.path.project.id, "key_id": key.key.id,
                               "policies": ["strict"], "rules": ["secrets:github"], "direction": "input",
                               "blocks": 1}
+
+
+async def test_the_embedding_budget_set_in_the_settings_is_the_one_a_question_waits(store):
+    from llmgw.config.router import CacheSettings, RouterSettings
+    from llmgw.config.types import Duration
+
+    def with_budget(span: str) -> ClusterSettings:
+        return ClusterSettings(router=RouterSettings(cache=CacheSettings(embedding_budget=Duration(span))))
+
+    router = Router(store, lambda: with_budget("5s"), CollectorRegistry(), own_secrets=OwnSecrets())
+    assert router.embedding_budget == 5.0
+    router.apply(with_budget("750ms"))  # `llmgw ctl config set router.cache.embedding_budget 750ms`
+    assert router.embedding_budget == 0.75
