@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.support import forkserver
 from tests.support.servers import llmgw
 
 
@@ -21,7 +22,7 @@ class AgentProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "agent.yaml"
         self.log_path = self.dir / "agent.log"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.node_id = ""
 
     def join(self, server, engines_dir: Path | None = None, **settings) -> AgentProcess:
@@ -47,7 +48,7 @@ class AgentProcess:
     def start(self, python: str | None = None) -> AgentProcess:
         """Start the agent with `python` (default this test's): its engines run with the same interpreter."""
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([python or sys.executable, "-m", "llmgw", "agent", "--config", str(self.config)],
+        self.proc = forkserver.popen([python or sys.executable, "-m", "llmgw", "agent", "--config", str(self.config)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         return self
 

@@ -1,7 +1,9 @@
 """Real `llmgw server` processes on loopback, for the integration tests.
 
 Each gets its own data directory and four free ports, runs `python -m
-llmgw` exactly as a person would, and is ended by its own PID.
+llmgw`'s own code in a process of its own (forked from the one that has
+imported it already: tests/support/forkserver.py), and is ended by its own
+PID.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.support import forkserver
 from tests.support.pgcluster import free_port
 
 ROLES = ("client", "agent", "admin", "metrics")
@@ -24,9 +27,9 @@ ROLES = ("client", "agent", "admin", "metrics")
 
 def llmgw(*args: str, env: dict | None = None, timeout: float = 60, cwd: str | None = None,
           stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run one llmgw command to its end."""
-    return subprocess.run([sys.executable, "-m", "llmgw", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, input=stdin)
+    """Run one llmgw command to its end (forked from tests/support/forkserver.py where it can be)."""
+    return forkserver.run([sys.executable, "-m", "llmgw", *args], timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=cwd, input=stdin)
 
 
 class InitCopies:
@@ -98,7 +101,7 @@ class Server:
         self.store = store or f"sqlite:{self.data_dir / 'llmgw.db'}"
         self.config = config
         self.ports = {role: free_port() for role in ROLES}
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.log_path = self.data_dir / "server.log"
 
     def args(self) -> list[str]:
@@ -128,7 +131,7 @@ class Server:
 
     def start(self, wait: bool = True) -> Server:
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "server", *self.args()],
+        self.proc = forkserver.popen([sys.executable, "-m", "llmgw", "server", *self.args()],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_healthy()
@@ -215,7 +218,7 @@ class SimEngine:
         self.model = model
         self.flags = flags
         self.log_path = root / f"sim-{self.port}.log"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
 
     @property
     def url(self) -> str:
@@ -224,7 +227,7 @@ class SimEngine:
     def start(self, timeout: float = 60) -> SimEngine:
         """Started and answering /health; give a longer `timeout` to one loading a real model (--embedding-model)."""
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),
+        self.proc = forkserver.popen([sys.executable, "-m", "llmgw", "sim-engine", "--port", str(self.port),
                                       "--model", self.model, *self.flags], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -14,16 +14,18 @@ import subprocess
 import sys
 import time
 
+from tests.support import forkserver
+
 
 class Sim:
     def __init__(self, *args: str):
         self.args = ["--port", "0", *args]
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.url = ""
         self.err = b""
 
     def start(self, timeout: float = 60) -> Sim:
-        self.proc = subprocess.Popen([sys.executable, "-m", "llmgw", "sim-engine", *self.args],
+        self.proc = forkserver.popen([sys.executable, "-m", "llmgw", "sim-engine", *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         line = b""
