@@ -1443,11 +1443,47 @@ several workers (pytest-xdist, a file to a worker), then those marked serial
 one at a time; a line at the end sums up both.
   --quick      leave out the tests marked slow (browsers, directories, Patroni,
                three machines, upgrades, SSH installs, the zipapp, llama.cpp)
+               and those measured at 2 s or more (tests/measured_slow.txt)
+  --measure-slow  write tests/measured_slow.txt again from the last whole run's
+               reports (build/tests/phase-*.xml), and run nothing
   --seed N     the random order of an earlier run (its seed is printed first)
   --workers N  workers for the parallel phase (default {workers})
 Anything else is passed to pytest as it is, e.g. one file:
   python3 build.py test tests/integration/test_cluster.py -x
 """
+
+
+MEASURED_SLOW = ROOT / "tests" / "measured_slow.txt"
+SLOW_SECONDS = 2.0
+
+
+def junit_node_ids(path: Path) -> list[tuple[float, str]]:
+    """(seconds, pytest node id) of each test in pytest's JUnit XML report at `path`."""
+    import xml.etree.ElementTree as ET
+
+    found = []
+    for case in ET.parse(path).getroot().iter("testcase"):  # noqa: S314 - pytest's own report of this run
+        parts = (case.get("classname") or "").split(".")
+        module = len(parts)
+        while module and not parts[module - 1].startswith("test_"):
+            module -= 1
+        node = "::".join(["/".join(parts[:module]) + ".py", *parts[module:], case.get("name") or ""])
+        found.append((float(case.get("time") or 0), node))
+    return found
+
+
+def measure_slow() -> int:
+    """tests/measured_slow.txt from the last whole run: every test that took SLOW_SECONDS or more."""
+    reports = sorted(TEST_REPORTS.glob("phase-*.xml"))
+    if not reports:
+        fail("there is no whole run's report in build/tests: run `python3 build.py test` first", 1)
+    slow = sorted({(round(t, 1), node) for path in reports for t, node in junit_node_ids(path) if t >= SLOW_SECONDS},
+                  key=lambda row: (-row[0], row[1]))
+    header = MEASURED_SLOW.read_text().split("\n\n", 1)[0].rstrip("\n") if MEASURED_SLOW.exists() else "#"
+    MEASURED_SLOW.write_text(header + "\n\n" + "".join(f"{t:.1f}\t{node}\n" for t, node in slow))
+    say(f"{MEASURED_SLOW.name}: {len(slow)} tests of {SLOW_SECONDS:g} s or more, "
+        f"from {', '.join(p.name for p in reports)}")
+    return 0
 
 
 def suite_options(args: list[str]) -> dict | None:
@@ -1480,8 +1516,20 @@ def suite_phases(quick: bool, seed: int, workers: int) -> list[tuple[str, list[s
     return [
         (f"parallel ({workers} workers)", ["-n", str(workers), "--dist", "loadfile", "-m", f"not serial{slow}",
                                            *order]),
-        ("serial", ["-n", "0", "-m", f"serial{slow}", *order]),
+        ("serial", ["-n", "0", "-m", f"serial{slow}", *order, *serial_files()]),
     ]
+
+
+def serial_files() -> list[str]:
+    """The test files that mark a test `serial`, which the serial phase collects alone.
+
+    Collecting the whole suite to deselect all but three tests cost the serial phase 8-10 s of its 46.
+    A file that says `mark.serial` without marking anything is collected and deselected, which is harmless.
+    """
+    tests = ROOT / "tests"
+    found = sorted(str(path.relative_to(ROOT)) for path in tests.rglob("test_*.py")
+                   if "node_modules" not in path.parts and "mark.serial" in path.read_text(errors="replace"))
+    return found or ["tests"]
 
 
 def junit_counts(path: Path) -> dict[str, int]:
@@ -1560,6 +1608,8 @@ def cmd_test(args: list[str]) -> int:
     if args and args[0] in ("-h", "--help"):
         print(TEST_USAGE.format(workers=TEST_WORKERS), end="")
         return 0
+    if args == ["--measure-slow"]:
+        return measure_slow()
     options = suite_options(args)
     began = time.monotonic()
     if options is not None:

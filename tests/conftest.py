@@ -32,7 +32,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI, an "
                                        "install over SSH, the zipapp), drives a browser, starts a directory (slapd, "
                                        "an OpenID provider), Patroni or three machines, or watches for more than a "
-                                       "minute; `build.py test --quick` (-m 'not slow') leaves these out")
+                                       "minute; and every test tests/measured_slow.txt lists (2 s or more in a "
+                                       "whole run); `build.py test --quick` (-m 'not slow') leaves these out")
     config.addinivalue_line("markers", "in_order: the module's tests are one story on one shared system (an "
                                        "upgrade, then its rollback) and run in the order written, while the "
                                        "modules around it are shuffled; give a reason beside the mark")
@@ -42,6 +43,23 @@ def pytest_configure(config):
 
     if catalogues.stale():
         catalogues.compile_all()
+    config.stash[_MEASURED_SLOW] = _measured_slow()
+
+
+_MEASURED_SLOW = pytest.StashKey[frozenset]()
+
+
+def _measured_slow() -> frozenset:
+    """The ids tests/measured_slow.txt lists: tests that took 2 s or more in a whole run."""
+    path = os.path.join(os.path.dirname(__file__), "measured_slow.txt")
+    with open(path, encoding="utf-8") as f:
+        return frozenset(line.rstrip("\n").split("\t", 1)[1] for line in f if "\t" in line and line[0] != "#")
+
+
+def pytest_itemcollected(item):
+    # Marked here, before -m reads the marks, as a `slow` written on the test would be.
+    if item.nodeid in item.config.stash[_MEASURED_SLOW]:
+        item.add_marker(pytest.mark.slow)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,6 +73,20 @@ def pytest_collection_modifyitems(config, items):
         written = sorted((items[i] for i in indices), key=lambda item: item.location[1])
         for index, item in zip(indices, written, strict=True):
             items[index] = item
+    if hasattr(config, "workerinput"):
+        _long_modules_first(items)
+
+
+def _long_modules_first(items: list[pytest.Item]) -> None:
+    """Under xdist, the modules that hold a `slow` test go out to the workers first, in their random order.
+
+    xdist's --dist loadfile hands out modules in this order, so the last to go are the last to end: a
+    two-minute module given out last kept one worker busy while the other three stood idle (the suite's
+    test-seconds over four workers came to 557 s, the phase to 596 s). What is slow is mostly what is long.
+    The order stays the seed's within each group, so a seed still replays a run.
+    """
+    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,6 +126,8 @@ def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(buil
     assert serial[:2] == ["-n", "0"]
     for args in (parallel, serial):
         assert "--randomly-seed=7" in args
+    assert "tests/benchmark/test_overhead.py" in serial  # only the files that hold serial tests are collected
+    assert not any(arg.startswith("tests/") for arg in parallel)
     quick = build.suite_phases(quick=True, seed=7, workers=5)
     assert [args[args.index("-m") + 1] for _, args in quick] == ["not serial and not slow", "serial and not slow"]
 
@@ -136,3 +140,33 @@ def test_the_summary_counts_a_phase_from_pytests_report(build, tmp_path):
     assert counts == {"passed": 4, "failed": 2, "errors": 1, "skipped": 3}
     assert build.phase_line("serial", counts, 61.4) == "serial: 4 passed, 2 failed, 1 error, 3 skipped in 61 s"
     assert build.junit_counts(tmp_path / "none.xml") == {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+
+
+def test_measure_slow_lists_each_test_of_two_seconds_or_more_by_the_id_pytest_gives_it(build, tmp_path):
+    build.TEST_REPORTS = tmp_path / "reports"
+    build.TEST_REPORTS.mkdir()
+    build.MEASURED_SLOW = tmp_path / "measured_slow.txt"
+    build.MEASURED_SLOW.write_text("# what this list is\n\n9.0\ttests/old.py::test_gone\n")
+    (build.TEST_REPORTS / "phase-1.xml").write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.integration.test_ha" name="test_a_leader_is_elected[pg]" time="12.34"/>'
+        '<testcase classname="tests.portal.test_pages.TestAdmin" name="test_the_page_shows" time="2.0"/>'
+        '<testcase classname="tests.store.test_keys" name="test_a_key_is_kept" time="1.99"/>'
+        '</testsuite></testsuites>')
+    assert build.measure_slow() == 0
+    assert build.MEASURED_SLOW.read_text() == (
+        "# what this list is\n\n"
+        "12.3\ttests/integration/test_ha.py::test_a_leader_is_elected[pg]\n"
+        "2.0\ttests/portal/test_pages.py::TestAdmin::test_the_page_shows\n")
+
+
+def test_a_test_the_measured_list_names_is_marked_slow_and_left_out_of_the_quick_tier():
+    listed = [line.split("\t", 1)[1].rstrip("\n") for line in (ROOT / "tests" / "measured_slow.txt").open()
+              if "\t" in line and not line.startswith("#")]
+    some = [node for node in listed if node.startswith("tests/integration/test_client_api.py::")][:1] or listed[:1]
+    quick = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+                            "-m", "not slow", some[0].split("::", 1)[0]], cwd=ROOT, capture_output=True, text=True)
+    everything = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+                                 some[0].split("::", 1)[0]], cwd=ROOT, capture_output=True, text=True)
+    assert some[0] in everything.stdout
+    assert some[0] not in quick.stdout
