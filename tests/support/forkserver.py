@@ -14,7 +14,7 @@ command that is not `sys.executable -m llmgw`. Tests about the program as a prog
 imports, its exit on a signal in the first instant) start it themselves with subprocess.
 
 The fork server is off when LLMGW_TEST_FORKSERVER=off, and when coverage measures subprocesses
-(COVERAGE_PROCESS_START): every command is then exec'd, which is how to check that nothing in a run
+(COVERAGE_PROCESS_START or _CONFIG): every command is then exec'd, which is how to check that nothing in a run
 depends on it.
 
 Protocol, over a SOCK_SEQPACKET Unix socket per command: the test sends one JSON request (argv, env,
@@ -330,7 +330,9 @@ class _Holder:
 
 
 def _enabled() -> bool:
-    return os.environ.get("LLMGW_TEST_FORKSERVER", "on") != "off" and "COVERAGE_PROCESS_START" not in os.environ
+    # coverage.py's subprocess measuring says itself by either variable (`patch = subprocess` sets the second).
+    measured = "COVERAGE_PROCESS_START" in os.environ or "COVERAGE_PROCESS_CONFIG" in os.environ
+    return os.environ.get("LLMGW_TEST_FORKSERVER", "on") != "off" and not measured
 
 
 def _server() -> ForkServer:
