@@ -10,7 +10,8 @@ adopts the engine follows the same file, so `llmgw ctl logs` keeps working.
 The file is bounded: once the follower has read past `max_file_bytes` it
 empties it (O_APPEND makes the engine's next write land at the new start).
 Bytes written between the last read and the truncation — a few
-microseconds' worth — are lost; the ring has everything before.
+microseconds' worth — are lost; the ring has everything before, and a
+line the gap cut ends there rather than running on into the next.
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ class OutputFollower:
             f = open(self.path, "rb")  # noqa: SIM115 - closed by the `with` below
         except OSError:
             return 0
+        gap_before = gap_after = False  # bytes between what the ring has and what is read now are gone
         with f:
             size = os.fstat(f.fileno()).st_size
             if size < self.offset:
                 # Emptied by someone else (a previous agent, an operator's `: > file`).
                 self.offset = 0
-            if size - self.offset > _MAX_READ:
+                gap_before = True
+            skipped = size - self.offset > _MAX_READ
+            if skipped:
                 self.offset = size - _MAX_READ
+                gap_before = True
             f.seek(self.offset)
             data = f.read(size - self.offset)
             self.offset += len(data)
@@ -84,6 +89,18 @@ class OutputFollower:
                     pass
                 else:
                     self.offset = 0
+                    gap_after = True
+        read = len(data)
+        # A line cut by a gap ends where the gap begins, rather than running on into what follows it: a
+        # test saw "line 2460after the file was emptied" when a block write's partial last line met the
+        # truncation.
+        if gap_before:
+            self.ring.flush()
+        if skipped:
+            nl = data.find(b"\n")  # started mid-line: that line's first part is not here
+            data = data[nl + 1:] if nl >= 0 else b""
         if data:
             self.ring.feed(data)
-        return len(data)
+        if gap_after:
+            self.ring.flush()
+        return read

@@ -27,6 +27,33 @@ def test_the_ring_keeps_whole_lines_and_forgets_the_oldest_past_its_bounds():
     assert small.size_bytes <= 10
 
 
+def test_a_line_cut_by_the_emptied_file_ends_there_instead_of_running_into_the_next(tmp_path):
+    from llmgw.agent.supervisor.output import OutputFollower
+
+    limits = OutputLimits(max_lines=100, max_bytes=10_000, max_line_bytes=100, max_file_bytes=10)
+    ring = LogRing(limits)
+    path = tmp_path / "engine.out"
+    follower = OutputFollower(path, ring, limits)
+    # A block write ends mid-line; the follower reads it, passes the bound and empties the file, so the
+    # rest of that line, written after, is lost with the truncation.
+    path.write_bytes(b"first line\nline 24")
+    follower.poll()
+    assert path.stat().st_size == 0
+    with open(path, "ab") as f:
+        f.write(b"after the file was emptied\n")
+    follower.poll()
+    assert [line.text for line in ring.lines()] == ["first line", "line 24", "after the file was emptied"]
+
+    # Emptied by someone else between two looks: the same.
+    other = LogRing(limits)
+    follower = OutputFollower(tmp_path / "other.out", other, OutputLimits(max_file_bytes=1 << 20))
+    (tmp_path / "other.out").write_bytes(b"half a li")
+    follower.poll()
+    (tmp_path / "other.out").write_bytes(b"new\n")
+    follower.poll()
+    assert [line.text for line in other.lines()] == ["half a li", "new"]
+
+
 async def test_an_engine_whose_health_says_loading_is_not_ready_until_it_stops_saying_so(supervisor, tmp_path):
     flag = tmp_path / "loaded"
     spec = script_spec(tmp_path, "slow", "", model="glm")
