@@ -73,20 +73,6 @@ def pytest_collection_modifyitems(config, items):
         written = sorted((items[i] for i in indices), key=lambda item: item.location[1])
         for index, item in zip(indices, written, strict=True):
             items[index] = item
-    if hasattr(config, "workerinput"):
-        _long_modules_first(items)
-
-
-def _long_modules_first(items: list[pytest.Item]) -> None:
-    """Under xdist, the modules that hold a `slow` test go out to the workers first, in their random order.
-
-    xdist's --dist loadfile hands out modules in this order, so the last to go are the last to end: a
-    two-minute module given out last kept one worker busy while the other three stood idle (the suite's
-    test-seconds over four workers came to 557 s, the phase to 596 s). What is slow is mostly what is long.
-    The order stays the seed's within each group, so a seed still replays a run.
-    """
-    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)
 
 
 @pytest.fixture(scope="session")
