@@ -1447,7 +1447,7 @@ several workers (pytest-xdist, a file to a worker), then those marked serial
 one at a time; a line at the end sums up both.
   --quick      leave out the tests marked slow (browsers, directories, Patroni,
                three machines, upgrades, SSH installs, the zipapp, llama.cpp)
-               and those measured at 2 s or more (tests/measured_slow.txt)
+               and those measured at 1 s or more (tests/measured_slow.txt)
   --measure-slow  write tests/measured_slow.txt again from the last whole run's
                reports (build/tests/phase-*.xml), and run nothing
   --seed N     the random order of an earlier run (its seed is printed first)
@@ -1458,7 +1458,7 @@ Anything else is passed to pytest as it is, e.g. one file:
 
 
 MEASURED_SLOW = ROOT / "tests" / "measured_slow.txt"
-SLOW_SECONDS = 2.0
+SLOW_SECONDS = 1.0
 
 
 def junit_node_ids(path: Path) -> list[tuple[float, str]]:

@@ -32,7 +32,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: fetches or installs something (llama.cpp's server from PyPI, an "
                                        "install over SSH, the zipapp), drives a browser, starts a directory (slapd, "
                                        "an OpenID provider), Patroni or three machines, or watches for more than a "
-                                       "minute; and every test tests/measured_slow.txt lists (2 s or more in a "
+                                       "minute; and every test tests/measured_slow.txt lists (1 s or more in a "
                                        "whole run); `build.py test --quick` (-m 'not slow') leaves these out")
     config.addinivalue_line("markers", "in_order: the module's tests are one story on one shared system (an "
                                        "upgrade, then its rollback) and run in the order written, while the "
@@ -50,7 +50,7 @@ _MEASURED_SLOW = pytest.StashKey[frozenset]()
 
 
 def _measured_slow() -> frozenset:
-    """The ids tests/measured_slow.txt lists: tests that took 2 s or more in a whole run."""
+    """The ids tests/measured_slow.txt lists: tests that took 1 s or more in a whole run."""
     path = os.path.join(os.path.dirname(__file__), "measured_slow.txt")
     with open(path, encoding="utf-8") as f:
         return frozenset(line.rstrip("\n").split("\t", 1)[1] for line in f if "\t" in line and line[0] != "#")
