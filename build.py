@@ -1477,13 +1477,24 @@ def junit_node_ids(path: Path) -> list[tuple[float, str]]:
 
 
 def measure_slow() -> int:
-    """tests/measured_slow.txt from the last whole run: every test that took SLOW_SECONDS or more."""
+    """tests/measured_slow.txt from the last run's reports: every test that took SLOW_SECONDS or more, and
+    the lines of those the run left out."""
     reports = sorted(TEST_REPORTS.glob("phase-*.xml"))
     if not reports:
         fail("there is no whole run's report in build/tests: run `python3 build.py test` first", 1)
-    slow = sorted({(round(t, 1), node) for path in reports for t, node in junit_node_ids(path) if t >= SLOW_SECONDS},
+    timed = [row for path in reports for row in junit_node_ids(path)]
+    ran = {node for _, node in timed}
+    header, kept = "#", set()
+    if MEASURED_SLOW.exists():
+        text = MEASURED_SLOW.read_text()
+        header = text.split("\n\n", 1)[0].rstrip("\n")
+        # A test the reports do not time (left out by --quick, or by a run of one file) keeps its line.
+        for line in text.splitlines():
+            seconds, tab, node = line.partition("\t")
+            if tab and not line.startswith("#") and node not in ran:
+                kept.add((float(seconds), node))
+    slow = sorted({(round(t, 1), node) for t, node in timed if t >= SLOW_SECONDS} | kept,
                   key=lambda row: (-row[0], row[1]))
-    header = MEASURED_SLOW.read_text().split("\n\n", 1)[0].rstrip("\n") if MEASURED_SLOW.exists() else "#"
     MEASURED_SLOW.write_text(header + "\n\n" + "".join(f"{t:.1f}\t{node}\n" for t, node in slow))
     say(f"{MEASURED_SLOW.name}: {len(slow)} tests of {SLOW_SECONDS:g} s or more, "
         f"from {', '.join(p.name for p in reports)}")

@@ -144,7 +144,8 @@ def test_measure_slow_lists_each_test_of_a_second_or_more_by_the_id_pytest_gives
     build.TEST_REPORTS = tmp_path / "reports"
     build.TEST_REPORTS.mkdir()
     build.MEASURED_SLOW = tmp_path / "measured_slow.txt"
-    build.MEASURED_SLOW.write_text("# what this list is\n\n9.0\ttests/old.py::test_gone\n")
+    build.MEASURED_SLOW.write_text("# what this list is\n\n9.0\ttests/old.py::test_not_run_this_time\n"
+                                   "5.0\ttests/store/test_keys.py::test_a_key_is_kept\n")
     (build.TEST_REPORTS / "phase-1.xml").write_text(
         '<?xml version="1.0"?><testsuites><testsuite name="pytest">'
         '<testcase classname="tests.integration.test_ha" name="test_a_leader_is_elected[pg]" time="12.34"/>'
@@ -155,7 +156,8 @@ def test_measure_slow_lists_each_test_of_a_second_or_more_by_the_id_pytest_gives
     assert build.MEASURED_SLOW.read_text() == (
         "# what this list is\n\n"
         "12.3\ttests/integration/test_ha.py::test_a_leader_is_elected[pg]\n"
-        "2.0\ttests/portal/test_pages.py::TestAdmin::test_the_page_shows\n")
+        "9.0\ttests/old.py::test_not_run_this_time\n"  # left out of this run (--quick, one file): kept
+        "2.0\ttests/portal/test_pages.py::TestAdmin::test_the_page_shows\n")  # test_a_key_is_kept: now fast
 
 
 def test_every_collected_test_the_measured_list_names_is_marked_slow(request):
