@@ -15,7 +15,15 @@ import pytest
 
 from tests.support import forkserver
 
-pytestmark = pytest.mark.skipif(not forkserver._enabled(), reason="the fork server is off in this run")
+
+@pytest.fixture(autouse=True)
+def fork_server_on(monkeypatch):
+    # These tests are about the fork server itself, so they run it even in a run that has it off
+    # (LLMGW_TEST_FORKSERVER=off, or coverage measuring subprocesses) rather than being skipped there.
+    monkeypatch.setenv("LLMGW_TEST_FORKSERVER", "on")
+    for name in ("COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    assert forkserver._enabled()
 
 
 def llmgw_argv(*args: str) -> list[str]:
