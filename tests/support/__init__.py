@@ -7,6 +7,7 @@ pgcluster    a throwaway PostgreSQL server (PgCluster) and free loopback ports (
 storemachines  the three-machine store from the files llmgw writes: three etcd, PostgreSQL under Patroni (StoreMachines)
 waiting      wait_until: poll what a test can observe, and fail with a sentence naming what never happened
 rewordings   forty rewordings of one question, for the similar-answer cache
+hfhub        a Hugging Face hub (Hub): repositories the test makes, served as llmgw and huggingface_hub read them
 
 A starter that waits for its child (Server.start, SimEngine.start, Sim.start,
 PgCluster, StoreMachines) fails at once when the child dies, with what it said.
