@@ -14,6 +14,9 @@ from urllib.parse import quote
 from llmgw.cli.output import ago, emit_json, fields, table
 from llmgw.control import AdminError
 
+_TRUST = ("an administrator's word that a model from a publisher outside hub.trusted_publishers was checked; kept "
+          "in its origin and the audit log")
+
 
 def register(sub, common) -> None:
     models = sub.add_parser("models", parents=[common], help="the catalog's models, their state and replicas")
@@ -26,6 +29,7 @@ def register(sub, common) -> None:
                           description="Adds the model a file describes (docs/models.md has the format). Refused, "
                                       "naming the key, when the file is wrong.")
     add.add_argument("-f", "--file", required=True, metavar="FILE", help="the model file")
+    add.add_argument("--trust", action="store_true", help=_TRUST)
     add.set_defaults(run=run_add)
 
     show = msub.add_parser("show", parents=[common], help="one model: its spec and replicas")
@@ -46,7 +50,17 @@ def register(sub, common) -> None:
     serve.add_argument("--cores", type=int, metavar="N", help="cores kept for each replica")
     serve.add_argument("--sha256", metavar="HEX", help="the weights' sha256, checked by every node")
     serve.add_argument("--min", type=int, default=1, metavar="N", help="replicas to run (default 1)")
+    serve.add_argument("--trust", action="store_true", help=_TRUST)
     serve.set_defaults(run=run_serve)
+
+    update = msub.add_parser(
+        "update", parents=[common], help="what changed on Hugging Face since a model was pinned; --apply moves it",
+        description="Compares a model pinned from Hugging Face with its revision (main, say) now: the commit and the "
+                    "files that differ. Nothing moves without --apply, which pins it to the new commit (in the "
+                    "audit log as model.update) and replaces its replicas as the nodes fetch the new files.")
+    update.add_argument("model")
+    update.add_argument("--apply", action="store_true", help="move the model to the commit its revision is now")
+    update.set_defaults(run=run_update)
 
     for name, text in (("stop", "stop its replicas; it stays in the catalog with its files and scaling"),
                        ("start", "run a stopped model again, scaled as it was")):
@@ -203,7 +217,7 @@ def run_add(args) -> int:
             raise AdminError(str(e)) from None
         raise
     try:
-        answer = _client(args).call("POST", "/api/v1/models", {"spec": doc})
+        answer = _client(args).call("POST", "/api/v1/models", {"spec": doc, **({"trust": True} if args.trust else {})})
     except AdminError as e:
         if e.status == 400:
             raise AdminError(f"{args.file}: {e}", e.status, e.code) from None
@@ -232,9 +246,39 @@ def run_show(args) -> int:
 def run_serve(args) -> int:
     body = {"source": args.source, "engine": args.engine, "gpus": args.gpus, "context": args.context,
             "slots": args.slots, "name": args.name, "memory": args.memory, "cores": args.cores,
-            "sha256": args.sha256, "min": args.min}
+            "sha256": args.sha256, "min": args.min, "trust": True if args.trust else None}
     answer = _client(args).call("POST", "/api/v1/models/serve", {k: v for k, v in body.items() if v is not None})
     return _changed(args, answer)
+
+
+def run_update(args) -> int:
+    if args.apply:
+        answer = _client(args).call("POST", _path(args.model) + "/update", {})
+    else:
+        answer = _client(args).call("GET", _path(args.model) + "/upstream")
+    if args.json:
+        emit_json(answer)
+        return 0
+    name, revision = answer["name"], answer["revision"]
+    if answer["upstream"] == answer["commit"]:
+        print(f"{name}: pinned to {answer['commit'][:12]} of {answer['repo']}, which {revision} still is; "
+              "nothing changed upstream")
+        return 0
+    said = "was" if answer["applied"] else "is"
+    print(f"{name}: pinned to {answer['commit'][:12]} of {answer['repo']}; {revision} {said} now "
+          f"{answer['upstream'][:12]}")
+    for f in answer["files"]:
+        was = f["was"][:12] + "…" if f["was"] else "(new file)"
+        print(f"  {f['name']}: sha256 {was} -> {(f['now'][:12] + '…') if f['now'] else '(not published)'}, "
+              f"{f['size']} bytes")
+    if not answer["files"]:
+        print("  no file the model uses changed")
+    if answer["applied"]:
+        for note in answer.get("notes") or []:
+            print(f"  {note}")
+    else:
+        print(f"  llmgw ctl model update {name} --apply moves it")
+    return 0
 
 
 def run_stop(args) -> int:

@@ -18,6 +18,7 @@ from llmgw.config.auth import STORE_SECRET_PREFIX, LDAPSettings, OIDCSettings, S
 from llmgw.config.bodytemplate import render_body
 from llmgw.config.capabilities import CAPABILITIES, Capability
 from llmgw.config.guard import GuardSettings, JudgePolicy, Pattern, Policy, Rules, Service
+from llmgw.config.hub import HubSettings
 from llmgw.config.keyfiles import (
     MASTER_KEY_FILE,
     KeyFileRefused,
@@ -108,6 +109,7 @@ __all__ = [
     "read_key_file",
     "Invalid",
     "parse_yaml",
+    "HubSettings",
     "NotifySettings",
     "AdmissionSettings",
     "ModelSettings",

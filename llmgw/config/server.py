@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from llmgw.config.auth import LDAPSettings, OIDCSettings, SCIMSettings
 from llmgw.config.guard import GuardSettings
+from llmgw.config.hub import HubSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.loader import Invalid, load_file
 from llmgw.config.notify import NotifySettings
@@ -240,6 +241,10 @@ class ClusterSettings:
     """Traces of requests and of replica starts, sent to an OpenTelemetry collector (docs/observability.md)."""
     notify: NotifySettings = field(default_factory=NotifySettings)
     """The notification webhooks' retries (the webhooks themselves: `llmgw ctl webhooks`, docs/webhooks.md)."""
+
+    hub: HubSettings = field(default_factory=HubSettings)
+    """Models added from Hugging Face: the hub asked to pin them, its token, and the publishers trusted
+    (docs/models.md, "From Hugging Face")."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

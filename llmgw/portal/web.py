@@ -192,7 +192,9 @@ class Portal:
         from llmgw.control import Catalog
 
         found = getattr(self.plane, "catalog", None)  # the leader's reconciler's, with its policy
-        return found if isinstance(found, Catalog) else Catalog(self.store, self.accounts.audit)
+        if isinstance(found, Catalog):
+            return found
+        return Catalog(self.store, self.accounts.audit, hub=lambda: self.plane.settings.current.hub)
 
     def trusted_proxies(self) -> Sequence[str]:
         return self.plane.settings.current.router.trusted_proxies

@@ -23,9 +23,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from llmgw.agent.weights.errors import NotLocal, WeightsError, redact
-
-# Hugging Face's rule for organisation and repository names.
-_HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+from llmgw.hub import SourceError, parse_source
 
 
 class Fetcher(abc.ABC):
@@ -154,25 +152,11 @@ class HfFetcher(HttpFetcher):
 
     def parse(self, source: str) -> tuple[str, str, str, str]:
         """(org, repo, file path, revision) of an hf: source; the file is "" for a set's base."""
-        rest = source[3:].split("?", 1)[0].split("#", 1)[0].strip("/")
-        org, _, rest = rest.partition("/")
-        repo_and_rest = rest
-        repo, _, path = repo_and_rest.partition("/")
-        revision = "main"
-        if path:
-            if "@" in path:
-                path, _, revision = path.rpartition("@")
-        elif "@" in repo:
-            repo, _, revision = repo.partition("@")
-        for what, value in (("organisation", org), ("repository", repo)):
-            if not _HUB_NAME.match(value or ""):
-                raise WeightsError(
-                    f"{source} is not a Hugging Face source: expected hf:org/repo/file[@revision], "
-                    f"and the {what} is {value!r}"
-                )
-        if not revision:
-            raise WeightsError(f"{source} has an empty revision after @; give a commit or branch, or leave @ out")
-        return org, repo, path, revision
+        try:
+            hf = parse_source(source)
+        except SourceError as e:
+            raise WeightsError(str(e)) from None
+        return hf.org, hf.repo, hf.path, hf.revision
 
     def cache_parts(self, source: str) -> list[str]:
         org, repo, path, revision = self.parse(source)

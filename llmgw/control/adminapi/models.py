@@ -42,7 +42,9 @@ def catalog(request: web.Request) -> Catalog:
 def catalog_of(plane: ControlPlane) -> Catalog:
     """The catalog the admin API reads and changes; the cluster's MCP tools (llmgw.mcp.cluster) read the same."""
     found = getattr(plane, "catalog", None)  # the reconciler's, with its policy, where it has one
-    return found if isinstance(found, Catalog) else Catalog(plane.store, plane.accounts.audit)
+    if isinstance(found, Catalog):
+        return found
+    return Catalog(plane.store, plane.accounts.audit, hub=lambda: plane.settings.current.hub)
 
 
 _Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -84,15 +86,16 @@ async def models_list(request: web.Request) -> web.Response:
 @refusals
 async def model_add(request: web.Request) -> web.Response:
     data = await body(request)
-    _known(data, "spec")
+    _known(data, "spec", "trust")
     spec = _field(data, "spec", dict, required=True)
-    return _json(await catalog(request).add(actor(request), spec), 201)
+    trust = bool(_field(data, "trust", bool))
+    return _json(await catalog(request).add(actor(request), spec, trust=trust), 201)
 
 
 @refusals
 async def model_serve(request: web.Request) -> web.Response:
     data = await body(request)
-    _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min")
+    _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min", "trust")
     least = _int(data, "min")
     choices: ServeChoices = {
         "name": _field(data, "name", str), "engine": _field(data, "engine", str), "gpus": _int(data, "gpus"),
@@ -100,8 +103,19 @@ async def model_serve(request: web.Request) -> web.Response:
         "cores": _int(data, "cores"), "sha256": _field(data, "sha256", str),
         "min_": 1 if least is None else least,
     }
-    result = await catalog(request).serve(actor(request), _field(data, "source", str, required=True), **choices)
+    result = await catalog(request).serve(actor(request), _field(data, "source", str, required=True),
+                                          trust=bool(_field(data, "trust", bool)), **choices)
     return _json(result, 201)
+
+
+@refusals
+async def model_upstream(request: web.Request) -> web.Response:
+    return _json(await catalog(request).update(actor(request), request.match_info["name"]))
+
+
+@refusals
+async def model_update(request: web.Request) -> web.Response:
+    return _json(await catalog(request).update(actor(request), request.match_info["name"], apply=True))
 
 
 @refusals
@@ -196,6 +210,8 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_post("/api/v1/models/{name}/context", model_context)
     router.add_post("/api/v1/models/{name}/gpus", model_gpus)
     router.add_post("/api/v1/models/{name}/restart", model_restart)
+    router.add_get("/api/v1/models/{name}/upstream", model_upstream)
+    router.add_post("/api/v1/models/{name}/update", model_update)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)
     router.add_get("/api/v1/nodes/{node}", node_show)

@@ -16,16 +16,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Actor
-from llmgw.config import capabilities
+from llmgw.config import HubSettings, capabilities
 from llmgw.control.catalog import changes
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.explain import explain
 from llmgw.control.catalog.explain import view as explain_view
 from llmgw.control.catalog.fit import Room
+from llmgw.control.catalog.pinning import Pinner
 from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.errors import N_
+from llmgw.hub import parse_source
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, CatalogStore, Conflict, NodeRecord, Replica
 
@@ -54,11 +56,15 @@ def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
 class Catalog:
     def __init__(self, store: CatalogStore, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, hub: Callable[[], HubSettings] | None = None,
+                 pinner: Pinner | None = None) -> None:
         self.store = store
         self.audit = audit
         self.policy = policy
         self.clock = clock
+        # A control plane pins what is added from Hugging Face (pinning.py); without hub settings (a test of the
+        # catalog alone) sources are kept as written.
+        self.pinner = pinner or (Pinner(hub, clock=clock) if hub is not None else None)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -152,18 +158,22 @@ class Catalog:
 
     # --- changing --------------------------------------------------------------------------------
 
-    async def add(self, actor: Actor, doc: Any, action: str = "model.add") -> dict[str, Any]:
+    async def add(self, actor: Actor, doc: Any, action: str = "model.add", *, trust: bool = False) -> dict[str, Any]:
+        """Add a model from its document; `trust` is an administrator's word for a publisher not on
+        hub.trusted_publishers."""
         try:
             spec = load_spec(doc)
         except SpecError as e:
             raise Refusal(e.template, 400, "invalid_model", params=e.params or None) from None
-        return await self._add(actor, spec, [], action)
+        return await self._add(actor, spec, [], action, trust)
 
-    async def serve(self, actor: Actor, source: str, **choices: Unpack[ServeChoices]) -> dict[str, Any]:
+    async def serve(self, actor: Actor, source: str, *, trust: bool = False,
+                    **choices: Unpack[ServeChoices]) -> dict[str, Any]:
         spec, notes = changes.serve_spec(source, **choices)
-        return await self._add(actor, spec, notes, "model.serve")
+        return await self._add(actor, spec, notes, "model.serve", trust)
 
-    async def _add(self, actor: Actor, spec: ModelSpec, notes: list[str], action: str) -> dict[str, Any]:
+    async def _add(self, actor: Actor, spec: ModelSpec, notes: list[str], action: str,
+                   trust: bool = False) -> dict[str, Any]:
         changes.check_engines(spec)
         names = {spec.name, *spec.aliases}
         for other in await self.store.list_models(include_removed=True):
@@ -178,6 +188,9 @@ class Catalog:
                               409, "conflict",
                               params={"word": word, "which": 'the name' if word == other.name else 'an alias',
                                       "name": other.name})
+        if self.pinner is not None:
+            spec, pinned = await self.pinner.pin(spec, actor, trust)
+            notes = [*notes, *pinned]
         now = self.clock()
         record = CatalogModel(spec.name, spec.to_doc(), stopped=spec.stopped, created_at=now, updated_at=now,
                               updated_by=actor.name)
@@ -211,6 +224,40 @@ class Catalog:
             await self.audit(actor, action, f"model:{record.name}", redacted(record.spec), redacted(saved.spec))
             return {"model": self.model_view(saved, replicas), "notes": notes}
         raise AssertionError("unreachable")
+
+    async def update(self, actor: Actor, name: str, apply: bool = False) -> dict[str, Any]:
+        """What changed upstream since the model was pinned: its revision's commit now and the files that differ;
+        with `apply`, the model moved to that commit (its replicas replaced as for any change to the weights)."""
+        record = await self._record(name)
+        spec = self._spec(record)
+        origin = spec.origin
+        if self.pinner is None or origin is None or not origin.commit:
+            raise Refusal(N_("{name} was not pinned from Hugging Face (its source is not hf:, or it was added before "
+                             "models were pinned): there is nothing to compare upstream; add it again to pin it"),
+                          409, "not_pinned", params={"name": record.name})
+        following = dataclasses.replace(spec, source=parse_source(spec.source).at(origin.revision))
+        upstream, _ = await self.pinner.pin(following, actor, trust=origin.trusted == "administrator",
+                                            compare_given=False)
+        now = upstream.origin or origin
+        changed = [{"name": n, "was": origin.files[n].sha256 if n in origin.files else "", "now": f.sha256,
+                    "size": f.size}
+                   for n, f in sorted(now.files.items())
+                   if n not in origin.files or (origin.files[n].sha256, origin.files[n].size) != (f.sha256, f.size)]
+        out: dict[str, Any] = {"name": record.name, "repo": origin.repo, "revision": origin.revision,
+                               "commit": origin.commit, "upstream": now.commit, "files": changed, "applied": False}
+        if not apply or now.commit == origin.commit:
+            return out
+
+        def move(current: ModelSpec, nodes: list[NodeView], replicas: list[Replica]) -> tuple[ModelSpec, list[str]]:
+            if current.origin is None or current.origin.commit != origin.commit:
+                raise Refusal(N_("{name} was moved by someone else meanwhile; look again with llmgw ctl model update "
+                                 "{name}"), 409, "conflict", params={"name": record.name})
+            return dataclasses.replace(current, source=upstream.source, sha256=upstream.sha256, files=upstream.files,
+                                       origin=now), [
+                f"moved from commit {origin.commit[:12]} to {now.commit[:12]} of {origin.repo}; its replicas are "
+                "replaced as the nodes fetch the new files"]
+        result = await self._change(actor, record.name, "model.update", move)
+        return {**out, "applied": True, "model": result["model"], "notes": result["notes"]}
 
     async def stop(self, actor: Actor, name: str) -> dict[str, Any]:
         def change(spec: ModelSpec, nodes: list[NodeView], replicas: list[Replica]) -> tuple[ModelSpec, list[str]]:

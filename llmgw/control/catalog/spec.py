@@ -188,6 +188,49 @@ class Scaling:
 
 
 @dataclass
+class OriginFile:
+    """One file of a model from Hugging Face, as the hub described it at the pinned commit."""
+
+    size: int = 0
+    sha256: str = ""
+    """Published by Hugging Face for a file kept in LFS (the weights); "" for a small git file."""
+    scan: str = ""
+    """Hugging Face's scan of the file when it was pinned: safe, unsafe, suspicious…; "" where it gave none."""
+
+
+@dataclass
+class Origin:
+    """Where a model from Hugging Face came from, filled in by the control plane when the model is added: the
+    revision asked for, the commit it was then, each file as the hub described it, and who vouched for the
+    publisher. Kept with the model; `llmgw ctl model show` prints it."""
+
+    hub: str = ""
+    """The hub asked (hub.endpoint then)."""
+    repo: str = ""
+    """org/repo."""
+    revision: str = ""
+    """As asked (main, a tag, or a commit)."""
+    commit: str = ""
+    """The commit that revision was when the model was added; the nodes fetch this one only."""
+    files: dict[str, OriginFile] = field(default_factory=dict)
+    publisher: str = ""
+    trusted: Literal["", "publisher", "administrator"] = ""
+    """Why its publisher was taken: on hub.trusted_publishers, or an administrator said so (--trust)."""
+    trusted_by: str = ""
+    """The administrator who said so."""
+    pinned_at: str = ""
+    """When it was pinned, as UTC ISO 8601."""
+
+    def validate(self) -> None:
+        if self.commit and not re.match(r"^[0-9a-f]{40}$", self.commit):
+            raise Invalid("commit", N_("expected the commit's 40 lowercase hexadecimal digits"))
+        for name, file in self.files.items():
+            if file.sha256 and not _SHA256.match(file.sha256):
+                raise Invalid(f"files.{name}.sha256", N_("expected 64 lowercase hexadecimal digits, as sha256sum "
+                                                         "prints"))
+
+
+@dataclass
 class ModelSpec:
     """A catalog model: what it is, where its weights are, and how its replicas run."""
 
@@ -248,6 +291,10 @@ class ModelSpec:
     stopped: bool = False
     """Kept in the catalog with none of its replicas running (`ctl model stop`)."""
 
+    origin: Origin | None = None
+    """Set by the control plane for a model from Hugging Face: the commit it is pinned to and each file's
+    sha256 and scan (docs/models.md, "From Hugging Face"). Not written by hand."""
+
     def validate(self) -> None:
         if not _NAME.match(self.name):
             raise Invalid("name", N_('{name} is not a model name: letters, digits and . _ : - (no spaces or '
@@ -292,6 +339,13 @@ class ModelSpec:
                                      "loaded; use the model's safetensors or GGUF, or set allow_pickle: true if its "
                                      'files were checked and it has no other form'),
                                   params={"pickled": pickled[0], "extensions": ', '.join(PICKLE_EXTENSIONS)})
+        if self.origin is not None and self.origin.commit:
+            named = self.source.rpartition("@")[2] if self.source.startswith("hf:") else ""
+            if named != self.origin.commit:
+                raise Invalid("origin.commit", N_("{commit} is not the commit the source names ({source}); the origin "
+                                                  "is the control plane's to write: leave it out, and the model is "
+                                                  "pinned again when it is added"),
+                              params={"commit": self.origin.commit, "source": describe(self.source)})
         for key in ("context_length", "slots", "max_output", "trained_context", "kv_bytes_per_token"):
             if getattr(self, key) < 0:
                 raise Invalid(key, N_("must be 0 or more, got {value}"), params={"value": getattr(self, key)})
@@ -343,6 +397,8 @@ class ModelSpec:
     def to_doc(self) -> dict[str, Any]:
         """The spec as a document that loads back the same (what the store keeps)."""
         doc: dict[str, Any] = to_dict(self)  # a dataclass's is always an object
+        if doc.get("origin") is None:
+            del doc["origin"]  # a model from anywhere else has none, and its document says nothing of it
         return doc
 
 

@@ -23,7 +23,7 @@ from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect
 add_nav("admin", "/admin/models", N_("Models"), "operator")
 
 TITLE = N_("Models")
-SERVE_FIELDS = ("source", "name", "engine", "gpus", "context", "min")
+SERVE_FIELDS = ("source", "name", "engine", "gpus", "context", "min", "trust")
 # The catalog's states (Catalog.model_view) and replicas' (store.records.Replica), as a person reads them.
 STATES = {
     "ready": N_("ready"), "starting": N_("starting"), "stopped": N_("stopped"), "parked": N_("parked"),
@@ -89,6 +89,16 @@ def _saved(request: web.Request, name: str) -> web.HTTPSeeOther:
     return redirect(request, "/admin/models", notice=notice)
 
 
+def _vouched(posted: MultiDictProxy[str], viewer: Viewer) -> bool:
+    """An administrator's word for a publisher outside hub.trusted_publishers; an operator's box is not offered,
+    and one posted anyway is refused rather than taken as nothing."""
+    if posted.get("trust") != "1":
+        return False
+    if not viewer.may("admin"):
+        raise FormError(N_("Only an administrator may vouch for a publisher outside the trusted publishers."))
+    return True
+
+
 @page("/admin/models", role="operator")
 async def models(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
@@ -110,7 +120,8 @@ async def serve(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
             viewer.actor(), source, name=typed["name"].strip() or None, engine=typed["engine"].strip() or None,
             gpus=whole_number(posted, "gpus", i18n.gettext(lang, N_("Cards"))),
             context=whole_number(posted, "context", i18n.gettext(lang, N_("Context"))),
-            min_=1 if least is None else least)  # as the admin API: one replica unless told
+            min_=1 if least is None else least,  # as the admin API: one replica unless told
+            trust=_vouched(posted, viewer))
     except (Refusal, FormError) as e:
         return await _page(request, viewer, status=getattr(e, "status", 400), error=_refused(request, e),
                            typed=typed)
@@ -131,7 +142,7 @@ async def add(request: web.Request, viewer: Viewer | None) -> web.StreamResponse
                             line=mark.line + 1 if mark is not None else 1) from None
         if not isinstance(doc, dict):
             raise FormError(N_("The model file must be a mapping of fields, as llmgw ctl model add -f takes."))
-        result = await request.app[PORTAL].catalog().add(viewer.actor(), doc)
+        result = await request.app[PORTAL].catalog().add(viewer.actor(), doc, trust=_vouched(posted, viewer))
     except (Refusal, FormError) as e:
         return await _page(request, viewer, status=getattr(e, "status", 400), error=_refused(request, e),
                            spec_text=text)
