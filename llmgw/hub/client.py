@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from llmgw.errors import ExpectedError
+from llmgw.hub.token import TokenFileError, bearer
 
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 # A listing of more pages than this is not a model repository; stop rather than read without end.
@@ -70,14 +70,10 @@ class Hub:
         self._session = session
 
     def _headers(self) -> dict[str, str]:
-        if not self.token_file:
-            return {}
         try:
-            token = Path(self.token_file).read_text().strip()
-        except OSError as e:
-            raise HubError(f"the Hugging Face token file {self.token_file} could not be read ({e.strerror}); put "
-                           "the token there, or take hub.token_file out for public models", 500) from None
-        return {"Authorization": f"Bearer {token}"} if token else {}
+            return bearer(self.token_file, "hub.token_file")
+        except TokenFileError as e:
+            raise HubError(str(e), 500) from None
 
     async def repo(self, repo_id: str, revision: str = "main") -> RepoInfo:
         """The repository at `revision` (a branch, a tag or a commit): the commit it is, and its files."""

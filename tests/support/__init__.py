@@ -6,6 +6,7 @@ simengines   sim-engines on a port they choose themselves, read from the line th
 pgcluster    a throwaway PostgreSQL server (PgCluster) and free loopback ports (free_port)
 storemachines  the three-machine store from the files llmgw writes: three etcd, PostgreSQL under Patroni (StoreMachines)
 waiting      wait_until: poll what a test can observe, and fail with a sentence naming what never happened
+processes    end: stop a child by its PID, SIGKILL after a grace
 rewordings   forty rewordings of one question, for the similar-answer cache
 hfhub        a Hugging Face hub (Hub): repositories the test makes, served as llmgw and huggingface_hub read them
 

@@ -65,6 +65,8 @@ from aiohttp import web
 from gguf import GGUFReader, GGUFWriter
 from safetensors.numpy import save
 
+from tests.support.processes import end
+
 # What the Hub stores with git-lfs rather than git: weights by extension (its default .gitattributes),
 # and anything of 10 MiB or more, which the Hub refuses to take as a plain git blob.
 LFS_SUFFIXES = (".gguf", ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".onnx")
@@ -1002,14 +1004,7 @@ class HubProcess:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        _, self.stderr = self.proc.communicate()
+        _, self.stderr = end(self.proc)
         self.proc = None
 
 

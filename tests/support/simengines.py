@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 
 from tests.support import forkserver
+from tests.support.processes import end
 
 
 class Sim:
@@ -51,12 +51,5 @@ class Sim:
         """SIGTERM by PID; its exit status (killed after 10 s if it would not go)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        _, self.err = self.proc.communicate()
+        _, self.err = end(self.proc)
         return self.proc.returncode

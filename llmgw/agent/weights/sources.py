@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from llmgw.agent.weights.errors import NotLocal, WeightsError, redact
-from llmgw.hub import SourceError, parse_source
+from llmgw.hub import SourceError, TokenFileError, bearer, parse_source
 
 
 class Fetcher(abc.ABC):
@@ -171,16 +171,10 @@ class HfFetcher(HttpFetcher):
         return f"{self.endpoint}/{org}/{repo}/resolve/{quote(revision, safe='')}/{quote(file, safe='/')}"
 
     def headers(self) -> dict[str, str]:
-        if not self.token_file:
-            return {}
         try:
-            token = Path(self.token_file).read_text().strip()
-        except OSError as e:
-            raise WeightsError(
-                f"the Hugging Face token file {self.token_file} could not be read ({e.strerror}); "
-                "put the token there, or take the setting out for public models"
-            ) from None
-        return {"Authorization": f"Bearer {token}"} if token else {}
+            return bearer(self.token_file, "weights.hf_token_file")
+        except TokenFileError as e:
+            raise WeightsError(str(e)) from None
 
     def advice(self, status: int) -> str:
         if status in (401, 403):
