@@ -53,6 +53,19 @@ def register(sub, common) -> None:
     serve.add_argument("--trust", action="store_true", help=_TRUST)
     serve.set_defaults(run=run_serve)
 
+    plan = msub.add_parser(
+        "plan", parents=[common], help="the ways this cluster could run a model from Hugging Face, before fetching it",
+        description="Reads the model's size and shape from the hub in hub.endpoint (a GGUF's header, a "
+                    "checkpoint's config.json) and judges each way of running it on the nodes as they are now: "
+                    "one card, tensor parallel or a layer split across a node's cards, the CPU with layers on a "
+                    "card, the CPU alone, a pipeline across nodes. Each says what a card needs, the room left "
+                    "for more context and about how many tokens a second one reply gets, or why it is not "
+                    "offered. docs/models.md, \"Before fetching: the plan\".")
+    plan.add_argument("source", help="hf:ORG/REPO/FILE.gguf, or hf:ORG/REPO for its safetensors")
+    plan.add_argument("--context", type=int, default=0, metavar="TOKENS",
+                      help="the context to plan for (default: the model's own, at most 8192)")
+    plan.set_defaults(run=run_plan)
+
     update = msub.add_parser(
         "update", parents=[common], help="what changed on Hugging Face since a model was pinned; --apply moves it",
         description="Compares a model pinned from Hugging Face with its revision (main, say) now: the commit and the "
@@ -249,6 +262,44 @@ def run_serve(args) -> int:
             "sha256": args.sha256, "min": args.min, "trust": True if args.trust else None}
     answer = _client(args).call("POST", "/api/v1/models/serve", {k: v for k, v in body.items() if v is not None})
     return _changed(args, answer)
+
+
+def run_plan(args) -> int:
+    answer = _client(args).call("GET", f"/api/v1/plan?source={quote(args.source, safe='')}&context={args.context}")
+    if args.json:
+        emit_json(answer)
+        return 0
+    shape, judged = answer["shape"], answer["judged_by"]
+    experts = f", a model of experts reading {shape['active_share']:.0%} of it a token" \
+        if shape["active_share"] < 1 else ""
+    print(f"{answer['repo']} at {answer['commit'][:12]}: {', '.join(answer['files'][:3])}"
+          f"{' …' if len(answer['files']) > 3 else ''}; {shape['weights_bytes'] / 2**30:.1f} GB of "
+          f"{shape['format']}{experts}; planned for {answer['context']} tokens of context")
+    print(f"judged by {judged['nodes']} node(s) with {judged['cards']} card(s) as they are now"
+          + (f" ({judged['left_out']} lost left out)" if judged["left_out"] else ""))
+    offered = [w for w in answer["layouts"] if w["offered"]]
+    refused = [w for w in answer["layouts"] if not w["offered"]]
+    if offered:
+        print()
+        rows = []
+        for i, w in enumerate(offered, 1):
+            where = f"{w['cards']} × {w['card_class']}" if w["cards"] else "memory"
+            parts = f"{w['weights_gb']:.1f} + {w['context_gb']:.1f} + {w['engine_gb']:.1f}"
+            rows.append([str(i), w["kind"], w["engine"], where, f"{w['need_gb']:.1f} GB ({parts})",
+                         f"{w['usable_gb']:.1f} GB", f"{w['tokens_per_s']:.0f}" if w["tokens_per_s"] else "?",
+                         ", ".join(w["nodes"][:3]) + (" …" if len(w["nodes"]) > 3 else "")])
+        table(["#", "WAY", "ENGINE", "ON", "EACH NEEDS (weights + context + engine)", "OF", "TOK/S", "NODES"], rows)
+        for w in offered:
+            for note in w["notes"]:
+                print(f"  {w['kind']}: {note}")
+    else:
+        print("\nno way of running it here")
+    if refused:
+        print("\nnot offered:")
+        for w in refused:
+            where = f" × {w['cards']} {w['card_class']}" if w["cards"] else ""
+            print(f"  {w['kind']}{where} on {', '.join(w['nodes'][:3]) or 'the cluster'}: {w['why_not']}")
+    return 0
 
 
 def run_update(args) -> int:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         installed_llama_server,
         wheels_dir,
     )
+    from llmgw.engines.modelinfo import gguf_metadata
     from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
 
 __all__ = [
@@ -54,7 +55,7 @@ __all__ = [
     "names",
     "register",
     "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
-    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle",
+    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata",
 ]
 
 
@@ -134,4 +135,5 @@ __getattr__ = lazy_face(__name__, {
     "llamacpp_install": ("LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server",
         "installed_llama_server", "wheels_dir"),
     "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
+    "modelinfo": ("gguf_metadata",),
 })

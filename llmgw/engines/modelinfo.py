@@ -142,6 +142,31 @@ def gguf_context_length(model_path: str) -> int:
     return 0
 
 
+def gguf_metadata(head: bytes) -> dict[str, int | str]:
+    """The numbers and names a GGUF's header holds, from its first bytes (a ranged read of a file not yet
+    fetched): what its header says up to where `head` ends, arrays (the vocabulary) skipped. {} when it is
+    not a GGUF."""
+    import io
+
+    found: dict[str, int | str] = {}
+    r = _Reader(io.BytesIO(head))
+    try:
+        if r.take(4) != _GGUF_MAGIC or r.u32() < 2:
+            return {}
+        r.u64()  # tensors
+        for _ in range(r.u64()):
+            key, kind = r.string(), r.u32()
+            if kind in _INTS:
+                found[key] = struct.unpack(_INTS[kind], r.take(_FIXED[kind]))[0]
+            elif kind == 8:
+                found[key] = r.string()
+            else:
+                r.skip(kind)
+    except (ValueError, struct.error):
+        pass  # the header runs on past what was read: what came before stands
+    return found
+
+
 # --- Hugging Face checkpoints ------------------------------------------------------------------
 
 _LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")

@@ -99,6 +99,20 @@ class Hub:
         return RepoInfo(repo_id, commit, files, gated=bool(info.get("gated")), private=bool(info.get("private")),
                         author=str(info.get("author") or repo_id.split("/", 1)[0]))
 
+    async def read(self, repo_id: str, commit: str, path: str, first: int) -> bytes:
+        """The first `first` bytes of a file at a commit (a ranged read through resolve and its CDN), for what a
+        file's header or a small config says before anything is fetched."""
+        url = f"{self.endpoint}/{repo_id}/resolve/{commit}/{quote(path, safe='/')}"
+        try:
+            async with self._open() as session, \
+                    session.get(url, headers={**self._headers(), "Range": f"bytes=0-{first - 1}"}) as r:
+                if r.status not in (200, 206):
+                    raise self._refusal(r.status, r.headers.get("X-Error-Code", ""), repo_id, commit)
+                return await r.content.read(first)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise HubError(f"could not read {path} of {repo_id} from {self.endpoint} ({e or type(e).__name__})",
+                           502) from None
+
     def _open(self) -> aiohttp.ClientSession:
         if self._session is not None:
             return self._session()

@@ -122,3 +122,22 @@ def test_a_hub_the_control_plane_cannot_reach_refuses_the_model_saying_where(clu
     assert f"could not reach Hugging Face at {closed}" in refused.stderr
     assert "set hub.endpoint" in refused.stderr
     assert cluster.ctl_json("ctl", "models") == []
+
+
+def test_ctl_model_plan_judges_a_model_on_the_hub_by_the_nodes_as_they_are_before_fetching_it(cluster, hub, tiny):
+    hub.repo("Qwen/Tiny-GGUF", files={"tiny.gguf": tiny[0]})
+    _pinned(cluster, hub)
+    cluster.agent("node-a")
+    wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
+    said = cluster.ctl("ctl", "model", "plan", SOURCE, "--context", "512")
+    assert said.returncode == 0, said.stderr
+    lines = said.stdout.splitlines()
+    assert lines[0].startswith(f"Qwen/Tiny-GGUF at {hub.repos['Qwen/Tiny-GGUF'].main[:12]}: tiny.gguf;")
+    assert "planned for 512 tokens of context" in lines[0]
+    assert lines[1].startswith("judged by 1 node(s) with 0 card(s)")
+    (cpu,) = [line for line in lines if " cpu " in f" {line} "]
+    assert "llamacpp" in cpu and "node-a" in cpu
+    assert "pipeline on node-a: one node: a pipeline runs across several" in said.stdout
+    # Nothing was fetched: the header alone was read.
+    assert hub.bytes_served() < len(tiny[0]) + 1
+    assert cluster.ctl_json("ctl", "models") == []

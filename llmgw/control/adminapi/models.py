@@ -119,6 +119,17 @@ async def model_update(request: web.Request) -> web.Response:
 
 
 @refusals
+async def model_plan(request: web.Request) -> web.Response:
+    source = request.query.get("source", "").strip()
+    if not source:
+        raise Refused(400, "give the model to plan: ?source=hf:org/repo[/file.gguf]", "invalid_request")
+    given = request.query.get("context", "0")
+    if not given.isdigit():
+        raise Refused(400, f"context must be a whole number of tokens, got {given!r}", "invalid_request")
+    return _json(await catalog(request).plan(source, int(given)))
+
+
+@refusals
 async def model_show(request: web.Request) -> web.Response:
     return _json(await catalog(request).show(request.match_info["name"]))
 
@@ -211,6 +222,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_post("/api/v1/models/{name}/gpus", model_gpus)
     router.add_post("/api/v1/models/{name}/restart", model_restart)
     router.add_get("/api/v1/models/{name}/upstream", model_upstream)
+    router.add_get("/api/v1/plan", model_plan)
     router.add_post("/api/v1/models/{name}/update", model_update)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)

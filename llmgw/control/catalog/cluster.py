@@ -54,6 +54,8 @@ class GPUView:
     foreign_mb: int = 0  # held by processes that are not llmgw's engines
     cc: float = 0.0
     name: str = ""
+    nvlink: tuple[int, ...] = ()
+    """The indexes of the node's cards this one has NVLink to."""
 
 
 @dataclass
@@ -70,6 +72,9 @@ class NodeView:
     seen_at: float | None = None
     """When it last said anything (a heartbeat): a node silent past the lost timeout is lost."""
     state: str = ""
+    mem_bandwidth_gbs: float = 0.0
+    """How fast its memory reads, as its agent measured it; 0 until measured. What a model's speed on its CPUs
+    is judged by."""
 
     @classmethod
     def of(cls, register: Register, heartbeat: Heartbeat | None = None, seen_at: float | None = None,
@@ -83,7 +88,7 @@ class NodeView:
                 cc = float(g.compute_capability) if g.compute_capability else 0.0
             except ValueError:
                 cc = 0.0
-            gpus.append(GPUView(g.index, gpu_class(g), g.memory_mb, max(0, held), cc, g.name))
+            gpus.append(GPUView(g.index, gpu_class(g), g.memory_mb, max(0, held), cc, g.name, tuple(g.nvlink_peers)))
         return cls(
             id=register.node_id, name=register.name,
             cores=(host.cpu_threads or host.cpu_cores) if host else 0,
@@ -93,6 +98,8 @@ class NodeView:
             engines=frozenset(register.engines),
             seen_at=seen_at if seen_at is not None else (heartbeat.at if heartbeat else None),
             state=state,
+            mem_bandwidth_gbs=(heartbeat.mem_bandwidth_gbs if heartbeat and heartbeat.mem_bandwidth_gbs
+                               else host.mem_bandwidth_gbs if host else 0.0),
         )
 
     @classmethod

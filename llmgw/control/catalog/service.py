@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Actor
 from llmgw.config import HubSettings, capabilities
-from llmgw.control.catalog import changes
+from llmgw.control.catalog import changes, layouts
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.explain import explain
@@ -25,6 +25,7 @@ from llmgw.control.catalog.explain import view as explain_view
 from llmgw.control.catalog.fit import Room
 from llmgw.control.catalog.pinning import Pinner
 from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry, Policy, node_lost
+from llmgw.control.catalog.shapes import describe_source
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.errors import N_
 from llmgw.hub import parse_source
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 Audit = Callable[[Actor, str, str, Any, Any], Awaitable[None]]
 TRIES = 3
+# The context a plan is made for when none is asked and the model says none shorter.
+DEFAULT_PLAN_CONTEXT = 8192
 # A change to a model's spec, given the nodes and the replicas: the new spec and what to tell about it.
 _Change = Callable[[ModelSpec, list[NodeView], list[Replica]], tuple[ModelSpec, list[str]]]
 
@@ -258,6 +261,29 @@ class Catalog:
                 "replaced as the nodes fetch the new files"]
         result = await self._change(actor, record.name, "model.update", move)
         return {**out, "applied": True, "model": result["model"], "notes": result["notes"]}
+
+    async def plan(self, source: str, context: int = 0) -> dict[str, Any]:
+        """The ways this cluster's nodes, as they are now, could run the model at `source` (on the hub in
+        hub.endpoint), before anything is fetched: layouts.py's judgement, for `llmgw ctl model plan`."""
+        if self.pinner is None:
+            raise Refusal(N_("this catalog has no hub to read models from"), 409, "no_hub")
+        if context < 0:
+            raise Refusal(N_("context must be 0 or more, got {value}"), 400, "invalid_request",
+                          params={"value": context})
+        described = await describe_source(self.pinner.hub(self.pinner.settings()), source)
+        shape = described.shape
+        planned = context or min(shape.trained_context or DEFAULT_PLAN_CONTEXT, DEFAULT_PLAN_CONTEXT)
+        now = self.clock()
+        views, _, _ = await self._cluster()
+        nodes = [v for v in views if node_lost(v, now, self.policy) is None]
+        ways = layouts.plan(shape, nodes, planned)
+        return {
+            "source": source, "repo": described.repo, "commit": described.commit, "files": list(described.files),
+            "context": planned, "shape": dataclasses.asdict(shape) | {"engine": shape.engine},
+            "judged_by": {"nodes": len(nodes), "cards": sum(len(v.gpus) for v in nodes),
+                          "left_out": len(views) - len(nodes)},
+            "layouts": [dataclasses.asdict(w) | {"need_gb": w.need_gb} for w in ways],
+        }
 
     async def stop(self, actor: Actor, name: str) -> dict[str, Any]:
         def change(spec: ModelSpec, nodes: list[NodeView], replicas: list[Replica]) -> tuple[ModelSpec, list[str]]:
