@@ -51,6 +51,8 @@ def register(sub, common) -> None:
     serve.add_argument("--sha256", metavar="HEX", help="the weights' sha256, checked by every node")
     serve.add_argument("--min", type=int, default=1, metavar="N", help="replicas to run (default 1)")
     serve.add_argument("--trust", action="store_true", help=_TRUST)
+    serve.add_argument("--layout", type=int, metavar="N",
+                       help="the way numbered N in `llmgw ctl model plan SOURCE`: its engine, cards and memory")
     serve.set_defaults(run=run_serve)
 
     plan = msub.add_parser(
@@ -259,7 +261,7 @@ def run_show(args) -> int:
 def run_serve(args) -> int:
     body = {"source": args.source, "engine": args.engine, "gpus": args.gpus, "context": args.context,
             "slots": args.slots, "name": args.name, "memory": args.memory, "cores": args.cores,
-            "sha256": args.sha256, "min": args.min, "trust": True if args.trust else None}
+            "sha256": args.sha256, "min": args.min, "trust": True if args.trust else None, "layout": args.layout}
     answer = _client(args).call("POST", "/api/v1/models/serve", {k: v for k, v in body.items() if v is not None})
     return _changed(args, answer)
 

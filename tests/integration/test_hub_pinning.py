@@ -127,7 +127,7 @@ def test_a_hub_the_control_plane_cannot_reach_refuses_the_model_saying_where(clu
 def test_ctl_model_plan_judges_a_model_on_the_hub_by_the_nodes_as_they_are_before_fetching_it(cluster, hub, tiny):
     hub.repo("Qwen/Tiny-GGUF", files={"tiny.gguf": tiny[0]})
     _pinned(cluster, hub)
-    cluster.agent("node-a")
+    cluster.agent("node-a", weights={"hf_endpoint": hub.url})
     wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
     said = cluster.ctl("ctl", "model", "plan", SOURCE, "--context", "512")
     assert said.returncode == 0, said.stderr
@@ -141,3 +141,9 @@ def test_ctl_model_plan_judges_a_model_on_the_hub_by_the_nodes_as_they_are_befor
     # Nothing was fetched: the header alone was read.
     assert hub.bytes_served() < len(tiny[0]) + 1
     assert cluster.ctl_json("ctl", "models") == []
+
+    served = cluster.ctl("ctl", "model", "serve", SOURCE, "--layout", "1", "--context", "512")
+    assert served.returncode == 0, served.stderr
+    assert "the plan's way 1: cpu on the CPU, llamacpp, at 512 tokens of context" in served.stdout
+    ready, _ = wait_for(lambda: _ready_on(cluster, "tiny"), timeout=120, interval=0.5)
+    assert ready, cluster.output()

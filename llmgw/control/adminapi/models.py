@@ -95,7 +95,8 @@ async def model_add(request: web.Request) -> web.Response:
 @refusals
 async def model_serve(request: web.Request) -> web.Response:
     data = await body(request)
-    _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min", "trust")
+    _known(data, "source", "engine", "gpus", "context", "slots", "name", "memory", "cores", "sha256", "min", "trust",
+           "layout")
     least = _int(data, "min")
     choices: ServeChoices = {
         "name": _field(data, "name", str), "engine": _field(data, "engine", str), "gpus": _int(data, "gpus"),
@@ -104,7 +105,8 @@ async def model_serve(request: web.Request) -> web.Response:
         "min_": 1 if least is None else least,
     }
     result = await catalog(request).serve(actor(request), _field(data, "source", str, required=True),
-                                          trust=bool(_field(data, "trust", bool)), **choices)
+                                          trust=bool(_field(data, "trust", bool)), layout=_int(data, "layout"),
+                                          **choices)
     return _json(result, 201)
 
 

@@ -444,11 +444,13 @@ class ServeChoices(TypedDict, total=False):
     cores: int | None
     sha256: str | None
     min_: int
+    args: list[str]
 
 
 def serve_spec(source: str, *, name: str | None = None, engine: str | None = None, gpus: int | None = None,
                context: int | None = None, slots: int | None = None, memory: str | None = None,
-               cores: int | None = None, sha256: str | None = None, min_: int = 1) -> tuple[ModelSpec, list[str]]:
+               cores: int | None = None, sha256: str | None = None, min_: int = 1,
+               args: list[str] | None = None) -> tuple[ModelSpec, list[str]]:
     """A model spec from a source and a few choices, what `llmgw ctl model serve` adds."""
     notes: list[str] = []
     source = source.strip()
@@ -497,6 +499,8 @@ def serve_spec(source: str, *, name: str | None = None, engine: str | None = Non
         profile["size_from_weights"] = True
     if gpus:
         profile["gpus"] = {"count": gpus}
+    if args:
+        profile["args"] = list(args)
     doc: dict[str, Any] = {"name": name, "source": source, "profiles": [profile], "scaling": {"min": min_}}
     if sha256:
         doc["sha256"] = sha256

@@ -119,6 +119,10 @@ class Layout:
     offered: bool = False
     why_not: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    memory_gb: float = 0.0
+    """What the node's own memory holds of it: all of it on the CPU, the rest beside the card when offloaded."""
+    layers_on_card: int = 0
+    """When offloaded: the layers the card takes (llama.cpp's -ngl)."""
 
     @property
     def need_gb(self) -> float:
@@ -218,7 +222,7 @@ def _on_cpu(shape: ModelShape, node: NodeView, kv: int) -> Layout:
     speed = node.mem_bandwidth_gbs * GB / shape.read_per_token if node.mem_bandwidth_gbs else 0.0
     notes = () if node.mem_bandwidth_gbs else (f"{node.name}'s memory bandwidth is not measured yet",)
     return Layout("cpu", "llamacpp", (node.name,), 0, "", shape.weights_bytes / GB, kv / GB, 1.0, usable / GB,
-                  _room(shape, usable - need, 1), round(speed, 1), not why, why, notes)
+                  _room(shape, usable - need, 1), round(speed, 1), not why, why, notes, memory_gb=need / GB)
 
 
 def _offloaded(shape: ModelShape, node: NodeView, kv: int) -> Layout:
@@ -241,7 +245,8 @@ def _offloaded(shape: ModelShape, node: NodeView, kv: int) -> Layout:
         speed = 1 / seconds
     notes = (f"{layers} of {shape.layers} layers on the card",) if layers else ()
     return Layout("cpu offload", "llamacpp", (node.name,), 1, card.cls, on_card / GB, kv / GB, 1.0 + 0.5,
-                  usable / GB, 0, round(speed, 1), not why, why, notes)
+                  usable / GB, 0, round(speed, 1), not why, why, notes, memory_gb=in_memory / GB,
+                  layers_on_card=layers)
 
 
 def _pipeline(shape: ModelShape, nodes: Sequence[NodeView]) -> Layout:

@@ -11,6 +11,7 @@ carries the change out; nothing here talks to an agent.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -170,10 +171,43 @@ class Catalog:
             raise Refusal(e.template, 400, "invalid_model", params=e.params or None) from None
         return await self._add(actor, spec, [], action, trust)
 
-    async def serve(self, actor: Actor, source: str, *, trust: bool = False,
+    async def serve(self, actor: Actor, source: str, *, trust: bool = False, layout: int | None = None,
                     **choices: Unpack[ServeChoices]) -> dict[str, Any]:
+        """Add a model made from a source and a few choices; `layout` takes the plan's way of that number
+        (`llmgw ctl model plan` lists them, offered ones from 1) for the engine, the cards and the memory."""
+        chosen: list[str] = []
+        if layout is not None:
+            choices, said = await self._layout_choices(source, layout, choices)
+            chosen.append(said)
         spec, notes = changes.serve_spec(source, **choices)
-        return await self._add(actor, spec, notes, "model.serve", trust)
+        return await self._add(actor, spec, [*chosen, *notes], "model.serve", trust)
+
+    async def _layout_choices(self, source: str, layout: int, choices: ServeChoices) -> tuple[ServeChoices, str]:
+        planned = await self.plan(source, choices.get("context") or 0)
+        offered = [w for w in planned["layouts"] if w["offered"]]
+        if not 1 <= layout <= len(offered):
+            raise Refusal(N_("--layout {layout}: the plan offers {count} way(s) for {source} here; llmgw ctl model "
+                             "plan {source} lists them"), 400, "invalid_request",
+                          params={"layout": layout, "count": len(offered), "source": source})
+        way = offered[layout - 1]
+        if choices.get("engine") and choices.get("engine") != way["engine"]:
+            raise Refusal(N_("--layout {layout} runs on {engine}; give that engine, or leave --engine out"), 400,
+                          "invalid_request", params={"layout": layout, "engine": way["engine"]})
+        if way["kind"] == "cpu offload" and not way["layers_on_card"]:
+            raise Refusal(N_("--layout {layout} puts part of the model on a card, and its layers are not known to "
+                             "say how many; serve it on the CPU or on cards"), 400, "invalid_request",
+                          params={"layout": layout})
+        picked: ServeChoices = {**choices, "engine": way["engine"], "context": planned["context"]}
+        if way["kind"] in ("cpu", "cpu offload"):
+            picked["memory"] = choices.get("memory") or f"{math.ceil(way['memory_gb'])}GB"
+            picked["gpus"] = 1 if way["kind"] == "cpu offload" else None
+            if way["kind"] == "cpu offload":
+                picked["args"] = ["-ngl", str(way["layers_on_card"])]
+        else:
+            picked["gpus"] = way["cards"]
+        where = f"{way['cards']} × {way['card_class']}" if way["cards"] else "the CPU"
+        return picked, f"the plan's way {layout}: {way['kind']} on {where}, {way['engine']}, at {planned['context']} " \
+                       "tokens of context"
 
     async def _add(self, actor: Actor, spec: ModelSpec, notes: list[str], action: str,
                    trust: bool = False) -> dict[str, Any]:

@@ -113,3 +113,34 @@ async def test_the_catalogs_plan_judges_the_nodes_in_the_store_as_they_are(store
     assert planned["layouts"][0]["context_gb"] == pytest.approx(0.5)  # 4096 tokens of 128 KiB
     # No context asked: the model's own, at most 8192.
     assert (await catalog.plan("hf:Qwen/Llama-GGUF/llama-q4.gguf"))["context"] == 8192
+
+
+async def test_serving_a_way_of_the_plan_takes_its_engine_cards_and_memory(store, hub):
+    from llmgw.account.service import Actor
+
+    hub.repo("Qwen/Llama-GGUF", files={"llama-q4.gguf": LLAMA})
+    await put_node(store, "cuda01", [GPU(index=0, name="NVIDIA RTX 6000 Ada Generation", memory_mb=49140,
+                                         compute_capability="8.9")])
+
+    async def audit(*_):
+        return None
+
+    catalog = Catalog(store, audit, clock=lambda: NOW, hub=lambda: HubSettings(endpoint=hub.url))
+    alice = Actor("alice", "cli")
+    source = "hf:Qwen/Llama-GGUF/llama-q4.gguf"
+    on_card = await catalog.serve(alice, source, layout=1, context=4096, name="on-card")
+    profile = on_card["model"]["spec"]["profiles"][0]
+    assert (profile["engine"], profile["gpus"]["count"]) == ("llamacpp", 1)
+    assert on_card["model"]["spec"]["context_length"] == 4096
+    assert on_card["notes"][0] == \
+        "the plan's way 1: one card on 1 × rtx6000ada-48g, llamacpp, at 4096 tokens of context"
+    on_cpu = await catalog.serve(alice, source, layout=2, name="on-cpu")
+    profile = on_cpu["model"]["spec"]["profiles"][0]
+    # 1 GB of context at the model's 8192 tokens, the 1 GB kept beside, and the file: 3 GB.
+    assert profile["engine"] == "llamacpp" and not profile.get("gpus") and profile["memory"] == "3GB"
+    with pytest.raises(Refusal) as refused:
+        await catalog.serve(alice, source, layout=3, name="none")
+    assert str(refused.value).startswith(f"--layout 3: the plan offers 2 way(s) for {source} here")
+    with pytest.raises(Refusal) as refused:
+        await catalog.serve(alice, source, layout=1, engine="vllm", name="wrong")
+    assert "--layout 1 runs on llamacpp" in str(refused.value)
