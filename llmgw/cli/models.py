@@ -68,6 +68,17 @@ def register(sub, common) -> None:
                       help="the context to plan for (default: the model's own, at most 8192)")
     plan.set_defaults(run=run_plan)
 
+    search = msub.add_parser(
+        "search", parents=[common], help="search the hub for models, each judged by what this cluster can run",
+        description="Searches the hub in hub.endpoint (Hugging Face's /api/models), reads each repository's files "
+                    "at their commit and judges every GGUF quantisation and safetensors checkpoint through the "
+                    "plan (llmgw ctl model plan) on the nodes as they are, by its size, at 4096 tokens of context. "
+                    "What cannot run here is left out and counted by why; --all lists it too.")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=20, metavar="N", help="repositories to look at (default 20)")
+    search.add_argument("--all", action="store_true", help="list what cannot run here as well")
+    search.set_defaults(run=run_search)
+
     update = msub.add_parser(
         "update", parents=[common], help="what changed on Hugging Face since a model was pinned; --apply moves it",
         description="Compares a model pinned from Hugging Face with its revision (main, say) now: the commit and the "
@@ -301,6 +312,43 @@ def run_plan(args) -> int:
         for w in refused:
             where = f" × {w['cards']} {w['card_class']}" if w["cards"] else ""
             print(f"  {w['kind']}{where} on {', '.join(w['nodes'][:3]) or 'the cluster'}: {w['why_not']}")
+    return 0
+
+
+_LEFT_OUT = {"too big": "too big for any node", "fp8": "FP8 without a card of compute capability 8.9",
+             "mlx": "MLX", "no weights": "neither GGUF nor safetensors", "pickle only": "pickle only"}
+
+
+def run_search(args) -> int:
+    answer = _client(args).call("GET", f"/api/v1/explore?q={quote(args.query, safe='')}&limit={args.limit}")
+    if args.json:
+        emit_json(answer)
+        return 0
+    judged = answer["judged_by"]
+    print(f"judged by {judged['nodes']} node(s) with {judged['cards']} card(s) as they are now, at "
+          f"{judged['context']} tokens of context")
+    rows = []
+    for c in answer["candidates"]:
+        if not c["runs"] and not args.all:
+            continue
+        runs = [ch for ch in c["choices"] if ch["runs"]]
+        formats = ", ".join(f"{ch['name']} {ch['size_gb']:.1f} GB" for ch in c["choices"][:4])
+        if len(c["choices"]) > 4:
+            formats += f" (+{len(c['choices']) - 4})"
+        cpu = max((ch["cpu_tokens_per_s"] for ch in runs), default=0)
+        gpu = max((ch["gpu_tokens_per_s"] for ch in runs), default=0)
+        rows.append([c["repo"], "yes" if c["trusted"] else "no (--trust)", c["scan"] or "?", formats or "-",
+                     runs[0]["way"] if runs else f"no: {_LEFT_OUT.get(c['left_out'], c['left_out'])}",
+                     f"{cpu:.0f}" if cpu else "-", f"{gpu:.0f}" if gpu else "-"])
+    if rows:
+        table(["REPOSITORY", "TRUSTED", "SCAN", "FORMATS", "RUNS HERE", "CPU TOK/S", "GPU TOK/S"], rows)
+    else:
+        print("nothing found that runs here")
+    left = answer["left_out"]
+    if left and not args.all:
+        print("left out: " + ", ".join(f"{n} {_LEFT_OUT.get(why, why)}" for why, n in sorted(left.items()))
+              + " (--all lists them)")
+    print("llmgw ctl model plan hf:REPO/FILE says every way one runs; llmgw ctl model serve hf:REPO/FILE adds it")
     return 0
 
 

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING
 from llmgw.lazyface import lazy_face
 
 if TYPE_CHECKING:
-    from llmgw.hub.client import Hub, HubError, HubFile, RepoInfo
+    from llmgw.hub.client import Found, Hub, HubError, HubFile, RepoInfo
     from llmgw.hub.source import HfSource, SourceError, is_commit, parse_source
     from llmgw.hub.token import TokenFileError, bearer
 
-__all__ = ["HfSource", "Hub", "HubError", "HubFile", "RepoInfo", "SourceError", "TokenFileError", "bearer", "is_commit",
-           "parse_source"]
+__all__ = ["Found", "HfSource", "Hub", "HubError", "HubFile", "RepoInfo", "SourceError", "TokenFileError", "bearer",
+           "is_commit", "parse_source"]
 
 __getattr__ = lazy_face(__name__, {
-    "client": ["Hub", "HubError", "HubFile", "RepoInfo"],
+    "client": ["Found", "Hub", "HubError", "HubFile", "RepoInfo"],
     "source": ["HfSource", "SourceError", "is_commit", "parse_source"],
     "token": ["TokenFileError", "bearer"],
 })

@@ -58,6 +58,19 @@ class RepoInfo:
     author: str = ""
 
 
+@dataclass(frozen=True)
+class Found:
+    """A repository as the hub's search lists it: its files' names, not yet their sizes."""
+
+    repo_id: str
+    commit: str
+    files: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    library: str = ""
+    downloads: int = 0
+    gated: bool = False
+
+
 class Hub:
     """One hub's API at `endpoint`, with the token read from `token_file` at each call (changed on disk, used at
     once), sent only to the endpoint."""
@@ -98,6 +111,27 @@ class Hub:
                                "is it a model repository?")
         return RepoInfo(repo_id, commit, files, gated=bool(info.get("gated")), private=bool(info.get("private")),
                         author=str(info.get("author") or repo_id.split("/", 1)[0]))
+
+    async def search(self, query: str, limit: int = 20) -> list[Found]:
+        """Model repositories whose name holds `query`, the most downloaded first, as the hub's search gives them
+        (`/api/models?search=…&full=true`): one page of at most `limit`."""
+        url = (f"{self.endpoint}/api/models?search={quote(query, safe='')}&limit={limit}&full=true"
+               "&sort=downloads&direction=-1")
+        async with self._open() as session:
+            page, _ = await self._page(session, url, f"the search for {query!r}", "main")
+        found = []
+        for entry in page[:limit]:
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                continue
+            listed, tagged = entry.get("siblings"), entry.get("tags")
+            siblings: list[Any] = listed if isinstance(listed, list) else []
+            tags: list[Any] = tagged if isinstance(tagged, list) else []
+            found.append(Found(repo_id=entry["id"], commit=str(entry.get("sha") or ""),
+                               files=tuple(str(s["rfilename"]) for s in siblings
+                                           if isinstance(s, dict) and "rfilename" in s),
+                               tags=tuple(str(t) for t in tags), library=str(entry.get("library_name") or ""),
+                               downloads=int(entry.get("downloads") or 0), gated=bool(entry.get("gated"))))
+        return found
 
     async def read(self, repo_id: str, commit: str, path: str, first: int) -> bytes:
         """The first `first` bytes of a file at a commit (a ranged read through resolve and its CDN), for what a

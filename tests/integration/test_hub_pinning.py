@@ -147,3 +147,20 @@ def test_ctl_model_plan_judges_a_model_on_the_hub_by_the_nodes_as_they_are_befor
     assert "the plan's way 1: cpu on the CPU, llamacpp, at 512 tokens of context" in served.stdout
     ready, _ = wait_for(lambda: _ready_on(cluster, "tiny"), timeout=120, interval=0.5)
     assert ready, cluster.output()
+
+
+def test_ctl_model_search_lists_what_runs_here_and_counts_what_does_not(cluster, hub, tiny):
+    hub.repo("Qwen/Tiny-GGUF", files={"tiny-Q4_K_M.gguf": tiny[0]})
+    hub.repo("someone/Tiny-Pickled", files={"pytorch_model.bin": b"\0" * 64})
+    _pinned(cluster, hub)
+    cluster.agent("node-a")
+    wait_for(lambda: len(cluster.ctl_json("ctl", "nodes")) == 1, timeout=30)
+    said = cluster.ctl("ctl", "model", "search", "tiny")
+    assert said.returncode == 0, said.stderr
+    lines = said.stdout.splitlines()
+    assert lines[0].startswith("judged by 1 node(s) with 0 card(s) as they are now, at 4096 tokens of context")
+    (row,) = [line for line in lines if line.startswith("Qwen/Tiny-GGUF ")]
+    assert "yes" in row and "safe" in row and "Q4_K_M" in row and "cpu on node-a" in row
+    assert "left out: 1 pickle only (--all lists them)" in said.stdout
+    every = cluster.ctl("ctl", "model", "search", "tiny", "--all")
+    assert "someone/Tiny-Pickled" in every.stdout and "no: pickle only" in every.stdout

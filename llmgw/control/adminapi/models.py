@@ -132,6 +132,14 @@ async def model_plan(request: web.Request) -> web.Response:
 
 
 @refusals
+async def model_explore(request: web.Request) -> web.Response:
+    given = request.query.get("limit", "20")
+    if not given.isdigit():
+        raise Refused(400, f"limit must be a whole number, got {given!r}", "invalid_request")
+    return _json(await catalog(request).explore(request.query.get("q", ""), int(given)))
+
+
+@refusals
 async def model_show(request: web.Request) -> web.Response:
     return _json(await catalog(request).show(request.match_info["name"]))
 
@@ -225,6 +233,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_post("/api/v1/models/{name}/restart", model_restart)
     router.add_get("/api/v1/models/{name}/upstream", model_upstream)
     router.add_get("/api/v1/plan", model_plan)
+    router.add_get("/api/v1/explore", model_explore)
     router.add_post("/api/v1/models/{name}/update", model_update)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmgw.account import Actor
 from llmgw.config import HubSettings, capabilities
-from llmgw.control.catalog import changes, layouts
+from llmgw.control.catalog import changes, explorer, layouts
 from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.explain import explain
@@ -29,7 +29,7 @@ from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry,
 from llmgw.control.catalog.shapes import describe_source
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.errors import N_
-from llmgw.hub import parse_source
+from llmgw.hub import HubError, parse_source
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogModel, CatalogStore, Conflict, NodeRecord, Replica
 
@@ -181,6 +181,23 @@ class Catalog:
             chosen.append(said)
         spec, notes = changes.serve_spec(source, **choices)
         return await self._add(actor, spec, [*chosen, *notes], "model.serve", trust)
+
+    async def explore(self, query: str, limit: int = 20) -> dict[str, Any]:
+        """What the hub's search finds for `query`, each judged by what this cluster's nodes can run
+        (explorer.py), for `llmgw ctl model search` and the models page."""
+        if self.pinner is None:
+            raise Refusal(N_("this catalog has no hub to read models from"), 409, "no_hub")
+        if not query.strip() or not 1 <= limit <= 100:
+            raise Refusal(N_("give words to search for, and a limit from 1 to 100"), 400, "invalid_request")
+        settings = self.pinner.settings()
+        now = self.clock()
+        views, _, _ = await self._cluster()
+        nodes = [v for v in views if node_lost(v, now, self.policy) is None]
+        try:
+            found = await explorer.explore(self.pinner.hub(settings), settings, nodes, query.strip(), limit)
+        except HubError as e:
+            raise Refusal(N_("{reason}"), e.status, "hub", params={"reason": str(e)}) from None
+        return explorer.view(found, nodes)
 
     async def _layout_choices(self, source: str, layout: int, choices: ServeChoices) -> tuple[ServeChoices, str]:
         planned = await self.plan(source, choices.get("context") or 0)

@@ -74,7 +74,7 @@ async def _gguf(hub: Hub, info: RepoInfo, path: str) -> Described:
     experts, used = number("expert_count"), number("expert_used_count")
     shape = ModelShape(weights_bytes=sum(p.size for p in parts), format="gguf", layers=layers, kv_heads=kv_heads,
                        kv_bytes_per_token=layers * kv_heads * head_dim * 2 * 2,
-                       active_share=_active_share(info.repo_id + "/" + path, experts, used),
+                       active_share=active_share(info.repo_id + "/" + path, experts, used),
                        trained_context=number("context_length"))
     return Described(shape, info.repo_id, info.commit, tuple(p.path for p in parts))
 
@@ -116,7 +116,7 @@ async def _checkpoint(hub: Hub, info: RepoInfo) -> Described:
     fp8 = str(quant.get("quant_method", "")).lower() == "fp8" or "fp8" in info.repo_id.lower()
     shape = ModelShape(weights_bytes=sum(f.size for f in weights), format="safetensors", layers=layers,
                        kv_heads=kv_heads, kv_bytes_per_token=layers * kv_heads * head_dim * 2 * 2,
-                       active_share=_active_share(info.repo_id, experts, used), fp8=fp8,
+                       active_share=active_share(info.repo_id, experts, used), fp8=fp8,
                        trained_context=number("max_position_embeddings"))
     return Described(shape, info.repo_id, info.commit, tuple(f.path for f in weights))
 
@@ -135,7 +135,7 @@ def _split_parts(info: RepoInfo, path: str) -> list[HubFile]:
     return [info.files[n] for n in names]
 
 
-def _active_share(name: str, experts: int, used: int) -> float:
+def active_share(name: str, experts: int, used: int) -> float:
     """The part of a model of experts one token reads: from its name (30B-A3B) where it says, else the share of
     experts a token is routed to; 1 for a dense model."""
     named = _ACTIVE.search(name)
