@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -84,3 +85,47 @@ async def test_an_administrator_who_ticks_the_box_adds_it_and_is_named_in_its_or
     assert served.status == 200
     origin = (await store.get_model("tiny")).spec["origin"]
     assert (origin["trusted"], origin["trusted_by"]) == ("administrator", "ada@example.com")
+
+
+async def put_node(store) -> None:
+    from llmgw.protocol import Heartbeat, Host, Register, to_dict
+    from llmgw.store import NodeRecord
+
+    now = time.time()
+    register = Register(node_id="id-cpu01", name="cpu01", version="1", engines={"llamacpp": "b6000"},
+                        host=Host(hostname="cpu01", cpu_cores=8, cpu_threads=8, memory_mb=32 * 1024))
+    await store.put_node(NodeRecord("id-cpu01", "cpu01", to_dict(register),
+                                    heartbeat=to_dict(Heartbeat(at=now, mem_bandwidth_gbs=40.0)), heartbeat_at=now,
+                                    first_seen=now, updated_at=now))
+
+
+async def test_a_search_on_the_page_lists_what_runs_here_and_its_plan_serves_the_way_chosen(client, hub, store):
+    await put_node(store)
+    csrf = await sign_in(client, "otto@example.com")
+    found = await client.get("/admin/models", params={"q": "tiny"})
+    assert found.status == 200
+    page = await found.text()
+    words = text_of(page)
+    assert "Judged by 1 node(s) with 0 card(s) as they are now, at 4096 tokens of context." in words
+    assert "Qwen/Tiny-GGUF" in words and "cpu on cpu01" in words
+    link = "/admin/models/plan?source=hf%3AQwen/Tiny-GGUF/tiny.gguf"
+    assert f'href="{link}"' in page
+
+    planned = await client.get(link)
+    assert planned.status == 200
+    words = text_of(await planned.text())
+    assert "Plan of Qwen/Tiny-GGUF" in words
+    assert "pipeline: one node: a pipeline runs across several" in words
+    served = await client.post("/admin/models/serve", data={"_csrf": csrf, "source": "hf:Qwen/Tiny-GGUF/tiny.gguf",
+                                                            "layout": "1", "context": "4096", "min": "1"})
+    assert served.status == 200 and "The change to tiny is saved" in await served.text()
+    spec = (await store.get_model("tiny")).spec
+    assert spec["profiles"][0]["engine"] == "llamacpp" and spec["context_length"] == 4096
+    assert spec["origin"]["commit"] == hub.repos["Qwen/Tiny-GGUF"].main
+
+
+async def test_a_plan_of_what_the_hub_lacks_shows_the_hubs_sentence(client):
+    await sign_in(client, "ada@example.com")
+    answer = await client.get("/admin/models/plan", params={"source": "hf:Qwen/Nothing-GGUF/x.gguf"})
+    assert answer.status == 404
+    assert "has no model repository Qwen/Nothing-GGUF" in text_of(await answer.text())

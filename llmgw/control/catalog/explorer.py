@@ -42,6 +42,8 @@ class Choice:
     format: str
     size_gb: float
     runs: bool
+    source: str = ""
+    """What to give `ctl model plan` and `serve` for it: hf:org/repo/file.gguf, or hf:org/repo."""
     way: str = ""
     """The plan's best way here, in words."""
     cpu_tokens_per_s: float = 0.0
@@ -142,12 +144,13 @@ def _choice(name: str, fmt: str, size: int, repo: str, nodes: Sequence[NodeView]
                        active_share=active_share(f"{repo}/{name}", 0, 0))
     ways = [w for w in plan(shape, nodes, EXPLORE_CONTEXT) if w.offered]
     label = _quant(name) if fmt == "gguf" else fmt
+    source = f"hf:{repo}/{name}" if fmt == "gguf" else f"hf:{repo}"
     if not ways:
-        return Choice(label, fmt, round(size / GB, 1), False)
+        return Choice(label, fmt, round(size / GB, 1), False, source)
     best = ways[0]
     cpu = max((w.tokens_per_s for w in ways if w.kind == "cpu"), default=0.0)
     gpu = max((w.tokens_per_s for w in ways if w.kind not in ("cpu", "cpu offload")), default=0.0)
-    return Choice(label, fmt, round(size / GB, 1), True, _words(best), cpu, gpu)
+    return Choice(label, fmt, round(size / GB, 1), True, source, _words(best), cpu, gpu)
 
 
 def _quant(name: str) -> str:

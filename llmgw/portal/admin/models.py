@@ -23,7 +23,10 @@ from llmgw.portal.web import LANG, PORTAL, Viewer, add_nav, form, page, redirect
 add_nav("admin", "/admin/models", N_("Models"), "operator")
 
 TITLE = N_("Models")
-SERVE_FIELDS = ("source", "name", "engine", "gpus", "context", "min", "trust")
+SERVE_FIELDS = ("source", "name", "engine", "gpus", "context", "min", "trust", "layout")
+# Why the explorer left a repository out (control/catalog/explorer.py), as a person reads it.
+LEFT_OUT = {"too big": N_("too big for any node"), "fp8": N_("FP8 without a card of compute capability 8.9"),
+            "mlx": N_("MLX"), "no weights": N_("neither GGUF nor safetensors"), "pickle only": N_("pickle only")}
 # The catalog's states (Catalog.model_view) and replicas' (store.records.Replica), as a person reads them.
 STATES = {
     "ready": N_("ready"), "starting": N_("starting"), "stopped": N_("stopped"), "parked": N_("parked"),
@@ -64,7 +67,8 @@ def _wake_leader(request: web.Request) -> None:
 
 
 async def _page(request: web.Request, viewer: Viewer, *, status: int = 200, error: str | None = None,
-                typed: dict[str, str] | None = None, spec_text: str = "") -> web.Response:
+                typed: dict[str, str] | None = None, spec_text: str = "", query: str = "",
+                found: dict[str, Any] | None = None) -> web.Response:
     catalog = request.app[PORTAL].catalog()
     models = await catalog.list_models()
     replicas = await catalog.replicas()
@@ -72,7 +76,8 @@ async def _page(request: web.Request, viewer: Viewer, *, status: int = 200, erro
     for r in replicas:
         by_model.setdefault(r["model"], []).append(r)
     return render(request, "admin/models.html", status=status, title=TITLE, models=models, replicas=by_model,
-                  states=STATES, error=error, typed=typed or {}, spec_text=spec_text)
+                  states=STATES, error=error, typed=typed or {}, spec_text=spec_text, query=query, found=found,
+                  left_out=LEFT_OUT)
 
 
 def _refused(request: web.Request, e: Refusal | FormError) -> str:
@@ -102,7 +107,33 @@ def _vouched(posted: MultiDictProxy[str], viewer: Viewer) -> bool:
 @page("/admin/models", role="operator")
 async def models(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
-    return await _page(request, viewer)
+    query = request.query.get("q", "").strip()
+    if not query:
+        return await _page(request, viewer)
+    try:
+        found = await request.app[PORTAL].catalog().explore(query[:200])
+    except Refusal as e:
+        return await _page(request, viewer, status=e.status, error=_refused(request, e), query=query)
+    return await _page(request, viewer, query=query, found=found)
+
+
+@page("/admin/models/plan", role="operator")
+async def model_plan(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    """The plan of one model on the hub (what `llmgw ctl model plan` says), each way offered with its own Serve."""
+    assert viewer is not None
+    source = request.query.get("source", "").strip()
+    context = request.query.get("context", "").strip()
+    try:
+        if not source:
+            raise FormError(N_("Say which model to plan, such as hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-"
+                               "instruct-q4_k_m.gguf."))
+        if context and not context.isdigit():
+            raise FormError(N_("{field} must be a whole number, such as 2; it was “{value}”."),
+                            field=i18n.gettext(request[LANG], N_("Context")), value=context[:40])
+        planned = await request.app[PORTAL].catalog().plan(source, int(context or 0))
+    except (Refusal, FormError) as e:
+        return await _page(request, viewer, status=getattr(e, "status", 400), error=_refused(request, e))
+    return render(request, "admin/model_plan.html", title=TITLE, planned=planned, source=source)
 
 
 @page("/admin/models/serve", methods=("POST",), role="operator")
@@ -121,7 +152,7 @@ async def serve(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
             gpus=whole_number(posted, "gpus", i18n.gettext(lang, N_("Cards"))),
             context=whole_number(posted, "context", i18n.gettext(lang, N_("Context"))),
             min_=1 if least is None else least,  # as the admin API: one replica unless told
-            trust=_vouched(posted, viewer))
+            trust=_vouched(posted, viewer), layout=whole_number(posted, "layout", i18n.gettext(lang, N_("Way"))))
     except (Refusal, FormError) as e:
         return await _page(request, viewer, status=getattr(e, "status", 400), error=_refused(request, e),
                            typed=typed)
