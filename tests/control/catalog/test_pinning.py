@@ -214,3 +214,12 @@ async def test_a_model_from_anywhere_else_is_kept_as_written_with_no_origin(cata
         await catalog.update(ALICE, "tiny")
     assert refused.value.status == 409 and "was not pinned from Hugging Face" in str(refused.value)
     assert hub.count() == 0
+
+
+async def test_a_repository_listed_over_several_pages_is_read_to_its_last_file(catalog, hub):
+    # The hub pages an expanded tree at 50 entries: the weights here are on the third page.
+    files = {f"notes/{i:03d}.md": b"x" for i in range(120)}
+    repo = hub.repo("Qwen/Many-Files", files={**files, "zz-tiny.gguf": WEIGHTS})
+    added = await serve(catalog, "hf:Qwen/Many-Files/zz-tiny.gguf")
+    assert added["model"]["spec"]["sha256"] == sha(WEIGHTS)
+    assert hub.count("tree") >= 3 and added["model"]["spec"]["source"].endswith(repo.main)
