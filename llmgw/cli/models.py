@@ -316,7 +316,8 @@ def run_plan(args) -> int:
 
 
 _LEFT_OUT = {"too big": "too big for any node", "fp8": "FP8 without a card of compute capability 8.9",
-             "mlx": "MLX", "no weights": "neither GGUF nor safetensors", "pickle only": "pickle only"}
+             "mlx": "MLX", "no weights": "neither GGUF nor safetensors", "pickle only": "pickle only",
+             "no cards": "safetensors alone, and no node has cards"}
 
 
 def run_search(args) -> int:

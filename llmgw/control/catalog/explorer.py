@@ -11,6 +11,7 @@ counted, by why:
     mlx           Apple's MLX format, which no engine here runs
     no weights    neither GGUF nor safetensors
     pickle only   weights in a pickle format alone, which runs code as it loads
+    no cards      safetensors alone (vLLM, SGLang), on a cluster without cards
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ def judge(found: Found, info: RepoInfo, settings: HubSettings, nodes: Sequence[N
         return dataclasses.replace(head, choices=tuple(choices))
     if all(c.format == "fp8" for c in choices) and not any(g.cc >= FP8_CC for n in nodes for g in n.gpus):
         return dataclasses.replace(head, choices=tuple(choices), left_out="fp8")
+    if not ggufs and not any(n.gpus for n in nodes):
+        return dataclasses.replace(head, choices=tuple(choices), left_out="no cards")
     return dataclasses.replace(head, choices=tuple(choices), left_out="too big")
 
 
@@ -172,7 +175,7 @@ def view(explored: Explored, nodes: Sequence[NodeView]) -> dict[str, Any]:
                       "context": EXPLORE_CONTEXT,
                       "rules": "each format through the plan (llmgw ctl model plan) by its size; left out: too big "
                                "for any node, FP8 without a card of 8.9, MLX, neither GGUF nor safetensors, "
-                               "pickle only"},
+                               "pickle only, safetensors alone without cards"},
         "candidates": [dataclasses.asdict(c) | {"runs": c.runs} for c in explored.candidates],
         "left_out": explored.left_out,
     }

@@ -26,7 +26,8 @@ TITLE = N_("Models")
 SERVE_FIELDS = ("source", "name", "engine", "gpus", "context", "min", "trust", "layout")
 # Why the explorer left a repository out (control/catalog/explorer.py), as a person reads it.
 LEFT_OUT = {"too big": N_("too big for any node"), "fp8": N_("FP8 without a card of compute capability 8.9"),
-            "mlx": N_("MLX"), "no weights": N_("neither GGUF nor safetensors"), "pickle only": N_("pickle only")}
+            "mlx": N_("MLX"), "no weights": N_("neither GGUF nor safetensors"), "pickle only": N_("pickle only"),
+            "no cards": N_("safetensors alone, and no node has cards")}
 # The catalog's states (Catalog.model_view) and replicas' (store.records.Replica), as a person reads them.
 STATES = {
     "ready": N_("ready"), "starting": N_("starting"), "stopped": N_("stopped"), "parked": N_("parked"),

@@ -59,6 +59,12 @@ async def test_a_cluster_too_small_for_anything_leaves_everything_out_as_too_big
     assert doc["candidates"][0]["runs"] is False and doc["candidates"][0]["left_out"] == "too big"
 
 
+async def test_safetensors_alone_on_a_cluster_without_cards_is_left_out_saying_so(hub):
+    hub.repo("Qwen/Tiny-Dense", files={"config.json": b"{}", "model.safetensors": safetensors_bytes()})
+    explored = await explore(HubClient(hub.url), SETTINGS, [node("cpu01")], "Tiny-Dense")
+    assert explored.left_out == {"no cards": 1}
+
+
 async def test_a_search_that_finds_nothing_is_an_empty_list(hub):
     explored = await explore(HubClient(hub.url), SETTINGS, [node("cpu01")], "no-such-model")
     assert explored.candidates == [] and explored.left_out == {}
