@@ -7,9 +7,11 @@ it printed, the environment and working directory it ran with, its own PID, and 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -91,7 +93,7 @@ def test_a_forked_server_ends_on_sigterm_with_the_exit_code_it_gives_execd(tmp_p
     procs = []
     for how in (forkserver.popen, subprocess.Popen):
         proc = how(llmgw_argv("sim-engine", "--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = proc.stdout.readline() if how is subprocess.Popen else os.read(proc.stdout.fileno(), 4096)
+        line = _first_line(proc.stdout.fileno())
         assert b"listening on" in line
         proc.send_signal(signal.SIGTERM)
         procs.append(proc)
@@ -105,5 +107,19 @@ def test_a_command_whose_interpreter_would_start_differently_is_execd_not_forked
     assert not forkserver.forkable(argv, {**os.environ, "PYTHONPATH": "/somewhere/else"})
     assert not forkserver.forkable(argv, {**os.environ, "LC_ALL": "tr_TR.UTF-8"})
     assert not forkserver.forkable(["/usr/bin/python3", "-m", "llmgw", "--version"], None)
-    assert isinstance(forkserver.popen(argv, env={**os.environ, "PYTHONPATH": "/x"}, stdout=subprocess.DEVNULL),
-                      subprocess.Popen)
+    execd = forkserver.popen(argv, env={**os.environ, "PYTHONPATH": "/x"}, stdout=subprocess.DEVNULL)
+    assert isinstance(execd, subprocess.Popen)
+    assert execd.wait(timeout=30) == 0
+
+
+def _first_line(fd: int, timeout: float = 30) -> bytes:
+    """What a child wrote up to its first newline, read from the pipe unbuffered (a ForkedProcess's stdout is a
+    pipe's end, not a file object), however many reads that takes."""
+    line, deadline = b"", time.monotonic() + timeout
+    while b"\n" not in line and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            line += chunk
+    return line
