@@ -20,8 +20,10 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from llmgw.errors import ExpectedError
+from llmgw.hub.source import is_commit
 from llmgw.hub.token import TokenFileError, bearer
 
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -97,6 +99,9 @@ class Hub:
                 raise HubError(f"{self.endpoint} answered for {repo_id} without the commit (its sha): is it a "
                                "Hugging Face hub?")
             commit = info["sha"]
+            if not is_commit(commit):
+                raise HubError(f"{self.endpoint} answered for {repo_id} with {commit[:60]!r} as its commit, which is "
+                               "not one (40 hexadecimal digits): is it a Hugging Face hub?")
             files: dict[str, HubFile] = {}
             url: str | None = f"{self.endpoint}/api/models/{repo_id}/tree/{commit}?recursive=true&expand=true"
             for _ in range(_MOST_PAGES):
@@ -105,7 +110,11 @@ class Hub:
                 page, url = await self._page(session, url, repo_id, commit)
                 for entry in page:
                     if isinstance(entry, dict) and entry.get("type") == "file":
-                        files[str(entry["path"])] = _file(entry)
+                        try:
+                            files[str(entry["path"])] = _file(entry)
+                        except (KeyError, TypeError, ValueError):
+                            raise HubError(f"{self.endpoint}'s listing of {repo_id} has an entry llmgw cannot read "
+                                           f"({str(entry)[:120]}): is it a Hugging Face hub?") from None
             else:
                 raise HubError(f"{self.endpoint}'s listing of {repo_id} ran past {_MOST_PAGES} pages; "
                                "is it a model repository?")
@@ -130,7 +139,8 @@ class Hub:
                                files=tuple(str(s["rfilename"]) for s in siblings
                                            if isinstance(s, dict) and "rfilename" in s),
                                tags=tuple(str(t) for t in tags), library=str(entry.get("library_name") or ""),
-                               downloads=int(entry.get("downloads") or 0), gated=bool(entry.get("gated"))))
+                               downloads=entry["downloads"] if isinstance(entry.get("downloads"), int) else 0,
+                               gated=bool(entry.get("gated"))))
         return found
 
     async def read(self, repo_id: str, commit: str, path: str, first: int) -> bytes:
@@ -162,7 +172,15 @@ class Hub:
         if not isinstance(body, list):
             raise HubError(f"{self.endpoint}'s file listing of {repo_id} is not a list: is it a Hugging Face hub?")
         found = _NEXT.search(link)
-        return body, found.group(1) if found else None
+        if not found:
+            return body, None
+        # The next page must be the hub's own: the token goes with every request, and a Link elsewhere would
+        # take it there (or take the control plane to an address no one configured).
+        following = found.group(1)
+        if URL(following).origin() != URL(self.endpoint).origin():
+            raise HubError(f"{self.endpoint}'s listing of {repo_id} continues at another address "
+                           f"({URL(following).origin()}), which llmgw does not follow")
+        return body, following
 
     async def _fetch(self, session: aiohttp.ClientSession, url: str, repo_id: str, revision: str) -> tuple[Any, str]:
         try:
