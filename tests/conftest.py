@@ -17,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from llmgw.store import open_store
 from tests.support.pgcluster import PgCluster
+from tests.support.pyz import prune
 from tests.support.servers import InitCopies
 
 # The browser's fixtures and its --screenshots option, for any test that asks for `browsing`.
@@ -44,6 +47,11 @@ def pytest_configure(config):
     if catalogues.stale():
         catalogues.compile_all()
     config.stash[_MEASURED_SLOW] = _measured_slow()
+    # Every llmgw.pyz the suite runs with this environment (the archive's own smoke test in `build.py dist`,
+    # among others) unpacks itself once per build, and each run of the suite builds a new one: in the user's
+    # ~/.cache/llmgw they were never removed (84 folders, 1 GB, on this project's machine after a day). The
+    # suite's own folder instead, rid of what no run touched for two days.
+    os.environ.setdefault("LLMGW_PYZ_CACHE", str(prune(Path(tempfile.gettempdir()) / f"llmgw-tests-pyz-{os.getuid()}")))
 
 
 _MEASURED_SLOW = pytest.StashKey[frozenset]()

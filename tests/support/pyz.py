@@ -18,8 +18,10 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import struct
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -57,10 +59,26 @@ def _build(work: Path) -> Path:
     return build.DIST / "llmgw.pyz"
 
 
+def prune(folder: Path, days: float = 2) -> Path:
+    """`folder`, its entries untouched for `days` removed (another run's, still in use, are newer)."""
+    cutoff = time.time() - days * 86400
+    for entry in folder.glob("*") if folder.is_dir() else ():
+        try:
+            if entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue  # removed by another worker meanwhile
+    return folder
+
+
 def built_pyz(tmp_path_factory) -> Path:
     """The checkout's llmgw.pyz for this Python, built now or found built for the same content."""
-    cache = tmp_path_factory.getbasetemp().parent / "llmgw-pyz-cache" / _inputs_digest()
+    builds = tmp_path_factory.getbasetemp().parent / "llmgw-pyz-cache"
+    cache = builds / _inputs_digest()
     cache.mkdir(parents=True, exist_ok=True)
+    # One build for each content the suite ran on, 100-300 MB each: those no run used for two days go.
+    os.utime(cache)
+    prune(builds)
     done = cache / "llmgw.pyz"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
