@@ -46,14 +46,12 @@ import hashlib
 import json
 import os
 import random
-import select
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +63,7 @@ from aiohttp import web
 from gguf import GGUFReader, GGUFWriter
 from safetensors.numpy import save
 
-from tests.support.processes import end
+from tests.support.processes import end, first_line
 
 # What the Hub stores with git-lfs rather than git: weights by extension (its default .gitattributes),
 # and anything of 10 MiB or more, which the Hub refuses to take as a plain git blob.
@@ -987,14 +985,7 @@ class HubProcess:
         root = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(self.args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert self.proc.stdout is not None
-        line = b""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not line.endswith(b"\n"):
-            if select.select([self.proc.stdout], [], [], 0.1)[0]:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                line += chunk
+        line = first_line(self.proc.stdout.fileno(), timeout)
         if b" listening on " not in line:
             self.stop()
             raise AssertionError(f"hfhub did not start: {line!r} {self.stderr!r}")

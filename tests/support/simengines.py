@@ -7,14 +7,11 @@ own PID.
 
 from __future__ import annotations
 
-import os
-import select
 import subprocess
 import sys
-import time
 
 from tests.support import forkserver
-from tests.support.processes import end
+from tests.support.processes import end, first_line
 
 
 class Sim:
@@ -27,15 +24,7 @@ class Sim:
     def start(self, timeout: float = 60) -> Sim:
         self.proc = forkserver.popen([sys.executable, "-m", "llmgw", "sim-engine", *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout
-        line = b""
-        while time.monotonic() < deadline and not line.endswith(b"\n"):
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                line += chunk
+        line = first_line(self.proc.stdout.fileno(), timeout)
         if b" listening on " not in line:
             self.stop()
             raise AssertionError(f"sim-engine did not start: {line!r} {self.err!r}")

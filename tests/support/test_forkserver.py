@@ -7,15 +7,14 @@ it printed, the environment and working directory it ran with, its own PID, and 
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.support import forkserver
+from tests.support.processes import first_line
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +92,7 @@ def test_a_forked_server_ends_on_sigterm_with_the_exit_code_it_gives_execd(tmp_p
     procs = []
     for how in (forkserver.popen, subprocess.Popen):
         proc = how(llmgw_argv("sim-engine", "--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = _first_line(proc.stdout.fileno())
+        line = first_line(proc.stdout.fileno(), 30)
         assert b"listening on" in line
         proc.send_signal(signal.SIGTERM)
         procs.append(proc)
@@ -111,15 +110,3 @@ def test_a_command_whose_interpreter_would_start_differently_is_execd_not_forked
     assert isinstance(execd, subprocess.Popen)
     assert execd.wait(timeout=30) == 0
 
-
-def _first_line(fd: int, timeout: float = 30) -> bytes:
-    """What a child wrote up to its first newline, read from the pipe unbuffered (a ForkedProcess's stdout is a
-    pipe's end, not a file object), however many reads that takes."""
-    line, deadline = b"", time.monotonic() + timeout
-    while b"\n" not in line and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.1)[0]:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            line += chunk
-    return line
