@@ -19,18 +19,18 @@ def run_llmgw(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "llmgw", *argv], capture_output=True, text=True, timeout=60)
 
 
-def test_the_mirror_unit_runs_a_command_that_says_in_one_sentence_it_is_not_built_and_is_not_restarted():
-    # What the unit would run, with the installed program swapped for this checkout's.
+def test_the_mirror_unit_runs_the_mirror_which_without_its_certificate_says_where_to_get_one(tmp_path):
+    # What the unit would run, with the installed program swapped for this checkout's and its files in tmp_path.
     argv = shlex.split(unit_setting("llmgw-mirror.service", "ExecStart"))
-    assert argv[:3] == ["/usr/local/bin/llmgw", "mirror", "serve"]
-    done = run_llmgw(argv[1:])
-    assert done.returncode == 2
-    assert done.stdout == ""
+    assert argv[:5] == ["/usr/local/bin/llmgw", "mirror", "serve", "--config", "/etc/llmgw/mirror.yaml"]
+    config = tmp_path / "mirror.yaml"
+    config.write_text(f"listen: 127.0.0.1:0\ndir: {tmp_path / 'files'}\ndata_dir: {tmp_path / 'state'}\n")
+    done = run_llmgw([*argv[1:4], str(config)])
+    assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        "llmgw: llmgw mirror is not built yet: the model mirror (llmgw mirror serve) is planned, not shipped; "
-        "nodes fetch weights themselves from a path, http(s):// or hf: source (docs/not-yet-built.md)"]
-    # systemd would otherwise run it again every two seconds, for ever.
-    assert "2" in unit_setting("llmgw-mirror.service", "RestartPreventExitStatus").split()
+        f"llmgw: mirror: the mirror has no certificate at {tmp_path / 'state' / 'tls' / 'agent-port.crt'}: run it "
+        f"on a control plane's machine (its certificate is in {tmp_path / 'state' / 'tls'} once `llmgw server` has "
+        "started there), or name the files in mirror.yaml's tls"]
 
 
 def test_llmgw_strata_serve_says_it_is_not_built_whatever_the_agent_passes_it():
@@ -42,6 +42,7 @@ def test_llmgw_strata_serve_says_it_is_not_built_whatever_the_agent_passes_it():
 
 def test_the_docs_list_what_is_not_built_yet_and_help_marks_it():
     page = (ROOT / "docs" / "not-yet-built.md").read_text()
-    assert "`llmgw mirror serve`" in page and "`llmgw strata-serve`" in page
+    assert "`llmgw strata-serve`" in page and "`llmgw mirror serve`" not in page
     help_text = run_llmgw(["--help"]).stdout
-    assert "not built yet: the model mirror" in help_text
+    assert "not built yet: the server of Strata models" in help_text
+    assert "mirror     the model mirror" in help_text or "the model mirror: one checked copy" in help_text

@@ -107,7 +107,7 @@ class Agent:
                                      on_status=self._on_status)
         self.weights = Weights(cfg.cache_dir, hf_endpoint=cfg.weights.hf_endpoint,
                                hf_token_file=cfg.weights.hf_token_file, mirror_url=cfg.weights.mirror,
-                               fetchers=fetchers)
+                               mirror_ssl=self.ssl, fetchers=fetchers)
         # The node's traces of its starts (agent.yaml telemetry), made in run() and sent before it returns.
         self.tracing = Tracing("llmgw-agent", cfg.node_name, __version__)
         self.runner = ShardRunner(supervisor=self.supervisor, weights=self.weights, engine=engine_registry.engine,

@@ -213,7 +213,7 @@ class ShardRunner:
 
                 if spans is not None:
                     spans.step("download", {"llmgw.source.kind": _source_kind(profile.source)})
-                model_path = await self.weights.fetch_profile(profile, on_progress=progress)
+                model_path = await self.weights.fetch_profile(profile, on_progress=progress, mirrors=message.mirrors)
             length = await asyncio.to_thread(_length, model_path)
             if spans is not None:
                 spans.step("launch", {"llmgw.engine": profile.engine, "llmgw.weights_bytes": length})

@@ -65,7 +65,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "llama-server": ("llama_server", False),
     "setup": ("setup", False),
     "stop": ("stop", False),
-    "mirror": ("unbuilt", False),
+    "mirror": ("mirror", False),
     "strata-serve": ("unbuilt", False),
     "console": ("console", False),
 }

@@ -14,8 +14,6 @@ import sys
 
 # command -> (what it would be, what to do meanwhile)
 UNBUILT = {
-    "mirror": ("the model mirror (llmgw mirror serve)",
-               "nodes fetch weights themselves from a path, http(s):// or hf: source"),
     "strata-serve": ("the server of Strata models the agent starts",
                      "serve the model with the llamacpp engine"),
 }

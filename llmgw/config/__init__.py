@@ -38,6 +38,7 @@ from llmgw.config.loader import (
     to_dict,
     unset_path,
 )
+from llmgw.config.mirror import MirrorConfig, MirrorSettings, load_mirror_config
 from llmgw.config.notify import NotifySettings
 from llmgw.config.router import AdmissionSettings, ModelSettings, Price, RouterSettings, Timeouts
 from llmgw.config.server import (
@@ -79,6 +80,7 @@ __all__ = [
     "from_dict",
     "get_path",
     "load_agent_config",
+    "load_mirror_config",
     "load_file",
     "load_server_config",
     "set_path",
@@ -110,6 +112,8 @@ __all__ = [
     "Invalid",
     "parse_yaml",
     "HubSettings",
+    "MirrorConfig",
+    "MirrorSettings",
     "NotifySettings",
     "AdmissionSettings",
     "ModelSettings",

@@ -25,6 +25,7 @@ from llmgw.config.guard import GuardSettings
 from llmgw.config.hub import HubSettings
 from llmgw.config.keyfiles import check_settings_key_files, own_secrets
 from llmgw.config.loader import Invalid, load_file
+from llmgw.config.mirror import MirrorSettings
 from llmgw.config.notify import NotifySettings
 from llmgw.config.router import CacheSettings, ModelSettings, RouterSettings
 from llmgw.config.storeaddress import several_hosts_problem
@@ -245,6 +246,10 @@ class ClusterSettings:
     hub: HubSettings = field(default_factory=HubSettings)
     """Models added from Hugging Face: the hub asked to pin them, its token, and the publishers trusted
     (docs/models.md, "From Hugging Face")."""
+
+    mirror: MirrorSettings = field(default_factory=MirrorSettings)
+    """The model mirrors the nodes fetch from instead of Hugging Face, kept in step with the catalog's pins
+    (docs/mirror.md)."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

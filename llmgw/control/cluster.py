@@ -19,6 +19,7 @@ from aiohttp import web
 from llmgw.control.agentsvc import AgentService
 from llmgw.control.catalog import Policy
 from llmgw.control.clustermetrics import ClusterCollector
+from llmgw.control.mirrors import MirrorKeeper
 from llmgw.control.reconciler import Reconciler
 from llmgw.store import StoreError
 from llmgw.trust import peer_node_id
@@ -46,7 +47,10 @@ class Cluster:
             startup_timeout=lambda: float(plane.settings.current.control.startup_timeout),
             engine_key=lambda: plane.trust.engine_key,
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
-            demand=plane.demand, tracing=plane.tracing, events=plane.events)
+            demand=plane.demand, tracing=plane.tracing, events=plane.events,
+            mirrors=lambda profile: self.mirrors.for_start(profile))
+        self.mirrors = MirrorKeeper(plane.store, lambda: plane.settings.current.mirror, plane.trust.client_context,
+                                    leading=lambda: plane.lease.leading)
         plane.registry.register(self.reconciler.pass_seconds)
         plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
         self._task: asyncio.Task[None] | None = None
@@ -58,12 +62,14 @@ class Cluster:
         self.agents.address = self.plane.trust.agent_address or ""
         await self._read_addresses()
         self.reconciler.start()
+        self.mirrors.start()
         self._task = asyncio.create_task(self._watch_addresses(), name="control-plane-addresses")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
         await self.reconciler.stop()
+        await self.mirrors.stop()
         await self.agents.drop_all("the control plane is stopping")
 
     def leadership_changed(self, leading: bool) -> None:

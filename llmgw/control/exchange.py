@@ -96,7 +96,6 @@ class Exchange:
         self.peers: dict[str, _Peer] = {}  # on the leader: standbys by name
         self.heard: float | None = None  # on a standby: monotonic time of the leader's last answer
         self._unsent: list[list[Any]] = []
-        self._ssl: ssl.SSLContext | None = None
         self._said: str | None = None  # the last failure logged, so a down leader is one line
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -245,17 +244,7 @@ class Exchange:
             self._said = why
 
     def client_context(self) -> ssl.SSLContext | None:
-        trust = self.plane.trust
-        if trust.ssl_context is None:
-            return None
-        if self._ssl is None:
-            # The control plane's own agent-port certificate is made for client use too.
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-            ctx.load_verify_locations(cadata=trust.ca_pem)
-            ctx.load_cert_chain(trust.cert_file, trust.key_file)
-            self._ssl = ctx
-        return self._ssl
+        return self.plane.trust.client_context()
 
 
 def merged_asks(sources: Iterable[tuple[Mapping[str, float], Mapping[str, float]]]

@@ -37,7 +37,16 @@ from llmgw.control.catalog.plan import Forget, Lost, Purge, Start, Stop, Wait
 from llmgw.control.catalog.sizing import sized
 from llmgw.control.routes import RouteSink, placed_models
 from llmgw.events import Events
-from llmgw.protocol import Heartbeat, Register, RemoveWeights, ShardStatus, StartShard, StopShard, to_dict
+from llmgw.protocol import (
+    EngineProfile,
+    Heartbeat,
+    Register,
+    RemoveWeights,
+    ShardStatus,
+    StartShard,
+    StopShard,
+    to_dict,
+)
 from llmgw.store import CatalogStore, NodeRecord, Replica, StoreError
 from llmgw.telemetry import Span, Tracing, end, traceparent_of
 
@@ -75,8 +84,10 @@ class Reconciler:
                  engine_key: Callable[[], str] = lambda: "",
                  demand: Callable[[], Demand] = Demand,
                  clock: Callable[[], float] = time.time, tracing: Tracing | None = None,
-                 events: Events | None = None) -> None:
+                 events: Events | None = None,
+                 mirrors: Callable[[EngineProfile], list[str]] = lambda profile: []) -> None:
         # Told of a replica failed and a node lost (llmgw/events.py); only the leader reconciles.
+        self._mirrors = mirrors
         self._events = events
         self._told_lost: set[str] = set()  # nodes whose loss was told, until they connect again
         self._engine_key = engine_key
@@ -401,7 +412,8 @@ class Reconciler:
                          f" ({action.reason})" if action.reason else "")
                 message = self._messages[r.id] = dc_replace(action.message(self.startup_timeout),
                                                             api_key=self._engine_key(),
-                                                            traceparent=self._trace_start(r, action))
+                                                            traceparent=self._trace_start(r, action),
+                                                            mirrors=self._mirrors(action.profile))
                 if await self.agents.send(action.node_id, message):
                     self._sent[r.id] = now
             elif isinstance(action, Purge):

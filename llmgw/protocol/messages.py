@@ -203,6 +203,9 @@ class StartShard:
     traceparent: str = ""
     """The leader's `replica start` span (W3C traceparent), which the node's spans of this start go beneath; its
     flags carry the leader's sampling decision. Empty when the leader traces nothing: the node's own ratio decides."""
+    mirrors: list[str] = field(default_factory=list)
+    """The model mirrors to fetch an hf: source from, the one to try first first (https://10.0.0.9:8600): given,
+    the node fetches from them and never from Hugging Face. Empty: from the node's own `weights` settings."""
 
 
 @dataclass

@@ -97,6 +97,8 @@ class ClusterTrust:
         self.master_key_path = os.path.join(data_dir, FILE_NAME)
         self.cert_file = os.path.join(data_dir, "tls", "agent-port.crt")
         self.key_file = os.path.join(data_dir, "tls", "agent-port.key")
+        # The CA's certificate beside them: what `llmgw mirror serve` on this machine checks its clients' against.
+        self.ca_file = os.path.join(data_dir, "tls", "ca.crt")
         self.ca_pem = ""
         self.ca_fingerprint = ""
         self.agent_address = ""
@@ -110,6 +112,7 @@ class ClusterTrust:
         self._ca_key: ec.EllipticCurvePrivateKey | None = None
         self.engine_key = ""  # never logged
         self._renewer: asyncio.Task[None] | None = None
+        self._client_ssl: ssl.SSLContext | None = None
 
     # start
 
@@ -155,6 +158,20 @@ class ClusterTrust:
         self.ssl_context = context = server_ssl_context(self.cert_file, self.key_file, self.ca_pem)
         self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(context))
 
+    def client_context(self) -> ssl.SSLContext | None:
+        """This control plane dialing another part of the cluster (a standby's routing exchange, a model mirror):
+        its agent-port certificate, made for client use too, and the cluster CA as the only authority. None
+        while the agent port is shut (no CA opened here)."""
+        if self.ssl_context is None:
+            return None
+        if self._client_ssl is None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.load_verify_locations(cadata=self.ca_pem)
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+            self._client_ssl = ctx
+        return self._client_ssl
+
     def _refuse_agents(self, why: str) -> None:
         self.problem = (f"{why}, so this control plane cannot prove itself to agents and takes none; "
                         f"copy the master-key file from the control plane that made the cluster to "
@@ -176,6 +193,7 @@ class ClusterTrust:
         os.makedirs(os.path.dirname(self.cert_file), mode=0o700, exist_ok=True)
         write_atomic(self.key_file, pki.key_pem(key), 0o600)
         write_atomic(self.cert_file, pki.cert_pem(cert).encode(), 0o644)
+        write_atomic(self.ca_file, self.ca_pem.encode(), 0o644)
         self._server_not_after = cert.not_valid_after_utc
 
     async def _renew_loop(self, context: ssl.SSLContext) -> None:

@@ -16,7 +16,6 @@ at most every half second. The kinds of source are Fetchers
 """
 
 from llmgw.agent.weights.cache import Removed, Weights
-from llmgw.agent.weights.download import Attempts
 from llmgw.agent.weights.errors import (
     ChecksumMismatch,
     FetchFailed,
@@ -28,6 +27,7 @@ from llmgw.agent.weights.errors import (
 from llmgw.agent.weights.progress import CHECKING, ProgressCallback
 from llmgw.agent.weights.sources import Fetcher, HfFetcher, HttpFetcher, MirrorFetcher, PathFetcher, is_hub_id
 from llmgw.engines import PICKLE_EXTENSIONS, is_pickle
+from llmgw.hub import Attempts
 
 __all__ = [
     "Attempts",

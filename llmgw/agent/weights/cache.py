@@ -25,21 +25,40 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+import ssl
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 
-from llmgw.agent.weights import checksum, default_sources, download
+from llmgw.agent.weights import default_sources
 from llmgw.agent.weights.errors import ChecksumMismatch, FetchFailed, UnsafeName, WeightsError, redact, refuse_pickle
 from llmgw.agent.weights.progress import CHECKING, Broadcast, ProgressCallback
-from llmgw.agent.weights.sources import Fetcher, PathFetcher, is_hub_id
+from llmgw.agent.weights.sources import Fetcher, HfFetcher, MirroredHfFetcher, PathFetcher, is_hub_id
 from llmgw.config import WeightsSettings
 from llmgw.engines import is_pickle
+from llmgw.hub import (
+    MIRROR_PHASE,
+    Attempts,
+    Counter,
+    check_room,
+    discard,
+    download_part,
+    finish,
+    keep,
+    kept_path,
+    meta_path,
+    part_path,
+    read_kept,
+    sha256_many,
+    size_of,
+)
 from llmgw.protocol import EngineProfile
 
 log = logging.getLogger("llmgw.agent.weights")
+# A model mirror that cannot be reached is given up for the next after this: the next one may well answer.
+_NEXT_MIRROR = Attempts(tries=2, delays=(0.5, 1.0))
 
 # The cache's own files beside the weights; a name from a source may not be one of them.
 _OWN_SUFFIXES = (".part", ".part.json", ".sha256", ".sha256.tmp")
@@ -80,17 +99,21 @@ class Weights:
         hf_endpoint: str = "https://huggingface.co",
         hf_token_file: str = "",
         mirror_url: str = "",
+        mirror_ssl: ssl.SSLContext | None = None,
         fetchers: Iterable[Fetcher] | None = None,
         progress_interval: float = 0.5,
         check_at_once: int = 4,
-        attempts: download.Attempts | None = None,
+        attempts: Attempts | None = None,
     ):
         self.cache_dir = Path(cache_dir)
         self.fetchers: list[Fetcher] = list(fetchers) if fetchers is not None else default_sources.shipped(
             WeightsSettings(hf_endpoint=hf_endpoint, hf_token_file=hf_token_file, mirror=mirror_url))
+        # agent.yaml's weights.mirror, for a StartShard that names none: hf: sources then come from it too.
+        self.mirrors = [mirror_url] if mirror_url.startswith("https://") else []
+        self.mirror_ssl = mirror_ssl
         self.progress_interval = progress_interval
         self.check_at_once = check_at_once
-        self.attempts = attempts or download.Attempts()
+        self.attempts = attempts or Attempts()
         self._flights: dict[Path, _Flight] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -103,12 +126,13 @@ class Weights:
 
     # --- what the agent calls -------------------------------------------------------------------
 
-    async def fetch_profile(self, profile: EngineProfile, on_progress: ProgressCallback | None = None) -> str:
+    async def fetch_profile(self, profile: EngineProfile, on_progress: ProgressCallback | None = None,
+                            mirrors: Sequence[str] = ()) -> str:
         """fetch() for a StartShard's profile; "" for an engine that needs no weights (sim)."""
         if not profile.source:
             return ""
         return await self.fetch(profile.source, sha256=profile.sha256, files=profile.files,
-                                allow_pickle=profile.allow_pickle, on_progress=on_progress)
+                                allow_pickle=profile.allow_pickle, on_progress=on_progress, mirrors=mirrors)
 
     async def fetch(
         self,
@@ -118,6 +142,7 @@ class Weights:
         files: Mapping[str, str] | None = None,
         allow_pickle: bool = False,
         on_progress: ProgressCallback | None = None,
+        mirrors: Sequence[str] = (),
     ) -> str:
         """Where the engine finds the weights of `source` on this node, fetched and checked if need be.
 
@@ -125,6 +150,9 @@ class Weights:
         → sha256) is given and `source` is its base; a local path as it is;
         a bare hub id (org/model) unchanged, for an engine that downloads it
         itself. Raises WeightsError (a sentence) when they cannot be had.
+
+        `mirrors` (the StartShard's, else agent.yaml's weights.mirror): an hf:
+        source is fetched from these model mirrors, never from Hugging Face.
         """
         source = source.strip()
         if not source:
@@ -140,6 +168,9 @@ class Weights:
                 if is_pickle(name):
                     raise refuse_pickle(source, name)
         fetcher = self._fetcher(source)
+        mirrored = list(mirrors) or self.mirrors
+        if mirrored and isinstance(fetcher, HfFetcher):
+            fetcher = MirroredHfFetcher(mirrored, self.mirror_ssl)
         if fetcher is None:
             if is_hub_id(source) and not files:
                 return source
@@ -273,7 +304,7 @@ class Weights:
                 continue
             if not item.want:
                 continue
-            kept = checksum.read_kept(item.target)
+            kept = read_kept(item.target)
             if not kept:
                 ready = False
             elif kept != item.want:
@@ -332,7 +363,7 @@ class Weights:
             if item.target.is_file():
                 item.size = item.target.stat().st_size
                 present += item.size
-                if item.want and checksum.read_kept(item.target) != item.want:
+                if item.want and read_kept(item.target) != item.want:
                     to_check.append(item)
             else:
                 to_fetch.append(item)
@@ -348,8 +379,8 @@ class Weights:
             # -1: a server that did not say; a count that rises beats a made-up percentage.
             total = 0 if -1 in sizes else present + sum(sizes)
             if total:
-                arrived = sum(download.size_of(download.part_path(i.target)) for i in to_fetch)
-                download.check_room(self.cache_dir, total - present - arrived, source)
+                arrived = sum(size_of(part_path(i.target)) for i in to_fetch)
+                check_room(self.cache_dir, total - present - arrived, source)
         done_before = present
         for item in to_fetch:
             def on_bytes(done: int, file_total: int, before: int = done_before) -> None:
@@ -357,18 +388,34 @@ class Weights:
                     progress.update(before + done, total)
                 else:
                     progress.update(done, file_total)
-            item.size = await download.download(
-                self._session, item.url, item.target, source=_shown(source, item), headers=headers,
-                advice=fetcher.advice, on_bytes=on_bytes, attempts=self.attempts,
-            )
+            item.size = await self._download(source, fetcher, item, headers, on_bytes)
             done_before += item.size
             if item.want:
                 to_check.append(item)
             else:
-                await asyncio.to_thread(download.finish, item.target)
+                await asyncio.to_thread(finish, item.target)
         progress.update(done_before, done_before, force=True)
         if to_check:
             await self._check(source, items, to_check, progress)
+
+    async def _download(self, source: str, fetcher: Fetcher, item: _File, headers: dict[str, str],
+                        on_bytes: Callable[[int, int], None]) -> int:
+        """One file into its part, from the first of the model mirrors that serves it (a mirror that cannot be
+        reached is passed over after a couple of tries), or from its one address."""
+        assert self._session is not None
+        urls = fetcher.urls(source, item.name) if isinstance(fetcher, MirroredHfFetcher) else [item.url]
+        for i, url in enumerate(urls):
+            last = i == len(urls) - 1
+            try:
+                return await download_part(
+                    self._session, url, item.target, source=_shown(source, item), headers=headers,
+                    advice=fetcher.advice, on_bytes=on_bytes, attempts=self.attempts if last else _NEXT_MIRROR,
+                    ssl=fetcher.ssl)
+            except FetchFailed as e:
+                if last:
+                    raise
+                log.warning("%s; trying the next mirror, %s", e, redact(urls[i + 1]))
+        raise AssertionError("a fetcher gives at least one address")
 
     async def _size(self, source: str, fetcher: Fetcher, item: _File, headers: dict[str, str]) -> int:
         """A set file's size, from a HEAD; -1 when the server does not say.
@@ -379,7 +426,10 @@ class Weights:
         try:
             # Not followed: Hugging Face sends LFS files to a CDN whose URLs
             # are signed for GET, and says the size on the redirect itself.
-            async with self._session.head(item.url, headers=headers, allow_redirects=False) as resp:
+            async with self._session.head(item.url, headers=headers, allow_redirects=False,
+                                          ssl=fetcher.ssl or True) as resp:
+                if resp.status == 503 and resp.headers.get(MIRROR_PHASE):
+                    return -1  # the mirror is still bringing it in; the download waits for it
                 if resp.status >= 400:
                     raise FetchFailed(f"{_shown(source, item)} answered {resp.status} {resp.reason or ''}".rstrip()
                                       + f": {fetcher.advice(resp.status)}", status=resp.status)
@@ -394,10 +444,10 @@ class Weights:
     async def _check(self, source: str, items: list[_File], to_check: list[_File], progress: Broadcast) -> None:
         """The sha256 of each file that needs it, several at once, reported as the set's `checking` phase."""
         set_total = sum(i.size for i in items)
-        counter = checksum.Counter(set_total - sum(i.size for i in to_check))
-        paths = {(i.target if i.target.is_file() else download.part_path(i.target)): i for i in to_check}
+        counter = Counter(set_total - sum(i.size for i in to_check))
+        paths = {(i.target if i.target.is_file() else part_path(i.target)): i for i in to_check}
         progress.update(counter.value, set_total, CHECKING, force=True)
-        sums = await checksum.sha256_many(
+        sums = await sha256_many(
             paths, counter, self.check_at_once,
             on_tick=lambda: progress.update(counter.value, set_total, CHECKING), interval=self.progress_interval,
         )
@@ -406,14 +456,14 @@ class Weights:
             got = sums[path]
             if got != item.want:
                 path.unlink(missing_ok=True)
-                checksum.kept_path(item.target).unlink(missing_ok=True)
-                download.discard(item.target)
+                kept_path(item.target).unlink(missing_ok=True)
+                discard(item.target)
                 wrong.append((item, got))
                 log.warning("%s has sha256 %s, the catalog gives %s; deleted", _shown(source, item), got, item.want)
                 continue
             if path != item.target:
-                await asyncio.to_thread(download.finish, item.target)
-            checksum.keep(item.target, got)
+                await asyncio.to_thread(finish, item.target)
+            keep(item.target, got)
         progress.update(counter.value, set_total, CHECKING, force=True)
         if wrong:
             item, got = wrong[0]
@@ -444,9 +494,9 @@ class Weights:
             if on_progress is not None:
                 progress.add(on_progress)
             total = sum(f.stat().st_size for f in needed)
-            counter = checksum.Counter()
+            counter = Counter()
             progress.update(0, total, CHECKING, force=True)
-            sums = await checksum.sha256_many(
+            sums = await sha256_many(
                 needed, counter, self.check_at_once,
                 on_tick=lambda: progress.update(counter.value, total, CHECKING), interval=self.progress_interval)
             progress.update(counter.value, total, CHECKING, force=True)
@@ -491,7 +541,7 @@ class Weights:
             for dirpath, _, names in os.walk(target):
                 freed += sum(_size(Path(dirpath) / n) for n in names)
             shutil.rmtree(target)
-        extras = [download.part_path(target), download.meta_path(target), checksum.kept_path(target)]
+        extras = [part_path(target), meta_path(target), kept_path(target)]
         for path in ([target] if target.is_file() or target.is_symlink() else []) + extras:
             if path.exists() or path.is_symlink():
                 found = True

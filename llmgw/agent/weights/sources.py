@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import re
+import ssl as ssl_module
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -32,6 +33,8 @@ class Fetcher(abc.ABC):
     kind = ""
     local = False
     """A local source is used where it is; everything else is downloaded into the cache."""
+    ssl: ssl_module.SSLContext | None = None
+    """The context its addresses are dialed with; None is the system's authorities."""
 
     @abc.abstractmethod
     def claims(self, source: str) -> bool:
@@ -185,6 +188,38 @@ class HfFetcher(HttpFetcher):
             return ("Hugging Face has no such file at that revision; "
                     "check the repository, the file's name and the revision")
         return super().advice(status)
+
+
+class MirroredHfFetcher(HfFetcher):
+    """An `hf:` source fetched from the cluster's model mirrors instead of Hugging Face: the same path (a mirror
+    serves Hugging Face's resolve URLs for what it keeps), the same place in the cache, the node's certificate
+    to dial with, and no Hugging Face token, which is the mirror's business. `urls` gives every mirror's address
+    of a file, the first to try first."""
+
+    kind = "hf"
+
+    def __init__(self, mirrors: list[str], ssl: ssl_module.SSLContext | None):
+        super().__init__(mirrors[0])
+        self.mirrors = [m.rstrip("/") for m in mirrors]
+        self.ssl = ssl
+
+    def urls(self, source: str, name: str = "") -> list[str]:
+        org, repo, path, revision = self.parse(source)
+        file = "/".join(p for p in (path, name) if p)
+        if not file:
+            raise WeightsError(f"{source} names no file: expected hf:org/repo/file[@revision]")
+        return [f"{m}/{org}/{repo}/resolve/{quote(revision, safe='')}/{quote(file, safe='/')}" for m in self.mirrors]
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def advice(self, status: int) -> str:
+        if status == 404:
+            return ("the mirror does not keep it: a model added to the catalog is fetched into the mirror by "
+                    "itself (`llmgw mirror list` says how far it has got); `llmgw mirror add` fetches any other")
+        if status in (401, 403):
+            return "the mirror refused this node's certificate; join the node again (llmgw join CODE)"
+        return HttpFetcher.advice(self, status)
 
 
 class MirrorFetcher(HttpFetcher):

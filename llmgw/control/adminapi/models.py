@@ -14,6 +14,7 @@
     GET    /api/v1/models/{name}/placement     explain-placement
     GET    /api/v1/nodes, /api/v1/nodes/{node}
     GET    /api/v1/replicas?model=&node=
+    GET    /api/v1/mirrors                     the model mirrors and the files on them (docs/mirror.md)
 
 Every change is in the audit log as model.add, model.scale, … with target
 model:NAME and the spec before and after.
@@ -218,6 +219,11 @@ async def replicas_list(request: web.Request) -> web.Response:
     return _json(await catalog(request).replicas(request.query.get("model"), request.query.get("node")))
 
 
+async def mirrors_view(request: web.Request) -> web.Response:
+    """The model mirrors as this control plane last read them (llmgw.control.mirrors), and every file on them."""
+    return _json(request.app[PLANE].cluster.mirrors.view())
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/api/v1/models", models_list)
     router.add_post("/api/v1/models", model_add)
@@ -234,6 +240,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get("/api/v1/models/{name}/upstream", model_upstream)
     router.add_get("/api/v1/plan", model_plan)
     router.add_get("/api/v1/explore", model_explore)
+    router.add_get("/api/v1/mirrors", mirrors_view)
     router.add_post("/api/v1/models/{name}/update", model_update)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)

@@ -110,7 +110,7 @@ async def test_a_file_fetched_once_is_served_from_the_cache_unread(weights, orig
     origin.files["/m.gguf"] = BODY
     await weights.fetch(origin.url + "/m.gguf", sha256=SUM)
     hashed = []
-    from llmgw.agent.weights import checksum
+    from llmgw.hub import checksum
     real = checksum.sha256_file
     monkeypatch.setattr(checksum, "sha256_file", lambda *a: hashed.append(a[0]) or real(*a))
     seen = []

@@ -73,7 +73,7 @@ async def test_a_local_path_is_used_where_it_is_and_checked_once(weights, tmp_pa
     model.write_bytes(BODY)
 
     assert await weights.fetch(str(model), sha256=SUM) == str(model)
-    from llmgw.agent.weights import checksum
+    from llmgw.hub import checksum
     hashed = []
     real = checksum.sha256_file
     monkeypatch.setattr(checksum, "sha256_file", lambda *a: hashed.append(a[0]) or real(*a))

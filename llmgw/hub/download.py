@@ -18,21 +18,29 @@ import logging
 import os
 import re
 import shutil
+import ssl as ssl_module
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from llmgw.agent.weights.errors import FetchFailed, WeightsError, redact
+from llmgw.hub.transfererrors import FetchFailed, WeightsError, redact
 
-log = logging.getLogger("llmgw.agent.weights")
+log = logging.getLogger("llmgw.hub.download")
 
 _WRITE_BATCH = 4 << 20
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 _UNSATISFIED_RANGE = re.compile(r"^bytes\s+\*/(\d+)$")
 # Statuses a later try can get past: the server busy or restarting.
 _TRANSIENT = {408, 425, 429, 500, 502, 503, 504}
+# An llmgw mirror asked for a file it is still fetching answers 503 with these: how far it has got, so the node's
+# own progress moves (and its start is not given up) while it waits, however long the mirror's download takes.
+MIRROR_PHASE = "X-Llmgw-Mirror-Phase"
+MIRROR_DONE = "X-Llmgw-Mirror-Done"
+MIRROR_TOTAL = "X-Llmgw-Mirror-Total"
+_MIRROR_WAIT_MOST = 30.0
 
 
 def part_path(target: Path) -> Path:
@@ -53,18 +61,19 @@ class Attempts:
     delays: tuple[float, ...] = (0.5, 1, 2, 4, 8, 15)
 
 
-def _read_meta(target: Path) -> dict:
+def _read_meta(target: Path) -> dict[str, Any]:
     try:
-        return json.loads(meta_path(target).read_text())
+        meta = json.loads(meta_path(target).read_text())
     except (OSError, ValueError):
         return {}
+    return meta if isinstance(meta, dict) else {}
 
 
-def _write_meta(target: Path, meta: dict) -> None:
+def _write_meta(target: Path, meta: dict[str, Any]) -> None:
     meta_path(target).write_text(json.dumps(meta))
 
 
-def _validator(meta: dict) -> str:
+def _validator(meta: dict[str, Any]) -> str:
     # If-Range takes a strong ETag or a date; a weak ETag (W/"…") says the
     # bytes may differ, which is exactly what a resume cannot have.
     etag = meta.get("etag") or ""
@@ -97,7 +106,7 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
-async def download(
+async def download_part(
     session: aiohttp.ClientSession,
     url: str,
     target: Path,
@@ -107,10 +116,12 @@ async def download(
     advice: Callable[[int], str],
     on_bytes: Callable[[int, int], None],
     attempts: Attempts,
+    ssl: ssl_module.SSLContext | None = None,
 ) -> int:
     """Bring `url` into `target`'s part file, whole; return its size. The caller renames it once checked.
 
-    on_bytes(done, total) is called as bytes arrive (total 0 when not known).
+    on_bytes(done, total) is called as bytes arrive (total 0 when not known). `ssl`: the context to dial with,
+    for a model mirror (the cluster's CA and the node's certificate); None is the system's authorities.
     """
     part = part_path(target)
     part.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +131,7 @@ async def download(
         have = size_of(part)
         try:
             done = await _one_try(session, url, target, have, source=source, headers=headers,
-                                  advice=advice, on_bytes=on_bytes)
+                                  advice=advice, on_bytes=on_bytes, ssl=ssl)
             if done is not None:
                 return done
             last_error = "the connection ended before the whole file arrived"
@@ -129,6 +140,10 @@ async def download(
         except FetchFailed as e:
             if e.status not in _TRANSIENT:
                 raise
+            if e.wait:
+                # A mirror bringing the file in: not a failed try, however many of these it takes.
+                await asyncio.sleep(min(e.wait, _MIRROR_WAIT_MOST))
+                continue
             last_error = str(e)
         fruitless = 0 if size_of(part) > have else fruitless + 1
         if fruitless >= attempts.tries:
@@ -154,6 +169,7 @@ async def _one_try(
     headers: dict[str, str],
     advice: Callable[[int], str],
     on_bytes: Callable[[int, int], None],
+    ssl: ssl_module.SSLContext | None = None,
 ) -> int | None:
     """One request: the size when the part is whole, None when the connection ended early."""
     part = part_path(target)
@@ -166,7 +182,13 @@ async def _one_try(
         request["Range"] = f"bytes={have}-"
         if validator := _validator(meta):
             request["If-Range"] = validator
-    async with session.get(url, headers=request) as resp:
+    async with session.get(url, headers=request, ssl=ssl or True) as resp:
+        if resp.status == 503 and resp.headers.get(MIRROR_PHASE):
+            said_done, said_total = (resp.headers.get(h, "") for h in (MIRROR_DONE, MIRROR_TOTAL))
+            on_bytes(int(said_done) if said_done.isdigit() else 0, int(said_total) if said_total.isdigit() else 0)
+            wait = resp.headers.get("Retry-After", "")
+            raise FetchFailed(f"{redact(source)}: the mirror is {resp.headers[MIRROR_PHASE]} it", status=503,
+                              wait=float(wait) if wait.isdigit() else 5.0)
         if resp.status == 416 and have:
             # Asked for bytes past the end: the part may be whole already.
             whole = _UNSATISFIED_RANGE.match(resp.headers.get("Content-Range", ""))

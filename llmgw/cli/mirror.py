@@ -1,0 +1,185 @@
+"""`llmgw mirror`: the model mirror's process, and the commands that change what it keeps (docs/mirror.md).
+
+The commands other than `serve` talk to the mirror running on this machine, over its TLS port, with this machine's
+control plane certificate (so they run as root, or as the user the mirror runs as).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DEFAULT_CONFIG = "/etc/llmgw/mirror.yaml"
+
+
+def register(commands) -> None:
+    mirror = commands.add_parser(
+        "mirror", help="the model mirror: one checked copy of every pinned model file, for the nodes",
+        description="The mirror keeps one copy of every file the catalog pins, fetched once from Hugging Face and "
+                    "checked against the sha256 it publishes, and serves it to the nodes over the cluster's mutual "
+                    "TLS, with ranges. Set the cluster's mirror.url to it and the nodes fetch from it only "
+                    "(docs/mirror.md).")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH",
+                        help=f"mirror.yaml (default {DEFAULT_CONFIG} where it exists, else every default)")
+    common.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    sub = mirror.add_subparsers(dest="mirror_command", metavar="COMMAND", parser_class=type(mirror))
+    sub.required = True
+
+    serve = sub.add_parser("serve", parents=[common], help="run the mirror (systemd's llmgw-mirror.service runs this)",
+                           description="Serve the files the mirror keeps, fetch what the control planes pin and it "
+                                       "lacks, and keep in step with the peers mirror.yaml names.")
+    serve.set_defaults(run=_serve)
+
+    add = sub.add_parser("add", parents=[common], help="fetch a file (or a whole repository) into the mirror, checked",
+                         description="Pin SOURCE to its commit now and fetch it, checked against the sha256 "
+                                     "Hugging Face publishes (hf:ORG/REPO[/FILE][@REVISION]); for any other "
+                                     "address give the sha256 it must have. Waits until it is here.")
+    add.add_argument("source", metavar="SOURCE", help="hf:ORG/REPO[/FILE][@REVISION], or https://…")
+    add.add_argument("--sha256", default="", help="the file's sha256, for an address that is not Hugging Face")
+    add.set_defaults(run=_add)
+
+    listing = sub.add_parser("list", parents=[common],
+                             help="every file: its pin, size, checksum, scan, the models using it",
+                             description="What the mirror holds, is fetching, or failed to fetch.")
+    listing.set_defaults(run=_list)
+
+    remove = sub.add_parser("remove", parents=[common], help="delete files from the mirror (a peer follows)",
+                            description="Delete ORG/REPO/COMMIT/PATH, or every file under ORG/REPO[/COMMIT]. A "
+                                        "file a catalog model loads is refused, naming the model.")
+    remove.add_argument("what", metavar="KEY", help="ORG/REPO/COMMIT/PATH, or ORG/REPO[/COMMIT] for all under it")
+    remove.set_defaults(run=_remove)
+
+    imports = sub.add_parser("import", parents=[common], help="take files carried in on a disk (an air-gapped site)",
+                             description="Copy in the files of DIR, a Hugging Face cache folder or a folder with "
+                                         "a manifest.json, each checked against the catalog's pin for it or the "
+                                         "checksum published with it. DIR is on the mirror's machine.")
+    imports.add_argument("dir", metavar="DIR")
+    imports.set_defaults(run=_import)
+
+
+def _config(args):
+    from llmgw.config import ConfigError, load_mirror_config
+
+    path = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    try:
+        return load_mirror_config(path)
+    except ConfigError as e:
+        # 2, as for any usage error: the unit does not restart on it (RestartPreventExitStatus).
+        print(f"llmgw: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _serve(args) -> int:
+    import asyncio
+
+    from llmgw import logsetup
+    from llmgw.errors import ExpectedError
+    from llmgw.mirror import serve
+
+    cfg = _config(args)
+    logsetup.setup("info", "text")
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # not built for this platform; asyncio's own loop does the same work
+        pass
+    try:
+        asyncio.run(serve(cfg))
+    except ExpectedError as e:
+        print(f"llmgw: mirror: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _call(args, what):
+    """Run `what(client)` against this machine's mirror; its answer, or exit 1 with the mirror's sentence."""
+    import asyncio
+
+    from llmgw.errors import ExpectedError
+    from llmgw.mirror import MirrorClient, MirrorError, client_context
+
+    cfg = _config(args)
+    port = cfg.listen.port
+    host = cfg.listen.host if cfg.listen.host not in ("", "0.0.0.0", "::") else "127.0.0.1"  # noqa: S104
+    try:
+        client = MirrorClient(f"https://{host}:{port}", client_context(cfg))
+        return asyncio.run(what(client))
+    except (MirrorError, ExpectedError) as e:
+        print(f"llmgw: mirror: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _list(args) -> int:
+    from llmgw.cli.output import emit_json, table
+
+    listing = _call(args, lambda c: c.files())
+    if args.json:
+        emit_json(listing)
+        return 0
+    rows = []
+    for f in listing["files"]:
+        state = f["state"]
+        progress = f.get("progress") or {}
+        if state == "fetching" and progress.get("total"):
+            state = f"fetching {100 * progress['done'] // progress['total']}%"
+        elif state == "failed":
+            state = f"failed: {progress.get('error', '')}"
+        rows.append([f"{f['repo']}/{f['path']}", f["commit"][:12], _size(f["size"]), (f["sha256"] or "-")[:12],
+                     f["scan"] or "-", ", ".join(f["models"]) or "-", state])
+    table(["file", "commit", "size", "sha256", "scan", "models", "state"], rows)
+    print(f"{len(listing['files'])} files, {_size(listing['used_bytes'])} held")
+    return 0
+
+
+def _add(args) -> int:
+    from llmgw.cli.output import emit_json
+
+    print(f"fetching {args.source} into the mirror; `llmgw mirror list` shows how far it has got", file=sys.stderr)
+    answer = _call(args, lambda c: c.add(args.source, args.sha256, timeout=None))
+    if args.json:
+        emit_json(answer)
+    else:
+        for key in answer["added"]:
+            print(f"kept {key}, checked")
+    return 0
+
+
+def _remove(args) -> int:
+    from llmgw.cli.output import emit_json
+
+    answer = _call(args, lambda c: c.remove(args.what))
+    if args.json:
+        emit_json(answer)
+    else:
+        for key in answer["removed"]:
+            print(f"removed {key}")
+    return 0
+
+
+def _import(args) -> int:
+    from llmgw.cli.output import emit_json
+
+    folder = os.path.abspath(args.dir)
+    answer = _call(args, lambda c: c.import_dir(folder, timeout=None))
+    if args.json:
+        emit_json(answer)
+        return 0 if not answer["refused"] else 1
+    for key in answer["imported"]:
+        print(f"imported {key}, checked")
+    for key in answer["already"]:
+        print(f"already held {key}")
+    for row in answer["refused"]:
+        print(f"refused {row['file']}: {row['why']}")
+    print(f"{len(answer['imported'])} imported, {len(answer['already'])} already held, "
+          f"{len(answer['refused'])} refused")
+    return 0 if not answer["refused"] else 1

@@ -1,0 +1,69 @@
+"""`llmgw mirror serve`: the mirror's process, until SIGTERM or SIGINT.
+
+It prints one line once it listens (`mirror listening on https://HOST:PORT`), which the setup, the systemd unit's
+journal and the tests wait for. A download under way when it stops is carried on at the next start (Range).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+
+from aiohttp import web
+
+from llmgw.config import MirrorConfig
+from llmgw.errors import ExpectedError
+from llmgw.mirror import tls
+from llmgw.mirror.api import make_app
+from llmgw.mirror.service import Mirror
+
+log = logging.getLogger("llmgw.mirror")
+
+
+class MirrorStartError(ExpectedError):
+    pass
+
+
+def bind(cfg: MirrorConfig) -> socket.socket:
+    host, port = cfg.listen.host, cfg.listen.port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host or "0.0.0.0", port))  # noqa: S104 - every interface is what ":8600" says
+    except OSError as e:
+        sock.close()
+        raise MirrorStartError(f"the mirror cannot listen on {cfg.listen}: {e.strerror}; set listen in mirror.yaml "
+                               "to a free port") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def shown(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+async def serve(cfg: MirrorConfig) -> None:
+    server_ssl, peer_ssl = tls.server_context(cfg), tls.client_context(cfg)
+    sock = bind(cfg)
+    mirror = Mirror(cfg, peer_ssl)
+    runner = web.AppRunner(make_app(mirror), access_log=None, shutdown_timeout=5)
+    await runner.setup()
+    await web.SockSite(runner, sock, ssl_context=server_ssl).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"mirror listening on {shown(sock)}, keeping {len(mirror.holdings.held)} files in {cfg.dir}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()
+    print("mirror stopped", file=sys.stderr, flush=True)
