@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from llmgw.config.loader import Invalid, load_file
-from llmgw.config.types import Address, describe
+from llmgw.config.types import Address, Duration, describe
 from llmgw.errors import N_
 
 __all__ = ["MirrorConfig", "MirrorSettings", "MirrorTls", "check_mirror_url", "load_mirror_config"]
@@ -35,7 +35,14 @@ class MirrorSettings:
     """A second mirror kept in step with the first (its address). The control planes read both and give a node the
     file on whichever answers."""
 
+    read_every: Duration = Duration("10s")
+    """How often each control plane reads each mirror (what it holds, how far its downloads are) and the leader
+    tells it the catalog's pins: how soon a model added is fetched into the mirror, and a mirror that stopped
+    answering is passed over. At least 1s."""
+
     def validate(self) -> None:
+        if self.read_every < 1:
+            raise Invalid("read_every", N_("must be at least 1s, got {value}"), params={"value": self.read_every})
         if self.url:
             check_mirror_url("url", self.url)
         for i, peer in enumerate(self.peers):

@@ -1,6 +1,6 @@
 """The cluster's model mirrors as a control plane sees them (the `mirror` settings: url and peers).
 
-Every MIRRORS_EVERY seconds each control plane reads each mirror's list (what it holds, fetches, failed), which
+Every `mirror.read_every` (10 s) each control plane reads each mirror's list (what it holds, fetches, failed), which
 the admin page shows and which orders the mirrors a node is given. The leader also tells each mirror the
 catalog's pins (every file of every model pinned from Hugging Face, with the models using it), so that a model
 added is fetched into the mirrors by itself, and a file a model loads cannot be removed from under it.
@@ -29,7 +29,6 @@ from llmgw.store import CatalogStore, StoreError
 
 log = logging.getLogger("llmgw.mirrors")
 
-MIRRORS_EVERY = 10.0
 
 
 @dataclass
@@ -79,13 +78,12 @@ def file_key(source: str) -> str:
 class MirrorKeeper:
     def __init__(self, store: CatalogStore, settings: Callable[[], MirrorSettings],
                  ssl_context: Callable[[], ssl.SSLContext | None], leading: Callable[[], bool],
-                 clock: Callable[[], float] = time.time, every: float = MIRRORS_EVERY):
+                 clock: Callable[[], float] = time.time):
         self.store = store
         self.settings = settings
         self.ssl_context = ssl_context
         self.leading = leading
         self.clock = clock
-        self.every = every
         self.seen: dict[str, Seen] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -104,7 +102,7 @@ class MirrorKeeper:
                 await self.read_all()
             except Exception:
                 log.exception("reading the model mirrors failed")
-            await asyncio.sleep(self.every)
+            await asyncio.sleep(float(self.settings().read_every))
 
     async def read_all(self) -> None:
         addresses = self.settings().addresses

@@ -53,7 +53,7 @@ class MirrorClient:
     async def import_dir(self, folder: str, timeout: float | None = None) -> dict[str, Any]:
         return await self._call("POST", "/mirror/v1/import", {"dir": folder}, timeout=timeout)
 
-    async def _call(self, method: str, path: str, body: Any = None, timeout: float | None = -1.0) -> Any:
+    async def _call(self, method: str, path: str, body: Any = None, timeout: float | None = -1.0) -> dict[str, Any]:
         limit = aiohttp.ClientTimeout(total=self.timeout if timeout == -1.0 else timeout, sock_connect=10)
         try:
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.ssl or True),
@@ -70,8 +70,10 @@ class MirrorClient:
             answer = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
             answer = {}
+        if not isinstance(answer, dict):
+            raise MirrorError(f"the mirror at {self.base} answered {status} with something that is not its API's")
         if status >= 400:
-            error = answer.get("error") if isinstance(answer, dict) else None
+            error = answer.get("error")
             message = error.get("message") if isinstance(error, dict) else None
             raise MirrorError(str(message or f"the mirror at {self.base} answered {status}"), status)
         return answer

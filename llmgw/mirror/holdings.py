@@ -19,6 +19,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def check_sha256(value: str) -> str:
 class Holdings:
     """The mirror's list, in memory and in DIR/holdings.json; `save()` after each change."""
 
-    def __init__(self, directory: Path, clock=time.time):
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time):
         self.dir = directory
         self.files_dir = directory / "files"
         self.list_file = directory / "holdings.json"

@@ -112,6 +112,12 @@ class MirrorProcess:
             raise RuntimeError(f"llmgw mirror serve did not start: {line!r} {err.decode()[-2000:]}")
         self.url = line.split("listening on ", 1)[1].split(",", 1)[0].strip()
 
+    @staticmethod
+    def command(cfg: MirrorConfig, config_file: Path, *args: str) -> subprocess.Popen[str]:
+        """`llmgw mirror ARGS --config FILE` (add, list, remove, import), talking to the mirror at cfg.listen."""
+        return subprocess.Popen([sys.executable, "-m", "llmgw", "mirror", args[0], "--config", str(config_file),
+                                 *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
     def stop(self) -> str:
         """SIGTERM, and what it wrote to stderr."""
         _, err = end(self.proc)
