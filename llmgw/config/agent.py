@@ -102,13 +102,17 @@ class WeightsSettings:
     """A file holding a Hugging Face token, for gated models; read at each download."""
 
     mirror: str = ""
-    """An llmgw mirror's base URL, for `mirror:` sources (http://10.0.0.9:8600)."""
+    """The model mirror's address (https://10.0.0.9:8600), for a start the control plane names no mirror for:
+    `hf:` and `mirror:` sources are then fetched from it, over the cluster's TLS, and never from Hugging Face. The
+    cluster's mirror.url is what the control planes name (docs/mirror.md)."""
 
     def validate(self) -> None:
-        for key in ("hf_endpoint", "mirror"):
-            value = getattr(self, key)
-            if value and urlsplit(value).scheme not in ("http", "https"):
-                raise Invalid(key, N_("expected an http(s):// URL, got {value}"), params={"value": describe(value)})
+        if self.hf_endpoint and urlsplit(self.hf_endpoint).scheme not in ("http", "https"):
+            raise Invalid("hf_endpoint", N_("expected an http(s):// URL, got {value}"),
+                          params={"value": describe(self.hf_endpoint)})
+        if self.mirror and urlsplit(self.mirror).scheme != "https":
+            raise Invalid("mirror", N_("expected the mirror's https:// address, like https://10.0.0.9:8600, got "
+                                       "{value}"), params={"value": describe(self.mirror)})
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import aiohttp
 from llmgw.agent.weights import default_sources
 from llmgw.agent.weights.errors import ChecksumMismatch, FetchFailed, UnsafeName, WeightsError, redact, refuse_pickle
 from llmgw.agent.weights.progress import CHECKING, Broadcast, ProgressCallback
-from llmgw.agent.weights.sources import Fetcher, HfFetcher, MirroredHfFetcher, PathFetcher, is_hub_id
+from llmgw.agent.weights.sources import Fetcher, HfFetcher, MirroredHfFetcher, MirrorFetcher, PathFetcher, is_hub_id
 from llmgw.config import WeightsSettings
 from llmgw.engines import is_pickle
 from llmgw.hub import (
@@ -109,7 +109,7 @@ class Weights:
         self.fetchers: list[Fetcher] = list(fetchers) if fetchers is not None else default_sources.shipped(
             WeightsSettings(hf_endpoint=hf_endpoint, hf_token_file=hf_token_file, mirror=mirror_url))
         # agent.yaml's weights.mirror, for a StartShard that names none: hf: sources then come from it too.
-        self.mirrors = [mirror_url] if mirror_url.startswith("https://") else []
+        self.mirrors = [mirror_url] if mirror_url else []
         self.mirror_ssl = mirror_ssl
         self.progress_interval = progress_interval
         self.check_at_once = check_at_once
@@ -171,12 +171,14 @@ class Weights:
         mirrored = list(mirrors) or self.mirrors
         if mirrored and isinstance(fetcher, HfFetcher):
             fetcher = MirroredHfFetcher(mirrored, self.mirror_ssl)
+        elif mirrored and isinstance(fetcher, MirrorFetcher):
+            fetcher = fetcher.at(mirrored, self.mirror_ssl)
         if fetcher is None:
             if is_hub_id(source) and not files:
                 return source
             raise WeightsError(
                 f"{redact(source)} is not a source the node knows: give an absolute path, an http(s):// "
-                "address, hf:org/repo/file[@revision], or mirror:name/revision/file"
+                "address, hf:org/repo/file[@revision], or mirror:org/repo/commit/file"
             )
         if isinstance(fetcher, PathFetcher):
             return await self._local(fetcher, source, want, files, on_progress)
@@ -403,7 +405,8 @@ class Weights:
         """One file into its part, from the first of the model mirrors that serves it (a mirror that cannot be
         reached is passed over after a couple of tries), or from its one address."""
         assert self._session is not None
-        urls = fetcher.urls(source, item.name) if isinstance(fetcher, MirroredHfFetcher) else [item.url]
+        urls = fetcher.urls(source, item.name) if isinstance(fetcher, MirroredHfFetcher | MirrorFetcher) \
+            else [item.url]
         for i, url in enumerate(urls):
             last = i == len(urls) - 1
             try:

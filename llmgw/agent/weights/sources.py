@@ -8,10 +8,10 @@ checking are the same for every kind and live in download.py and cache.py.
     /models/qwen.gguf, file:///models/qwen.gguf   PathFetcher: used where it is, never copied
     http(s)://host/path/model.gguf                 HttpFetcher
     hf:org/repo/path/file.gguf[@revision]          HfFetcher: Hugging Face's resolve URL
-    mirror:name/revision/file.gguf                 MirrorFetcher: an llmgw mirror's bytes API
+    mirror:org/repo/commit/file.gguf               MirrorFetcher: a file the model mirror keeps
 
 For a multi-file set the source is the set's base (a URL ending in a
-directory, hf:org/repo[@revision], mirror:name/revision) and each file's
+directory, hf:org/repo[@revision], mirror:org/repo/commit) and each file's
 name is joined onto it.
 """
 
@@ -205,52 +205,76 @@ class MirroredHfFetcher(HfFetcher):
 
     def urls(self, source: str, name: str = "") -> list[str]:
         org, repo, path, revision = self.parse(source)
-        file = "/".join(p for p in (path, name) if p)
-        if not file:
-            raise WeightsError(f"{source} names no file: expected hf:org/repo/file[@revision]")
-        return [f"{m}/{org}/{repo}/resolve/{quote(revision, safe='')}/{quote(file, safe='/')}" for m in self.mirrors]
+        return [_resolve(m, f"{org}/{repo}", revision, "/".join(p for p in (path, name) if p), source)
+                for m in self.mirrors]
 
     def headers(self) -> dict[str, str]:
         return {}
 
     def advice(self, status: int) -> str:
-        if status == 404:
-            return ("the mirror does not keep it: a model added to the catalog is fetched into the mirror by "
-                    "itself (`llmgw mirror list` says how far it has got); `llmgw mirror add` fetches any other")
-        if status in (401, 403):
-            return "the mirror refused this node's certificate; join the node again (llmgw join CODE)"
-        return HttpFetcher.advice(self, status)
+        return _mirror_advice(status) or HttpFetcher.advice(self, status)
 
 
-class MirrorFetcher(HttpFetcher):
-    """`mirror:name/revision/file`, fetched from the llmgw mirror's bytes API: plain HTTP at the mirror's base."""
+class MirrorFetcher(Fetcher):
+    """`mirror:ORG/REPO/COMMIT/PATH`: a file the model mirror keeps, named as `llmgw mirror list` names it (a file
+    added from an address is under url/HOST/…), fetched from the mirrors the StartShard names or agent.yaml's
+    weights.mirror, over the cluster's TLS."""
 
     kind = "mirror"
 
-    def __init__(self, base: str = ""):
-        self.base = base.rstrip("/")
+    def __init__(self, base: str = "", ssl: ssl_module.SSLContext | None = None):
+        self.mirrors = [base.rstrip("/")] if base else []
+        self.ssl = ssl
+
+    def at(self, mirrors: list[str], ssl: ssl_module.SSLContext | None) -> MirrorFetcher:
+        fetcher = MirrorFetcher(ssl=ssl)
+        fetcher.mirrors = [m.rstrip("/") for m in mirrors]
+        return fetcher
 
     def claims(self, source: str) -> bool:
         return source.lower().startswith("mirror:")
 
-    def _path(self, source: str) -> str:
-        return source[len("mirror:"):].split("#", 1)[0].lstrip("/")
+    def _parts(self, source: str) -> tuple[str, str, str]:
+        """(org/repo, commit, path) of the source; its path is "" for a set's base."""
+        parts = source[len("mirror:"):].split("#", 1)[0].split("?", 1)[0].strip("/").split("/", 3)
+        if len(parts) < 3 or not all(parts[:3]):
+            raise WeightsError(f"{source} is not mirror:ORG/REPO/COMMIT/PATH, the name `llmgw mirror list` gives a "
+                               "file")
+        return f"{parts[0]}/{parts[1]}", parts[2], parts[3] if len(parts) == 4 else ""
 
     def cache_parts(self, source: str) -> list[str]:
-        return ["mirror", *_segments(self._path(source).split("?", 1)[0], source)]
+        repo, commit, path = self._parts(source)
+        return ["mirror", *repo.split("/"), commit, *_segments(path, source)]
+
+    def urls(self, source: str, name: str = "") -> list[str]:
+        if not self.mirrors:
+            raise WeightsError(
+                f"{source} is on the model mirror, and this node has no mirror address; set the cluster's "
+                "mirror.url (llmgw ctl config set mirror.url https://HOST:8600), or weights.mirror in agent.yaml"
+            )
+        repo, commit, path = self._parts(source)
+        return [_resolve(m, repo, commit, "/".join(p for p in (path, name) if p), source) for m in self.mirrors]
 
     def url(self, source: str, name: str = "") -> str:
-        if not self.base:
-            raise WeightsError(
-                f"{source} is on the model mirror, and this node has no mirror address; "
-                "set the mirror's URL in the agent's configuration or give an http(s):// source"
-            )
-        return super().url(f"{self.base}/{quote(self._path(source), safe='/?=&')}", name)
+        return self.urls(source, name)[0]
 
     def advice(self, status: int) -> str:
-        if status == 404:
-            return "the mirror has no such file; `llmgw mirror` lists what it holds, and `mirror add` fetches it"
-        return super().advice(status)
+        return _mirror_advice(status) or super().advice(status)
+
+
+def _resolve(mirror: str, repo: str, revision: str, file: str, source: str) -> str:
+    if not file:
+        raise WeightsError(f"{source} names no file")
+    return f"{mirror}/{repo}/resolve/{quote(revision, safe='')}/{quote(file, safe='/')}"
+
+
+def _mirror_advice(status: int) -> str:
+    if status == 404:
+        return ("the mirror does not keep it: a model added to the catalog is fetched into the mirror by itself "
+                "(`llmgw mirror list` says how far it has got); `llmgw mirror add` fetches any other")
+    if status in (401, 403):
+        return "the mirror refused this node's certificate; join the node again (llmgw join CODE)"
+    return ""
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -110,7 +110,7 @@ def cache_dir(tmp_path):
 
 @pytest.fixture
 async def weights(cache_dir, origin):
-    w = Weights(cache_dir, hf_endpoint=origin.url, mirror_url=origin.url + "/bytes",
+    w = Weights(cache_dir, hf_endpoint=origin.url,
                 progress_interval=0, attempts=Attempts(tries=3, delays=(0.0,)))
     yield w
     await w.close()

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from llmgw.agent.weights import ChecksumMismatch, FetchFailed, HfFetcher, NotLocal, Weights
+from llmgw.mirror import MirrorClient
 from llmgw.protocol.messages import EngineProfile
+from tests.support.hfhub import Hub
+from tests.support.mirrors import Certs, mirror_config, running_mirror
 
 BODY = b"GGUF" + bytes(range(256)) * 400
 SUM = hashlib.sha256(BODY).hexdigest()
@@ -50,20 +53,38 @@ async def test_a_gated_hf_repository_says_what_to_do_about_the_token(weights, or
     assert "give the node a token that may read it" in str(refused.value)
 
 
-async def test_a_mirror_source_is_fetched_from_the_mirrors_bytes_api(weights, origin, cache_dir):
-    origin.files["/bytes/qwen3/abc/model.gguf"] = BODY
-
-    path = await weights.fetch("mirror:qwen3/abc/model.gguf", sha256=SUM)
-
-    assert Path(path) == cache_dir / "mirror" / "qwen3" / "abc" / "model.gguf"
-    assert Path(path).read_bytes() == BODY
+async def test_mirror_and_hf_sources_are_fetched_from_the_model_mirror_over_the_clusters_tls(cache_dir, tmp_path):
+    hub = Hub()
+    repo = hub.repo("acme/tiny", files={"model.onnx": BODY})
+    certs = Certs(tmp_path / "certs")
+    await hub.start()
+    try:
+        cfg = mirror_config(tmp_path / "mirror", certs.control_plane("cp1"), hub.url)
+        async with running_mirror(cfg) as (_, base):
+            await MirrorClient(base, certs.control_plane_ssl("cp1")).add("hf:acme/tiny/model.onnx")
+            # A node whose own hub address leads nowhere: both sources come from the mirror.
+            w = Weights(cache_dir, hf_endpoint="http://127.0.0.1:9", mirror_url=base,
+                        mirror_ssl=certs.node_ssl("n1"))
+            try:
+                kept = await w.fetch(f"mirror:acme/tiny/{repo.main}/model.onnx", sha256=SUM)
+                pinned = await w.fetch(f"hf:acme/tiny/model.onnx@{repo.main}", sha256=SUM)
+            finally:
+                await w.close()
+    finally:
+        await hub.stop()
+    assert Path(kept) == cache_dir / "mirror" / "acme" / "tiny" / repo.main / "model.onnx"
+    assert Path(pinned) == cache_dir / "hf" / "acme" / "tiny" / repo.main / "model.onnx"
+    assert Path(kept).read_bytes() == Path(pinned).read_bytes() == BODY
+    # The hub sent the bytes once, to the mirror.
+    assert hub.bytes_served() == len(BODY)
 
 
 async def test_a_mirror_source_on_a_node_without_a_mirror_says_so(cache_dir, origin):
     w = Weights(cache_dir)
     with pytest.raises(Exception) as refused:
-        await w.fetch("mirror:qwen3/abc/model.gguf")
+        await w.fetch(f"mirror:acme/tiny/{'a' * 40}/model.gguf")
     assert "this node has no mirror address" in str(refused.value)
+    assert "mirror.url" in str(refused.value)
     assert origin.seen == []
 
 
