@@ -8,6 +8,7 @@ from llmgw.cli.output import emit_json, fields
 from llmgw.cli.server import SYSTEM_CONFIG  # written out there: config is imported by the commands
 
 AGENT_CONFIG = "/etc/llmgw/agent.yaml"
+MIRROR_CONFIG = "/etc/llmgw/mirror.yaml"
 # Kept where the unit systemd/llmgw-firewall.service reads it at boot: rules
 # applied by nft alone are gone at the next start.
 RULES_FILE = "/etc/llmgw/firewall.nft"
@@ -18,8 +19,9 @@ def register(commands) -> None:
         "firewall", help="close llmgw's internal ports to all but the cluster's networks (nftables)",
         description="Rules in nftables' table inet llmgw, and no other: the client port open to everyone; the "
                     "agent, metrics and engine ports, and on HA machines PostgreSQL, Patroni and etcd, open to "
-                    "the cluster's networks only; loopback always. The SSH connection this is run over is kept "
-                    "first. docs/firewall.md.")
+                    "the cluster's networks only; loopback always. On a node given a model mirror, its engines may "
+                    "connect to the mirrors, the control planes and the cluster's networks only. The SSH connection "
+                    "this is run over is kept first. docs/firewall.md.")
     actions = firewall.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     on = actions.add_parser("on", help="write and apply the rules (nft -f), kept for the next boot",
@@ -33,6 +35,12 @@ def register(commands) -> None:
                     help=f"server.yaml, for a control plane's ports (default {SYSTEM_CONFIG} when it exists)")
     on.add_argument("--agent-config", metavar="PATH",
                     help=f"agent.yaml, for a node's engine ports (default {AGENT_CONFIG} when it exists)")
+    on.add_argument("--mirror-config", metavar="PATH",
+                    help=f"mirror.yaml, for the model mirror's port (default {MIRROR_CONFIG} when it exists)")
+    on.add_argument("--mirror", action="append", default=[], metavar="URL",
+                    help="a model mirror this node's engines may reach (https://10.0.0.9:8600); again for each. "
+                         "Default: agent.yaml's weights.mirror and server.yaml's mirror settings. With one, the "
+                         "engines may connect to the mirrors, the control planes and the cluster's networks only")
     on.add_argument("--ha", action="store_true",
                     help="this machine carries the three-machine store: open PostgreSQL, Patroni and etcd to "
                          "the cluster (implied by a store: naming several PostgreSQL hosts)")
@@ -60,26 +68,33 @@ def register(commands) -> None:
 
 
 def _configs(args):
-    from llmgw.config import load_agent_config, load_server_config
+    from llmgw.config import load_agent_config, load_mirror_config, load_server_config
 
     server_path = args.config or (SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None)
     agent_path = args.agent_config or (AGENT_CONFIG if os.path.exists(AGENT_CONFIG) else None)
+    mirror_path = args.mirror_config or (MIRROR_CONFIG if os.path.exists(MIRROR_CONFIG) else None)
     server = load_server_config(server_path) if server_path else None
     agent = load_agent_config(agent_path) if agent_path else None
-    return server, agent
+    mirror = load_mirror_config(mirror_path) if mirror_path else None
+    return server, agent, mirror
 
 
 def run_on(args) -> int:
     from llmgw.files import write_atomic
     from llmgw.onboard import firewall
 
-    server, agent = _configs(args)
-    if server is None and agent is None and not args.ha:
+    server, agent, mirror = _configs(args)
+    if server is None and agent is None and mirror is None and not args.ha:
         raise firewall.FirewallError(
             f"neither {SYSTEM_CONFIG} nor {AGENT_CONFIG} is here, so this machine runs no llmgw part whose "
             "ports could be closed; give --config or --agent-config")
+    if args.mirror and agent is None:
+        raise firewall.FirewallError(
+            f"--mirror holds a node's engines to the mirrors, and no agent.yaml is here ({AGENT_CONFIG}); give "
+            "--agent-config, or leave --mirror out on a machine that is not a node")
     rules = firewall.plan_rules(server=server, agent=agent, ha=args.ha, networks=args.network,
-                                ssh_connection=firewall.ssh_connection_here())
+                                ssh_connection=firewall.ssh_connection_here(), mirror=mirror,
+                                mirrors=args.mirror)
     text = firewall.render(rules)
     if args.print_only:
         print(text, end="")
@@ -96,6 +111,10 @@ def run_on(args) -> int:
           f"everyone; {', '.join(said['cluster'])} open to {', '.join(said['networks']) or 'none: loopback only'}")
     if said["ssh_kept"]:
         print(f"kept: this SSH connection, from {said['ssh_kept']}")
+    if said["engines_out"]:
+        out = said["engines_out"]
+        print(f"engines ({out['user']}) may connect to loopback and {', '.join(out['to'])} only; "
+              f"mirrors {', '.join(out['mirrors'])}")
     return 0
 
 
@@ -135,6 +154,9 @@ def run_status(args) -> int:
         ("the cluster's networks", ", ".join(seen["networks"]) or "none: loopback only"),
         ("SSH kept", seen["ssh_kept"] or "no SSH connection was kept"),
         ("refused from elsewhere", f"{seen['refused_packets']} packets"),
+        ("engines may reach", ", ".join(seen["engines_out"]["to"]) + " and loopback" if seen["engines_out"]
+         else "anywhere: no mirror was given"),
+        *([("engines refused", f"{seen['engines_out']['refused_packets']} packets")] if seen["engines_out"] else []),
     ])
     return 0
 

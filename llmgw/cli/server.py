@@ -223,6 +223,7 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
     """`server init --install`: the whole install the setup screens do, as flags."""
     from llmgw.cli import sshinstall
     from llmgw.onboard import STARTERS
+    from llmgw.onboard.defaults import MIRROR_DIR, MIRROR_LISTEN
 
     g = init.add_argument_group("the whole install (--install), as the setup screens do it")
     g.add_argument("--install", action="store_true",
@@ -239,6 +240,13 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
                         "internet, no weights), or hf:OWNER/REPO/FILE.gguf (default qwen2.5-0.5b)")
     g.add_argument("--starter-context", type=int, default=4096, metavar="TOKENS",
                    help="the starter model's context (default 4096)")
+    g.add_argument("--mirror", action="store_true",
+                   help="install the model mirror on this machine (and, with --ha, on the second): it fetches each "
+                        "model from Hugging Face once and the nodes fetch from it only (docs/mirror.md)")
+    g.add_argument("--mirror-dir", default=MIRROR_DIR, metavar="DIR",
+                   help=f"where the mirror keeps the files: the largest disk (default {MIRROR_DIR})")
+    g.add_argument("--mirror-listen", default=MIRROR_LISTEN, metavar="ADDR",
+                   help=f"where the mirror listens for the nodes, over mutual TLS (default {MIRROR_LISTEN})")
     g.add_argument("--no-firewall", action="store_true",
                    help="leave out the firewall (an install into a directory, --root, leaves it out anyway)")
     g.add_argument("--language", default="en", choices=("en", "tr"), help="the portal's language (default en)")
@@ -275,8 +283,9 @@ def run_install(args) -> int:
         return 2
     choices = Choices(admin_email=args.admin_email, language=args.language, starter=args.starter,
                       starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
-                      root=args.root or "/", services=args.services)
-    choices.on.update({"node": not args.no_node, "starter": not args.no_model})
+                      root=args.root or "/", services=args.services, mirror_dir=args.mirror_dir,
+                      mirror_listen=args.mirror_listen)
+    choices.on.update({"node": not args.no_node, "starter": not args.no_model, "mirror": args.mirror})
     if args.no_firewall:
         choices.on["firewall"] = False  # else on for the machine itself, off for a directory (Choices.default_on)
     for role in LISTEN_DEFAULTS:

@@ -1,4 +1,4 @@
-"""An install's defaults that commands' help names: the starter models and the listen addresses.
+"""An install's defaults that commands' help names: the starter models, the listen addresses, the mirror's.
 
 A module of its own, with a NamedTuple rather than a dataclass, because
 `llmgw --help` builds `server init`'s and `setup`'s flags, whose help says
@@ -33,3 +33,6 @@ STARTERS: tuple[Starter, ...] = (
 )
 
 LISTEN_DEFAULTS = {"client": ":8080", "agent": ":7443", "admin": "127.0.0.1:9090", "metrics": ":9091"}
+# The model mirror's, where setup installs it (MirrorConfig's own defaults).
+MIRROR_DIR = "/var/cache/llmgw/mirror"
+MIRROR_LISTEN = ":8600"

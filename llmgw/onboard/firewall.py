@@ -14,9 +14,19 @@ What is open to whom:
 - the agent (mTLS), metrics and admin ports of a control plane, a node's
   engine ports, and on HA machines PostgreSQL (5432), Patroni's REST API
   (8008) and etcd (2379, 2380): the cluster's networks only;
+- the model mirror's port, where mirror.yaml says one runs here: the
+  cluster's networks only;
 - loopback, and every connection already established (replies to this
   machine's own outgoing connections come back to the same ports engines
   are given): always.
+
+On a node given a model mirror, a second chain hooks output and holds the
+engines (the processes of agent.yaml's engines.user, `meta skuid`) to
+loopback, the mirrors, the control planes and the cluster's networks: the
+agent fetches their weights from the mirror, so an engine has no business
+on the internet, and a model that tries (a tokenizer fetched at load, a
+package installed at start) is refused at once (a TCP reset, an ICMP
+error) rather than left to wait out a timeout.
 
 The file is applied whole by `nft -f` as one transaction (declare, delete,
 define), so there is never a moment with half the rules, and the rule that
@@ -32,11 +42,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import pwd
+import socket
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-from llmgw.config import AgentConfig, ServerConfig, postgres_hosts
+from llmgw.config import AgentConfig, MirrorConfig, ServerConfig, postgres_hosts
 from llmgw.errors import ExpectedError
 
 TABLE = "llmgw"
@@ -44,6 +57,7 @@ FAMILY = "inet"
 MARK = "# Written by `llmgw firewall on`; `llmgw firewall off` deletes this table and nothing else."
 KEEP_COMMENT = "the SSH connection this was set up over"
 DROP_COMMENT = "llmgw's internal ports, from outside the cluster's networks"
+EGRESS_DROP_COMMENT = "the engines' connections beyond the cluster and its mirrors, refused"
 
 # Where the kernel takes the ports it hands out for port 0. The agent asks
 # for a free port that way for each engine (agent/shards.py), so this range
@@ -85,21 +99,37 @@ class SshKeep:
 
 
 @dataclass(frozen=True)
+class Egress:
+    """Where a node's engines may connect to, all else dropped: the rule for a node given a model mirror."""
+
+    user: str
+    uid: int
+    mirrors: tuple[str, ...]
+    """The mirrors as given (https://10.0.0.9:8600), for what is said of the rules."""
+    to: tuple[Network, ...]
+    """The mirrors' addresses, the control planes' and the cluster's networks, overlaps joined."""
+
+
+@dataclass(frozen=True)
 class Rules:
     public: tuple[Ports, ...] = ()
     internal: tuple[Ports, ...] = ()
     networks: tuple[Network, ...] = ()
     keep: SshKeep | None = None
     roles: tuple[str, ...] = field(default=())
+    egress: Egress | None = None
 
 
 def summary(rules: Rules) -> dict:
     """What the rules open to whom, as `status` says it of rules applied: for the plan, the CLI and --json."""
+    egress = rules.egress
     return {"roles": list(rules.roles),
             "everyone": [str(p) for p in rules.public],
             "cluster": [str(p) for p in rules.internal],
             "networks": [str(n) for n in rules.networks],
-            "ssh_kept": f"{rules.keep.client} to port {rules.keep.port}" if rules.keep else None}
+            "ssh_kept": f"{rules.keep.client} to port {rules.keep.port}" if rules.keep else None,
+            "engines_out": None if egress is None else {"user": egress.user, "mirrors": list(egress.mirrors),
+                                                         "to": [str(n) for n in egress.to]}}
 
 
 def parse_network(text: str) -> Network:
@@ -226,6 +256,9 @@ def render(rules: Rules) -> str:
     for p in rules.internal:
         lines.append(f"# {p} open to the cluster's networks only: {p.what}")
     lines.append("# The cluster's networks: " + (", ".join(map(str, rules.networks)) or "none (loopback only)"))
+    if rules.egress is not None:
+        lines.append(f"# Engines ({rules.egress.user}, uid {rules.egress.uid}) may connect to loopback and "
+                     f"{', '.join(map(str, rules.egress.to))} only; their mirrors: {', '.join(rules.egress.mirrors)}")
     # Declared, deleted, then defined: one transaction whether or not the table
     # was there, so the rules change at once and never stand half-written.
     lines += ["", f"table {FAMILY} {TABLE}", f"delete table {FAMILY} {TABLE}", "", f"table {FAMILY} {TABLE} {{"]
@@ -248,8 +281,34 @@ def render(rules: Rules) -> str:
               "        ip saddr @cluster_v4 tcp dport @internal_tcp accept",
               "        ip6 saddr @cluster_v6 tcp dport @internal_tcp accept",
               f'        tcp dport @internal_tcp counter drop comment "{DROP_COMMENT}"',
-              "    }",
-              "}"]
+              "    }"]
+    text += "\n".join(chain) + "\n"
+    if rules.egress is not None:
+        text += _egress(rules.egress)
+    return text + "}\n"
+
+
+def _egress(egress: Egress) -> str:
+    """The output chain: the engine user's new connections held to the cluster and its mirrors."""
+    v4 = [str(n) for n in egress.to if n.version == 4]
+    v6 = [str(n) for n in egress.to if n.version == 6]
+    text = _set("engines_out_v4", "ipv4_addr", v4) + _set("engines_out_v6", "ipv6_addr", v6)
+    chain = ["    chain output {",
+             "        type filter hook output priority filter - 5; policy accept;",
+             # By number: the rules file is applied at boot, before any name service a site's users come from.
+             f'        meta skuid {egress.uid} jump engines_out comment "{egress.user}"',
+             "    }",
+             "    chain engines_out {",
+             '        oif "lo" accept',
+             # An engine's answers to the control planes, and whatever it opened that is still allowed.
+             "        ct state established,related accept",
+             "        ip daddr @engines_out_v4 accept",
+             "        ip6 daddr @engines_out_v6 accept",
+             # Refused, not dropped: a drop on output leaves the engine waiting out its connect timeout (a model
+             # that fetches its tokenizer at load hung for minutes); a reset or an ICMP error fails it at once.
+             f'        meta l4proto tcp counter reject with tcp reset comment "{EGRESS_DROP_COMMENT}"',
+             f'        counter reject with icmpx admin-prohibited comment "{EGRESS_DROP_COMMENT}"',
+             "    }"]
     return text + "\n".join(chain) + "\n"
 
 
@@ -314,7 +373,8 @@ def opened(doc: dict) -> dict:
     """What llmgw's table, as `nft -j list` shows it, leaves open to whom."""
     sets: dict[str, list[str]] = {}
     keep = None
-    refused = 0
+    refused = engines_refused = 0
+    engine_user = None
     for item in doc.get("nftables", []):
         if "set" in item:
             sets[item["set"]["name"]] = [_element(e) for e in item["set"].get("elem", [])]
@@ -327,11 +387,20 @@ def opened(doc: dict) -> dict:
             keep = f"{matched.get('saddr')} to port {matched.get('dport')}"
         if rule.get("comment") == DROP_COMMENT:
             refused = sum(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
+        if rule.get("chain") == "output" and any("jump" in e for e in rule["expr"]):
+            engine_user = rule.get("comment")
+        if rule.get("comment") == EGRESS_DROP_COMMENT:
+            engines_refused += sum(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
+    engines_out = None
+    if "engines_out_v4" in sets:
+        engines_out = {"user": engine_user, "to": sets["engines_out_v4"] + sets.get("engines_out_v6", []),
+                       "refused_packets": engines_refused}
     return {"everyone": sets.get("public_tcp", []),
             "cluster": sets.get("internal_tcp", []),
             "networks": sets.get("cluster_v4", []) + sets.get("cluster_v6", []),
             "ssh_kept": keep,
-            "refused_packets": refused}
+            "refused_packets": refused,
+            "engines_out": engines_out}
 
 
 def connected_networks(addresses: list[dict]) -> list[Network]:
@@ -378,10 +447,17 @@ def _covered(net: Network, networks: Sequence[Network]) -> bool:
 
 def plan_rules(*, server: ServerConfig | None = None, agent: AgentConfig | None = None, ha: bool = False,
                networks: Sequence[str] = (), ssh_connection: str | None = None,
-               addresses: list[dict] | None = None, engines: Ports | None = None) -> Rules:
-    """The rules for this machine: what it runs (a control plane, a node, both; an HA store) and the cluster's
-    networks, which are, first found: `networks` (--network), the configuration's firewall_networks, or the
-    networks this machine is on (`addresses`, from `ip -j addr`) with, on a node, its control planes' addresses.
+               addresses: list[dict] | None = None, engines: Ports | None = None,
+               mirror: MirrorConfig | None = None, mirrors: Sequence[str] = (),
+               uid_of: Callable[[str], int] | None = None, resolve: Callable[[str], list[str]] | None = None
+               ) -> Rules:
+    """The rules for this machine: what it runs (a control plane, a node, both; an HA store; a model mirror) and
+    the cluster's networks, which are, first found: `networks` (--network), the configuration's firewall_networks,
+    or the networks this machine is on (`addresses`, from `ip -j addr`) with, on a node, its control planes'
+    addresses.
+
+    On a node, the model mirrors (`mirrors`, --mirror; else agent.yaml's weights.mirror and server.yaml's
+    mirror settings) hold its engines' connections to them, its control planes and the cluster's networks.
     """
     public: list[Ports] = []
     internal: list[Ports] = []
@@ -398,6 +474,9 @@ def plan_rules(*, server: ServerConfig | None = None, agent: AgentConfig | None 
     if ha:
         roles.append("HA store")
         internal += HA_PORTS
+    if mirror is not None:
+        roles.append("mirror")
+        internal.append(Ports(mirror.listen.port, mirror.listen.port, "the model mirror (mTLS)"))
     chosen = [parse_network(n) for n in networks]
     if not chosen:
         written = (server.firewall_networks if server is not None else []) + \
@@ -416,4 +495,75 @@ def plan_rules(*, server: ServerConfig | None = None, agent: AgentConfig | None 
     for n in chosen:
         if n not in unique:
             unique.append(n)
-    return Rules(tuple(public), tuple(internal), tuple(unique), ssh_keep(ssh_connection), tuple(roles))
+    egress = None
+    if agent is not None:
+        egress = engines_egress(agent, server, mirrors, unique, uid_of or _uid, resolve or _resolve)
+    return Rules(tuple(public), tuple(internal), tuple(unique), ssh_keep(ssh_connection), tuple(roles), egress)
+
+
+def node_mirrors(agent: AgentConfig, server: ServerConfig | None, given: Sequence[str]) -> list[str]:
+    """The mirrors a node's engines may reach: --mirror, else agent.yaml's weights.mirror and, on a control
+    plane's machine, server.yaml's mirror settings (what its install set)."""
+    from llmgw.config.loader import Invalid
+    from llmgw.config.mirror import check_mirror_url
+
+    if given:
+        for url in given:
+            try:
+                check_mirror_url("--mirror", url)
+            except Invalid:
+                raise FirewallError(f"--mirror {url!r} is not a mirror's address; write it as "
+                                    "https://10.0.0.9:8600") from None
+        found = list(given)
+    else:
+        found = [agent.weights.mirror] if agent.weights.mirror else []
+        if server is not None:
+            found += server.mirror.addresses
+    return list(dict.fromkeys(u.rstrip("/") for u in found))
+
+
+def engines_egress(agent: AgentConfig, server: ServerConfig | None, given: Sequence[str],
+                   networks: Sequence[Network], uid_of: Callable[[str], int],
+                   resolve: Callable[[str], list[str]]) -> Egress | None:
+    """The engines' output rule, or None: without a mirror they fetch nothing through it and are left alone;
+    with engines.user empty they run as the agent itself, which a rule by user would cut off too."""
+    mirrors = node_mirrors(agent, server, given)
+    user = agent.engines.user
+    if not mirrors or not user:
+        return None
+    try:
+        uid = uid_of(user)
+    except KeyError:
+        raise FirewallError(f"the engine user {user} is not on this machine yet, so no rule can hold its engines "
+                            "to the mirror; start the agent once (it makes the user) or make it with "
+                            f"`useradd --system {user}`, then run this again") from None
+    to: list[Network] = list(networks) + control_plane_hosts(agent.control_planes)
+    for url in mirrors:
+        host = urlsplit(url).hostname or ""
+        try:
+            to.append(ipaddress.ip_network(host))
+            continue
+        except ValueError:
+            pass
+        found = resolve(host)
+        if not found:
+            raise FirewallError(f"the mirror {url} names {host}, which does not resolve here, so the engines "
+                                "could not be let through to it; give the mirror by its address "
+                                "(--mirror https://10.0.0.9:8600)")
+        to += [ipaddress.ip_network(a) for a in found]
+    # nft refuses overlapping elements in one set: a mirror inside a cluster network is that network.
+    joined: list[Network] = [*ipaddress.collapse_addresses(n for n in to if isinstance(n, ipaddress.IPv4Network)),
+                             *ipaddress.collapse_addresses(n for n in to if isinstance(n, ipaddress.IPv6Network))]
+    return Egress(user, uid, tuple(mirrors), tuple(joined))
+
+
+def _uid(user: str) -> int:
+    return pwd.getpwnam(user).pw_uid
+
+
+def _resolve(host: str) -> list[str]:
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return []
+    return list(dict.fromkeys(str(f[4][0]).split("%", 1)[0] for f in found))

@@ -2,7 +2,7 @@
 
 In order: the program, the llmgw user and directories, server.yaml and
 agent.yaml, the store seeded (first administrator and key), the server
-started, this machine joined as a node, its agent started, the firewall,
+started, the model mirror beside it, this machine joined as a node, its agent started, the firewall,
 the starter model served, and a first answer asked of it. Each step looks
 before it acts, so a second run changes nothing and says "unchanged"; each
 reports Progress as it goes; a step that cannot be done raises StepFailed
@@ -47,10 +47,11 @@ SERVER_WAIT_S = 60.0
 NODE_WAIT_S = 60.0
 POLL_S = 0.25
 
-STEPS = ("program", "user", "config", "store", "server", "node", "agent", "firewall", "starter", "answer")
+STEPS = ("program", "user", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter", "answer")
 STEP_NAMES = {
     "program": "the program", "user": "the llmgw user and directories", "config": "server.yaml and agent.yaml",
-    "store": "the store", "server": "the control plane", "node": "this machine as a node",
+    "store": "the store", "server": "the control plane", "mirror": "the model mirror",
+    "node": "this machine as a node",
     "agent": "the node's agent", "firewall": "the firewall", "starter": "the starter model",
     "answer": "a first answer",
 }
@@ -82,8 +83,12 @@ def dial(address: str) -> str:
 class FirstPlane:
     def __init__(self, choices: Choices, layout: Layout, services: ServiceManager,
                  report: Callable[[Progress], None], machine: str = "this machine", store: str = "",
-                 name: str = ""):
+                 name: str = "", address: str = "", mirror_peer: str = ""):
         self.choices = choices
+        # Three machines: this machine's address as the other two reach it, and the second machine's
+        # mirror, this one's peer. One machine: its own address on its default route, no peer.
+        self.address = address
+        self.mirror_peer = mirror_peer
         # Three machines: the store in PostgreSQL under Patroni (hainstall), and a name of the
         # three's for this control plane. One machine: SQLite in the data directory, the host's name.
         self.store = store
@@ -104,6 +109,8 @@ class FirstPlane:
             if step in ("node", "agent") and not self.choices.is_on("node"):
                 continue
             if step == "firewall" and not self.choices.is_on("firewall"):
+                continue
+            if step == "mirror" and not self.choices.is_on("mirror"):
                 continue
             if step in ("starter", "answer") and not self.choices.is_on("starter"):
                 continue
@@ -175,7 +182,19 @@ class FirstPlane:
             doc["store"] = self.store
         if c.max_key_ttl:
             doc["auth"] = {"max_key_ttl": c.max_key_ttl}
+        if c.is_on("mirror"):
+            # A cluster setting: it seeds a new store; step_mirror sets it in a store seeded before.
+            doc["mirror"] = self.mirror_settings()
         return doc
+
+    def mirror_url(self) -> str:
+        from llmgw.onboard import mirrorpart
+
+        return mirrorpart.url_for(self.choices.mirror_listen, self.address)
+
+    def mirror_settings(self) -> dict[str, Any]:
+        """The cluster's `mirror` settings: this machine's mirror first, the second machine's as its peer."""
+        return {"url": self.mirror_url(), "peers": [self.mirror_peer] if self.mirror_peer else []}
 
     def agent_yaml(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -251,6 +270,32 @@ class FirstPlane:
             return "unchanged", f"running, answering {self.client}"
         return "done", f"started ({self.services.kind}), answering {self.client}"
 
+    def step_mirror(self) -> tuple[str, str]:
+        from llmgw.control import AdminError
+        from llmgw.onboard import mirrorpart
+
+        url = self.mirror_url()
+        peers = [self.mirror_peer] if self.mirror_peer else []
+        try:
+            changed, said = mirrorpart.install(self.layout, self.services, self.choices.mirror_dir,
+                                               self.choices.mirror_listen, peers)
+            mirrorpart.wait_listening(dial(self.choices.mirror_listen))
+        except StepFailed as e:
+            raise self._fail("mirror", e.sentence.removeprefix(f"{mirrorpart.STEP}: ")) from None
+        wanted = self.mirror_settings()
+        try:
+            admin = self._admin()
+            current = admin.call("GET", "/api/v1/config", query={"path": "mirror"})["value"] or {}
+            if {"url": current.get("url", ""), "peers": current.get("peers") or []} != wanted:
+                admin.call("POST", "/api/v1/config",
+                           {"set": {"mirror.url": wanted["url"], "mirror.peers": json.dumps(wanted["peers"])}})
+                changed = True
+                said += f"; the cluster's mirror.url is {url}"
+        except AdminError as e:
+            raise self._fail("mirror", f"the cluster's mirror settings could not be set ({e}); set them with "
+                                       f"`llmgw ctl config set mirror.url {url}`.") from None
+        return ("done" if changed else "unchanged"), said
+
     def step_node(self) -> tuple[str, str]:
         from llmgw.errors import ExpectedError
         from llmgw.trust import join
@@ -303,6 +348,11 @@ class FirstPlane:
         argv = [str(self.layout.program), "firewall", "on", "--config", str(self.layout.server_config)]
         if self.choices.is_on("node"):
             argv += ["--agent-config", str(self.layout.agent_config)]
+        if self.choices.is_on("mirror"):
+            # Its port open to the cluster; and, with a node here, its engines' egress kept to the mirrors.
+            argv += ["--mirror-config", str(self.layout.mirror_config)]
+            for url in [self.mirror_url(), *([self.mirror_peer] if self.mirror_peer else [])]:
+                argv += ["--mirror", url]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             said = (done.stderr.strip() or done.stdout.strip()).removeprefix("llmgw: ")

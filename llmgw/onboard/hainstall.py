@@ -302,8 +302,11 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     await _wait_formed(machines, report)
 
     url = patroni.store_address(machines, secrets_)
+    # The model mirror on the first machine and the second, each the other's peer; the third has none.
+    mirrors = mirror_urls(choices, job.machines)
     plane = FirstPlane(choices, layout, service_manager(layout, choices.services), report,
-                       machine=here.store.name, store=url, name=here.store.name)
+                       machine=here.store.name, store=url, name=here.store.name, address=here.store.address,
+                       mirror_peer=mirrors[1] if mirrors else "")
     result: Result = await asyncio.to_thread(plane.run)
     if choices.vip:
         await asyncio.to_thread(floating.setup, layout, choices.vip, job.vip_interface, choices.listen["client"],
@@ -311,15 +314,26 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
 
     master_key = (layout.server_data / MASTER_KEY_FILE).read_bytes()
     standbys = []
-    for machine in job.machines[1:]:
+    for i, machine in enumerate(job.machines[1:], start=1):
         assert machine.ssh is not None
+        mirror = ({"dir": choices.mirror_dir, "listen": choices.mirror_listen, "peers": [mirrors[0]]}
+                  if mirrors and i == 1 else {})
         standby = ServerAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
                             known_hosts=job.known_hosts,
                             program=job.program, root=machine.root, services=job.services, name=machine.store.name,
                             wait=job.wait, store=url, master_key=master_key, listen=machine.listen,
-                            vip=choices.vip, vip_interface=job.vip_interface)
+                            vip=choices.vip, vip_interface=job.vip_interface, mirror=mirror)
         standbys.append(await add_server(standby, report))
     return {"result": result, "standbys": standbys, "store": redact_url(url)}
+
+
+def mirror_urls(choices: Choices, machines: list[HaMachine]) -> list[str]:
+    """The two mirrors' addresses, the first machine's first; [] when the mirror is left out."""
+    from llmgw.onboard import mirrorpart
+
+    if not choices.is_on("mirror"):
+        return []
+    return [mirrorpart.url_for(choices.mirror_listen, m.store.address) for m in machines[:2]]
 
 
 async def _store_there(job: HaJob, machine: HaMachine, plan: hastore.StorePlan, report: Report) -> None:

@@ -67,6 +67,10 @@ class Layout:
         return self.etc / "agent.yaml"
 
     @property
+    def mirror_config(self) -> Path:
+        return self.etc / "mirror.yaml"
+
+    @property
     def server_data(self) -> Path:
         return self.at(SERVER_DATA)
 

@@ -4,8 +4,8 @@ The setup screens and `llmgw server init --install` read the same table, so
 that what a person picks on a screen and what a script passes as flags are
 one install: the plan's last line is the command that repeats it.
 
-Parts this program does not have yet (the model mirror, pictures and 3D,
-notifications, the offline bundle) are listed so that nobody looks for them
+Parts this program does not have yet (pictures and 3D, notifications, the
+offline bundle) are listed so that nobody looks for them
 in vain, marked as not built, and cannot be turned on.
 """
 
@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from llmgw.errors import ExpectedError
-from llmgw.onboard.defaults import LISTEN_DEFAULTS, STARTERS
+from llmgw.onboard.defaults import LISTEN_DEFAULTS, MIRROR_DIR, MIRROR_LISTEN, STARTERS
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,10 @@ PARTS: tuple[Part, ...] = (
          settings="A floating address that follows whichever control plane leads (e.g. 10.0.0.160/24)."),
     Part("mirror", "Model mirror",
          "fetches each model from Hugging Face once and serves the nodes",
-         "each node fetches its own weights", built=False),
+         "each node fetches its own weights",
+         settings="The mirror runs on this machine and keeps the files in a folder of its own: put it on the "
+                  "largest disk. Nodes then fetch weights from it only, never from the internet. With three "
+                  "machines, a second mirror on the second machine keeps in step with the first."),
     Part("node", "This machine as a node",
          "this machine runs models, not only routes to them",
          "nothing serves a model until a node joins (llmgw node add)",
@@ -139,6 +142,8 @@ class Choices:
     listen: dict[str, str] = field(default_factory=lambda: dict(LISTEN_DEFAULTS))
     root: str = "/"
     services: str | None = None
+    mirror_dir: str = MIRROR_DIR
+    mirror_listen: str = MIRROR_LISTEN
 
     def is_on(self, key: str) -> bool:
         part = PART[key]
@@ -200,6 +205,8 @@ class Choices:
         if self.is_on("firewall") and self.root != "/":
             raise ChoiceError("firewall", f"an install under {self.root} cannot write this machine's firewall "
                                           "(its rules are the machine's own); turn the firewall off.")
+        if self.is_on("mirror"):
+            self._check_mirror()
         if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
             raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
                                         "or leave it empty for no limit.")
@@ -220,6 +227,28 @@ class Choices:
                 if m.auth == "key" and not m.key_path:
                     raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with an SSH key; "
                                                   "give the key's path, or choose the SSH agent.")
+
+    def _check_mirror(self) -> None:
+        from llmgw.config import Address
+
+        if not self.mirror_dir.startswith("/"):
+            raise ChoiceError("mirror", f"the mirror's folder \"{self.mirror_dir}\" is not a full path; give one "
+                                        "such as /var/cache/llmgw/mirror or /data/mirror.")
+        try:
+            listen = Address(self.mirror_listen)
+        except ValueError:
+            listen = None
+        if listen is None or listen.port == 0:
+            raise ChoiceError("mirror", f"the mirror's address \"{self.mirror_listen}\" is not one to listen on; "
+                                        "write it as :8600 or 10.0.0.5:8600.")
+        for role, written in self.listen.items():
+            try:
+                taken = Address(written).port
+            except ValueError:
+                continue
+            if taken == listen.port:
+                raise ChoiceError("mirror", f"the mirror's port {listen.port} is the {role} port too; give the "
+                                            "mirror another.")
 
 
 @dataclass(frozen=True)
@@ -260,6 +289,9 @@ def _installs(choices: Choices, key: str) -> str:
         if engine == "sim":
             return f"{name}, a simulated model that answers at a set speed (no weights, no internet)."
         return f"{name} from {source}, context {choices.starter_context} tokens."
+    if key == "mirror":
+        where = "on this machine" if choices.machines == 1 else "on this machine and the second, each the other's peer"
+        return f"{where}, files in {choices.mirror_dir}; nodes fetch weights from it only."
     if key == "firewall":
         return "nftables rules; the client port open to all, the cluster's ports to its networks."
     if key == "turns":
@@ -285,6 +317,12 @@ def command(choices: Choices) -> str:
         argv += ["--starter", choices.starter]
         if choices.starter_context != 4096 and choices.starter_source()[2] != "sim":
             argv += ["--starter-context", str(choices.starter_context)]
+    if choices.is_on("mirror"):
+        argv.append("--mirror")
+        if choices.mirror_dir != MIRROR_DIR:
+            argv += ["--mirror-dir", choices.mirror_dir]
+        if choices.mirror_listen != MIRROR_LISTEN:
+            argv += ["--mirror-listen", choices.mirror_listen]
     if not choices.is_on("firewall"):
         argv.append("--no-firewall")
     if choices.max_key_ttl:

@@ -35,6 +35,7 @@ class ServerAdd(NodeAdd):
     listen: dict[str, str] = field(default_factory=dict)
     vip: str = ""
     vip_interface: str | None = None
+    mirror: dict[str, Any] = field(default_factory=dict)  # ServerPlan's: a mirror installed beside the standby
 
 
 def shared_parts(store: str, data_dir: str) -> bytes:
@@ -60,7 +61,8 @@ async def add_server(job: ServerAdd, report: Callable[[Progress], None]) -> dict
     try:
         plan = ServerPlan(machine=host, store=job.store, master_key=base64.b64encode(job.master_key).decode(),
                           name=job.name, listen=job.listen, services=job.services,
-                          program_changed=machine["copied"], vip=job.vip, vip_interface=job.vip_interface)
+                          program_changed=machine["copied"], vip=job.vip, vip_interface=job.vip_interface,
+                          mirror=job.mirror)
         server = await run_there(session, job, layout, "server", asdict(plan), report)
     finally:
         session.close()

@@ -21,10 +21,11 @@ import yaml
 
 from llmgw.files import write_atomic
 from llmgw.onboard import floating
+from llmgw.onboard.defaults import MIRROR_DIR, MIRROR_LISTEN
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
 from llmgw.onboard.parts import LISTEN_DEFAULTS
-from llmgw.onboard.services import install_server_units, service_manager
+from llmgw.onboard.services import ServiceManager, install_server_units, service_manager
 from llmgw.onboard.steps import Progress, StepFailed, read_plan
 
 SERVER_UNIT = "llmgw-server.service"
@@ -44,6 +45,8 @@ class ServerPlan:
     program_changed: bool = False  # a new program was copied: a running server is restarted to run it
     vip: str = ""  # ADDR/LEN: keepalived's floating address, written and started on this machine
     vip_interface: str | None = None
+    # The model mirror, on the second of three machines: {"dir", "listen", "peers"} (the first's mirror).
+    mirror: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, text: str) -> ServerPlan:
@@ -119,10 +122,25 @@ def install_server(layout: Layout, plan: ServerPlan, report: Report) -> dict[str
         ("install the service", lambda: (install_server_units(manager, SERVER_UNIT),
                                          f"{SERVER_UNIT} ({manager.kind})")),
     ], start_unit(manager, SERVER_UNIT), changed=plan.program_changed)
+    if plan.mirror:
+        install_mirror(layout, manager, plan, report)
     if plan.vip:
         floating.setup(layout, plan.vip, plan.vip_interface, plan.listen.get("client") or LISTEN_DEFAULTS["client"],
                        plan.services, plan.machine, report)
     return {"name": plan.name or os.uname().nodename}
+
+
+def install_mirror(layout: Layout, manager: ServiceManager, plan: ServerPlan, report: Report) -> None:
+    """The model mirror beside the standby, after it: it serves with the certificate the standby writes."""
+    from llmgw.onboard import mirrorpart
+    from llmgw.onboard.firstplane import dial
+
+    listen = plan.mirror.get("listen") or MIRROR_LISTEN
+    report(Progress(plan.machine, mirrorpart.STEP, "doing"))
+    changed, said = mirrorpart.install(layout, manager, plan.mirror.get("dir") or MIRROR_DIR, listen,
+                                       list(plan.mirror.get("peers") or []))
+    mirrorpart.wait_listening(dial(listen))
+    report(Progress(plan.machine, mirrorpart.STEP, "done" if changed else "unchanged", said))
 
 
 def run(layout: Layout, stdin: str) -> int:

@@ -20,6 +20,8 @@ import openai
 import pytest
 
 from llmgw.control.adminclient import AdminClient
+from llmgw.onboard.layout import Layout
+from llmgw.onboard.services import service_manager
 from tests.support.installs import end_install
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture: the llmgw.pyz of this checkout, built once
@@ -66,7 +68,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
         term.keys("n")
         parts = term.wait_for("the parts of an install")
-        assert "[-] Model mirror" in parts and "not built yet" in parts
+        assert "[ ] Model mirror" in parts and "[-] Pictures and 3D" in parts and "not built yet" in parts
         # An install into a directory cannot write the machine's firewall: it starts off, and the next step works.
         assert "[x] Starter model" in parts and "[ ] Firewall" in parts
         shots.joinpath("2-parts.txt").write_text(parts)
@@ -275,6 +277,31 @@ def test_server_init_install_serves_the_starter_and_run_again_changes_nothing(in
     redone = json.loads(again.stdout)
     assert set(redone["steps"].values()) == {"unchanged"}
     assert redone["password"] is None and redone["api_key"] is None
+
+
+def test_server_init_install_with_the_mirror_runs_it_and_tells_the_cluster_and_run_again_changes_nothing(
+        install_root):
+    root, ports = install_root
+    mirror_port = free_port()
+    first = install(root, ports, "--json", "--mirror", "--mirror-dir", "/srv/models",
+                    "--mirror-listen", f"127.0.0.1:{mirror_port}")
+    assert first.returncode == 0, first.stderr
+    done = json.loads(first.stdout)
+    assert done["steps"]["mirror"] == "done"
+    url = f"https://127.0.0.1:{mirror_port}"
+    written = (root / "etc/llmgw/mirror.yaml").read_text()
+    assert f"dir: {root}/srv/models\n" in written and f"listen: 127.0.0.1:{mirror_port}\n" in written
+    assert (root / "srv/models").is_dir()
+    # The cluster's settings name it: the control planes tell the nodes to fetch from it.
+    admin = AdminClient(f"127.0.0.1:{ports['admin']}", done["admin_token_file"])
+    settings = admin.call("GET", "/api/v1/config", query={"path": "mirror"})["value"]
+    assert (settings["url"], settings["peers"]) == (url, [])
+    assert service_manager(Layout(root), "supervised").status("llmgw-mirror.service").active
+
+    again = install(root, ports, "--json", "--mirror", "--mirror-dir", "/srv/models",
+                    "--mirror-listen", f"127.0.0.1:{mirror_port}")
+    assert again.returncode == 0, again.stderr
+    assert set(json.loads(again.stdout)["steps"].values()) == {"unchanged"}
 
 
 def test_an_unknown_starter_is_refused_in_one_sentence_before_anything_is_installed(tmp_path):

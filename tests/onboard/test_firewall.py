@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,9 @@ import textwrap
 import pytest
 
 from llmgw.agent.shards import free_port as engine_port
-from llmgw.config import AgentConfig, ConfigError, ServerConfig, load_server_config
+from llmgw.config import AgentConfig, ConfigError, MirrorConfig, ServerConfig, load_server_config
+from llmgw.config.agent import EngineSettings, WeightsSettings
+from llmgw.config.mirror import MirrorSettings
 from llmgw.config.server import Listen
 from llmgw.config.types import Address, AddressOrOff
 from llmgw.onboard import firewall
@@ -52,6 +55,11 @@ MACHINES = {
     "node": dict(agent=AgentConfig(control_planes=["10.0.0.5:7443"])),
     "control plane and node": dict(server=ServerConfig(), agent=AgentConfig(control_planes=["127.0.0.1:7443"])),
     "HA machine": dict(server=ServerConfig(store=HA_STORE)),
+    "node given two mirrors": dict(agent=AgentConfig(control_planes=["10.0.0.5:7443"]),
+                                   mirrors=["https://10.0.0.9:8600", "https://[fd00::9]:8600"], uid_of=lambda u: 999),
+    "control plane with a mirror, and node": dict(server=ServerConfig(), mirror=MirrorConfig(),
+                                                  agent=AgentConfig(control_planes=["127.0.0.1:7443"]),
+                                                  mirrors=["https://10.0.0.5:8600"], uid_of=lambda u: 999),
 }
 NETWORKS = {
     "IPv4": ["10.0.0.0/24", "192.168.7.0/24"],
@@ -206,11 +214,12 @@ def test_on_status_and_off_work_for_real_and_leave_every_other_table_alone(tmp_p
     again = json.loads((tmp_path / "again.json").read_text())
     assert again == {"on": True, "roles": ["control plane", "HA store"], "everyone": ["8080"],
                      "cluster": ["7443", "9091", "5432", "8008", "2379", "2380"],
-                     "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None}
+                     "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None, "engines_out": None}
     status = json.loads((tmp_path / "status.json").read_text())
     # Run again without SSH_CONNECTION: the second `on` replaced the table whole.
     assert status == {"on": True, "everyone": ["8080"], "cluster": ["2379-2380", "5432", "7443", "8008", "9091"],
-                      "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None, "refused_packets": 0}
+                      "networks": ["10.0.0.0/24", "fd00::/64"], "ssh_kept": None, "refused_packets": 0,
+                      "engines_out": None}
     assert "open to the cluster:    2379-2380, 5432, 7443, 8008, 9091" in (tmp_path / "status.txt").read_text()
     assert (tmp_path / "off.txt").read_text() == "firewall off: llmgw's table deleted\n"
     assert not (tmp_path / "firewall.nft").exists()
@@ -331,3 +340,187 @@ def test_every_port_the_agent_gives_an_engine_is_in_the_range_the_firewall_close
     closed = firewall.ephemeral_ports()
     ports = {engine_port() for _ in range(50)}
     assert all(closed.first <= port <= closed.last for port in ports), sorted(ports)
+
+
+# -- the model mirror: its port in, and a node's engines held to it on the way out
+
+def test_a_machine_running_the_mirror_opens_its_port_to_the_cluster_only():
+    rules = plan_rules(server=ServerConfig(), mirror=MirrorConfig(listen=Address(":8601")), networks=["10.0.0.0/24"])
+    assert "mirror" in rules.roles
+    assert "the model mirror (mTLS)" in [p.what for p in rules.internal if p.first == 8601]
+    assert "elements = { 7443, 8601, 9091 }" in render(rules)
+
+
+def test_a_node_given_a_mirror_holds_its_engines_to_the_mirror_its_control_planes_and_networks():
+    agent = AgentConfig(control_planes=["10.8.0.1:7443"], engines=EngineSettings(user="llmgw-engine"))
+    rules = plan_rules(agent=agent, networks=["10.0.0.0/24", "fd00::/64"], engines=ENGINES,
+                       mirrors=["https://10.7.0.2:8600", "https://10.0.0.9:8600/"],
+                       uid_of={"llmgw-engine": 990}.__getitem__)
+    assert rules.egress is not None
+    # 10.0.0.9 is inside 10.0.0.0/24 already: nft refuses overlapping elements, so the two are one.
+    assert [str(n) for n in rules.egress.to] == ["10.0.0.0/24", "10.7.0.2/32", "10.8.0.1/32", "fd00::/64"]
+    text = render(rules)
+    assert 'meta skuid 990 jump engines_out comment "llmgw-engine"' in text
+    chain = text.split("chain engines_out {", 1)[1].split("}", 1)[0].split("\n")
+    assert [line.strip() for line in chain if line.strip()] == [
+        'oif "lo" accept', "ct state established,related accept", "ip daddr @engines_out_v4 accept",
+        "ip6 daddr @engines_out_v6 accept",
+        'meta l4proto tcp counter reject with tcp reset comment "the engines\' connections beyond the cluster and '
+        'its mirrors, refused"',
+        'counter reject with icmpx admin-prohibited comment "the engines\' connections beyond the cluster and its '
+        'mirrors, refused"']
+    assert firewall.summary(rules)["engines_out"] == {
+        "user": "llmgw-engine", "mirrors": ["https://10.7.0.2:8600", "https://10.0.0.9:8600"],
+        "to": ["10.0.0.0/24", "10.7.0.2/32", "10.8.0.1/32", "fd00::/64"]}
+
+
+def test_without_a_mirror_a_node_has_no_output_rule_and_its_engines_are_left_alone():
+    rules = plan_rules(agent=AgentConfig(control_planes=["10.0.0.5:7443"]), networks=["10.0.0.0/24"],
+                       engines=ENGINES, uid_of=lambda u: 990)
+    assert rules.egress is None
+    assert "hook output" not in render(rules)
+
+
+def test_a_node_learns_its_mirrors_from_agent_yaml_and_server_yaml_when_none_are_given():
+    agent = AgentConfig(weights=WeightsSettings(mirror="https://10.0.0.9:8600"))
+    server = ServerConfig(mirror=MirrorSettings(url="https://10.0.0.9:8600", peers=["https://10.0.0.10:8600"]))
+    rules = plan_rules(server=server, agent=agent, networks=["10.0.0.0/24"], engines=ENGINES, uid_of=lambda u: 990)
+    assert rules.egress is not None
+    assert rules.egress.mirrors == ("https://10.0.0.9:8600", "https://10.0.0.10:8600")
+    given = plan_rules(server=server, agent=agent, networks=["10.0.0.0/24"], engines=ENGINES, uid_of=lambda u: 990,
+                       mirrors=["https://10.1.0.9:8600"])
+    assert given.egress is not None and given.egress.mirrors == ("https://10.1.0.9:8600",)
+
+
+def test_engines_run_as_the_agent_itself_get_no_output_rule_since_it_would_cut_off_the_agent():
+    agent = AgentConfig(engines=EngineSettings(user=""))
+    rules = plan_rules(agent=agent, networks=["10.0.0.0/24"], engines=ENGINES, mirrors=["https://10.0.0.9:8600"])
+    assert rules.egress is None
+
+
+def test_a_missing_engine_user_or_an_unresolvable_mirror_is_refused_in_one_sentence():
+    def nobody_here(user: str) -> int:
+        raise KeyError(user)
+
+    with pytest.raises(FirewallError) as refused:
+        plan_rules(agent=AgentConfig(), networks=["10.0.0.0/24"], engines=ENGINES,
+                   mirrors=["https://10.0.0.9:8600"], uid_of=nobody_here)
+    assert str(refused.value) == (
+        "the engine user llmgw-engine is not on this machine yet, so no rule can hold its engines to the mirror; "
+        "start the agent once (it makes the user) or make it with `useradd --system llmgw-engine`, then run this "
+        "again")
+    with pytest.raises(FirewallError, match=r"the mirror https://mirror.invalid:8600 names mirror.invalid, which "
+                                            r"does not resolve here"):
+        plan_rules(agent=AgentConfig(), networks=["10.0.0.0/24"], engines=ENGINES,
+                   mirrors=["https://mirror.invalid:8600"], uid_of=lambda u: 990, resolve=lambda host: [])
+    assert plan_rules(agent=AgentConfig(), networks=["10.0.0.0/24"], engines=ENGINES, uid_of=lambda u: 990,
+                      mirrors=["https://mirror.example:8600"], resolve=lambda host: ["10.5.0.9"]
+                      ).egress.to[1] == parse_network("10.5.0.9")  # type: ignore[union-attr]
+
+
+def test_the_command_refuses_a_mirror_that_is_not_an_address_and_one_given_to_a_machine_that_is_no_node(tmp_path):
+    (tmp_path / "agent.yaml").write_text("engines: {user: nobody}\nfirewall_networks: [10.0.0.0/24]\n")
+    (tmp_path / "server.yaml").write_text("{}\n")
+    bad = llmgw("firewall", "on", "--print", "--agent-config", str(tmp_path / "agent.yaml"), "--mirror", "10.0.0.9")
+    assert bad.returncode == 1
+    assert bad.stderr == "llmgw: --mirror '10.0.0.9' is not a mirror's address; write it as https://10.0.0.9:8600\n"
+    no_node = llmgw("firewall", "on", "--print", "--config", str(tmp_path / "server.yaml"),
+                    "--mirror", "https://10.0.0.9:8600")
+    assert no_node.returncode == 1
+    assert no_node.stderr.startswith("llmgw: --mirror holds a node's engines to the mirrors, and no agent.yaml is "
+                                     "here")
+
+
+def test_print_with_a_mirror_shows_the_engines_output_rule_and_nft_accepts_it(tmp_path):
+    (tmp_path / "agent.yaml").write_text("control_planes: ['10.0.0.5:7443']\nengines: {user: nobody}\n"
+                                         "firewall_networks: [10.0.0.0/24]\n")
+    (tmp_path / "mirror.yaml").write_text("listen: ':8600'\n")
+    printed = llmgw("firewall", "on", "--print", "--agent-config", str(tmp_path / "agent.yaml"),
+                    "--mirror-config", str(tmp_path / "mirror.yaml"), "--mirror", "https://10.7.0.9:8600",
+                    env={"SSH_CONNECTION": ""})
+    assert printed.returncode == 0, printed.stderr
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert f'meta skuid {nobody} jump engines_out comment "nobody"' in printed.stdout
+    assert "elements = { 10.0.0.0/24, 10.0.0.5/32, 10.7.0.9/32 }" not in printed.stdout  # 10.0.0.5 is joined in
+    assert "elements = { 10.0.0.0/24, 10.7.0.9/32 }" in printed.stdout
+    assert "8600" in printed.stdout.split("set internal_tcp", 1)[1].split("}", 1)[0]
+    assert nft_accepts(tmp_path, printed.stdout).returncode == 0
+
+
+# Inside `unshare --net`: the other machine (a second namespace, by veth) listens on an address inside the
+# cluster's network, on the mirror's (outside it) and on one that is neither. This machine connects to each as
+# the engine user and as root.
+ENGINE_EGRESS = r'''
+import json, os, socket, subprocess, sys
+
+out, agent, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def sh(command):
+    subprocess.run(command, shell=True, check=True)
+
+sh("ip link set lo up")
+other = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+try:
+    mine = os.readlink("/proc/self/ns/net")
+    while os.readlink(f"/proc/{other.pid}/ns/net") == mine:
+        pass
+    sh(f"ip link add here type veth peer name there && ip link set there netns {other.pid}")
+    sh("ip addr add 10.0.0.1/24 dev here && ip addr add 10.7.0.1/24 dev here && ip addr add 10.9.9.1/24 dev here "
+       "&& ip link set here up")
+    enter = f"nsenter --net=/proc/{other.pid}/ns/net"
+    sh(f"{enter} sh -c 'ip link set lo up && ip addr add 10.0.0.2/24 dev there && ip addr add 10.7.0.2/24 dev there "
+       "&& ip addr add 10.9.9.2/24 dev there && ip link set there up'")
+    listener = subprocess.Popen([*enter.split(), sys.executable, "-c",
+        "import socket, sys\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('0.0.0.0', {port})); s.listen(64); print('up', flush=True)\n"
+        "while True: s.accept()[0].close()\n"], stdout=subprocess.PIPE, text=True)
+    listener.stdout.readline()
+    sh(f"{sys.executable} -m llmgw firewall on --agent-config {agent} --mirror https://10.7.0.2:{port} "
+       f"--rules-file {out}/firewall.nft > {out}/on.txt")
+    probe = (
+        "import json, socket, sys\n"
+        "seen = {}\n"
+        "for host in ('10.0.0.2', '10.7.0.2', '10.9.9.2'):\n"
+        "    s = socket.socket(); s.settimeout(3)\n"
+        "    try:\n"
+        "        s.connect((host, int(sys.argv[1]))); seen[host] = 'connected'\n"
+        "    except OSError as e:\n"
+        "        seen[host] = type(e).__name__\n"
+        "    s.close()\n"
+        "print(json.dumps(seen))\n")
+    seen = {}
+    for who, prefix in (("engine", ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]),
+                        ("root", [])):
+        done = subprocess.run([*prefix, sys.executable, "-c", probe, str(port)], capture_output=True, text=True,
+                              check=True)
+        seen[who] = json.loads(done.stdout)
+    with open(f"{out}/seen.json", "w") as f:
+        json.dump(seen, f)
+    sh(f"{sys.executable} -m llmgw firewall status --json > {out}/status.json")
+    listener.kill()
+finally:
+    other.kill()
+'''
+
+
+def test_with_the_rule_on_the_engine_user_reaches_the_cluster_and_the_mirror_and_nothing_else(tmp_path):
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("control_planes: ['10.0.0.2:7443']\nengines: {user: nobody}\nfirewall_networks: [10.0.0.0/24]\n")
+    (tmp_path / "egress.py").write_text(ENGINE_EGRESS)
+    done = subprocess.run(["unshare", "--net", sys.executable, str(tmp_path / "egress.py"), str(tmp_path), str(agent),
+                           "18600"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SSH_CONNECTION": ""})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    # An engine's connection beyond the cluster is refused at once (a reset, not a wait for the timeout), and
+    # root, the agent, is not held by the rule at all.
+    assert seen == {"engine": {"10.0.0.2": "connected", "10.7.0.2": "connected",
+                               "10.9.9.2": "ConnectionRefusedError"},
+                    "root": {"10.0.0.2": "connected", "10.7.0.2": "connected", "10.9.9.2": "connected"}}
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["engines_out"]["user"] == "nobody"
+    assert status["engines_out"]["to"] == ["10.0.0.0/24", "10.7.0.2"]
+    assert status["engines_out"]["refused_packets"] >= 1
+    assert "engines (nobody) may connect to loopback and 10.0.0.0/24, 10.7.0.2/32 only" in \
+        (tmp_path / "on.txt").read_text()

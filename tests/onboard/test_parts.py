@@ -9,9 +9,41 @@ from llmgw.onboard.parts import PART, ChoiceError, Choices, command, plan
 
 def test_a_part_not_built_yet_cannot_be_turned_on_and_says_so():
     c = Choices()
-    said = c.toggle("mirror")
-    assert said == "Model mirror is not built yet in this version (docs/not-yet-built.md)."
+    said = c.toggle("media")
+    assert said == "Pictures and 3D is not built yet in this version (docs/not-yet-built.md)."
+    assert not c.is_on("media")
+
+
+def test_the_model_mirror_is_left_out_unless_chosen_and_once_chosen_is_in_the_plan_and_the_command():
+    c = Choices(starter="sim")
     assert not c.is_on("mirror")
+    assert {line.part: line for line in plan(c)}["mirror"].sentence == (
+        "Model mirror: left out; each node fetches its own weights.")
+    assert c.toggle("mirror") == ""
+    c.mirror_dir = "/data/mirror"
+    c.check()
+    assert {line.part: line for line in plan(c)}["mirror"].sentence == (
+        "Model mirror: on this machine, files in /data/mirror; nodes fetch weights from it only.")
+    assert command(c) == "llmgw server init --install --starter sim --mirror --mirror-dir /data/mirror"
+    c.machines = 3
+    assert "on this machine and the second, each the other's peer" in {
+        line.part: line for line in plan(c)}["mirror"].sentence
+
+
+@pytest.mark.parametrize(("field", "value", "sentence"), [
+    ("mirror_dir", "mirror", 'the mirror\'s folder "mirror" is not a full path; give one such as '
+                             "/var/cache/llmgw/mirror or /data/mirror."),
+    ("mirror_listen", "8600", 'the mirror\'s address "8600" is not one to listen on; write it as :8600 or '
+                              "10.0.0.5:8600."),
+    ("mirror_listen", ":7443", "the mirror's port 7443 is the agent port too; give the mirror another."),
+])
+def test_a_mirror_choice_that_cannot_be_installed_is_refused_naming_the_mirror(field, value, sentence):
+    c = Choices()
+    c.toggle("mirror")
+    setattr(c, field, value)
+    with pytest.raises(ChoiceError) as e:
+        c.check()
+    assert (e.value.part, str(e.value)) == ("mirror", sentence)
 
 
 def test_a_part_built_but_not_placed_by_setup_says_where_to_add_it_afterwards():
