@@ -185,3 +185,23 @@ def test_every_collected_test_the_measured_list_names_is_marked_slow(request):
     for item in (named, other):
         conftest.pytest_itemcollected(item)
     assert (named.marks, other.marks) == (["slow"], [])
+
+
+def test_the_modules_measured_heaviest_start_first_and_the_rest_keep_the_seeds_order(request):
+    from tests import conftest
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    class Config:
+        stash = {conftest._MEASURED_SLOW: {"tests/a.py::t1": 15.0, "tests/a.py::t2": 10.0, "tests/b.py::t1": 60.0,
+                                           "tests/c.py::t1": 3.0}}
+
+    order = ["tests/c.py::t1", "tests/a.py::t2", "tests/a.py::t1", "tests/d.py::t1", "tests/b.py::t1",
+             "tests/d.py::t2"]
+    items = [Item(n) for n in order]
+    conftest._heaviest_modules_first(Config(), items)
+    # b (60 s) then a (25 s, its tests in the order given), then c and d as the seed had them.
+    assert [i.nodeid for i in items] == ["tests/b.py::t1", "tests/a.py::t2", "tests/a.py::t1", "tests/c.py::t1",
+                                         "tests/d.py::t1", "tests/d.py::t2"]
