@@ -137,7 +137,8 @@ def _list(args) -> int:
         rows.append([f"{f['repo']}/{f['path']}", f["commit"][:12], _size(f["size"]), (f["sha256"] or "-")[:12],
                      f["scan"] or "-", ", ".join(f["models"]) or "-", state])
     table(["file", "commit", "size", "sha256", "scan", "models", "state"], rows)
-    print(f"{len(listing['files'])} files, {_size(listing['used_bytes'])} held")
+    count = len(listing["files"])
+    print(f"{count} file{'' if count == 1 else 's'}, {_size(listing['used_bytes'])} held")
     return 0
 
 

@@ -20,6 +20,7 @@ import yaml
 
 from llmgw.config.agent import AgentConfig
 from llmgw.config.loader import field_hints, parse_yaml, to_dict
+from llmgw.config.mirror import MirrorConfig
 from llmgw.config.server import CLUSTER_KEYS, MACHINE_KEYS, ServerConfig
 from llmgw.config.types import Address, AddressOrOff, Duration, Size
 
@@ -204,6 +205,7 @@ def _section(keys: list[_Key], kept_by: str) -> list[str]:
 _MACHINE = "this machine's own, read from its server.yaml at start"
 _CLUSTER = "the cluster's, changed with `llmgw ctl config set`"
 _NODE = "this node's own, read from its agent.yaml at start"
+_MIRROR = "this mirror's own, read from its mirror.yaml at start"
 
 
 def render_reference() -> str:
@@ -243,6 +245,15 @@ def render_reference() -> str:
         "",
     ]
     lines += _section(_keys(AgentConfig), _NODE)
+    lines += [
+        "## mirror.yaml",
+        "",
+        "A model mirror's configuration, `/etc/llmgw/mirror.yaml` unless `--config` says otherwise, read by "
+        "`llmgw mirror serve` at start; without the file every default holds. Which mirrors the control planes "
+        "and nodes use is the cluster's `mirror` settings above (docs/mirror.md).",
+        "",
+    ]
+    lines += _section(_keys(MirrorConfig), _MIRROR)
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"

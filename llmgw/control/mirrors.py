@@ -38,6 +38,8 @@ class Seen:
     url: str
     ok: bool | None = None
     at: float = 0.0
+    since: float = 0.0
+    """When it began to answer, or stopped: the last change of `ok`."""
     error: str = ""
     files: list[dict[str, Any]] = field(default_factory=list)
 
@@ -129,10 +131,13 @@ class MirrorKeeper:
         except MirrorError as e:
             if seen.ok is not False:
                 log.warning("the model mirror at %s: %s", seen.url, e)
+                seen.since = self.clock()
             seen.ok, seen.at, seen.error = False, self.clock(), str(e)
             return
         if seen.ok is False:
             log.info("the model mirror at %s answers again", seen.url)
+        if seen.ok is not True:
+            seen.since = self.clock()
         seen.ok, seen.at, seen.error = True, self.clock(), ""
         seen.files = list(listing.get("files") or [])
 
@@ -159,7 +164,7 @@ class MirrorKeeper:
                 row["mirrors"][seen.url] = {"state": f.get("state"), "progress": f.get("progress")}
                 if f.get("state") == "held":
                     row.update({k: f[k] for k in ("size", "sha256", "scan", "origin") if k in f})
-        return {"mirrors": [{"url": s.url, "ok": s.ok, "at": s.at, "error": s.error,
+        return {"mirrors": [{"url": s.url, "ok": s.ok, "at": s.at, "since": s.since, "error": s.error,
                              "held": sum(1 for f in s.files if f.get("state") == "held")}
                             for s in self.seen.values()],
                 "files": [files[k] for k in sorted(files)]}

@@ -55,6 +55,8 @@ class Progress:
     """fetching, checking, failed."""
     error: str = ""
     since: float = 0.0
+    scan: str = ""
+    """Hugging Face's scan of the file, as it was given to fetch it: a refused unsafe file is listed as such."""
 
     def as_dict(self) -> dict[str, object]:
         return {"done": self.done, "total": self.total, "phase": self.phase, "error": self.error}
@@ -127,7 +129,7 @@ class Fetcher:
 
     async def _fetch(self, wanting: Wanting) -> Held:
         name = str(wanting.key)
-        progress = self.progress[name] = Progress(total=wanting.size, since=self._clock())
+        progress = self.progress[name] = Progress(total=wanting.size, since=self._clock(), scan=wanting.scan)
         try:
             if wanting.scan.lower() == UNSAFE:
                 raise Refused(f"Hugging Face's scan marks {name} unsafe; the mirror does not keep it. Use another "

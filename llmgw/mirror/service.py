@@ -176,7 +176,8 @@ class Mirror:
             raise MirrorError(f"{key} is what {', '.join(users)} load{'s' if len(users) == 1 else ''}; remove "
                               f"{'that model' if len(users) == 1 else 'those models'} from the catalog first "
                               "(llmgw ctl model remove)", 409)
-        if self.holdings.get(key) is None and not self.fetcher.busy(key):
+        failed = self.fetcher.progress.get(str(key))
+        if self.holdings.get(key) is None and not self.fetcher.busy(key) and failed is None:
             raise MirrorError(f"the mirror holds no {key}; `llmgw mirror list` says what it holds", 404)
         self.holdings.remove(key)
         self.holdings.save()
@@ -185,7 +186,8 @@ class Mirror:
     def match(self, text: str) -> list[FileKey]:
         """The held files `text` names: a whole key, or ORG/REPO[/COMMIT] for all of them."""
         text = text.strip("/")
-        found = [h.key for name, h in self.holdings.held.items() if name == text or name.startswith(text + "/")]
+        names = [*self.holdings.held, *(n for n, p in self.fetcher.progress.items() if p.phase == "failed")]
+        found = [FileKey.parse(n) for n in dict.fromkeys(names) if n == text or n.startswith(text + "/")]
         if not found:
             raise MirrorError(f"the mirror holds nothing under {text}; `llmgw mirror list` says what it holds", 404)
         return sorted(found, key=str)
@@ -209,7 +211,7 @@ class Mirror:
             if name not in self.holdings.held and name not in self.holdings.wanted:
                 key = FileKey.parse(name)
                 rows.append({"key": name, "repo": key.repo, "commit": key.commit, "path": key.path,
-                             "size": progress.total, "sha256": "", "scan": "", "origin": "", "added_at": 0,
+                             "size": progress.total, "sha256": "", "scan": progress.scan, "origin": "", "added_at": 0,
                              "models": [], "state": progress.phase, "progress": progress.as_dict()})
         return {"files": rows, "used_bytes": self.holdings.used_bytes(), "peers": self.peers}
 

@@ -1,12 +1,12 @@
 import dataclasses
 from dataclasses import dataclass
 
-from llmgw.config import AgentConfig, ServerConfig
+from llmgw.config import AgentConfig, MirrorConfig, ServerConfig
 from llmgw.config.reference import missing_docs, render_reference, write_reference
 
 
 def test_every_configuration_key_has_a_docstring():
-    missing = missing_docs(ServerConfig, AgentConfig)
+    missing = missing_docs(ServerConfig, AgentConfig, MirrorConfig)
     assert missing == [], f"these fields have no docstring under them: {', '.join(missing)}"
 
 
@@ -50,6 +50,16 @@ def test_the_reference_lists_every_key_with_its_default():
     assert "| `log.format` | one of text\\|json | `text` |" in server
     assert "| `models[].name` | string | required |" in server
     assert "| `discovery.skip_gpus` | boolean | `false` |" in agent
+
+
+def test_the_reference_lists_mirror_yaml_after_agent_yaml_as_the_mirrors_own():
+    mirror = render_reference().split("## mirror.yaml")[1]
+    for path, _ in _leaf_paths(MirrorConfig):
+        assert f"### `{path}`" in mirror, path
+    assert "| `listen` | address | `:8600` |" in mirror
+    assert "| `tls.ca_file` | string | `\"\"` |" in mirror
+    assert "this mirror's own, read from its mirror.yaml at start" in mirror
+    assert "llmgw ctl config set" not in mirror
 
 
 def test_the_reference_says_which_keys_are_the_clusters():

@@ -1,5 +1,6 @@
 """The admin pages under /admin: people, the tree, keys, the audit log and the settings here;
-models, nodes, guardrails, the MCP servers and usage beside them (docs/portal.md, "Admin pages").
+models, nodes, the model mirror, guardrails, the MCP servers and usage beside them (docs/portal.md, "Admin
+pages").
 
 Every page calls the same services the admin API and the CLI call (People,
 Accounts, the store's tree, validated_change), acting as the person reading
