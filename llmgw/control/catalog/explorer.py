@@ -3,8 +3,9 @@
 For each repository the search lists, its files are read at the commit (sizes and Hugging Face's scan) and
 each weight format it offers — every GGUF quantisation (a split one as a whole), the safetensors checkpoint —
 is judged through the same planner as `llmgw ctl model plan` (layouts.py) on the nodes as they are, at 4,096
-tokens of context, by its size alone (a header is not read for each). What cannot run here is left out and
-counted, by why:
+tokens of context: by its size, and by the layers and attention its smallest GGUF's header (the first 256 KiB)
+and its config.json say, so the room its context takes is counted as serving would count it (by size alone
+where they cannot be read). What cannot run here is left out and counted, by why:
 
     too big       no way the planner offers fits any node
     fp8           FP8 weights, and no card of compute capability 8.9 or more
@@ -19,18 +20,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmgw.config import HubSettings
+from llmgw.control.catalog.changes import Refusal
 from llmgw.control.catalog.cluster import NodeView
 from llmgw.control.catalog.layouts import FP8_CC, GB, Layout, ModelShape, plan
-from llmgw.control.catalog.shapes import active_share
+from llmgw.control.catalog.shapes import Described, active_share, checkpoint_shape, gguf_shape
 from llmgw.engines import is_pickle
 from llmgw.hub import Found, Hub, HubError, RepoInfo
 
 EXPLORE_CONTEXT = 4096
+# Of each repository's smallest GGUF: the keys that say its layers and attention come before its vocabulary, and
+# a search reads twenty repositories at once (the plan of one model reads 16 MiB).
+HEADER_READ = 256 << 10
 _QUANT = re.compile(r"(IQ\d_[A-Z0-9_]+|Q\d_K(?:_[SML])?|Q\d_\d|Q\d_K|F16|BF16|F32|FP8|MXFP4)", re.IGNORECASE)
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
@@ -90,18 +95,40 @@ async def explore(hub: Hub, settings: HubSettings, nodes: Sequence[NodeView], qu
             return None  # gone or closed between the search and the read: not listed
 
     infos = await asyncio.gather(*(read(f) for f in found))
+    shapes = await asyncio.gather(*(read_shapes(hub, info) for info in infos if info is not None))
+    shaped = iter(shapes)
     out = Explored(query)
     for f, info in zip(found, infos, strict=True):
         if info is None:
             continue
-        candidate = judge(f, info, settings, nodes)
+        candidate = judge(f, info, settings, nodes, *next(shaped))
         out.candidates.append(candidate)
         if candidate.left_out:
             out.left_out[candidate.left_out] = out.left_out.get(candidate.left_out, 0) + 1
     return out
 
 
-def judge(found: Found, info: RepoInfo, settings: HubSettings, nodes: Sequence[NodeView]) -> Candidate:
+async def read_shapes(hub: Hub, info: RepoInfo) -> tuple[ModelShape | None, ModelShape | None]:
+    """What the repository's GGUF header (its smallest quantisation's, whose keys the others share) and its
+    config.json say of its layers and attention, so that each choice's room for the context is judged as serving
+    would judge it; (None, None) where they cannot be read, and sizes alone are judged by."""
+    ggufs = _gguf_sets(info)
+
+    async def one(reading: Awaitable[Described]) -> ModelShape | None:
+        try:
+            return (await reading).shape
+        except (HubError, Refusal):
+            return None
+    gguf = one(gguf_shape(hub, info, min(ggufs, key=lambda n: ggufs[n]), HEADER_READ)) if ggufs else None
+    checkpoint = (one(checkpoint_shape(hub, info))
+                  if any(n.endswith(".safetensors") for n in info.files) and "config.json" in info.files else None)
+    got = await asyncio.gather(*(r for r in (gguf, checkpoint) if r is not None))
+    shapes = iter(got)
+    return (next(shapes) if gguf is not None else None), (next(shapes) if checkpoint is not None else None)
+
+
+def judge(found: Found, info: RepoInfo, settings: HubSettings, nodes: Sequence[NodeView],
+          gguf: ModelShape | None = None, checkpoint: ModelShape | None = None) -> Candidate:
     publisher = found.repo_id.split("/", 1)[0]
     scans = [f.scan for f in info.files.values()]
     worst = max(scans, key=lambda s: _SCAN_ORDER.index(s) if s in _SCAN_ORDER else 0, default="")
@@ -114,11 +141,11 @@ def judge(found: Found, info: RepoInfo, settings: HubSettings, nodes: Sequence[N
     if not ggufs and not safetensors:
         pickled = any(is_pickle(name) for name in info.files)
         return dataclasses.replace(head, left_out="pickle only" if pickled else "no weights")
-    choices = [_choice(name, "gguf", size, found.repo_id, nodes) for name, size in ggufs.items()]
+    choices = [_choice(name, "gguf", size, found.repo_id, nodes, gguf) for name, size in ggufs.items()]
     if safetensors:
-        fp8 = "fp8" in found.repo_id.lower()
+        fp8 = "fp8" in found.repo_id.lower() or (checkpoint is not None and checkpoint.fp8)
         choices.append(_choice("safetensors", "fp8" if fp8 else "safetensors", sum(f.size for f in safetensors),
-                               found.repo_id, nodes))
+                               found.repo_id, nodes, checkpoint))
     runnable = tuple(c for c in choices if c.runs)
     if runnable:
         return dataclasses.replace(head, choices=tuple(choices))
@@ -142,9 +169,14 @@ def _gguf_sets(info: RepoInfo) -> dict[str, int]:
     return sets
 
 
-def _choice(name: str, fmt: str, size: int, repo: str, nodes: Sequence[NodeView]) -> Choice:
-    shape = ModelShape(weights_bytes=size, format="gguf" if fmt == "gguf" else "safetensors", fp8=fmt == "fp8",
-                       active_share=active_share(f"{repo}/{name}", 0, 0))
+def _choice(name: str, fmt: str, size: int, repo: str, nodes: Sequence[NodeView],
+            read: ModelShape | None = None) -> Choice:
+    if read is not None:
+        # The header's layers and attention; this choice's own size (a quantisation of the same model).
+        shape = dataclasses.replace(read, weights_bytes=size, fp8=fmt == "fp8")
+    else:
+        shape = ModelShape(weights_bytes=size, format="gguf" if fmt == "gguf" else "safetensors", fp8=fmt == "fp8",
+                           active_share=active_share(f"{repo}/{name}", 0, 0))
     ways = [w for w in plan(shape, nodes, EXPLORE_CONTEXT) if w.offered]
     label = _quant(name) if fmt == "gguf" else fmt
     source = f"hf:{repo}/{name}" if fmt == "gguf" else f"hf:{repo}"

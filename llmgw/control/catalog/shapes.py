@@ -46,13 +46,14 @@ async def describe_source(hub: Hub, source: str) -> Described:
     try:
         info = await hub.repo(hf.repo_id, hf.revision)
         if hf.path:
-            return await _gguf(hub, info, hf.path)
-        return await _checkpoint(hub, info)
+            return await gguf_shape(hub, info, hf.path)
+        return await checkpoint_shape(hub, info)
     except HubError as e:
         raise Refusal(N_("{reason}"), e.status, "hub", params={"reason": str(e)}) from None
 
 
-async def _gguf(hub: Hub, info: RepoInfo, path: str) -> Described:
+async def gguf_shape(hub: Hub, info: RepoInfo, path: str, first: int = HEADER_BYTES) -> Described:
+    """A GGUF's shape from the first `first` bytes of its header (its first part's, for a split one)."""
     if not path.lower().endswith(".gguf"):
         raise Refusal(N_("{path} is not a GGUF file; name one, or give hf:{repo} alone for its safetensors"),
                       400, "invalid_source", params={"path": path, "repo": info.repo_id})
@@ -61,7 +62,7 @@ async def _gguf(hub: Hub, info: RepoInfo, path: str) -> Described:
                       "not_found", params={"repo": info.repo_id, "name": path, "revision": info.commit,
                                            "commit": info.commit, "listed": _listed(info, ".gguf")})
     parts = _split_parts(info, path)
-    meta = gguf_metadata(await hub.read(info.repo_id, info.commit, parts[0].path, HEADER_BYTES))
+    meta = gguf_metadata(await hub.read(info.repo_id, info.commit, parts[0].path, first))
     arch = str(meta.get("general.architecture", ""))
 
     def number(key: str) -> int:
@@ -79,7 +80,8 @@ async def _gguf(hub: Hub, info: RepoInfo, path: str) -> Described:
     return Described(shape, info.repo_id, info.commit, tuple(p.path for p in parts))
 
 
-async def _checkpoint(hub: Hub, info: RepoInfo) -> Described:
+async def checkpoint_shape(hub: Hub, info: RepoInfo) -> Described:
+    """A safetensors checkpoint's shape from its config.json."""
     weights = [f for name, f in sorted(info.files.items()) if name.endswith(".safetensors")]
     if not weights:
         ggufs = _listed(info, ".gguf")

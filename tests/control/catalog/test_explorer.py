@@ -68,3 +68,22 @@ async def test_safetensors_alone_on_a_cluster_without_cards_is_left_out_saying_s
 async def test_a_search_that_finds_nothing_is_an_empty_list(hub):
     explored = await explore(HubClient(hub.url), SETTINGS, [node("cpu01")], "no-such-model")
     assert explored.candidates == [] and explored.left_out == {}
+
+
+async def test_the_context_a_model_needs_is_read_from_its_smallest_gguf_header_and_judged_as_serving_would():
+    hub = await Hub().start()
+    try:
+        # Weights of a few kilobytes, and the attention of a 70B: 80 layers, 8 KV heads of 128, 320 KiB a token,
+        # 1.3 GB at the explorer's 4,096 tokens, which a node of 1 GB cannot hold however small the weights.
+        wide = gguf_bytes(block_count=80, embedding_length=8192, head_count=64, head_count_kv=8)
+        hub.repo("Qwen/Wide-GGUF", files={"wide-Q4_K_M.gguf": wide, "wide-Q8_0.gguf": wide + b"\0" * 4096})
+        explored = await explore(HubClient(hub.url), SETTINGS, [node("small", memory_mb=1024)], "wide")
+        assert explored.left_out == {"too big": 1}
+        explored = await explore(HubClient(hub.url), SETTINGS, [node("big", memory_mb=8192)], "wide")
+        assert [(c.name, c.runs) for c in explored.candidates[0].choices] == [("Q4_K_M", True), ("Q8_0", True)]
+        # One ranged read of the smallest quantisation's header, however many quantisations it has.
+        reads = [h for h in hub.hits if h.kind in ("resolve", "cdn") and h.range]
+        assert {h.path.rsplit("/", 1)[-1] for h in reads} == {"wide-Q4_K_M.gguf"}
+        assert all(h.range == f"bytes=0-{(256 << 10) - 1}" for h in reads)
+    finally:
+        await hub.stop()
