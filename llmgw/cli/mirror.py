@@ -1,7 +1,8 @@
 """`llmgw mirror`: the model mirror's process, and the commands that change what it keeps (docs/mirror.md).
 
-The commands other than `serve` talk to the mirror running on this machine, over its TLS port, with this machine's
-control plane certificate (so they run as root, or as the user the mirror runs as).
+The commands other than `serve` and `add-peer` talk to the mirror running on this machine, over its TLS port, with
+the certificate it serves with (so they run as root, or as the user the mirror runs as). `add-peer` installs a
+second mirror on another machine over SSH (onboard/mirroradd.py).
 """
 
 from __future__ import annotations
@@ -58,6 +59,39 @@ def register(commands) -> None:
     imports.add_argument("dir", metavar="DIR")
     imports.set_defaults(run=_import)
 
+    from llmgw.cli.main import admin_options
+    from llmgw.cli.sshinstall import copy_options, login_options
+
+    peer = sub.add_parser(
+        "add-peer", parents=[admin_options()],
+        help="install a second mirror on another machine over SSH, kept in step with this one",
+        description="Run as root where a mirror and a control plane run. Log in to USER@HOST, copy this program "
+                    "there, make the mirror's key there (it never leaves that machine) and have the cluster CA sign "
+                    "its certificate, write mirror.yaml naming this mirror as its peer, and install and start "
+                    "llmgw-mirror.service there. Then wait for it to answer, and name it in this mirror's "
+                    "mirror.yaml and in the cluster's mirror.peers. Each step can run again and says \"unchanged\" "
+                    "when there was nothing to do (docs/mirror.md).")
+    peer.add_argument("ssh", metavar="USER@HOST[:PORT]", help="the machine to install the mirror on")
+    peer.add_argument("--config", metavar="PATH", help=f"this mirror's mirror.yaml (default {DEFAULT_CONFIG})")
+    peer.add_argument("--name", help="the mirror's name in its certificate (default: the host)")
+    peer.add_argument("--listen", default=":8600", metavar="ADDR",
+                      help="where the new mirror listens, on its machine (default :8600)")
+    peer.add_argument("--dir", default="/var/cache/llmgw/mirror", metavar="DIR",
+                      help="where the new mirror keeps its files: the largest disk there "
+                           "(default /var/cache/llmgw/mirror)")
+    peer.add_argument("--url", metavar="URL",
+                      help="this mirror's address as the new one reaches it (default: from mirror.yaml's listen "
+                           "and this machine's address on its default route)")
+    login_options(peer)
+    peer.add_argument("--port", type=int, metavar="N", help="the SSH port (default 22, or the one in USER@HOST)")
+    peer.add_argument("--root", metavar="DIR",
+                      help="install under DIR on that machine instead of / (for tests); implies --services "
+                           "supervised")
+    peer.add_argument("--services", choices=("systemd", "supervised"),
+                      help="who keeps the mirror running there (default: systemd where it runs the machine)")
+    copy_options(peer, "the mirror")
+    peer.set_defaults(run=_add_peer)
+
 
 def _config(args):
     from llmgw.config import ConfigError, load_mirror_config
@@ -79,6 +113,7 @@ def _serve(args) -> int:
     from llmgw.mirror import serve
 
     cfg = _config(args)
+    path = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
     logsetup.setup("info", "text")
     try:
         import uvloop
@@ -87,7 +122,7 @@ def _serve(args) -> int:
     except ImportError:  # not built for this platform; asyncio's own loop does the same work
         pass
     try:
-        asyncio.run(serve(cfg))
+        asyncio.run(serve(cfg, path))
     except ExpectedError as e:
         print(f"llmgw: mirror: {e}", file=sys.stderr)
         return 1
@@ -184,3 +219,32 @@ def _import(args) -> int:
     print(f"{len(answer['imported'])} imported, {len(answer['already'])} already held, "
           f"{len(answer['refused'])} refused")
     return 0 if not answer["refused"] else 1
+
+
+def _add_peer(args) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from llmgw.cli.ctl import client
+    from llmgw.cli.output import emit_json
+    from llmgw.cli.sshinstall import _reporter, _systemd_in_a_directory, credentials
+    from llmgw.onboard import MirrorAdd, Progress, Target, add_peer, program_file
+
+    if _systemd_in_a_directory(args):
+        return 2
+    admin = client(args)
+    target = Target.parse(args.ssh, args.port)
+    known_hosts = Path(args.known_hosts) if args.known_hosts else Path(admin.token_path).parent / "known_hosts"
+    job = MirrorAdd(target=target, credentials=credentials(args, str(target)), known_hosts=known_hosts,
+                    program=program_file(args.program), root=args.root or "/",
+                    services=args.services or ("supervised" if args.root else None), name=args.name,
+                    wait=args.wait, listen=args.listen, folder=args.dir, config=args.config or DEFAULT_CONFIG,
+                    url=args.url or "")
+    steps: list[Progress] = []
+    report = _reporter(args, steps)
+    peer = asyncio.run(add_peer(job, admin, report))
+    if args.json:
+        emit_json({"mirror": peer, "steps": [p.__dict__ for p in steps]})
+        return 0
+    print(f"\n{peer['url']} is a mirror kept in step with {peer['peer_of']}, and in the cluster's mirror.peers.")
+    return 0

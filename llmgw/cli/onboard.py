@@ -1,7 +1,8 @@
 """`llmgw onboard …`: the program's own half of an install, run on the machine being installed.
 
-Hidden from --help and docs/cli.md: people run `llmgw node add --ssh`, which
-copies this program to the machine and runs these there.
+Hidden from --help and docs/cli.md: people run `llmgw node add --ssh` (or
+`server add --ssh`, `mirror add-peer`), which copies this program to the
+machine and runs these there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ def register(commands) -> None:
                                                   "JSON lines on stdout. Run as root.")
     server.add_argument("--root", default="/", help="the install's root directory")
     server.set_defaults(run=run_server)
+    for name, what in (("mirror-key", "Make this machine's model mirror key and print a certificate request for "
+                                       "it"),
+                       ("mirror", "Install this machine's model mirror with the certificate in the plan")):
+        mirror = sub.add_parser(name, description=f"{what}: the plan (JSON) on stdin, progress as JSON lines on "
+                                                  "stdout. Run as root, by llmgw mirror add-peer.")
+        mirror.add_argument("--root", default="/", help="the install's root directory")
+        mirror.set_defaults(run=run_mirror)
     store = sub.add_parser("store", description="Make this machine one of the three-machine store's: the plan "
                                                 "(JSON, with the store's passwords) on stdin, progress as JSON "
                                                 "lines on stdout. Run as root.")
@@ -52,6 +60,12 @@ def run_server(args: argparse.Namespace) -> int:
     from llmgw.onboard import standby
 
     return standby.main(args.root)
+
+
+def run_mirror(args: argparse.Namespace) -> int:
+    from llmgw.onboard import onboard_mirror
+
+    return onboard_mirror(args.root, args.onboard_command)
 
 
 def run_store(args: argparse.Namespace) -> int:

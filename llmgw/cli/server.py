@@ -222,8 +222,7 @@ def _install_uvloop() -> None:
 def _install_flags(init: argparse.ArgumentParser) -> None:
     """`server init --install`: the whole install the setup screens do, as flags."""
     from llmgw.cli import sshinstall
-    from llmgw.onboard import STARTERS
-    from llmgw.onboard.defaults import MIRROR_DIR, MIRROR_LISTEN
+    from llmgw.onboard import MIRROR_DIR, MIRROR_LISTEN, STARTERS
 
     g = init.add_argument_group("the whole install (--install), as the setup screens do it")
     g.add_argument("--install", action="store_true",

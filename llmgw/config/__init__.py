@@ -38,7 +38,7 @@ from llmgw.config.loader import (
     to_dict,
     unset_path,
 )
-from llmgw.config.mirror import MirrorConfig, MirrorSettings, load_mirror_config
+from llmgw.config.mirror import MirrorConfig, MirrorSettings, check_mirror_url, load_mirror_config
 from llmgw.config.notify import NotifySettings
 from llmgw.config.router import AdmissionSettings, ModelSettings, Price, RouterSettings, Timeouts
 from llmgw.config.server import (
@@ -81,6 +81,7 @@ __all__ = [
     "get_path",
     "load_agent_config",
     "load_mirror_config",
+    "check_mirror_url",
     "load_file",
     "load_server_config",
     "set_path",

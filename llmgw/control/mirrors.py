@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmgw.config import MirrorSettings
+import aiohttp
+
+from llmgw.config import HubSettings, MirrorSettings
 from llmgw.control.catalog.spec import load_spec
-from llmgw.hub import SourceError, parse_source
+from llmgw.hub import Hub, SourceError, parse_source
 from llmgw.mirror import MirrorClient, MirrorError
 from llmgw.protocol import EngineProfile
 from llmgw.store import CatalogStore, StoreError
@@ -75,6 +77,18 @@ def file_key(source: str) -> str:
     if not hf.pinned or not hf.path:
         return ""
     return f"{hf.repo_id}/{hf.revision}/{hf.path}"
+
+
+def hub_client(hub: HubSettings, mirrors: MirrorSettings, ssl_context: ssl.SSLContext | None) -> Hub:
+    """The hub a control plane pins through (hub.endpoint): Hugging Face's, or one of the cluster's mirrors, which
+    answers for what it holds (an air-gapped site, docs/mirror.md) and is dialed with this control plane's
+    certificate, as the mirrors are."""
+    endpoint = hub.endpoint.rstrip("/")
+    if ssl_context is None or endpoint not in mirrors.addresses:
+        return Hub(hub.endpoint, hub.token_file)
+    timeout = aiohttp.ClientTimeout(total=30)
+    return Hub(hub.endpoint, "", session=lambda: aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=ssl_context), timeout=timeout))
 
 
 class MirrorKeeper:

@@ -28,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from llmgw import __version__, heap
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
-from llmgw.config import ClusterSettings, ServerConfig, cluster_part, own_secrets
+from llmgw.config import ClusterSettings, HubSettings, ServerConfig, cluster_part, own_secrets
 from llmgw.control.adminapi import make_admin_app
 from llmgw.control.announce import announcement
 from llmgw.control.catalog import Demand
@@ -36,6 +36,7 @@ from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
+from llmgw.control.mirrors import hub_client
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.scrapetargets import ScrapeTargets
 from llmgw.control.settings import ClusterSettingsWatcher
@@ -44,6 +45,7 @@ from llmgw.control.upgrade import UpgradeMachine, Upgrader
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.events import Events
 from llmgw.guard import missing_detectors
+from llmgw.hub import Hub
 from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
@@ -176,6 +178,10 @@ class ControlPlane:
     def answers_itself(self) -> bool:
         """Whether /v1 is answered here: on the leader, and on a standby following it (active-active)."""
         return self.lease.leading or self.exchange.fresh() or self.lease.cut_off
+
+    def hub_client(self, hub: HubSettings) -> Hub:
+        """The hub models are pinned through: hub.endpoint, over the cluster's TLS when it names a model mirror."""
+        return hub_client(hub, self.settings.current.mirror, self.trust.client_context())
 
     def demand(self) -> Demand:
         """What every router of the cluster asks of placement: this machine's, and the standbys' in the exchange."""

@@ -2,12 +2,17 @@
 
 It prints one line once it listens (`mirror listening on https://HOST:PORT`), which the setup, the systemd unit's
 journal and the tests wait for. A download under way when it stops is carried on at the next start (Range).
+
+mirror.yaml's `peers` are read again whenever the file changes (looked at every RELOAD_EVERY_S): `llmgw mirror
+add-peer` names a new peer there, and the mirror keeps in step with it without a restart that would cut the
+downloads under way. Every other key takes effect at the next start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -21,6 +26,8 @@ from llmgw.mirror.api import make_app
 from llmgw.mirror.service import Mirror
 
 log = logging.getLogger("llmgw.mirror")
+
+RELOAD_EVERY_S = 2.0
 
 
 class MirrorStartError(ExpectedError):
@@ -48,7 +55,35 @@ def shown(sock: socket.socket) -> str:
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-async def serve(cfg: MirrorConfig) -> None:
+def _changed_at(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+async def _read_peers_again(mirror: Mirror, path: str) -> None:
+    """mirror.yaml's peers, taken whenever the file changes; a file that no longer loads keeps the peers as they
+    were, said once in the log."""
+    from llmgw.config import ConfigError, load_mirror_config
+
+    seen = _changed_at(path)
+    while True:
+        await asyncio.sleep(RELOAD_EVERY_S)
+        now = _changed_at(path)
+        if now == seen or now is None:
+            continue
+        seen = now
+        try:
+            cfg = await asyncio.to_thread(load_mirror_config, path)
+        except ConfigError as e:
+            log.error("%s changed and does not load (%s); the peers stay as they were", path, e)
+            continue
+        if mirror.set_peers(list(cfg.peers)):
+            log.info("%s changed: keeping in step with %s", path, ", ".join(mirror.peers) or "no peer")
+
+
+async def serve(cfg: MirrorConfig, config_path: str | None = None) -> None:
     server_ssl, peer_ssl = tls.server_context(cfg), tls.client_context(cfg)
     sock = bind(cfg)
     mirror = Mirror(cfg, peer_ssl)
@@ -60,9 +95,12 @@ async def serve(cfg: MirrorConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"mirror listening on {shown(sock)}, keeping {len(mirror.holdings.held)} files in {cfg.dir}", flush=True)
+    watcher = loop.create_task(_read_peers_again(mirror, config_path)) if config_path else None
     try:
         await stop.wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await runner.cleanup()

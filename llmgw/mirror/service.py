@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import ssl
@@ -55,6 +56,7 @@ class Mirror:
                                                  for p in cfg.peers}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stepping = False
 
     # running
 
@@ -62,9 +64,24 @@ class Mirror:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._keep_loop()))
         if self.peers:
-            from llmgw.mirror.peers import keep_in_step
+            self._keep_in_step()
 
-            self._tasks.append(loop.create_task(keep_in_step(self)))
+    def _keep_in_step(self) -> None:
+        from llmgw.mirror.peers import keep_in_step
+
+        self._stepping = True
+        self._tasks.append(asyncio.get_running_loop().create_task(keep_in_step(self)))
+
+    def set_peers(self, peers: list[str]) -> bool:
+        """Keep in step with `peers` from now on (mirror.yaml's, read again); whether they changed. What is known
+        of a peer already named is kept."""
+        wanted = [p.rstrip("/") for p in peers]
+        if wanted == list(self.peers):
+            return False
+        self.peers = {p: self.peers.get(p) or {"ok": None, "at": 0.0, "error": ""} for p in wanted}
+        if self.peers and not self._stepping:
+            self._keep_in_step()
+        return True
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -77,6 +94,13 @@ class Mirror:
     def wake(self) -> None:
         self._wake.set()
 
+    @functools.cached_property
+    def own_identity(self) -> tuple[str, str] | None:
+        """Who the certificate this mirror serves with names (pki.identity); None when it cannot be read."""
+        from llmgw.trust import certificate_identity
+
+        return certificate_identity(self.cfg.tls_files()[0])
+
     async def _keep_loop(self) -> None:
         """Fetch what the control planes want and the mirror lacks, each once, a failed one again after a while."""
         while True:
@@ -87,7 +111,12 @@ class Mirror:
                 if self.fetcher.busy(wanted.key) or (failed and failed.phase == "failed"
                                                      and now - failed.since < RETRY_FAILED_S):
                     continue
-                task = self.fetcher.start(self._from_hub(wanted))
+                try:
+                    wanting = self._from_hub(wanted)
+                except WeightsError as e:  # the token file cannot be read: said on the file's row, tried again
+                    self.fetcher.progress[name] = Progress(phase="failed", error=str(e), since=now, scan=wanted.scan)
+                    continue
+                task = self.fetcher.start(wanting)
                 task.add_done_callback(_quiet)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -112,8 +141,10 @@ class Mirror:
                 wanted[-1].key  # noqa: B018 - refuses a name that is not one
             except (KeyError, TypeError, ValueError) as e:
                 raise MirrorError(f"files[{i}] is not a pinned file ({e})") from None
-        self.holdings.set_wanted(wanted)
-        self.holdings.save()
+        # The leader sends the whole list every read (10 s): written only when it changed.
+        if {str(w.key): w for w in wanted} != self.holdings.wanted:
+            self.holdings.set_wanted(wanted)
+            self.holdings.save()
         self.wake()
         return len(self.holdings.missing())
 

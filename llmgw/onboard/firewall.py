@@ -504,8 +504,7 @@ def plan_rules(*, server: ServerConfig | None = None, agent: AgentConfig | None 
 def node_mirrors(agent: AgentConfig, server: ServerConfig | None, given: Sequence[str]) -> list[str]:
     """The mirrors a node's engines may reach: --mirror, else agent.yaml's weights.mirror and, on a control
     plane's machine, server.yaml's mirror settings (what its install set)."""
-    from llmgw.config.loader import Invalid
-    from llmgw.config.mirror import check_mirror_url
+    from llmgw.config import Invalid, check_mirror_url
 
     if given:
         for url in given:

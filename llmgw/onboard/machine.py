@@ -58,8 +58,9 @@ Step = tuple[str, Callable[[], tuple[bool, str]]]
 
 
 def run_steps(machine: str, report: Report, steps: list[Step],
-              start: Callable[[bool], tuple[bool, str]], changed: bool = False) -> None:
-    """Each step in turn, reported as it goes, then `start(changed)`: whether any step changed something.
+              start: Callable[[bool], tuple[bool, str]] | None, changed: bool = False) -> None:
+    """Each step in turn, reported as it goes, then `start(changed)` (unless None): whether any step changed
+    something.
 
     `changed` starts true when the SSH side copied a new program, which
     none of these steps sees.
@@ -85,7 +86,8 @@ def run_steps(machine: str, report: Report, steps: list[Step],
 
     for name, work in steps:
         step(name, work)
-    step(STEP_START, lambda: start(changed))
+    if start is not None:
+        step(STEP_START, lambda: start(changed))
 
 
 def start_unit(manager: ServiceManager, unit: str) -> Callable[[bool], tuple[bool, str]]:

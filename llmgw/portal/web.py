@@ -194,7 +194,8 @@ class Portal:
         found = getattr(self.plane, "catalog", None)  # the leader's reconciler's, with its policy
         if isinstance(found, Catalog):
             return found
-        return Catalog(self.store, self.accounts.audit, hub=lambda: self.plane.settings.current.hub)
+        return Catalog(self.store, self.accounts.audit, hub=lambda: self.plane.settings.current.hub,
+                       hub_client=getattr(self.plane, "hub_client", None))
 
     def trusted_proxies(self) -> Sequence[str]:
         return self.plane.settings.current.router.trusted_proxies

@@ -6,7 +6,9 @@ reads who is calling with `peer_node_id(request)` or
 `peer_control_plane(request)`. The middleware has already refused a request
 without a verified cluster certificate, so a route added later cannot be
 left open by mistake. Only `GET /join/ca` and `POST /join` answer a client
-without one.
+without one. A model mirror's certificate (`llmgw mirror add-peer`) is from
+the same CA but is no node's and no control plane's: it is refused here
+with the rest, before any route.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ async def cluster_only(request: web.Request, handler: Handler) -> web.StreamResp
     if who is None:
         return _error(403, "the agent port takes cluster certificates only; a new node joins with "
                            "llmgw join CODE (from llmgw node add on a control plane)", "certificate_required")
+    if who[0] not in ("node", "control-plane"):
+        # A mirror reads other mirrors; nothing on the agent port is its business, and a route that checks
+        # only "has a cluster certificate" must not answer it.
+        return _error(403, f"the agent port takes nodes' and control planes' certificates; this is a "
+                           f"{who[0]}'s ({who[1]})", "certificate_required")
     request[PEER] = who
     return await handler(request)
 

@@ -4,7 +4,8 @@ At start a control plane reads the CA from the store (making it when there
 is none), unseals its key with the master key in its data directory, makes
 itself a server certificate for the agent port, and writes where it takes
 agents. It then gives out join codes (`llmgw node add`) and signs the
-certificate requests of nodes that present one (`llmgw join`).
+certificate requests of nodes that present one (`llmgw join`), and of
+model mirrors on machines of their own (`llmgw mirror add-peer`).
 
 A control plane whose master key does not open the CA (the file was not
 copied from the first control plane) still serves everything else; only
@@ -56,7 +57,7 @@ ENGINE_KEY_PURPOSE = "engine-api-key"
 
 
 class JoinRefused(TrustError):
-    """A join the control plane will not do, with the HTTP status that fits it."""
+    """A join (or a mirror's certificate) the control plane will not give, with the HTTP status that fits it."""
 
     def __init__(self, message: str, status: int = 403, code: str = "join_refused"):
         super().__init__(message)
@@ -274,6 +275,37 @@ class ClusterTrust:
                    "fingerprint": record.fingerprint, "expires_at": record.expires_at}))
         log.info("node %s joined as %s", name, node_id)
         return Joined(node_id, name, pki.cert_pem(cert), self.ca_pem)
+
+    # a model mirror's certificate
+
+    async def sign_mirror(self, csr_pem: str, name: str, hosts: list[str], actor: str, via: str) -> dict[str, Any]:
+        """A certificate for a model mirror on another machine (`llmgw mirror add-peer`), for its CSR: the key was
+        made there and never leaves it. Asked for through the admin API, so the admin token is what lets one in,
+        as for a join code; audited as `mirror.certificate`."""
+        signer = self._signer()
+        if signer is None:
+            raise JoinRefused(self.problem or "this control plane cannot sign certificates", 503, "not_ready")
+        if not _NAME.match(name):
+            raise JoinRefused(f"{name!r} is not a mirror name: letters, digits, '.', '-' and '_', starting with a "
+                              "letter or digit, at most 63", 400, "invalid_request")
+        sans = pki.host_names(hosts)
+        if not sans:
+            raise JoinRefused("give hosts: the addresses (or host names) the nodes and control planes reach the "
+                              "mirror at; its certificate names them", 400, "invalid_request")
+        try:
+            csr = pki.check_csr(csr_pem)
+        except TrustError as e:
+            raise JoinRefused(str(e), 400, "invalid_request") from None
+        cert = await asyncio.to_thread(pki.sign_mirror, *signer, csr, name, hosts)
+        named = [str(san.value) for san in sans]
+        serial, fp = format(cert.serial_number, "x"), pki.fingerprint(cert)
+        expires = cert.not_valid_after_utc.timestamp()
+        await self.store.add_audit(AuditEntry(
+            time.time(), actor, via, "mirror.certificate", f"mirror:{name}",
+            after={"name": name, "hosts": named, "serial": serial, "fingerprint": fp, "expires_at": expires}))
+        log.info("signed a certificate for the model mirror %s (%s)", name, ", ".join(named))
+        return {"name": name, "hosts": named, "certificate": pki.cert_pem(cert), "ca": self.ca_pem,
+                "serial": serial, "fingerprint": fp, "expires_at": expires}
 
     async def _why_refused(self, digest: bytes) -> str:
         known = await self.store.join_token(digest)

@@ -5,11 +5,15 @@ module, takes for TLS server and client authentication on every platform
 llmgw runs on, with keys made in a millisecond.
 
 Who a certificate is for is said in a URI subject alternative name,
-`urn:llmgw:node:<id>` or `urn:llmgw:control-plane:<name>`, and in its
-extended key usage: a node's certificate is for TLS clients only, so
-OpenSSL refuses it as a server's and a node cannot pose as a control plane
-to another node. The common name repeats the id for people reading it with
-openssl x509.
+`urn:llmgw:node:<id>`, `urn:llmgw:control-plane:<name>` or
+`urn:llmgw:mirror:<name>`, and in its extended key usage: a node's
+certificate is for TLS clients only, so OpenSSL refuses it as a server's and
+a node cannot pose as a control plane to another node. A model mirror on a
+machine of its own (`llmgw mirror add-peer`) has one for both ends, since it
+serves the nodes and reads the other mirror; its kind is its own, so no
+control plane or node takes it for one of theirs (trust/agentport.py,
+control/exchange.py, mirror/api.py). The common name repeats the id for
+people reading it with openssl x509.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from llmgw.trust.masterkey import TrustError
 
 NODE_URI = "urn:llmgw:node:"
 CONTROL_PLANE_URI = "urn:llmgw:control-plane:"
+MIRROR_URI = "urn:llmgw:mirror:"
 ORGANIZATION = "llmgw cluster"
 
 CA_LIFETIME = dt.timedelta(days=20 * 365)
@@ -44,6 +49,9 @@ NODE_LIFETIME = dt.timedelta(days=5 * 365)
 # A control plane makes its own at every start and again a month before
 # this runs out, so a year only bounds what a stolen copy is good for.
 SERVER_LIFETIME = dt.timedelta(days=365)
+# A mirror's is renewed by running `llmgw mirror add-peer` again, by hand, as
+# a node's by joining again: the same five years.
+MIRROR_LIFETIME = NODE_LIFETIME
 # A node whose clock is a few minutes behind the control plane's must not
 # find its new certificate "not yet valid".
 BACKDATE = dt.timedelta(minutes=10)
@@ -213,16 +221,39 @@ def sign_node(ca_cert: x509.Certificate, ca_key: CertificateIssuerPrivateKeyType
                  [ExtendedKeyUsageOID.CLIENT_AUTH], NODE_LIFETIME)
 
 
+def sign_mirror(ca_cert: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes,
+                csr: x509.CertificateSigningRequest, name: str, hosts: Iterable[str]) -> x509.Certificate:
+    """A model mirror's certificate, for a mirror on a machine without a control plane's: server use (the nodes,
+    the control planes and the other mirror dial it) and client use (it reads the other mirror), naming the
+    machine's addresses. Only the CSR's public key is taken: its key was made on the mirror's machine and never
+    left it."""
+    sans = [x509.UniformResourceIdentifier(MIRROR_URI + name), *host_names(hosts)]
+    return _leaf(ca_cert, ca_key, csr.public_key(), name, sans,
+                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], MIRROR_LIFETIME)
+
+
+KINDS = (("node", NODE_URI), ("control-plane", CONTROL_PLANE_URI), ("mirror", MIRROR_URI))
+
+
 def identity(peercert: dict[str, Any] | None) -> tuple[str, str] | None:
-    """("node", id) or ("control-plane", name) from a verified peer
-    certificate as ssl's getpeercert() gives it; None for none."""
+    """("node", id), ("control-plane", name) or ("mirror", name) from a
+    verified peer certificate as ssl's getpeercert() gives it; None for none."""
     if not peercert:
         return None
     for kind, value in peercert.get("subjectAltName", ()):
         if kind != "URI":
             continue
-        if value.startswith(NODE_URI) and len(value) > len(NODE_URI):
-            return "node", value[len(NODE_URI):]
-        if value.startswith(CONTROL_PLANE_URI) and len(value) > len(CONTROL_PLANE_URI):
-            return "control-plane", value[len(CONTROL_PLANE_URI):]
+        for name, prefix in KINDS:
+            if value.startswith(prefix) and len(value) > len(prefix):
+                return name, value[len(prefix):]
     return None
+
+
+def cert_identity(cert: x509.Certificate) -> tuple[str, str] | None:
+    """identity() for a certificate read from a file rather than from a handshake."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
+    return identity({"subjectAltName": [("URI", uri) for uri in sans.get_values_for_type(
+        x509.UniformResourceIdentifier)]})

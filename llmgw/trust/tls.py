@@ -109,8 +109,9 @@ def client_ssl_context(agent_data_dir: str) -> ssl.SSLContext:
 
 
 def peer_identity(request: web.Request) -> tuple[str, str] | None:
-    """("node", id) or ("control-plane", name) for the certificate the TLS
-    layer verified on this request's connection; None without one."""
+    """("node", id), ("control-plane", name) or ("mirror", name) for the
+    certificate the TLS layer verified on this request's connection; None
+    without one."""
     transport = request.transport
     if transport is None:
         return None
@@ -125,6 +126,12 @@ def peer_node_id(request: web.Request) -> str | None:
 
 
 def peer_control_plane(request: web.Request) -> str | None:
-    """The name of the control plane whose certificate this request came with, or None."""
+    """The name of the control plane whose certificate this request came with, or None (a node's, a mirror's)."""
     who = peer_identity(request)
     return who[1] if who and who[0] == "control-plane" else None
+
+
+def peer_mirror(request: web.Request) -> str | None:
+    """The name of the model mirror whose certificate this request came with, or None."""
+    who = peer_identity(request)
+    return who[1] if who and who[0] == "mirror" else None

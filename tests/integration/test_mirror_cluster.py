@@ -123,3 +123,37 @@ def _port() -> int:
     from tests.support.pgcluster import free_port
 
     return free_port()
+
+
+def test_an_air_gapped_site_imports_a_cache_carried_in_and_pins_and_serves_from_the_mirror(cluster, tmp_path):
+    from huggingface_hub import snapshot_download
+
+    model = write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
+    # Elsewhere, with a way to Hugging Face: the public client's own cache, carried in on a disk.
+    outside = Hub()
+    commit = outside.repo("Qwen/Tiny-GGUF", files={"tiny.gguf": model}).main
+    with outside.threaded():
+        snapshot_download("Qwen/Tiny-GGUF", cache_dir=str(tmp_path / "disk"), endpoint=outside.url, token=False)
+    # Here, nothing reaches a hub: not the mirror, not the control plane, not the node.
+    cfg = mirror_config(tmp_path / "m1", cluster.data_dir, NOWHERE, port=_port())
+    mirror = MirrorProcess(cfg, tmp_path / "m1.yaml")
+    try:
+        imported = MirrorProcess.command(cfg, tmp_path / "m1.yaml", "import", str(tmp_path / "disk"))
+        out, err = imported.communicate(timeout=60)
+        assert imported.returncode == 0, out + err
+        assert f"imported Qwen/Tiny-GGUF/{commit}/tiny.gguf, checked" in out
+        _set(cluster, "mirror.url", mirror.url)
+        _set(cluster, "hub.endpoint", mirror.url)
+        added = _serve(cluster)
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert f"pinned to commit {commit[:12]} of Qwen/Tiny-GGUF" in added.stdout
+        spec = cluster.ctl_json("ctl", "model", "show", "tiny")["spec"]
+        assert spec["sha256"] == hashlib.sha256(model).hexdigest() and spec["origin"]["hub"] == mirror.url
+
+        cluster.agent("node-a", weights={"hf_endpoint": NOWHERE})
+        ready, _ = wait_for(lambda: _ready_on(cluster, "tiny"), timeout=120, interval=0.5)
+        assert ready, cluster.output()
+        text, _ = wait_for(lambda: _answers(cluster, "tiny"), timeout=30, interval=0.5)
+        assert text and text.strip()
+    finally:
+        mirror.kill()

@@ -149,3 +149,27 @@ def test_a_name_that_would_leave_the_mirrors_folder_is_not_a_file_it_keeps():
         with pytest.raises(ValueError):
             FileKey(repo, commit, path)
     assert str(FileKey("acme/tiny", commit, ".gitattributes")) == f"acme/tiny/{commit}/.gitattributes"
+
+
+async def test_the_mirror_answers_the_hubs_pinning_reads_for_what_it_holds_and_nothing_else(tmp_path, hub, certs):
+    from llmgw.hub import Hub as HubClient
+    from llmgw.hub import HubError
+
+    cfg = mirror_config(tmp_path / "mirror", certs.control_plane("cp1"), hub.url)
+    commit = hub.repos["acme/tiny"].main
+    async with running_mirror(cfg) as (mirror, base):
+        await MirrorClient(base, certs.control_plane_ssl("cp1")).add("hf:acme/tiny/big.onnx")
+        context = certs.control_plane_ssl("cp1")
+        client = HubClient(base, session=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)))
+        # llmgw's own hub client, as a control plane pins with it: main is the commit brought in last.
+        for revision in ("main", commit, commit[:8]):
+            info = await client.repo("acme/tiny", revision)
+            assert info.commit == commit
+            assert {p: (f.size, f.sha256, f.scan) for p, f in info.files.items()} == {
+                "big.onnx": (len(WEIGHTS), hashlib.sha256(WEIGHTS).hexdigest(), "safe")}
+        with pytest.raises(HubError) as refused:
+            await client.repo("acme/other", "main")
+        assert refused.value.status == 404 and "no model repository acme/other" in str(refused.value)
+        with pytest.raises(HubError) as refused:
+            await client.repo("acme/tiny", "f" * 40)
+        assert refused.value.status == 404 and "has no revision" in str(refused.value)

@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Certs:
-    """A cluster CA, and certificates from it as control planes and nodes get them, in files where llmgw looks."""
+    """A cluster CA, and certificates from it as control planes, nodes and mirrors get them, in files where llmgw
+    looks."""
 
     def __init__(self, folder: Path, cluster: str = "test"):
         self.folder = folder
@@ -57,6 +58,26 @@ class Certs:
         if not (data_dir / "tls").exists():
             self.control_plane(name)
         return tls.client_context(MirrorConfig(data_dir=str(data_dir)))
+
+    def mirror(self, name: str) -> dict[str, str]:
+        """A model mirror's own certificate, as `llmgw mirror add-peer` gets one (for 127.0.0.1): mirror.yaml's tls."""
+        folder = self.folder / f"mirror-{name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        key = pki.new_key()
+        cert = pki.sign_mirror(self.ca_cert, self.ca_key, pki.make_csr(key, name), name, ["127.0.0.1", "localhost"])
+        (folder / "mirror.key").write_bytes(pki.key_pem(key))
+        os.chmod(folder / "mirror.key", 0o600)
+        (folder / "mirror.crt").write_text(pki.cert_pem(cert))
+        (folder / "ca.crt").write_text(self.ca_pem)
+        return {"cert_file": str(folder / "mirror.crt"), "key_file": str(folder / "mirror.key"),
+                "ca_file": str(folder / "ca.crt")}
+
+    def mirror_ssl(self, name: str) -> ssl.SSLContext:
+        files = self.mirror(name) if not (self.folder / f"mirror-{name}").exists() else {
+            "cert_file": str(self.folder / f"mirror-{name}" / "mirror.crt"),
+            "key_file": str(self.folder / f"mirror-{name}" / "mirror.key"),
+            "ca_file": str(self.folder / f"mirror-{name}" / "ca.crt")}
+        return tls.client_context(from_dict(MirrorConfig, {"tls": files}))
 
     def node(self, node_id: str) -> Path:
         """A joined node's agent data directory: ca.crt, node.crt, node.key."""

@@ -327,3 +327,64 @@ async def test_a_broken_certificate_request_does_not_spend_the_code(port, tmp_pa
 def test_text_that_is_not_a_join_code_is_refused_with_a_sentence(text):
     with pytest.raises(TrustError, match="join code"):
         decode_code(text)
+
+
+async def mirror_files(port: AgentPort, tmp_path, name: str = "m2", hosts=("127.0.0.1", "mirror-2.example")):
+    """A mirror's key made here, its CSR signed by the control plane: (answer, cert file, key file)."""
+    key = pki.new_key()
+    made = await port.trust.sign_mirror(pki.csr_pem(pki.make_csr(key, name)), name, list(hosts), "admin", "cli")
+    cert_file, key_file = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    cert_file.write_text(made["certificate"])
+    key_file.write_bytes(pki.key_pem(key))
+    return made, cert_file, key_file
+
+
+async def test_a_mirrors_certificate_is_signed_for_its_csr_names_its_addresses_serves_and_dials_and_is_audited(
+        port, tmp_path, store):
+    made, cert_file, _ = await mirror_files(port, tmp_path, hosts=("127.0.0.1", "mirror-2.example", "not a host"))
+    cert = pki.load_cert(made["certificate"])
+    sans = cert.extensions.get_extension_for_class(pki.x509.SubjectAlternativeName).value
+    assert {str(v.value) for v in sans} == {"urn:llmgw:mirror:m2", "127.0.0.1", "mirror-2.example"}
+    assert made["hosts"] == ["127.0.0.1", "mirror-2.example"] and made["ca"] == port.trust.ca_pem
+    usages = cert.extensions.get_extension_for_class(pki.x509.ExtendedKeyUsage).value
+    assert set(usages) == {pki.ExtendedKeyUsageOID.SERVER_AUTH, pki.ExtendedKeyUsageOID.CLIENT_AUTH}
+    assert pki.cert_identity(cert) == ("mirror", "m2")
+    assert cert.issuer == pki.load_cert(port.trust.ca_pem).subject
+    entry = (await store.list_audit(limit=5))[0]
+    assert (entry.action, entry.target, entry.actor) == ("mirror.certificate", "mirror:m2", "admin")
+    assert entry.after["fingerprint"] == made["fingerprint"] == pki.fingerprint(cert)
+    assert "PRIVATE KEY" not in str(entry.after) + str(made)
+
+
+@pytest.mark.parametrize(("name", "hosts", "csr", "said"), [
+    ("m 2", ["127.0.0.1"], None, "'m 2' is not a mirror name"),
+    ("m2", ["not a host"], None, "give hosts"),
+    ("m2", ["127.0.0.1"], "not a csr", "not a PEM CSR"),
+])
+async def test_a_mirror_certificate_asked_for_wrongly_is_refused_with_a_sentence(port, name, hosts, csr, said):
+    csr = csr or pki.csr_pem(pki.make_csr(pki.new_key(), "m2"))
+    with pytest.raises(TrustError) as refused:
+        await port.trust.sign_mirror(csr, name, hosts, "admin", "cli")
+    assert refused.value.status == 400 and said in str(refused.value)
+
+
+async def test_a_mirrors_certificate_is_refused_on_the_agent_port_as_a_node_and_as_a_control_plane(port, tmp_path):
+    _, cert_file, key_file = await mirror_files(port, tmp_path)
+    ctx = ssl.create_default_context(cafile=port.trust.ca_file)
+    ctx.load_cert_chain(cert_file, key_file)
+    for path in ("/node", "/whoami", "/agent", "/routing/activity"):
+        status, body = await get(port.url + path, ctx)
+        assert status == 403, path
+        assert body["error"]["message"] == ("the agent port takes nodes' and control planes' certificates; this is "
+                                            "a mirror's (m2)")
+
+
+def test_only_the_kinds_own_uri_names_a_mirror_a_node_or_a_control_plane():
+    def sans(*uris):
+        return {"subjectAltName": [("DNS", "x"), *(("URI", u) for u in uris)]}
+
+    assert pki.identity(sans("urn:llmgw:mirror:m2")) == ("mirror", "m2")
+    assert pki.identity(sans("urn:llmgw:mirror:")) is None
+    assert pki.identity(sans("urn:llmgw:mirrorx:cp1")) is None
+    assert pki.identity(sans("urn:llmgw:control-plane:cp1")) == ("control-plane", "cp1")
+    assert pki.identity(sans("urn:llmgw:node:node_1")) == ("node", "node_1")

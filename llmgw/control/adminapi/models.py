@@ -45,7 +45,8 @@ def catalog_of(plane: ControlPlane) -> Catalog:
     found = getattr(plane, "catalog", None)  # the reconciler's, with its policy, where it has one
     if isinstance(found, Catalog):
         return found
-    return Catalog(plane.store, plane.accounts.audit, hub=lambda: plane.settings.current.hub)
+    return Catalog(plane.store, plane.accounts.audit, hub=lambda: plane.settings.current.hub,
+                   hub_client=plane.hub_client)
 
 
 _Handler = Callable[[web.Request], Awaitable[web.Response]]

@@ -29,8 +29,8 @@ from llmgw.control.catalog.placement import DEFAULT_POLICY, GONE, Demand, Entry,
 from llmgw.control.catalog.shapes import describe_source
 from llmgw.control.catalog.spec import ModelSpec, SpecError, load_spec
 from llmgw.errors import N_
-from llmgw.hub import HubError, parse_source
-from llmgw.protocol import ProtocolError
+from llmgw.hub import Hub, HubError, parse_source
+from llmgw.protocol import GPUSensor, ProtocolError, from_dict
 from llmgw.store import CatalogModel, CatalogStore, Conflict, NodeRecord, Replica
 
 if TYPE_CHECKING:
@@ -58,17 +58,39 @@ def redacted(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+def card_use(heartbeat: dict[str, Any], index: int, *, mig: bool) -> dict[str, Any]:
+    """A card's work from its node's last heartbeat (as stored); None where it is not known.
+
+    No driver measures the utilisation of a MIG instance, and SM activity
+    only comes from GPM or a dcgm-exporter: a 0 there would say idle.
+    """
+    out: dict[str, Any] = {"used_mb": None, "utilization_percent": None, "sm_active_percent": None}
+    for doc in heartbeat.get("gpus") or []:
+        if not isinstance(doc, dict) or doc.get("index") != index:
+            continue
+        try:
+            s = from_dict(GPUSensor, doc, "heartbeat.gpus")
+        except ProtocolError:
+            return out
+        out["used_mb"] = s.memory_used_mb
+        if not mig:
+            out["utilization_percent"] = s.utilization_percent
+            if s.has_profile and s.sm_active_percent >= 0:
+                out["sm_active_percent"] = s.sm_active_percent
+    return out
+
+
 class Catalog:
     def __init__(self, store: CatalogStore, audit: Audit, *, policy: Policy = DEFAULT_POLICY,
                  clock: Callable[[], float] = time.time, hub: Callable[[], HubSettings] | None = None,
-                 pinner: Pinner | None = None) -> None:
+                 pinner: Pinner | None = None, hub_client: Callable[[HubSettings], Hub] | None = None) -> None:
         self.store = store
         self.audit = audit
         self.policy = policy
         self.clock = clock
         # A control plane pins what is added from Hugging Face (pinning.py); without hub settings (a test of the
         # catalog alone) sources are kept as written.
-        self.pinner = pinner or (Pinner(hub, clock=clock) if hub is not None else None)
+        self.pinner = pinner or (Pinner(hub, hub_client, clock=clock) if hub is not None else None)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -483,12 +505,16 @@ class Catalog:
             room.hold(r)
         host = record.register.get("host") or {}
         beat = record.heartbeat or {}
+        # A lost node's last readings are not how its cards are now: none rather than old ones.
+        readings = {} if lost else beat
+        migs = {g.get("index") for g in record.register.get("gpus") or [] if isinstance(g, dict) and g.get("mig")}
         doc.update({
             "state": "lost" if lost else "ready", "lost": lost, "labels": view.labels,
             "engines": record.register.get("engines") or {}, "cores": view.cores, "memory_mb": view.memory_mb,
             "free": {"cores": room.cores, "memory_mb": room.memory},
             "gpus": [{"index": g.index, "class": g.cls, "name": g.name, "memory_mb": g.memory_mb,
-                      "foreign_mb": g.foreign_mb, "compute_capability": g.cc, "free_mb": room.gpu_free[i]}
+                      "foreign_mb": g.foreign_mb, "compute_capability": g.cc, "free_mb": room.gpu_free[i],
+                      **card_use(readings, g.index, mig=g.index in migs)}
                      for i, g in enumerate(view.gpus)],
             "host": host, "version": record.register.get("version", ""),
             "load": {"cpu_percent": beat.get("cpu_percent"), "memory_used_mb": beat.get("memory_used_mb"),
