@@ -33,16 +33,12 @@ def test_the_mirror_unit_runs_the_mirror_which_without_its_certificate_says_wher
         "started there), or name the files in mirror.yaml's tls"]
 
 
-def test_llmgw_strata_serve_says_it_is_not_built_whatever_the_agent_passes_it():
-    done = run_llmgw(["strata-serve", "--listen", "127.0.0.1:18090", "--model", "q", "--", "--family", "qwen"])
-    assert done.returncode == 2
-    assert done.stderr.startswith("llmgw: llmgw strata-serve is not built yet: ")
-    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
-
-
-def test_the_docs_list_what_is_not_built_yet_and_help_marks_it():
+def test_the_docs_list_what_is_not_built_yet_and_no_command_is_marked_so():
+    # strata-serve was the last command listed (issue 28, section 5); what setup leaves out as not built is.
     page = (ROOT / "docs" / "not-yet-built.md").read_text()
-    assert "`llmgw strata-serve`" in page and "`llmgw mirror serve`" not in page
+    assert "| `llmgw strata-serve`" not in page and "`llmgw mirror serve`" not in page
+    assert "Pictures and 3D" in page and "Offline bundle" in page
     help_text = run_llmgw(["--help"]).stdout
-    assert "not built yet: the server of Strata models" in help_text
+    assert "not built yet" not in help_text
+    assert "strata-serve" in help_text and "prepare a Strata model" in help_text
     assert "mirror     the model mirror" in help_text or "the model mirror: one checked copy" in help_text

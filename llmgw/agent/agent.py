@@ -79,12 +79,20 @@ def installed_engines(cfg: AgentConfig) -> dict[str, str]:
             found[name] = engine_registry.installed(name, cfg.engines.llamacpp.binary or None) or "installed on use"
             continue
         try:
-            version = engine_registry.installed(name)
+            version = engine_registry.installed(name, _named(cfg, name))
         except Exception:  # noqa: BLE001 - a broken install is an engine this node does not have
             version = None
         if version:
             found[name] = version
     return found
+
+
+def _named(cfg: AgentConfig, engine: str):
+    """Where agent.yaml says an engine is, for those it can name (other than llama.cpp's); None otherwise."""
+    if engine == "strata":
+        # A Strata installed by hand: its interpreter, source and engine (engines.strata).
+        return cfg.engines.strata.located()
+    return None
 
 
 class Agent:
@@ -170,7 +178,7 @@ class Agent:
             except LlamaServerUnavailable as e:
                 raise RuntimeError(str(e)) from None
             return server.argv_prefix
-        return None
+        return _named(self.cfg, engine)
 
     async def run(self, stop: asyncio.Event, *, stop_engines: bool = False) -> None:
         self.own_log.attach()

@@ -66,7 +66,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "setup": ("setup", False),
     "stop": ("stop", False),
     "mirror": ("mirror", False),
-    "strata-serve": ("unbuilt", False),
+    "strata-serve": ("strata", False),
     "console": ("console", False),
 }
 

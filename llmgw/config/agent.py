@@ -9,6 +9,7 @@ docs/reference.md.
 from __future__ import annotations
 
 import difflib
+import os
 import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -25,6 +26,7 @@ __all__ = [
     "EngineSettings",
     "KNOWN_ENGINES",
     "LlamaCppSettings",
+    "StrataSettings",
     "WeightsSettings",
     "load_agent_config",
 ]
@@ -68,6 +70,35 @@ class LlamaCppSettings:
 
 
 @dataclass(frozen=True)
+class StrataSettings:
+    dir: str = ""
+    """Strata's source directory, where setup.py and serve/server.py are: a Strata you installed yourself on this node.
+    Empty: none, and the node does not offer Strata."""
+
+    python: str = ""
+    """The interpreter of Strata's Python environment. Empty is DIR/.venv/bin/python, where Strata's own setup makes
+    it. Read only with dir."""
+
+    engine: str = ""
+    """The directory of Strata's prebuilt engine, where its strata program and the CUDA libraries it ships are. Empty
+    is DIR/engine. Read only with dir."""
+
+    def validate(self) -> None:
+        for key in ("dir", "python", "engine"):
+            value = getattr(self, key)
+            if value and not os.path.isabs(value):
+                # An engine runs from a directory of its own, so a relative path would name another place there.
+                raise Invalid(key, N_('"{ref}" is not an absolute path'), params={"ref": describe(value)})
+
+    def located(self) -> tuple[str, str, str] | None:
+        """(interpreter, source directory, engine directory), or None when no Strata is named."""
+        if not self.dir:
+            return None
+        return (self.python or os.path.join(self.dir, ".venv", "bin", "python"), self.dir,
+                self.engine or os.path.join(self.dir, "engine"))
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     user: str = "llmgw-engine"
     """The unprivileged user engines run as when the agent runs as root (made when missing). Empty runs them as the
@@ -83,6 +114,10 @@ class EngineSettings:
 
     llamacpp: LlamaCppSettings = field(default_factory=LlamaCppSettings)
     """llama.cpp, the engine for GGUF models on CPUs and GPUs."""
+
+    strata: StrataSettings = field(default_factory=StrataSettings)
+    """Strata, for a few mixture-of-experts models with their experts in RAM and the rest on one card
+    (docs/engines.md#strata)."""
 
     def validate(self) -> None:
         for i, name in enumerate(self.disabled):

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     )
     from llmgw.engines.modelinfo import gguf_metadata
     from llmgw.engines.pickles import PICKLE_EXTENSIONS, is_pickle
+    from llmgw.engines.strata_serve import StrataPlan, parse_listen, serve_strata
 
 __all__ = [
     "Binary",
@@ -55,7 +56,7 @@ __all__ = [
     "names",
     "register",
     "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
-    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata",
+    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata", "StrataPlan", "parse_listen", "serve_strata",
 ]
 
 
@@ -136,4 +137,5 @@ __getattr__ = lazy_face(__name__, {
         "installed_llama_server", "wheels_dir"),
     "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
     "modelinfo": ("gguf_metadata",),
+    "strata_serve": ("StrataPlan", "parse_listen", "serve_strata"),
 })

@@ -5,19 +5,20 @@ before it serves, so the agent starts `llmgw strata-serve`, which runs
 Strata's setup on the fetched weights and then becomes Strata's server. The
 profile's args go to that setup (--family, --size, …), after a `--`.
 
-`binary` is the interpreter of Strata's environment as the agent installs
-it: <env>/bin/python, with Strata's source in <env>/strata and its
-prebuilt engine in <env>/strata-engine.
-
-`llmgw strata-serve` is not built yet (docs/not-yet-built.md): until it is,
-the adapter refuses to start a replica with a sentence saying so, rather
-than launching a command that does not exist and failing on every retry.
+`binary` says where Strata is, in one of two ways: the interpreter of an
+environment laid out as the Go original's installer made it (<env>/bin/python,
+with Strata's source in <env>/strata and its prebuilt engine in
+<env>/strata-engine); or, for a Strata installed by hand and named in
+agent.yaml (engines.strata), the three parts themselves: (interpreter,
+source directory, engine directory).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from llmgw.engines import versions
@@ -49,10 +50,6 @@ from llmgw.protocol import EngineProfile
 
 SOURCE_DIR = "strata"
 ENGINE_DIR = "strata-engine"
-# True once `llmgw strata-serve` exists; the launch below is what it will take.
-SERVE_BUILT = False
-NOT_BUILT = ("strata: this llmgw cannot run Strata models yet: the agent would start `llmgw strata-serve`, "
-             "which is not built yet (docs/not-yet-built.md); serve the model with llamacpp instead")
 _AGENT_SETS = "is set by llmgw strata-serve, which prepares the model where the agent says"
 _ENGINE = "changes the engine the agent installed and checked"
 
@@ -101,6 +98,18 @@ def layout(python: str) -> tuple[Path, Path]:
     return env / SOURCE_DIR, env / ENGINE_DIR
 
 
+def locate(binary: Binary) -> tuple[str, Path, Path] | None:
+    """(interpreter, source directory, engine directory) from what the agent names; None when it names nothing."""
+    if isinstance(binary, str):
+        if not binary:
+            return None
+        source, engine = layout(binary)
+        return binary, source, engine
+    if isinstance(binary, Sequence) and len(binary) == 3 and all(isinstance(p, str) and p for p in binary):
+        return binary[0], Path(binary[1]), Path(binary[2])
+    return None
+
+
 class Strata:
     name = "strata"
     needs_weights = True
@@ -114,27 +123,27 @@ class Strata:
                 raise ProfileError("args", f"strata prepares a model by its family and size, and {flag} is missing "
                                            "(e.g. --family qwen --size IQ2_XS)")
         check_env(self.name, profile.env)
-        if not SERVE_BUILT:
-            # Refused here, before the agent fetches gigabytes of weights for it.
-            raise EngineError(NOT_BUILT)
 
     def command(self, profile: EngineProfile, *, model_path: str, port: int, host: str,
                 api_key_file: str | None = None, binary: Binary = None, shard_id: str = "") -> Launch:
         self.validate(profile)
-        if not SERVE_BUILT:
-            raise EngineError(NOT_BUILT)
-        if binary is None or binary == "" or not isinstance(binary, str):
-            raise EngineError("strata: no Strata is installed on this node (the interpreter of its environment)")
-        source, engine = layout(binary)
-        # Relative to where engines run — their user's home — so they are
-        # theirs to write. The data (a prepared model and its draft layer,
+        found = locate(binary)
+        if found is None:
+            raise EngineError("strata: no Strata is installed on this node; name yours in agent.yaml "
+                              "(engines.strata.dir)")
+        python, source, engine = found
+        # Relative to the engine user's home, which strata-serve resolves
+        # them against ($HOME as the supervisor sets it), so they are the
+        # engine's to write. The data (a prepared model and its draft layer,
         # gigabytes) is the same for every replica of a model, so it is
         # shared; the state is the shard's own.
         state = shard_id or f"{profile.model}-{port}"
-        argv = [sys.executable, "-m", "llmgw", "strata-serve",
+        # An agent run from llmgw.pyz has no llmgw for `-m` to find: the archive is the program, as for the sim.
+        pyz = os.environ.get("LLMGW_PYZ")
+        argv = [sys.executable, *([pyz] if pyz else ["-m", "llmgw"]), "strata-serve",
                 "--listen", join_host_port(host, port), "--model", profile.model, "--weights", model_path,
                 "--state", str(Path("strata") / state), "--data", str(Path("strata") / "data"),
-                "--python", binary, "--strata", str(source), "--engine", str(engine), "--"]
+                "--python", python, "--strata", str(source), "--engine", str(engine), "--"]
         if profile.context_length:
             # Left out, Strata's setup picks its own (4096 on one node) while
             # the catalog says the model's whole context.
@@ -153,9 +162,10 @@ class Strata:
 
     def installed(self, binary: Binary = None) -> str | None:
         """Strata's version as its source states it, when the environment is whole: setup, server, engine."""
-        if not isinstance(binary, str) or not binary or versions.which(binary) is None:
+        found = locate(binary)
+        if found is None or versions.which(found[0]) is None:
             return None
-        source, engine = layout(binary)
+        _, source, engine = found
         for part in (source / "setup.py", source / "serve" / "server.py", engine / "strata"):
             if not part.exists():
                 return None

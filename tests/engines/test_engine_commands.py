@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmgw import engines
-from llmgw.engines import freetoken, strata
+from llmgw.engines import freetoken
 from llmgw.protocol.messages import EngineProfile
 
 
@@ -208,25 +208,9 @@ def test_comfyui_without_a_card_runs_on_cpus():
     assert launch.argv == ["/opt/c/py", "/opt/c/main.py", "--listen", "h", "--port", "1", "--cpu"]
 
 
-def test_a_strata_model_refuses_to_start_saying_llmgw_strata_serve_is_not_built_yet(tmp_path):
-    # What a user met: the engine launched `llmgw strata-serve`, which does not exist (issue 11, item 12).
-    env = "/opt/llmgw/engines/strata/0.2.7-cuda13"
-    p = profile("strata", model="qwen3.8-flash-next", source="/w/q38", gpus=[0],
-                args=["--family", "qwen", "--size", "IQ2_XS"])
-    # Refused by the check the agent makes before it fetches the weights, and at the launch itself.
-    with pytest.raises(engines.EngineError, match="not built yet"):
-        engines.engine("strata").validate(p)
-    with pytest.raises(engines.EngineError) as refused:
-        engines.engine("strata").command(p, model_path="/w/q38", port=18090, host="10.0.0.147",
-                                         binary=f"{env}/bin/python", shard_id="r1")
-    assert str(refused.value) == (
-        "strata: this llmgw cannot run Strata models yet: the agent would start `llmgw strata-serve`, "
-        "which is not built yet (docs/not-yet-built.md); serve the model with llamacpp instead")
-
-
-def test_strata_once_built_starts_llmgw_strata_serve_with_its_environment_and_the_key_in_the_environment(
-        tmp_path, monkeypatch):
-    monkeypatch.setattr(strata, "SERVE_BUILT", True)
+def test_strata_starts_llmgw_strata_serve_with_its_environment_and_the_key_in_the_environment(tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.delenv("LLMGW_PYZ", raising=False)
     key = tmp_path / "key"
     key.write_text("sk-strata")
     env = "/opt/llmgw/engines/strata/0.2.7-cuda13"
@@ -241,6 +225,23 @@ def test_strata_once_built_starts_llmgw_strata_serve_with_its_environment_and_th
         "--", "--context", "32768", "--parallel", "2", "--family", "qwen", "--size", "IQ2_XS"]
     assert launch.env == {"CUDA_VISIBLE_DEVICES": "0", "STRATA_API_KEY": "sk-strata"}
     assert launch.metrics_path == "/metrics?format=prometheus"
+
+
+def test_a_strata_named_in_agent_yaml_is_started_from_its_own_interpreter_source_and_engine():
+    p = profile("strata", model="q38", source="/w/q38", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
+    launch = engines.engine("strata").command(p, model_path="/w/q38", port=9, host="h", shard_id="r1",
+                                              binary=("/srv/Strata/.venv/bin/python", "/srv/Strata", "/srv/eng"))
+    tail = launch.argv[launch.argv.index("--python"):launch.argv.index("--")]
+    assert tail == ["--python", "/srv/Strata/.venv/bin/python", "--strata", "/srv/Strata", "--engine", "/srv/eng"]
+    # No key file, no key: the shard was started without one.
+    assert "STRATA_API_KEY" not in launch.env
+
+
+def test_under_the_archive_strata_serve_is_the_archive_again(monkeypatch):
+    monkeypatch.setenv("LLMGW_PYZ", "/usr/local/bin/llmgw")
+    p = profile("strata", model="q38", source="/w/q38", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
+    launch = engines.engine("strata").command(p, model_path="/w/q38", port=9, host="h", binary="/e/bin/python")
+    assert launch.argv[:3] == [sys.executable, "/usr/local/bin/llmgw", "strata-serve"]
 
 
 def test_a_strata_named_by_hand_is_reported_with_the_version_its_source_states(tmp_path):
@@ -294,10 +295,10 @@ def test_a_cuda_toolkit_is_known_by_its_version_file_and_nvcc(tmp_path, monkeypa
     assert freetoken.cuda_toolkit(13) != str(toolkit)
 
 
-def test_an_engine_whose_program_must_be_named_says_what_is_missing(monkeypatch):
-    monkeypatch.setattr(strata, "SERVE_BUILT", True)
+def test_an_engine_whose_program_must_be_named_says_what_is_missing():
     p = profile("strata", source="/w/q", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
-    with pytest.raises(engines.EngineError, match="no Strata is installed"):
+    with pytest.raises(engines.EngineError, match=r"no Strata is installed on this node; name yours in agent.yaml "
+                                                  r"\(engines.strata.dir\)"):
         engines.engine("strata").command(p, model_path="/w/q", port=1, host="h")
     with pytest.raises(engines.EngineError, match="no ComfyUI is installed"):
         engines.engine("comfyui").command(profile("comfyui", source="/w/x.safetensors"), model_path="/w/x", port=1,
@@ -310,8 +311,7 @@ def test_a_key_file_that_cannot_be_read_is_named(tmp_path):
         engines.engine("vllm").command(p, model_path="/w/m", port=1, host="h", api_key_file=str(tmp_path / "absent"))
 
 
-def test_an_ipv6_host_is_bracketed_where_an_engine_takes_host_and_port_together(monkeypatch):
-    monkeypatch.setattr(strata, "SERVE_BUILT", True)
+def test_an_ipv6_host_is_bracketed_where_an_engine_takes_host_and_port_together():
     p = profile("strata", source="/w/q", gpus=[0], args=["--family", "qwen", "--size", "IQ2_XS"])
     launch = engines.engine("strata").command(p, model_path="/w/q", port=9, host="fd00::7", binary="/e/bin/python")
     assert launch.argv[launch.argv.index("--listen") + 1] == "[fd00::7]:9"

@@ -32,13 +32,6 @@ TABLES = {
 PATH_VALUE = "/srv/x/model.jinja"
 
 
-@pytest.fixture(autouse=True)
-def strata_serve_built(monkeypatch):
-    """These pin the flags each adapter refuses; that strata refuses every profile
-    until `llmgw strata-serve` is built is pinned in test_engine_commands.py."""
-    monkeypatch.setattr(strata, "SERVE_BUILT", True)
-
-
 def profile(engine: str, args=(), env=None, **kw) -> EngineProfile:
     base = {"source": "/w/m.gguf" if engine == "llamacpp" else "/w/m", "gpus": [] if engine in ("sim",) else [0]}
     if engine == "llamacpp":
