@@ -43,6 +43,7 @@ from llmgw.protocol import (
     Upgrade,
     Welcome,
 )
+from llmgw.trust import control_plane_named
 
 log = logging.getLogger("llmgw.agent")
 
@@ -124,6 +125,10 @@ class ClusterLink:
         async with session.ws_connect(url, ssl=self.ssl if self.ssl is not None else False, autoping=False,
                                       timeout=aiohttp.ClientWSTimeout(ws_close=3.0),
                                       max_msg_size=4 << 20) as ws:
+            if self.ssl is not None and control_plane_named(ws.get_extra_info("peercert")) is None:
+                # Signed by the cluster CA, but not a control plane's (a mirror's serves too): told nothing.
+                raise LinkLost("it showed a certificate from the cluster's CA that is not a control plane's; check "
+                               "that this address is a control plane's agent port and not a model mirror's")
             link = Link(ws, peer=f"control plane {address}")
             host, gpus, storage = self.hardware.describe()
             await link.send(Register(self.node_id, self.name, __version__, host=host, gpus=gpus, storage=storage,

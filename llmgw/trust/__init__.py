@@ -29,6 +29,7 @@ from llmgw.trust.mirrorcert import certificate_identity, mirror_certificate_fits
 from llmgw.trust.tls import (
     NodeIdentity,
     client_ssl_context,
+    control_plane_named,
     node_identity,
     peer_control_plane,
     peer_identity,
@@ -41,6 +42,7 @@ __all__ = [
     "ClusterTrust", "JoinCode", "JoinRefused", "JoinResult", "MasterKey", "NodeIdentity", "OPEN_PATHS", "PEER",
     "TrustError", "agent_address", "certificate_identity", "client_ssl_context", "decode_code", "ensure_master_key",
     "join", "make_agent_app", "mirror_certificate_fits", "mirror_key", "node_identity", "peer_control_plane",
-    "peer_identity", "peer_mirror", "peer_node_id", "read_master_key", "server_ssl_context", "DEFAULT_JOIN_TTL",
+    "peer_identity", "peer_mirror", "peer_node_id", "control_plane_named", "read_master_key", "server_ssl_context",
+    "DEFAULT_JOIN_TTL",
     "FILE_NAME",
 ]

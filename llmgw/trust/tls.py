@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from cryptography import x509
@@ -128,6 +129,16 @@ def peer_node_id(request: web.Request) -> str | None:
 def peer_control_plane(request: web.Request) -> str | None:
     """The name of the control plane whose certificate this request came with, or None (a node's, a mirror's)."""
     who = peer_identity(request)
+    return who[1] if who and who[0] == "control-plane" else None
+
+
+def control_plane_named(peercert: dict[str, Any] | None) -> str | None:
+    """The control plane a verified server certificate (as ssl's getpeercert() gives it) is for, or None.
+
+    A node checks this of the server it dials: every certificate the cluster CA signs passes the TLS check, and a
+    mirror's is made for serving, so a mirror's machine holding a control plane's address would otherwise be
+    taken for one, and be sent the node's Register and obeyed."""
+    who = pki.identity(peercert)
     return who[1] if who and who[0] == "control-plane" else None
 
 
