@@ -1,4 +1,4 @@
-"""The cluster's state as Prometheus sees it: nodes, their GPUs, and replicas by model and state.
+"""The cluster's state as Prometheus sees it: nodes, their GPUs' work (gpumetrics.py), replicas by model and state.
 
 Read at scrape time from what the leader already holds (the agents'
 connections, the reconciler's replicas), never from the store. A standby
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily
 
 from llmgw.control.agentsvc import AgentService
+from llmgw.control.gpumetrics import gpu_metrics
 from llmgw.control.reconciler import Reconciler
 
 
@@ -32,7 +33,8 @@ class ClusterCollector:
                                labels=["node"])
         gpus = GaugeMetricFamily("llmgw_node_gpus", "GPUs a node reported", labels=["node"])
         states: Counter[str] = Counter({"connected": 0, "lost": 0})
-        for node in list(self._agents.nodes.values()):
+        known = list(self._agents.nodes.values())
+        for node in known:
             states["connected" if node.connected else "lost"] += 1
             up.add_metric([node.name], 1 if node.connected else 0)
             gpus.add_metric([node.name], len(node.register.gpus))
@@ -44,3 +46,4 @@ class ClusterCollector:
         for (model, state), count in sorted(placed.items()):
             replicas.add_metric([model, state], count)
         yield from (nodes, up, gpus, replicas)
+        yield from gpu_metrics(known)

@@ -116,6 +116,9 @@ class GPUSensor:
     memory_used_mb: int = 0
     temperature_c: float = 0.0
     power_w: float = 0.0
+    power_limit_w: float = 0.0
+    """The power limit the driver enforces now (an administrator may lower it): what power_w is read against.
+    0: not known, as from an agent older than it."""
     xid_errors: int = 0
     # How much of the chip work uses (NVML's GPM, or a dcgm-exporter);
     # has_profile says they are present, -1 is not reported.

@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from llmgw.account import Accounts, Actor
 from llmgw.config import ClusterSettings
 from llmgw.config.guard import GuardSettings, Pattern, Policy, Rules
-from llmgw.protocol import GPU, Heartbeat, Host, Register, to_dict
+from llmgw.protocol import GPU, GPUSensor, Heartbeat, Host, Register, to_dict
 from llmgw.store import NodeRecord, Replica, Usage
 from tests.portal.portalkit import PASSWORD, csrf_from, portal_app
 from tests.portal.portalkit import sign_in as post_sign_in
@@ -184,6 +184,54 @@ async def test_the_nodes_page_shows_each_card_and_the_replica_holding_it(client,
     assert "qwen (rep_1)" in text_of(rows[2])  # card 1
     page = text_of(html)
     assert "gpu-1" in page and "16" in page and "NVIDIA H100 80GB HBM3" in page
+
+
+async def test_the_nodes_page_shows_each_cards_memory_as_a_bar_and_how_busy_it_is(client, store):
+    # The readings as an H100 node's agent sends them (NVML's answers: tests/agent/discovery/fakenvml.py):
+    # card 0 busy with GPM's SM figure, card 1 idle on a driver without GPM.
+    register = Register(node_id="id-gpu-1", name="gpu-1", version="1",
+                        host=Host(hostname="gpu-1", cpu_cores=16, cpu_threads=16, memory_mb=65536),
+                        gpus=[GPU(index=0, name="NVIDIA H100 80GB HBM3", memory_mb=81559, compute_capability="9.0"),
+                              GPU(index=1, name="NVIDIA H100 80GB HBM3", memory_mb=81559, compute_capability="9.0")])
+    beat = Heartbeat(at=time.time(), gpus=[
+        GPUSensor(index=0, utilization_percent=92, memory_used_mb=73403, temperature_c=71, power_w=612.4,
+                  power_limit_w=700, has_profile=True, sm_active_percent=69.0, sm_occupancy_percent=45.5,
+                  profile_source="gpm"),
+        GPUSensor(index=1, utilization_percent=0, memory_used_mb=512, temperature_c=33, power_w=71)])
+    now = time.time()
+    await store.put_node(NodeRecord("id-gpu-1", "gpu-1", to_dict(register), heartbeat=to_dict(beat),
+                                    heartbeat_at=now, first_seen=now, updated_at=now))
+    await sign_in(client, "otto@example.com")
+
+    html = await (await client.get("/admin/nodes")).text()
+    turkish = await (await client.get("/admin/nodes", headers={"Accept-Language": "tr-TR,tr;q=0.9"})).text()
+
+    rows = re.findall(r"<tr>.*?</tr>", re.search(r'<table class="cards">.*?</table>', html, re.S).group(0), re.S)
+    assert 'max="81559"' in rows[1] and 'value="73403"' in rows[1] and "<meter" in rows[1]
+    assert "73,403 of 81,559 MB" in text_of(rows[1])
+    assert "92% busy" in text_of(rows[1]) and "SMs 69% active" in text_of(rows[1])
+    assert 'value="512"' in rows[2] and "0% busy" in text_of(rows[2])
+    assert "SMs" not in rows[2]  # no GPM on this card: nothing, not 0%
+    tr_rows = re.findall(r"<tr>.*?</tr>", re.search(r'<table class="cards">.*?</table>', turkish, re.S).group(0),
+                         re.S)
+    assert "%92 meşgul" in text_of(tr_rows[1]) and "SM etkinliği %69" in text_of(tr_rows[1])
+    assert "Kullanılan bellek" in text_of(tr_rows[0]) and "İş yükü" in text_of(tr_rows[0])
+
+
+async def test_a_lost_nodes_cards_show_no_readings_rather_than_its_last_ones(client, store):
+    register = Register(node_id="id-gpu-2", name="gpu-2", version="1", host=Host(hostname="gpu-2", cpu_cores=8),
+                        gpus=[GPU(index=0, name="NVIDIA L40S", memory_mb=46068, compute_capability="8.9")])
+    then = time.time() - 3600  # silent for an hour: lost
+    beat = Heartbeat(at=then, gpus=[GPUSensor(index=0, utilization_percent=92, memory_used_mb=40000)])
+    await store.put_node(NodeRecord("id-gpu-2", "gpu-2", to_dict(register), heartbeat=to_dict(beat),
+                                    heartbeat_at=then, first_seen=then, updated_at=then))
+    await sign_in(client, "otto@example.com")
+
+    html = await (await client.get("/admin/nodes")).text()
+
+    card = re.findall(r"<tr>.*?</tr>", re.search(r'<table class="cards">.*?</table>', html, re.S).group(0), re.S)[1]
+    assert "<meter" not in card and "busy" not in card
+    assert "not reported" in text_of(card)
 
 
 async def test_the_guardrails_page_shows_the_policies_and_the_latest_decisions_but_never_text(client, store):

@@ -233,6 +233,10 @@ class NVMLReader:
                         s.utilization_percent = float(util.gpu)
                     s.temperature_c = float(self._call("nvmlDeviceGetTemperature", h, 0, default=0) or 0)
                     s.power_w = round((self._call("nvmlDeviceGetPowerUsage", h, default=0) or 0) / 1000, 1)
+                    # Enforced, not the management limit: the lower of what an administrator
+                    # set and what the board allows, the figure the card is held to.
+                    s.power_limit_w = round((self._call("nvmlDeviceGetEnforcedPowerLimit", h, default=0) or 0)
+                                            / 1000, 1)
                 out.append(s)
             return out
 

@@ -31,7 +31,10 @@ PCIE_FIELDS = (
     ["index", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max", "pcie.link.gen.gpumax"],
     ["index", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max"],
 )
-SENSOR_FIELDS = ["index", "utilization.gpu", "memory.used", "temperature.gpu", "power.draw"]
+SENSOR_FIELDS = (
+    ["index", "utilization.gpu", "memory.used", "temperature.gpu", "power.draw", "enforced.power.limit"],
+    ["index", "utilization.gpu", "memory.used", "temperature.gpu", "power.draw"],
+)
 
 _CUDA = re.compile(r"CUDA Version:\s*([0-9.]+)")
 _L_GPU = re.compile(r"^GPU (\d+): .*\(UUID: ([^)]+)\)")
@@ -61,6 +64,9 @@ class SMIReader:
         self._sysfs = sysfs
         self._lock = threading.Lock()
         self._gpus: list[GPU] = []
+        # Which of SENSOR_FIELDS this driver takes, found on the first sample: a driver refusing the
+        # longer list would otherwise cost a failed nvidia-smi run every heartbeat.
+        self._sensor_fields = 0
 
     def path(self) -> str | None:
         return shutil.which(self.binary)
@@ -173,18 +179,26 @@ class SMIReader:
             wanted = {g.index for g in self._gpus if g.mig is None}
             if not wanted:
                 return []
-            try:
-                rows = self.query("gpu", SENSOR_FIELDS)
-            except GPUUnavailable:
-                return []
+            rows = self._sensor_rows()
             out = []
             for r in rows:
                 if len(r) < 5 or not r[0].isdigit() or int(r[0]) not in wanted:
                     continue
                 out.append(GPUSensor(index=int(r[0]), utilization_percent=number(r[1]),
                                      memory_used_mb=int(number(r[2])), temperature_c=number(r[3]),
-                                     power_w=number(r[4])))
+                                     power_w=number(r[4]), power_limit_w=number(r[5]) if len(r) > 5 else 0.0))
             return out
+
+    def _sensor_rows(self) -> list[list[str]]:
+        """The sensor query's rows with the longest field list the driver takes; [] when it answers none."""
+        for i in range(self._sensor_fields, len(SENSOR_FIELDS)):
+            try:
+                rows = self.query("gpu", SENSOR_FIELDS[i])
+            except GPUUnavailable:
+                continue
+            self._sensor_fields = i
+            return rows
+        return []
 
     def processes(self) -> dict[int, list[GPUProcess]]:
         with self._lock:

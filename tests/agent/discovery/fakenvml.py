@@ -44,6 +44,7 @@ class FakeCard:
     util: int = 0
     temp: int = 40
     power_mw: int = 70000
+    power_limit_mw: int | None = 700000  # None: the driver says NOT_SUPPORTED, as on some GeForce boards
     procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, MB)
     gpm: dict[int, float] | None = None  # GPM metric id -> value; None: no GPM (before Hopper)
 
@@ -169,6 +170,11 @@ class FakeNVML:
 
     def nvmlDeviceGetPowerUsage(self, h):
         return h.power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        if h.power_limit_mw is None:
+            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return h.power_limit_mw
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         procs = getattr(h, "procs", [])

@@ -17,7 +17,8 @@ CARDS_OLD = "index,uuid,name,memory.total,pci.bus_id,driver_version"
 PCIE = "index,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,pcie.link.gen.gpumax"
 PCIE_OLD = "index,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max"
 MIG_MODE = "index,mig.mode.current"
-SENSORS = "index,utilization.gpu,memory.used,temperature.gpu,power.draw"
+SENSORS = "index,utilization.gpu,memory.used,temperature.gpu,power.draw,enforced.power.limit"
+SENSORS_OLD = "index,utilization.gpu,memory.used,temperature.gpu,power.draw"
 APPS = "gpu_uuid,pid,used_memory"
 CSV = "--format=csv,noheader,nounits"
 
@@ -35,7 +36,7 @@ TWO_CARDS = {
     f"--query-gpu={PCIE} {CSV}": "0, 4, 16, 16, 4\n1, 4, 8, 16, 4\n",
     f"--query-gpu={MIG_MODE} {CSV}": "0, [N/A]\n1, [N/A]\n",
     "": BANNER,
-    f"--query-gpu={SENSORS} {CSV}": "0, 92, 23000, 71, 239.52\n1, 0, 512, 30, 35.10\n",
+    f"--query-gpu={SENSORS} {CSV}": "0, 92, 23000, 71, 239.52, 350.00\n1, 0, 512, 30, 35.10, 350.00\n",
 }
 
 A100_MIG = {

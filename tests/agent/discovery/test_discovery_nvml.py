@@ -66,7 +66,7 @@ def test_a_card_in_mig_mode_is_its_instances_numbered_from_1000(tmp_path):
     # Each instance's memory in use is its own; nobody measures utilisation per instance.
     sensors = {s.index: s for s in d.sample().gpus}
     assert sensors[1100].memory_used_mb == 37 and sensors[1101].memory_used_mb == 13
-    assert sensors[1100].utilization_percent == 0
+    assert sensors[1100].utilization_percent == 0 and sensors[1100].power_limit_w == 0
 
 
 def test_pcie_link_is_read_against_the_cards_own_lanes_from_sysfs(tmp_path):
@@ -96,6 +96,7 @@ def test_each_sample_carries_use_and_memory_held_by_others(tmp_path):
             hb = d.sample(engine_pids=[engine.pid])
             s = hb.gpus[0]
             assert (s.utilization_percent, s.memory_used_mb, s.temperature_c, s.power_w) == (92, 23000, 71, 239.5)
+            assert s.power_limit_w == 700.0  # an H100 SXM's enforced limit, as its driver says it in mW
             # 700 MB of somebody else's, and 2300 nobody's process holds (the driver's own).
             assert hb.gpu_foreign_memory_mb == [3000]
             # A process the engine did not start is somebody else's, however it is named.
@@ -107,6 +108,16 @@ def test_each_sample_carries_use_and_memory_held_by_others(tmp_path):
     finally:
         engine.kill()
         engine.wait()
+
+
+def test_a_card_whose_driver_keeps_its_power_limit_to_itself_says_zero_not_a_guess(tmp_path):
+    # Some GeForce boards answer NOT_SUPPORTED for the limit while they do say what they draw.
+    card = FakeCard(name="NVIDIA GeForce RTX 4090", uuid="GPU-4090", bus="00000000:01:00.0", total_mb=24564,
+                    cc=(8, 9), util=40, power_mw=312000, power_limit_mw=None)
+    d = discovery(FakeNVML([card]), tmp_path)
+    d.register_parts()
+    s = d.sample().gpus[0]
+    assert (s.power_w, s.power_limit_w, s.utilization_percent) == (312.0, 0.0, 40)
 
 
 def test_a_process_started_by_an_engine_counts_as_the_engines(tmp_path):

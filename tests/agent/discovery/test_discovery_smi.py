@@ -9,7 +9,7 @@ import sys
 import fakesmi
 import pynvml
 from fakenvml import FakeNVML
-from fakesmi import APPS, CARDS, CARDS_OLD, CSV, PCIE, PCIE_OLD
+from fakesmi import APPS, CARDS, CARDS_OLD, CSV, PCIE, PCIE_OLD, SENSORS, SENSORS_OLD
 
 from llmgw.agent.discovery import Discovery
 from llmgw.config.agent import DiscoverySettings
@@ -53,8 +53,8 @@ def test_each_sample_reads_use_and_memory_held_by_others_from_nvidia_smi(tmp_pat
     finally:
         engine.kill()
         engine.wait()
-    assert [(s.index, s.utilization_percent, s.memory_used_mb, s.temperature_c, s.power_w) for s in hb.gpus] == [
-        (0, 92, 23000, 71, 239.52), (1, 0, 512, 30, 35.1)]
+    assert [(s.index, s.utilization_percent, s.memory_used_mb, s.temperature_c, s.power_w, s.power_limit_w)
+            for s in hb.gpus] == [(0, 92, 23000, 71, 239.52, 350), (1, 0, 512, 30, 35.1, 350)]
     assert hb.gpu_foreign_memory_mb == [774, 512]
 
 
@@ -73,6 +73,21 @@ def test_an_older_driver_that_refuses_a_field_still_gives_its_cards(tmp_path, mo
     assert host.nvidia_driver == "470.256.02" and host.cuda_version == "11.4"
     asked = fakesmi.calls(tmp_path / "bin")
     assert f"--query-gpu={CARDS} {CSV}" in asked and f"--query-gpu={PCIE} {CSV}" in asked
+
+
+def test_a_driver_that_refuses_the_power_limit_field_still_gives_use_and_is_asked_once(tmp_path, monkeypatch):
+    answers = {k: v for k, v in fakesmi.TWO_CARDS.items() if SENSORS not in k}
+    answers[f"--query-gpu={SENSORS_OLD} {CSV}"] = "0, 92, 23000, 71, 239.52\n1, 0, 512, 30, 35.10\n"
+    fakesmi.install(tmp_path / "bin", answers)
+    fakesmi.on_path(monkeypatch, tmp_path / "bin")
+    d = discovery(tmp_path)
+    d.register_parts()
+    first, second = d.sample(), d.sample()
+    assert [(s.utilization_percent, s.power_w, s.power_limit_w) for s in second.gpus] == [
+        (92, 239.52, 0), (0, 35.1, 0)]
+    assert first.gpus == second.gpus
+    # The refusal is learnt: the second heartbeat goes straight to the shorter list.
+    assert fakesmi.calls(tmp_path / "bin").count(f"--query-gpu={SENSORS} {CSV}") == 1
 
 
 def test_a_card_in_mig_mode_is_its_instances_sized_by_the_full_report(tmp_path, monkeypatch):
