@@ -13,10 +13,8 @@ Two commands, each with its plan on stdin and Progress lines on stdout, as `llmg
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import shutil
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ from llmgw.onboard.layout import Layout
 from llmgw.onboard.machine import USER, Report, run_steps, start_unit, user_and_directories
 from llmgw.onboard.services import service_manager
 from llmgw.onboard.steps import Progress, StepFailed, read_plan
+from llmgw.trust import machine_hosts
 
 CERT_FILE = "mirror.crt"
 KEY_FILE = "mirror.key"
@@ -96,28 +95,9 @@ def directories(layout: Layout) -> tuple[bool, str]:
 
 
 def own_hosts() -> list[str]:
-    """The names and addresses of this machine, for its certificate: loopback (where `llmgw mirror` dials it),
-    its host names, and every address other machines may reach it at."""
-    import psutil
-
-    hosts = ["127.0.0.1", "::1", "localhost", socket.gethostname()]
-    try:
-        fqdn = socket.getfqdn()
-        if fqdn and fqdn != "localhost":
-            hosts.append(fqdn)
-    except OSError:
-        pass
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            if a.family in (socket.AF_INET, socket.AF_INET6):
-                ip = a.address.split("%")[0]
-                try:
-                    if ipaddress.ip_address(ip).is_link_local:
-                        continue
-                except ValueError:
-                    continue
-                hosts.append(ip)
-    return list(dict.fromkeys(hosts))
+    """The names and addresses of this machine, for its mirror's certificate: loopback (where `llmgw mirror` dials
+    it), its host names, and every address other machines may reach it at."""
+    return machine_hosts()
 
 
 def make_key(layout: Layout, plan: KeyPlan) -> tuple[tuple[bool, str], dict[str, Any]]:

@@ -21,7 +21,7 @@ What the rest of llmgw uses:
 """
 
 from llmgw.trust.agentport import OPEN_PATHS, PEER, make_agent_app
-from llmgw.trust.authority import DEFAULT_JOIN_TTL, ClusterTrust, JoinRefused, agent_address
+from llmgw.trust.authority import DEFAULT_JOIN_TTL, ClusterTrust, JoinRefused, agent_address, machine_hosts
 from llmgw.trust.code import JoinCode, decode_code
 from llmgw.trust.joining import JoinResult, join
 from llmgw.trust.masterkey import FILE_NAME, MasterKey, TrustError, ensure_master_key, read_master_key
@@ -43,6 +43,6 @@ __all__ = [
     "TrustError", "agent_address", "certificate_identity", "client_ssl_context", "decode_code", "ensure_master_key",
     "join", "make_agent_app", "mirror_certificate_fits", "mirror_key", "node_identity", "peer_control_plane",
     "peer_identity", "peer_mirror", "peer_node_id", "control_plane_named", "read_master_key", "server_ssl_context",
-    "DEFAULT_JOIN_TTL",
+    "DEFAULT_JOIN_TTL", "machine_hosts",
     "FILE_NAME",
 ]

@@ -350,10 +350,9 @@ def _default_route_ip() -> str | None:
         probe.close()
 
 
-def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
-    """The names and addresses this control plane's certificate is for: every
-    address of this machine (agents may dial any of them), loopback, its
-    host names, and what `advertise` and the recorded address say."""
+def machine_hosts() -> list[str]:
+    """This machine's names and addresses, for a certificate others dial it by: loopback, its host names, and every
+    address of its interfaces but link-local ones (a control plane's agent port, a model mirror)."""
     import psutil
 
     hosts = ["127.0.0.1", "::1", "localhost", socket.gethostname()]
@@ -363,14 +362,6 @@ def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
             hosts.append(fqdn)
     except OSError:
         pass
-    listen = sock.getsockname()[0]
-    if listen not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
-        hosts.append(listen)
-    hosts.append(address.rsplit(":", 1)[0].strip("[]"))
-    if advertise:
-        named = urlsplit(advertise if "://" in advertise else f"http://{advertise}").hostname
-        if named:
-            hosts.append(named)
     for addrs in psutil.net_if_addrs().values():
         for a in addrs:
             if a.family in (socket.AF_INET, socket.AF_INET6):
@@ -381,4 +372,20 @@ def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
                 except ValueError:
                     continue
                 hosts.append(ip)
+    return list(dict.fromkeys(hosts))
+
+
+def _own_hosts(sock: socket.socket, advertise: str, address: str) -> list[str]:
+    """The names and addresses this control plane's certificate is for: every
+    address of this machine (agents may dial any of them), loopback, its
+    host names, and what `advertise` and the recorded address say."""
+    hosts = machine_hosts()
+    listen = sock.getsockname()[0]
+    if listen not in ("0.0.0.0", "::"):  # noqa: S104 - read, not bound
+        hosts.append(listen)
+    hosts.append(address.rsplit(":", 1)[0].strip("[]"))
+    if advertise:
+        named = urlsplit(advertise if "://" in advertise else f"http://{advertise}").hostname
+        if named:
+            hosts.append(named)
     return hosts
