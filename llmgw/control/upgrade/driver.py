@@ -44,6 +44,10 @@ log = logging.getLogger("llmgw.upgrade")
 DRIVE_EVERY = 1.0
 UP_WITHIN = 120.0  # the default bound: a machine back on the new version within this, or the upgrade stops
 ASK_TIMEOUT = 10.0
+# A node's agent finds a new leader by itself, its tries backing off: after the control planes' own waves (the
+# leader restarted, perhaps another leading now) it may take some seconds to be back. Seen in CI under load: the
+# node wave began before the first node had found the restarted leader, and the whole upgrade stopped there.
+RECONNECT_WITHIN = 60.0
 
 
 def bounds(doc: dict[str, Any]) -> tuple[float, float, float]:
@@ -196,12 +200,25 @@ class Upgrader:
 
     # --- nodes ------------------------------------------------------------------------------
 
+    async def _reconnected(self, node_id: str, within: float) -> Any:
+        """The node once its agent is connected to this control plane again, or None after `within` seconds."""
+        agents = self.plane.cluster.agents
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            node = agents.nodes.get(node_id)
+            if node is not None and node.connected:
+                return node
+            await asyncio.sleep(0.5)
+        return agents.nodes.get(node_id)
+
     async def _nodes(self, doc: dict[str, Any], wave: list[dict[str, Any]]) -> None:
         agents = self.plane.cluster.agents
         now = time.time()
         up, confirm_within, back_within = bounds(doc)
         for m in wave:
             node = agents.nodes.get(m["id"])
+            if m["state"] == PENDING and (node is None or not node.connected):
+                node = await self._reconnected(m["id"], RECONNECT_WITHIN)
             if m["state"] == PENDING:
                 if node is None or not node.connected:
                     m["state"], m["sentence"] = FAILED, f"Node {m['name']} is not connected, so it was not upgraded."
