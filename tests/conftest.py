@@ -181,9 +181,10 @@ def store_url(dialect, request, tmp_path) -> str:
         yield f"sqlite:{folder / 'llmgw.db'}"
         return
     cluster = request.getfixturevalue("postgres_cluster")
-    url = cluster.create_database(template=request.getfixturevalue("_migrated_postgres"))
+    template = request.getfixturevalue("_migrated_postgres")
+    url = cluster.copy_of(template)
     yield url
-    cluster.drop_database(url.rsplit("/", 1)[1])
+    cluster.give_back(url, template)
 
 
 @pytest.fixture
