@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 
 import pytest
 from test_cluster import _answers, _ready_on, cluster  # noqa: F401 - the fixture
@@ -157,3 +158,41 @@ def test_an_air_gapped_site_imports_a_cache_carried_in_and_pins_and_serves_from_
         assert text and text.strip()
     finally:
         mirror.kill()
+
+
+def test_a_mirror_down_while_its_peer_removed_a_file_removes_it_once_back_and_neither_copies_it_back(hub, tmp_path):
+    hub.repo("Qwen/Two-Files", files={"a.gguf": write_tiny_gguf(tmp_path / "a.gguf").read_bytes(),
+                                      "b.gguf": write_tiny_gguf(tmp_path / "b.gguf", seed=1).read_bytes()})
+    commit = hub.repos["Qwen/Two-Files"].main
+    certs = Certs(tmp_path / "certs")
+    first_port, second_port = _port(), _port()
+    first_cfg = mirror_config(tmp_path / "m1", certs.control_plane("cp1"), hub.url,
+                              [f"https://127.0.0.1:{second_port}"], port=first_port, peer_interval=1)
+    second_cfg = mirror_config(tmp_path / "m2", certs.control_plane("cp2"), NOWHERE,
+                               [f"https://127.0.0.1:{first_port}"], port=second_port, peer_interval=1)
+    first = MirrorProcess(first_cfg, tmp_path / "m1.yaml")
+    second = MirrorProcess(second_cfg, tmp_path / "m2.yaml")
+    try:
+        added = MirrorProcess.command(first_cfg, tmp_path / "m1.yaml", "add", "hf:Qwen/Two-Files")
+        out, err = added.communicate(timeout=60)
+        assert added.returncode == 0, out + err
+        assert wait_for(lambda: _held(second_cfg, "a.gguf") and _held(second_cfg, "b.gguf"), timeout=30,
+                        interval=0.3)[0]
+        second.stop()
+        removed = MirrorProcess.command(first_cfg, tmp_path / "m1.yaml", "remove",
+                                        f"Qwen/Two-Files/{commit}/b.gguf")
+        out, err = removed.communicate(timeout=60)
+        assert removed.returncode == 0 and f"removed Qwen/Two-Files/{commit}/b.gguf" in out, out + err
+        second = MirrorProcess(second_cfg, tmp_path / "m2.yaml")
+        assert wait_for(lambda: not _held(second_cfg, "b.gguf"), timeout=30, interval=0.3)[0]
+        assert not (tmp_path / "m2" / "files" / "Qwen" / "Two-Files" / commit / "b.gguf").exists()
+        # The first remembers the removal; several reads each way later (every second), neither has it back.
+        first_state = asyncio.run(MirrorClient(f"https://127.0.0.1:{first_port}",
+                                               client_context(first_cfg)).state())
+        assert first_state["removed"][f"Qwen/Two-Files/{commit}/b.gguf"] > 0
+        time.sleep(3)
+        assert _held(first_cfg, "a.gguf") and _held(second_cfg, "a.gguf")
+        assert not _held(first_cfg, "b.gguf") and not _held(second_cfg, "b.gguf")
+    finally:
+        first.kill()
+        second.kill()
