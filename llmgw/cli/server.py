@@ -361,6 +361,8 @@ def _install_ha(args, choices) -> int:
     if here.root != "/" and not args.root:
         choices.root = here.root
     choices.listen.update(here.listen)
+    if here.mirror_listen:
+        choices.mirror_listen = here.mirror_listen
     choices.check()
     layout = Layout(Path(choices.root))
     known_hosts = Path(args.known_hosts) if args.known_hosts else layout.server_data / "known_hosts"

@@ -69,6 +69,9 @@ class HaMachine:
     ssh: Target | None = None
     root: str = "/"
     listen: dict[str, str] = field(default_factory=dict)
+    mirror_listen: str = ""
+    """Where its model mirror listens (machines.yaml's listen: mirror:), where not the setup's one choice: three
+    machines on one host (a test, a trial) need a port each."""
     # Its own login, where the setup screens were given one per machine; else the job's.
     credentials: Credentials | None = field(default=None, repr=False)
 
@@ -271,12 +274,13 @@ def from_file(path: Path) -> list[HaMachine]:
             raise StepFailed("the three machines", f"--machines {path}: the first machine is this one, with no "
                                                    "ssh:; the other two each need ssh: USER@HOST[:PORT]")
         listen = {str(k): str(v) for k, v in (entry.get("listen") or {}).items()}
-        bad = sorted(set(listen) - set(LISTEN_DEFAULTS))
+        bad = sorted(set(listen) - set(LISTEN_DEFAULTS) - {"mirror"})
         if bad:
             raise StepFailed("the three machines", f"--machines {path}: listen: {', '.join(bad)} is not one of "
-                                                   f"{', '.join(LISTEN_DEFAULTS)}")
+                                                   f"{', '.join([*LISTEN_DEFAULTS, 'mirror'])}")
+        mirror_listen = listen.pop("mirror", "")
         machines.append(HaMachine(store, Target.parse(str(ssh)) if ssh else None, str(entry.get("root") or "/"),
-                                  listen))
+                                  listen, mirror_listen))
     patroni.check_machines([m.store for m in machines])
     return machines
 
@@ -316,8 +320,8 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     standbys = []
     for i, machine in enumerate(job.machines[1:], start=1):
         assert machine.ssh is not None
-        mirror = ({"dir": choices.mirror_dir, "listen": choices.mirror_listen, "peers": [mirrors[0]]}
-                  if mirrors and i == 1 else {})
+        mirror = ({"dir": choices.mirror_dir, "listen": machine.mirror_listen or choices.mirror_listen,
+                   "peers": [mirrors[0]]} if mirrors and i == 1 else {})
         standby = ServerAdd(target=machine.ssh, credentials=machine.credentials or job.credentials,
                             known_hosts=job.known_hosts,
                             program=job.program, root=machine.root, services=job.services, name=machine.store.name,
@@ -333,7 +337,7 @@ def mirror_urls(choices: Choices, machines: list[HaMachine]) -> list[str]:
 
     if not choices.is_on("mirror"):
         return []
-    return [mirrorpart.url_for(choices.mirror_listen, m.store.address) for m in machines[:2]]
+    return [mirrorpart.url_for(m.mirror_listen or choices.mirror_listen, m.store.address) for m in machines[:2]]
 
 
 async def _store_there(job: HaJob, machine: HaMachine, plan: hastore.StorePlan, report: Report) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmgw.onboard import hastore, patroni
+from llmgw.onboard import hastore, mirrorpart, patroni
 from llmgw.onboard.hainstall import HaJob, HaMachine, check_others, check_there, reached
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
@@ -58,11 +58,13 @@ def three(sshd):
                  "ports": {"postgres": free_port(), "patroni": free_port(), "etcd_client": free_port(),
                            "etcd_peer": free_port()},
                  "listen": {role: f"127.0.0.1:{free_port()}" for role in ROLES}}
+        if i < 2:  # the first two get the model mirrors, a port each on this one host
+            entry["listen"]["mirror"] = f"127.0.0.1:{free_port()}"
         if i:
             entry["ssh"] = f"root@127.0.0.1:{sshd.port}"
         machines.append(entry)
     yield machines, roots
-    for unit in (SERVER_UNIT, hastore.PATRONI_UNIT, hastore.ETCD_UNIT):
+    for unit in (mirrorpart.MIRROR_UNIT, SERVER_UNIT, hastore.PATRONI_UNIT, hastore.ETCD_UNIT):
         for root in roots:
             layout = Layout(root)
             if layout.unit_file(unit).exists():
@@ -88,7 +90,7 @@ def an_interface() -> str:
 
 def install(machines_file: Path, sshd, program: Path):
     return llmgw("server", "init", "--install", "--machines", str(machines_file), "--key", str(sshd.client_key),
-                 "--program", str(program), "--no-node", "--no-model", "--no-firewall", "--admin-email",
+                 "--program", str(program), "--no-node", "--no-model", "--no-firewall", "--mirror", "--admin-email",
                  "ops@example.com", "--vip", VIP, "--vip-interface", an_interface(), "--wait", "90", "--json",
                  timeout=480)
 
@@ -155,6 +157,19 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
         wait_until(lambda e=entry: status(e)["leader"]["holder"].startswith("cp-1"), 30,
                    f"{entry['name']} follows cp-1")
         assert status(entry)["role"] == "standby"
+
+    # The model mirror on the first two, each the other's peer, and the cluster told of both.
+    mirrors = [f"https://{entry['listen']['mirror']}" for entry in machines[:2]]
+    for entry, peer in zip(machines[:2], reversed(mirrors), strict=True):
+        kept = yaml.safe_load(Layout(Path(entry["root"])).mirror_config.read_text())
+        assert kept["listen"] == entry["listen"]["mirror"] and kept["peers"] == [peer]
+        assert SupervisedManager(Layout(Path(entry["root"]))).status(mirrorpart.MIRROR_UNIT).active
+    assert not Layout(Path(machines[2]["root"])).mirror_config.exists()
+    setting = llmgw("ctl", "config", "get", "mirror", "--json", "--admin", machines[0]["listen"]["admin"],
+                    "--token-file", str(Layout(Path(machines[0]["root"])).server_data / "admin-token"))
+    assert setting.returncode == 0, setting.stderr
+    value = json.loads(setting.stdout)["value"]
+    assert (value["url"], value["peers"]) == (mirrors[0], [mirrors[1]])
 
     again = install(machines_file, sshd, pyz)
     assert again.returncode == 0, again.stderr[-4000:]
