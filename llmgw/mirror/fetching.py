@@ -140,7 +140,8 @@ class Fetcher:
             progress.phase, progress.error = "failed", "stopped before it was whole; the next start carries on"
             raise
         except (WeightsError, OSError) as e:
-            progress.phase, progress.error = "failed", str(e)
+            # `since` the failure, not the start: a failed fetch is tried again a while after it failed.
+            progress.phase, progress.error, progress.since = "failed", str(e), self._clock()
             log.warning("%s", e)
             self._on_change()
             raise
@@ -186,7 +187,7 @@ class Fetcher:
         held = Held(wanting.key.repo, wanting.key.commit, wanting.key.path, size, got, wanting.scan,
                     redact(wanting.origin or wanting.url), self._clock())
         self.holdings.add(held)
-        await asyncio.to_thread(self.holdings.save)
+        await asyncio.to_thread(self.holdings.write, self.holdings.snapshot())
         log.info("kept %s (%d bytes, sha256 %s)", shown, size, got)
         return held
 

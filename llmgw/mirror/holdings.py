@@ -140,12 +140,20 @@ class Holdings:
         self.removed = {str(k): float(v) for k, v in doc.get("removed", {}).items()}
 
     def save(self) -> None:
+        self.write(self.snapshot())
+
+    def snapshot(self) -> bytes:
+        """The list as it is now, to write (`write`, in a thread): taken on the loop, which alone changes it, so
+        a write in a thread never reads a dict while another fetch's end adds to it."""
         cutoff = self.clock() - REMOVED_KEPT_S
         self.removed = {k: t for k, t in self.removed.items() if t >= cutoff}
         doc = {"held": [asdict(h) for h in sorted(self.held.values(), key=lambda h: str(h.key))],
                "wanted": [asdict(w) for w in sorted(self.wanted.values(), key=lambda w: str(w.key))],
                "removed": dict(sorted(self.removed.items()))}
-        write_atomic(self.list_file, json.dumps(doc, indent=1).encode(), 0o640)
+        return json.dumps(doc, indent=1).encode()
+
+    def write(self, data: bytes) -> None:
+        write_atomic(self.list_file, data, 0o640)
 
     def path_of(self, key: FileKey) -> Path:
         """Where the file of `key` is kept; FileKey has refused any name that would step outside files/."""

@@ -73,7 +73,7 @@ async def import_dir(mirror: Mirror, folder: str) -> dict[str, Any]:
             report["refused"].append({"file": name, "why": str(e)})
             continue
         mirror.holdings.add(held)
-        await asyncio.to_thread(mirror.holdings.save)
+        await asyncio.to_thread(mirror.holdings.write, mirror.holdings.snapshot())
         report["imported"].append(name)
     return report
 
