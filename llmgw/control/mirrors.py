@@ -132,15 +132,19 @@ class MirrorKeeper:
                 wanted = await wanted_files(self.store)
             except StoreError as e:
                 log.debug("the catalog's pins not read: %s", e)
-        await asyncio.gather(*(self._read(self.seen[url], context, wanted) for url in addresses))
+        # One mirror fetches from the hub, the first in order that answered the last read (the first named, before
+        # any answered); the others copy from it as they keep in step. One that stops answering hands it on.
+        fetcher = next((url for url in addresses if self.seen[url].ok), addresses[0])
+        await asyncio.gather(*(self._read(self.seen[url], context, wanted, url == fetcher) for url in addresses))
 
-    async def _read(self, seen: Seen, context: ssl.SSLContext | None, wanted: list[dict[str, Any]] | None) -> None:
+    async def _read(self, seen: Seen, context: ssl.SSLContext | None, wanted: list[dict[str, Any]] | None,
+                    from_hub: bool = True) -> None:
         client = MirrorClient(seen.url, context, timeout=10)
         try:
             if context is None:
                 raise MirrorError("this control plane has no certificate yet (its agent port is shut)", 503)
             if wanted is not None:
-                await client.want(wanted)
+                await client.want(wanted, from_hub)
             listing = await client.files()
         except MirrorError as e:
             if seen.ok is not False:

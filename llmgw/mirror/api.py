@@ -5,7 +5,8 @@
     GET  /mirror/v1/files                      every file: held, being fetched, failed; the models using each
     POST /mirror/v1/files {source, sha256}     pin and fetch (hf:… or an address); answers once it is here
     DELETE /mirror/v1/files/KEY                remove (refused while a catalog model loads it)
-    PUT  /mirror/v1/wanted {files: [...]}      the catalog's pins, from the leading control plane
+    PUT  /mirror/v1/wanted {files, from_hub}   the catalog's pins, from the leading control plane; from_hub false:
+                                               another mirror fetches them, this one copies from it
     GET  /mirror/v1/state                      what a peer reads to keep in step
     POST /mirror/v1/import {dir}               files carried in on a disk (importing.py)
     GET  /health
@@ -189,7 +190,7 @@ async def _wanted(request: web.Request) -> web.Response:
     files = body.get("files")
     if not isinstance(files, list):
         raise MirrorError("give files: the catalog's pinned files")
-    missing = request.app[MIRROR].set_wanted(files)
+    missing = request.app[MIRROR].set_wanted(files, from_hub=body.get("from_hub") is not False)
     return _json({"wanted": len(files), "missing": missing})
 
 

@@ -47,8 +47,8 @@ class MirrorClient:
     async def remove(self, what: str) -> dict[str, Any]:
         return await self._call("DELETE", "/mirror/v1/files/" + quote(what.strip("/"), safe="/"))
 
-    async def want(self, files: list[dict[str, Any]]) -> dict[str, Any]:
-        return await self._call("PUT", "/mirror/v1/wanted", {"files": files})
+    async def want(self, files: list[dict[str, Any]], from_hub: bool = True) -> dict[str, Any]:
+        return await self._call("PUT", "/mirror/v1/wanted", {"files": files, "from_hub": from_hub})
 
     async def import_dir(self, folder: str, timeout: float | None = None) -> dict[str, Any]:
         return await self._call("POST", "/mirror/v1/import", {"dir": folder}, timeout=timeout)

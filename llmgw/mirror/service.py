@@ -55,6 +55,8 @@ class Mirror:
         self.peers: dict[str, dict[str, Any]] = {p.rstrip("/"): {"ok": None, "at": 0.0, "error": ""}
                                                  for p in cfg.peers}
         self._wake = asyncio.Event()
+        # Until a leader says otherwise (set_wanted), a mirror fetches what it is asked to keep.
+        self.from_hub = True
         self._tasks: list[asyncio.Task[None]] = []
         self._stepping = False
 
@@ -105,7 +107,8 @@ class Mirror:
         """Fetch what the control planes want and the mirror lacks, each once, a failed one again after a while."""
         while True:
             now = self.clock()
-            for wanted in self.holdings.missing():
+            # A mirror the leader did not choose to fetch copies from the one it did (peers.py).
+            for wanted in self.holdings.missing() if self.from_hub else []:
                 name = str(wanted.key)
                 failed = self.fetcher.progress.get(name)
                 if self.fetcher.busy(wanted.key) or (failed and failed.phase == "failed"
@@ -128,8 +131,13 @@ class Mirror:
 
     # what the control planes want
 
-    def set_wanted(self, rows: list[dict[str, Any]]) -> int:
-        """Replace the wanted list with the catalog's pins; how many are missing."""
+    def set_wanted(self, rows: list[dict[str, Any]], from_hub: bool = True) -> int:
+        """Replace the wanted list with the catalog's pins; how many are missing.
+
+        `from_hub`: whether this mirror fetches what it lacks from the hub, or leaves that to the mirror the
+        leader chose (the first that answers) and copies it from that one as it keeps in step: the cluster
+        fetches a new model from Hugging Face once, not once a mirror."""
+        self.from_hub = from_hub
         wanted = []
         for i, row in enumerate(rows):
             try:

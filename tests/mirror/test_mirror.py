@@ -173,3 +173,26 @@ async def test_the_mirror_answers_the_hubs_pinning_reads_for_what_it_holds_and_n
         with pytest.raises(HubError) as refused:
             await client.repo("acme/tiny", "f" * 40)
         assert refused.value.status == 404 and "has no revision" in str(refused.value)
+
+
+async def test_a_mirror_the_leader_did_not_choose_to_fetch_leaves_the_hub_alone_until_it_is_chosen(
+        tmp_path, hub, certs):
+    cfg = mirror_config(tmp_path / "mirror", certs.control_plane("cp1"), hub.url)
+    commit = hub.repos["acme/tiny"].main
+    pin = {"repo": "acme/tiny", "commit": commit, "path": "big.onnx", "size": len(WEIGHTS),
+           "sha256": hashlib.sha256(WEIGHTS).hexdigest(), "scan": "safe", "models": ["tiny-chat"]}
+    async with running_mirror(cfg) as (mirror, base):
+        admin = MirrorClient(base, certs.control_plane_ssl("cp1"))
+        await admin.want([pin], from_hub=False)
+        await asyncio.sleep(0.3)  # the fetch loop has been woken and has looked
+        assert not mirror.fetcher.busy(FileKey("acme/tiny", commit, "big.onnx"))
+        assert hub.count("resolve") == 0 and hub.count("cdn") == 0
+        assert [(f["path"], f["state"], f["models"]) for f in (await admin.files())["files"]] == [
+            ("big.onnx", "waiting", ["tiny-chat"])]
+        # The one that was (its mirror stopped answering): this one fetches it now.
+        await admin.want([pin], from_hub=True)
+        for _ in range(200):
+            if mirror.holdings.get(FileKey("acme/tiny", commit, "big.onnx")) is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert hub.bytes_served() == len(WEIGHTS)
