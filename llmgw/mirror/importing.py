@@ -103,6 +103,11 @@ def _survey(root: Path) -> tuple[list[Carried], list[dict[str, str]]]:
                 except BadKey as e:
                     refused.append({"file": f"{repo}/{commit_dir.name}/{path}", "why": str(e)})
                     continue
+                # A disk carried in is not trusted: a link named for the sum of some file of this machine's (a
+                # key, a password file) would pass the check and be served to the cluster.
+                if repo_dir.resolve() not in file.resolve().parents:
+                    refused.append({"file": str(key), "why": f"it links outside {repo_dir}, to {file.resolve()}"})
+                    continue
                 found.append(Carried(key, file, sha256=blob if _SHA256.match(blob) else "",
                                      git_oid=blob if _SHA1.match(blob) else ""))
     return found, refused

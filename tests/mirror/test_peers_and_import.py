@@ -136,3 +136,24 @@ async def test_an_import_with_a_manifest_is_checked_against_the_catalogs_pin(tmp
         await admin.want([])
         report = await admin.import_dir(str(disk))
         assert report["imported"] == [f"acme/tiny/{commit}/model.gguf"]
+
+
+async def test_a_cache_whose_link_leads_outside_its_repository_is_refused_and_nothing_of_it_kept(tmp_path):
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(b"not a model\n")
+    snapshot = tmp_path / "disk" / "models--acme--tiny" / "snapshots" / ("d" * 40)
+    snapshot.mkdir(parents=True)
+    # Named for the sum of what it points at, so the sum alone would pass.
+    (snapshot / "model.gguf").symlink_to(secret)
+    blob_name = hashlib.sha256(secret.read_bytes()).hexdigest()
+    (snapshot / "other.gguf").symlink_to(tmp_path / "disk" / "models--acme--tiny" / "blobs" / blob_name)
+    (tmp_path / "disk" / "models--acme--tiny" / "blobs").mkdir()
+    (tmp_path / "disk" / "models--acme--tiny" / "blobs" / blob_name).symlink_to(secret)
+    certs = Certs(tmp_path / "certs")
+    cfg = mirror_config(tmp_path / "mirror", certs.control_plane("cp1"), "http://127.0.0.1:9")
+    async with running_mirror(cfg) as (mirror, base):
+        report = await MirrorClient(base, certs.control_plane_ssl("cp1")).import_dir(str(tmp_path / "disk"))
+    assert report["imported"] == []
+    assert sorted(r["file"].rsplit("/", 1)[1] for r in report["refused"]) == ["model.gguf", "other.gguf"]
+    assert all("links outside" in r["why"] for r in report["refused"])
+    assert not [p for p in (tmp_path / "mirror" / "files").rglob("*") if p.is_file()]
