@@ -30,12 +30,14 @@ PASSWORD = "Correct-horse-battery-9"
 SCIM = "application/scim+json"
 USER = "urn:ietf:params:scim:schemas:core:2.0:User"
 PATCH = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+# The gateway's workers: every one of them must have read a setting before a test takes it as in force.
+WORKERS = 2
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     root = tmp_path_factory.mktemp("takeovers")
-    server = Server(root, "gw", config=write_config(root / "gw.yaml", {"workers": 2}))
+    server = Server(root, "gw", config=write_config(root / "gw.yaml", {"workers": WORKERS}))
     done = server.init("--json")
     assert done.returncode == 0, done.stderr
     provider = OIDCProvider(root / "op", [server.client_url + "/login/oidc/callback"]).start()
@@ -64,13 +66,27 @@ def ctl(server: Server, *args: str):
 
 
 def wait_for_sso(server: Server) -> None:
-    def both_workers_start_it() -> bool:
-        # Several tries: each worker reads the settings on its own poll, and either may answer.
-        return all(_status(server, "/login/oidc") == 303 for _ in range(6))
-    wait_until(both_workers_start_it, 30, "every worker started single sign-on")
+    wait_until(lambda: every_worker_answers(server, "/login/oidc", 303), 30, "every worker started single sign-on")
 
 
-def _status(server: Server, path: str) -> int:
+def every_worker_answers(server: Server, path: str, status: int, headers: dict | None = None) -> bool:
+    """Whether each of the server's workers, the last time it answered `path`, answered `status`.
+
+    Each worker reads the settings on its own poll, and the kernel hands each connection to either: six
+    answers in a row of one status once came all from the worker that had read them, while the other still
+    answered as before (CI, a 303 after six 503s). So ask until every worker has answered, by the worker
+    header each answer carries."""
+    last: dict[str, int] = {}
+    for _ in range(60):
+        code, worker = _answer(server, path, headers)
+        last[worker] = code
+        if len(last) == WORKERS and all(c == status for c in last.values()):
+            return True
+    return False
+
+
+def _answer(server: Server, path: str, headers: dict | None = None) -> tuple[int, str]:
+    """The status `path` is answered with, and the worker (its pid) that answered."""
     import urllib.error
     import urllib.request
 
@@ -79,10 +95,11 @@ def _status(server: Server, path: str) -> int:
             return None
 
     try:
-        with urllib.request.build_opener(NoRedirect).open(server.client_url + path, timeout=5) as r:
-            return r.status
+        request = urllib.request.Request(server.client_url + path, headers=headers or {})
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=5) as r:
+            return r.status, r.headers.get("x-llmgw-worker", "")
     except urllib.error.HTTPError as e:
-        return e.code
+        return e.code, e.headers.get("x-llmgw-worker", "")
 
 
 def add_person(server: Server, email: str, *, role: str = "member", password: str | None = None) -> dict:
@@ -277,7 +294,7 @@ async def test_a_host_header_never_becomes_the_redirect_address_and_without_an_a
 
     assert ctl(gw.server, "config", "unset", "portal.address").returncode == 0
     try:
-        wait_until(lambda: all(_status(gw.server, "/login/oidc") == 503 for _ in range(6)), 30,
+        wait_until(lambda: every_worker_answers(gw.server, "/login/oidc", 503), 30,
                    "every worker refused to start single sign-on")
         async with browser() as session:
             start = await session.get(gw.url + "/login/oidc", headers={"Host": "evil.example"},
@@ -340,8 +357,8 @@ def scim(gw):
     assert ctl(gw.server, "config", "set", "auth.scim.enabled", "true").returncode == 0
     assert ctl(gw.server, "config", "set", "auth.scim.roles", '{"admin": ["scim-admins"]}').returncode == 0
     headers = {"Authorization": f"Bearer {token}"}
-    wait_until(lambda: all(gw.server.get("/scim/v2/ServiceProviderConfig", headers)[0] == 200 for _ in range(6)),
-               30, "every worker answers SCIM")
+    wait_until(lambda: every_worker_answers(gw.server, "/scim/v2/ServiceProviderConfig", 200, headers), 30,
+               "every worker answers SCIM")
     return headers | {"Content-Type": SCIM}
 
 
