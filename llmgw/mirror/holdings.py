@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -120,6 +121,8 @@ class Holdings:
         self.held: dict[str, Held] = {}
         self.wanted: dict[str, Wanted] = {}
         self.removed: dict[str, float] = {}
+        self._writing = threading.Lock()
+        self._taken = self._written = 0
         self._load()
 
     def _load(self) -> None:
@@ -142,18 +145,27 @@ class Holdings:
     def save(self) -> None:
         self.write(self.snapshot())
 
-    def snapshot(self) -> bytes:
-        """The list as it is now, to write (`write`, in a thread): taken on the loop, which alone changes it, so
-        a write in a thread never reads a dict while another fetch's end adds to it."""
+    def snapshot(self) -> tuple[int, bytes]:
+        """The list as it is now, numbered, to write (`write`, in a thread): taken on the loop, which alone changes
+        it, so a write in a thread never reads a dict while another fetch's end adds to it."""
+        self._taken += 1
         cutoff = self.clock() - REMOVED_KEPT_S
         self.removed = {k: t for k, t in self.removed.items() if t >= cutoff}
         doc = {"held": [asdict(h) for h in sorted(self.held.values(), key=lambda h: str(h.key))],
                "wanted": [asdict(w) for w in sorted(self.wanted.values(), key=lambda w: str(w.key))],
                "removed": dict(sorted(self.removed.items()))}
-        return json.dumps(doc, indent=1).encode()
+        return self._taken, json.dumps(doc, indent=1).encode()
 
-    def write(self, data: bytes) -> None:
-        write_atomic(self.list_file, data, 0o640)
+    def write(self, snapshot: tuple[int, bytes]) -> None:
+        """Write a snapshot, one writer at a time (they share the temporary file), and never over a newer one:
+        two fetches that end together write from two threads, in either order (CI: the second rename found the
+        temporary file gone)."""
+        number, data = snapshot
+        with self._writing:
+            if number <= self._written:
+                return
+            write_atomic(self.list_file, data, 0o640)
+            self._written = number
 
     def path_of(self, key: FileKey) -> Path:
         """Where the file of `key` is kept; FileKey has refused any name that would step outside files/."""

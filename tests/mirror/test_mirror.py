@@ -196,3 +196,26 @@ async def test_a_mirror_the_leader_did_not_choose_to_fetch_leaves_the_hub_alone_
                 break
             await asyncio.sleep(0.05)
         assert hub.bytes_served() == len(WEIGHTS)
+
+
+def test_the_list_is_written_one_writer_at_a_time_and_never_over_a_newer_one(tmp_path):
+    import json
+    import threading
+
+    from llmgw.mirror.holdings import Held, Holdings
+
+    holdings = Holdings(tmp_path / "mirror")
+    snapshots = []
+    for i in range(12):
+        holdings.add(Held("acme/tiny", "a" * 40, f"f{i}.gguf", i, "b" * 64))
+        snapshots.append(holdings.snapshot())
+    # Two fetches that end together write from two threads, in either order.
+    threads = [threading.Thread(target=holdings.write, args=(s,)) for s in reversed(snapshots)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    holdings.write(snapshots[3])
+    kept = json.loads((tmp_path / "mirror" / "holdings.json").read_text())
+    assert len(kept["held"]) == 12
+    assert not (tmp_path / "mirror" / "holdings.json.tmp").exists()
