@@ -228,8 +228,14 @@ class Upgrader:
                     continue
                 m["ready_before"] = _ready(node)
                 node.upgrade_refusal = ""
-                if not await agents.send(m["id"], Upgrade(m["to"], self._sha256(doc, m["to"]), confirm_within,
-                                                        self.plane.upgrades.releases.wheels())):
+                order = Upgrade(m["to"], self._sha256(doc, m["to"]), confirm_within,
+                                self.plane.upgrades.releases.wheels())
+                told = await agents.send(m["id"], order)
+                if not told:
+                    # Its link dropped as it was told (CI under load: a missed ping); once it is back, again.
+                    again = await self._reconnected(m["id"], RECONNECT_WITHIN)
+                    told = again is not None and again.connected and await agents.send(m["id"], order)
+                if not told:
                     m["state"], m["sentence"] = FAILED, f"Node {m['name']} could not be told to upgrade."
                     continue
                 m["state"], m["since"] = DOING, now
