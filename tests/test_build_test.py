@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -116,8 +118,9 @@ def test_no_arguments_or_only_builds_own_run_the_whole_suite_and_anything_else_g
     assert build.suite_options(["--quick", "-x"]) is None
 
 
-def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(build):
-    (parallel_name, parallel), (serial_name, serial) = build.suite_phases(quick=False, seed=7, workers=5)
+def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(build, tmp_path):
+    (parallel_name, parallel), (serial_name, serial) = build.suite_phases(quick=False, seed=7, workers=5,
+                                                                          run=tmp_path)
     assert parallel[:4] == ["-n", "5", "--dist", "loadfile"]
     assert parallel[parallel.index("-m") + 1] == "not serial"
     assert serial[serial.index("-m") + 1] == "serial"
@@ -126,8 +129,28 @@ def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(buil
         assert "--randomly-seed=7" in args
     assert "tests/benchmark/test_overhead.py" in serial  # only the files that hold serial tests are collected
     assert not any(arg.startswith("tests/") for arg in parallel)
-    quick = build.suite_phases(quick=True, seed=7, workers=5)
+    assert f"--basetemp={tmp_path / 'p'}" in parallel and f"--basetemp={tmp_path / 's'}" in serial
+    quick = build.suite_phases(quick=True, seed=7, workers=5, run=tmp_path)
     assert [args[args.index("-m") + 1] for _, args in quick] == ["not serial and not slow", "serial and not slow"]
+
+
+def test_each_run_has_its_own_folder_and_only_the_last_finished_one_and_those_running_are_kept(build, tmp_path):
+    runs = tmp_path / "runs"
+    oldest, last = build.suite_folder(runs), build.suite_folder(runs)
+    running = build.suite_folder(runs)
+    for folder, lock in (oldest, last):
+        (folder / "p" / "popen-gw0").mkdir(parents=True)
+        os.close(lock)  # finished
+    os.utime(oldest[0], (1000, 1000))
+    mine, lock = build.suite_folder(runs)
+    try:
+        wait_until(lambda: not any(entry.name.startswith("trash-") for entry in runs.iterdir()), timeout=30,
+                 what="the earlier runs' folders removed")
+        assert sorted(entry.name for entry in runs.iterdir()) == sorted([last[0].name, running[0].name, mine.name])
+        assert len(str(mine / "p" / "popen-gw3")) < len(str(tmp_path)) + 30, "short: sockets live under it"
+    finally:
+        os.close(lock)
+        os.close(running[1])
 
 
 def test_the_summary_counts_a_phase_from_pytests_report(build, tmp_path):
