@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.pgcluster import free_port
+from tests.support.pyz import wheels_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +43,8 @@ def built(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(build, "BUILD", work / "build")
         patch.setattr(build, "DIST", work / "dist")
+        # 3.11's wheels as the suite's own archive installed them, when it was built first.
+        patch.setattr(build, "WHEELS_CACHE", wheels_cache(tmp_path_factory))
         # The tests run in .venv already; making it again is not what is tested.
         patch.setattr(build, "ensure_venv", lambda *a, **k: None)
         started = time.monotonic()

@@ -21,7 +21,10 @@ from llmgw.release import (
     restore_previous,
     running_program,
 )
-from tests.support.pyz import pyz  # noqa: F401 - the fixture
+from tests.support.pyz import (
+    pyz,  # noqa: F401 - the fixture
+    rewrite,
+)
 from tests.support.pyz import with_version as _with_version
 
 
@@ -31,12 +34,7 @@ def with_version(pyz, dest, version):
 
 def rewritten(pyz, dest, changes: dict[str, bytes]):
     """A copy of `pyz` with some entries replaced: a pyz damaged or built elsewhere."""
-    with zipfile.ZipFile(pyz) as old, open(dest, "wb") as out:
-        out.write(b"#!/usr/bin/env python3\n")
-        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as new:
-            for info in old.infolist():
-                new.writestr(info, changes.get(info.filename, old.read(info.filename)))
-    return dest
+    return rewrite(pyz, dest, changes)
 
 
 def built_for(pyz, dest, **changes):

@@ -43,12 +43,18 @@ def _inputs_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _build(work: Path) -> Path:
+def wheels_cache(tmp_path_factory) -> Path:
+    """Where this run's builds keep the dependencies' wheels for each version, shared by every worker."""
+    return tmp_path_factory.getbasetemp().parent / "llmgw-dist-wheels"
+
+
+def _build(work: Path, wheels: Path) -> Path:
     spec = importlib.util.spec_from_file_location("build_for_tests_pyz", ROOT / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     build.BUILD = work / "build"
     build.DIST = work / "dist"
+    build.WHEELS_CACHE = wheels
     # The environment running the tests (a worktree may borrow another checkout's .venv).
     build.VENV = Path(sys.prefix)
     build.VENV_PYTHON = Path(sys.prefix) / "bin" / "python"
@@ -83,7 +89,7 @@ def built_pyz(tmp_path_factory) -> Path:
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            made = _build(cache / "work")
+            made = _build(cache / "work", wheels_cache(tmp_path_factory))
             os.replace(made, done)
     return done
 
@@ -93,7 +99,7 @@ def pyz(tmp_path_factory) -> Path:
     return built_pyz(tmp_path_factory)
 
 
-def _rewrite(pyz: Path, dest: Path, changes: dict[str, bytes]) -> Path:
+def rewrite(pyz: Path, dest: Path, changes: dict[str, bytes]) -> Path:
     """A copy of `pyz` at `dest` (mode 0755) with the zip entries in `changes` replaced.
 
     The entries not changed are copied as they are stored, compressed: the
@@ -149,7 +155,7 @@ def with_version(pyz: Path, version: str, dest: Path) -> Path:
     text = _read(pyz, "lib/llmgw/__init__.py")
     changed, count = re.subn(r'^__version__ = "[^"]*"$', f'__version__ = "{version}"', text, flags=re.M)
     assert count == 1, "lib/llmgw/__init__.py no longer sets __version__ on a line of its own"
-    return _rewrite(pyz, dest, {"lib/llmgw/__init__.py": changed.encode()})
+    return rewrite(pyz, dest, {"lib/llmgw/__init__.py": changed.encode()})
 
 
 def carrying(pyz: Path, pythons: list[str], dest: Path) -> Path:
@@ -158,7 +164,7 @@ def carrying(pyz: Path, pythons: list[str], dest: Path) -> Path:
 
     built_for = json.loads(_read(pyz, "pyz-built-for.json"))
     built_for["pythons"] = pythons
-    return _rewrite(pyz, dest, {"pyz-built-for.json": (json.dumps(built_for, sort_keys=True) + "\n").encode()})
+    return rewrite(pyz, dest, {"pyz-built-for.json": (json.dumps(built_for, sort_keys=True) + "\n").encode()})
 
 
 def broken(pyz: Path, dest: Path, version: str | None = None) -> Path:
@@ -174,4 +180,4 @@ def broken(pyz: Path, dest: Path, version: str | None = None) -> Path:
     failing = anchor + (f'    if args.command in ("server", "agent"):\n'
                         f'        print("llmgw: {BROKEN_SENTENCE}", file=sys.stderr)\n'
                         f'        return 1\n')
-    return _rewrite(source, dest, {"lib/llmgw/cli/main.py": main.replace(anchor, failing).encode()})
+    return rewrite(source, dest, {"lib/llmgw/cli/main.py": main.replace(anchor, failing).encode()})
