@@ -16,14 +16,15 @@ if TYPE_CHECKING:
     from llmgw.router.plane import ClientPlane, KeyLookup, LiveSettings
     from llmgw.router.registry import Placed
     from llmgw.router.scheduler import register_profile, register_scorer
+    from llmgw.router.scrape import read_once
     from llmgw.router.service import Router
     from llmgw.router.targets import TargetRefused, providers_session, refusing_socket
 
 __all__ = [
     "BatchRunner", "CONNECTIONS", "ClientPlane", "Endpoint", "GuardedSite", "KeyLookup", "LiveSettings",
     "Placed", "Router", "TargetRefused",
-    "client_address", "make_client_app", "providers_session", "proxies", "refusing_socket", "register_profile",
-    "register_scorer", "speaks_anthropic",
+    "client_address", "make_client_app", "providers_session", "proxies", "read_once", "refusing_socket",
+    "register_profile", "register_scorer", "speaks_anthropic",
 ]
 
 # The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
@@ -38,6 +39,7 @@ __getattr__ = lazy_face(__name__, {
     "plane": ("ClientPlane", "KeyLookup", "LiveSettings"),
     "registry": ("Placed",),
     "scheduler": ("register_profile", "register_scorer"),
+    "scrape": ("read_once",),
     "service": ("Router",),
     "targets": ("TargetRefused", "providers_session", "refusing_socket"),
 })

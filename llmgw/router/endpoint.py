@@ -28,6 +28,16 @@ class EngineLoad:
     waiting: float = 0.0
     kv_usage: float | None = None  # 0..1, None when the engine does not say
     read_at: float = 0.0  # monotonic; 0 = never
+    # Since the engine started: prompt tokens looked up in its prefix cache and found there, and its
+    # time-to-first-token histogram's sum and count; None when it does not say.
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    ttft_sum: float | None = None
+    ttft_count: float | None = None
+    # The same over the last interval between two reads: the share of prompt tokens the cache held, and the
+    # mean seconds to a first token. None until two reads with traffic between them.
+    prefix_hit_rate: float | None = None
+    engine_ttft: float | None = None
 
 
 @dataclass(eq=False)

@@ -36,7 +36,12 @@ RUNNING = ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:
 WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs")
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio",
             "sglang:token_usage")
-WANTED = frozenset(RUNNING + WAITING + KV_USAGE)
+# Counters since the engine started, in prompt tokens. vLLM renamed gpu_prefix_cache_* (0.10).
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+TTFT_SUM = ("vllm:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_sum")
+TTFT_COUNT = ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count")
+WANTED = frozenset(RUNNING + WAITING + KV_USAGE + PREFIX_QUERIES + PREFIX_HITS + TTFT_SUM + TTFT_COUNT)
 
 MAX_BACKOFF = 60.0
 # vLLM's page is some hundreds of KB with its histograms; far more is not a metrics page.
@@ -120,6 +125,10 @@ def load_from(samples: dict[str, list[float]], read_at: float) -> EngineLoad | N
     def first(names: tuple[str, ...]) -> list[float] | None:
         return next((samples[n] for n in names if n in samples), None)
 
+    def total(names: tuple[str, ...]) -> float | None:
+        found = first(names)
+        return sum(found) if found is not None else None
+
     running, waiting, kv = first(RUNNING), first(WAITING), first(KV_USAGE)
     if running is None and waiting is None and kv is None:
         return None
@@ -128,7 +137,34 @@ def load_from(samples: dict[str, list[float]], read_at: float) -> EngineLoad | N
         waiting=sum(waiting or ()),
         kv_usage=min(1.0, max(0.0, sum(kv) / len(kv))) if kv else None,
         read_at=read_at,
+        prefix_queries=total(PREFIX_QUERIES), prefix_hits=total(PREFIX_HITS),
+        ttft_sum=total(TTFT_SUM), ttft_count=total(TTFT_COUNT),
     )
+
+
+def since(load: EngineLoad, before: EngineLoad | None) -> EngineLoad:
+    """`load` with the prefix cache's hit rate and the mean time to first token since the `before` read.
+
+    An interval with no prompt and no first token keeps the figures of the one before it, so a quiet moment
+    does not erase what the engine last showed; counters that went back (the engine restarted) start afresh.
+    """
+    if before is None:
+        return load
+    rate = _share(load.prefix_hits, before.prefix_hits, load.prefix_queries, before.prefix_queries,
+                  before.prefix_hit_rate)
+    ttft = _share(load.ttft_sum, before.ttft_sum, load.ttft_count, before.ttft_count, before.engine_ttft)
+    return dataclasses.replace(load, prefix_hit_rate=rate, engine_ttft=ttft)
+
+
+def _share(part: float | None, part_before: float | None, whole: float | None, whole_before: float | None,
+           last: float | None) -> float | None:
+    """(part - part_before) / (whole - whole_before) of two counters; `last` when nothing was counted between."""
+    if part is None or part_before is None or whole is None or whole_before is None:
+        return last
+    grown, added = whole - whole_before, part - part_before
+    if grown < 0 or added < 0:
+        return None  # the engine started again; its counters with it
+    return added / grown if grown > 0 else last
 
 
 # The failure of an engine never read that is logged: after about 4 + 8 + 16 s
@@ -192,20 +228,8 @@ class EngineScraper:
 
     async def _scrape(self, url: str, endpoints: list[Endpoint]) -> None:
         key = next((e.api_key for e in endpoints if e.api_key), None)
-        headers = {"Authorization": f"Bearer {key}"} if key else None
         try:
-            async with self._session.get(url, headers=headers,
-                                         timeout=aiohttp.ClientTimeout(total=self.timeout)) as response:
-                if response.status != 200:
-                    raise _Unread(f"answered {response.status}")
-                body = bytearray()
-                async for chunk in response.content.iter_chunked(1 << 16):
-                    body += chunk
-                    if len(body) > MAX_BYTES:
-                        raise _Unread(f"sent more than {MAX_BYTES >> 20} MB")
-            load = load_from(parse_metrics(body.decode("utf-8", "replace")), self._clock())
-            if load is None:
-                raise _Unread("gave none of the running, waiting or KV cache figures")
+            load = await _read_page(self._session, url, key, self.timeout, self._clock())
         except aiohttp.ClientConnectorError as e:
             # Not aiohttp's sentence: it carries "ssl:default" and the call's repr.
             self._failed(url, "nothing listens there" if e.os_error.errno == errno.ECONNREFUSED
@@ -217,7 +241,7 @@ class EngineScraper:
         self._backoff.pop(url, None)
         self._answered.add(url)
         for endpoint in endpoints:
-            endpoint.load = dataclasses.replace(load)
+            endpoint.load = since(load, endpoint.load)
 
     def _failed(self, url: str, why: str) -> None:
         state = self._backoff.setdefault(url, _Backoff())
@@ -236,3 +260,30 @@ class EngineScraper:
 
 class _Unread(Exception):
     pass
+
+
+async def _read_page(session: aiohttp.ClientSession, url: str, key: str | None, timeout: float,
+                     read_at: float) -> EngineLoad:
+    """One engine's metrics page: its figures, or _Unread (or aiohttp's error) saying why not."""
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        if response.status != 200:
+            raise _Unread(f"answered {response.status}")
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(1 << 16):
+            body += chunk
+            if len(body) > MAX_BYTES:
+                raise _Unread(f"sent more than {MAX_BYTES >> 20} MB")
+    load = load_from(parse_metrics(body.decode("utf-8", "replace")), read_at)
+    if load is None:
+        raise _Unread("gave none of the running, waiting or KV cache figures")
+    return load
+
+
+async def read_once(session: aiohttp.ClientSession, base_url: str, key: str | None,
+                    timeout: float = 1.5) -> EngineLoad | None:
+    """The figures of the engine at `base_url` (its OpenAI base), read now; None when it did not say them."""
+    try:
+        return await _read_page(session, metrics_url(base_url), key, timeout, 0.0)
+    except (TimeoutError, aiohttp.ClientError, OSError, _Unread):
+        return None

@@ -219,3 +219,37 @@ async def test_an_engine_that_answered_and_then_went_away_is_logged_at_once(engi
         await scraper.poll()
     assert [r.getMessage() for r in scraper_said(caplog)] == [
         f"the engine's metrics at {metrics_url(replica.url)} could not be read (answered 503); asking again in 4 s"]
+
+
+def vllm_page(running: int, queries: int, hits: int, ttft_sum: float, ttft_count: int) -> str:
+    """vLLM 0.32's page as the CPU build wrote it, with the counters given."""
+    return (f'vllm:num_requests_running{{engine="0",model_name="tiny"}} {running}.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.0010986998718183205\n'
+            f'vllm:prefix_cache_queries_total{{engine="0",model_name="tiny"}} {queries}.0\n'
+            f'vllm:prefix_cache_hits_total{{engine="0",model_name="tiny"}} {hits}.0\n'
+            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.04",model_name="tiny"}} {ttft_count}.0\n'
+            f'vllm:time_to_first_token_seconds_sum{{engine="0",model_name="tiny"}} {ttft_sum}\n'
+            f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="tiny"}} {ttft_count}.0\n')
+
+
+async def test_the_prefix_caches_hits_and_time_to_first_token_are_what_happened_between_two_reads(engines, session):
+    clock = Clock()
+    vllm = engine(engines, "vllm", vllm_page(0, 490, 128, 0.1654, 8))
+    scraper = EngineScraper(session, lambda: [vllm], clock=clock)
+    await scraper.poll()
+    assert (vllm.load.prefix_hits, vllm.load.prefix_queries) == (128, 490)
+    assert vllm.load.prefix_hit_rate is None and vllm.load.engine_ttft is None, "one read says nothing of a rate"
+    # 400 prompt tokens since, 300 of them found in the cache; two first tokens taking 0.5 s in all.
+    engines.pages["vllm"] = vllm_page(1, 890, 428, 0.6654, 10)
+    clock.now += 2
+    await scraper.poll()
+    assert vllm.load.prefix_hit_rate == pytest.approx(0.75)
+    assert vllm.load.engine_ttft == pytest.approx(0.25)
+    clock.now += 2
+    await scraper.poll()  # nothing asked meanwhile: the last figures stand
+    assert vllm.load.prefix_hit_rate == pytest.approx(0.75) and vllm.load.engine_ttft == pytest.approx(0.25)
+    engines.pages["vllm"] = vllm_page(0, 10, 0, 0.01, 1)  # the engine started again
+    clock.now += 2
+    await scraper.poll()
+    assert vllm.load.prefix_hit_rate is None and vllm.load.engine_ttft is None

@@ -31,6 +31,7 @@ from aiohttp import web
 from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
 from llmgw.control.catalog.changes import Refusal, ServeChoices
 from llmgw.control.catalog.service import Catalog
+from llmgw.control.engineloads import engine_figures
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -217,7 +218,10 @@ async def node_show(request: web.Request) -> web.Response:
 
 @refusals
 async def replicas_list(request: web.Request) -> web.Response:
-    return _json(await catalog(request).replicas(request.query.get("model"), request.query.get("node")))
+    replicas = await catalog(request).replicas(request.query.get("model"), request.query.get("node"))
+    # Each ready engine's own figures, read now: `ctl replicas` shows them (control/engineloads.py).
+    await engine_figures(replicas, request.app[PLANE].trust.engine_key or None)
+    return _json(replicas)
 
 
 async def mirrors_view(request: web.Request) -> web.Response:
