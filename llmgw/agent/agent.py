@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 
 from llmgw import __version__
 from llmgw import engines as engine_registry
@@ -29,7 +30,19 @@ from llmgw.agent.statefile import WRITE_EVERY, AgentState, WarningsFile, write_s
 from llmgw.agent.supervisor import Supervisor
 from llmgw.agent.weights import Fetcher, Weights
 from llmgw.config import AgentConfig
-from llmgw.engines import LlamaServerUnavailable, ensure_llama_server, wheels_dir
+from llmgw.engines import (
+    SGLANG,
+    VLLM,
+    VLLM_CPU,
+    EngineUnavailable,
+    LlamaServerUnavailable,
+    PythonEngine,
+    ensure_engine_env,
+    ensure_llama_server,
+    env_python,
+    installed_env,
+    wheels_dir,
+)
 from llmgw.protocol import GPU, Heartbeat, Host, Storage, Upgrade
 from llmgw.release import ReleaseError, confirm, fetch_wheels, held_wheels, upgrade_self
 from llmgw.telemetry import Tracing
@@ -70,13 +83,21 @@ def reach_address(control_planes: list[str]) -> str:
 
 
 def installed_engines(cfg: AgentConfig) -> dict[str, str]:
-    """Each engine this node can run, with its version. llama.cpp counts: the agent installs it on first use."""
+    """Each engine this node can run, with its version. llama.cpp, vLLM and SGLang count: the agent installs them on
+    first use."""
     found: dict[str, str] = {}
+    has_nvidia = os.path.exists("/dev/nvidiactl")
     for name in engine_registry.names():
         if name in cfg.engines.disabled:
             continue
         if name == "llamacpp":
             found[name] = engine_registry.installed(name, cfg.engines.llamacpp.binary or None) or "installed on use"
+            continue
+        if name in PYTHON_ENGINES and not getattr(cfg.engines, name).binary:
+            # The agent installs the pinned release on first use (engineenv.py); SGLang has no CPU build, so a
+            # node without NVIDIA cards does not offer it.
+            if name == "vllm" or has_nvidia:
+                found[name] = _env_version(cfg, name) or "installed on use"
             continue
         try:
             version = engine_registry.installed(name, _named(cfg, name))
@@ -87,11 +108,31 @@ def installed_engines(cfg: AgentConfig) -> dict[str, str]:
     return found
 
 
+PYTHON_ENGINES = ("vllm", "sglang")
+
+
+def _release(engine: str, gpus: bool) -> PythonEngine:
+    """The pinned release a shard of `engine` gets: vLLM's CPU build for a shard without cards."""
+    if engine == "sglang":
+        return SGLANG
+    return VLLM if gpus else VLLM_CPU
+
+
+def _env_version(cfg: AgentConfig, engine: str) -> str | None:
+    """The version of what the agent installed for `engine` already, either build; None when nothing is yet."""
+    for spec in (_release(engine, True), _release(engine, False)):
+        if installed_env(cfg.data_dir, spec) is not None:
+            return f"{spec.name} {spec.version}"
+    return None
+
+
 def _named(cfg: AgentConfig, engine: str):
     """Where agent.yaml says an engine is, for those it can name (other than llama.cpp's); None otherwise."""
     if engine == "strata":
         # A Strata installed by hand: its interpreter, source and engine (engines.strata).
         return cfg.engines.strata.located()
+    if engine in PYTHON_ENGINES:
+        return getattr(cfg.engines, engine).binary or None
     return None
 
 
@@ -169,7 +210,24 @@ class Agent:
     async def _on_status(self, status) -> None:
         await self.runner.on_status(status)
 
-    async def _binary(self, engine: str):
+    async def _binary(self, engine: str, gpus: bool = True, installing: Callable[[str], None] | None = None):
+        """The program a shard of `engine` runs; `gpus` says whether the shard has cards (vLLM's CPU build if not).
+
+        `installing` is told, once, what is being installed when the engine must be first: minutes, which the
+        shard's status says rather than "starting the engine"."""
+        if engine in PYTHON_ENGINES and not getattr(self.cfg.engines, engine).binary:
+            spec = _release(engine, gpus)
+            if installing is not None and installed_env(self.cfg.data_dir, spec) is None:
+                installing(f"installing the engine ({spec.requirement}); the first start on a node takes minutes")
+            await self._engine_wheels()
+            try:
+                env = await ensure_engine_env(self.cfg.data_dir, spec, wheels=wheels_dir(self.cfg.data_dir),
+                                              extra_index=getattr(self.cfg.engines, engine).extra_index(),
+                                              progress=lambda line: log.info("%s: %s", spec.name, line))
+            except EngineUnavailable as e:
+                raise RuntimeError(f"{e}. Name the engine's program in agent.yaml (engines.{engine}.binary) and "
+                                   "the agent installs nothing") from None
+            return [env_python(env)]
         if engine == "llamacpp":
             await self._engine_wheels()
             try:

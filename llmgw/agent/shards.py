@@ -72,7 +72,7 @@ class ShardRunner:
     """
 
     def __init__(self, *, supervisor: Supervisor, weights: Weights, engine: Callable[[str], Any],
-                 binary: Callable[[str], Any], engines: dict[str, str], host: str = "127.0.0.1",
+                 binary: Callable[..., Any], engines: dict[str, str], host: str = "127.0.0.1",
                  advertise: str = "127.0.0.1", disabled: tuple[str, ...] = (),
                  own_log: Callable[[int], list[LogLine]] | None = None, key_dir: str = "",
                  engine_user: str | None = None, tracing: Tracing | None = None) -> None:
@@ -218,7 +218,8 @@ class ShardRunner:
             if spans is not None:
                 spans.step("launch", {"llmgw.engine": profile.engine, "llmgw.weights_bytes": length})
             await self._say(shard_id, profile.model, "starting the engine", weights_bytes=length)
-            binary = await self._binary(profile.engine)
+            binary = await self._binary(profile.engine, bool(profile.gpus),
+                                        lambda what: self._say_now(shard_id, profile.model, what))
             port = message.port or free_port(self.host if self.host not in ("", "0.0.0.0") else "127.0.0.1")  # noqa: S104 - read, not bound
             key_file = await asyncio.to_thread(self._key_file, shard_id, message.api_key) if message.api_key else None
             launch = adapter.command(profile, model_path=model_path, port=port, host=self.host, binary=binary,
@@ -256,11 +257,16 @@ class ShardRunner:
 
     async def _say(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None,
                    weights_bytes: int = 0) -> None:
+        self._say_now(shard_id, model, what, fetch, weights_bytes)
+
+    def _say_now(self, shard_id: str, model: str, what: str, fetch: FetchProgress | None = None,
+                 weights_bytes: int = 0) -> None:
+        """The shard's status while it starts (the queue is unbounded: put_nowait never refuses)."""
         since = self._pending[shard_id].since if shard_id in self._pending else time.time()
         status = ShardStatus(shard_id, "starting", model, message=what, fetch=fetch, since=since,
                              weights_bytes=weights_bytes)
         self._pending[shard_id] = status
-        await self.updates.put(status)
+        self.updates.put_nowait(status)
 
     @staticmethod
     def _public(status: ShardStatus) -> ShardStatus:

@@ -11,6 +11,7 @@ from llmgw.config.agent import (
     AgentConfig,
     DiscoverySettings,
     LlamaCppSettings,
+    PythonEngineSettings,
     WeightsSettings,
     load_agent_config,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "DiscoverySettings",
     "KNOWN_ENGINES",
     "LlamaCppSettings",
+    "PythonEngineSettings",
     "WeightsSettings",
     "LDAPSettings",
     "OIDCSettings",

@@ -70,6 +70,29 @@ class LlamaCppSettings:
 
 
 @dataclass(frozen=True)
+class PythonEngineSettings:
+    binary: str = ""
+    """The engine's program (vllm, or its environment's python), installed by the site for its cards. Empty is the
+    pinned release the agent installs itself into DATA/engines on first use (docs/engines.md)."""
+
+    index: str = ""
+    """An index pip also reads when the agent installs the engine: a site's own copy of PyPI's or PyTorch's. Empty is
+    what the release needs: PyTorch's CPU wheels for vLLM's CPU build, nothing else; off is none (pip's own
+    configuration alone)."""
+
+    def extra_index(self) -> str | None:
+        """The index to give pip: None for the release's own, "" for none."""
+        return None if not self.index else "" if self.index.lower() == "off" else self.index
+
+    def validate(self) -> None:
+        if self.binary and os.sep in self.binary and not os.path.isabs(self.binary):
+            raise Invalid("binary", N_('"{ref}" is not an absolute path'), params={"ref": describe(self.binary)})
+        if self.index and self.index.lower() != "off" and urlsplit(self.index).scheme not in ("http", "https"):
+            raise Invalid("index", N_("expected an http(s):// URL, got {value}"),
+                          params={"value": describe(self.index)})
+
+
+@dataclass(frozen=True)
 class StrataSettings:
     dir: str = ""
     """Strata's source directory, where setup.py and serve/server.py are: a Strata you installed yourself on this node.
@@ -114,6 +137,12 @@ class EngineSettings:
 
     llamacpp: LlamaCppSettings = field(default_factory=LlamaCppSettings)
     """llama.cpp, the engine for GGUF models on CPUs and GPUs."""
+
+    vllm: PythonEngineSettings = field(default_factory=PythonEngineSettings)
+    """vLLM, for safetensors models: its CUDA build for shards on cards, its CPU build for shards without."""
+
+    sglang: PythonEngineSettings = field(default_factory=PythonEngineSettings)
+    """SGLang, for safetensors models on NVIDIA cards."""
 
     strata: StrataSettings = field(default_factory=StrataSettings)
     """Strata, for a few mixture-of-experts models with their experts in RAM and the rest on one card

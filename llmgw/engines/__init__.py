@@ -32,6 +32,16 @@ from llmgw.lazyface import lazy_face
 
 if TYPE_CHECKING:
     from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError, UnknownEngine
+    from llmgw.engines.engineenv import (
+        SGLANG,
+        VLLM,
+        VLLM_CPU,
+        EngineUnavailable,
+        PythonEngine,
+        ensure_engine_env,
+        env_python,
+        installed_env,
+    )
     from llmgw.engines.llamacpp_install import (
         XLLAMACPP_VERSION,
         LlamaServerUnavailable,
@@ -56,7 +66,9 @@ __all__ = [
     "names",
     "register",
     "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
-    "wheels_dir", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata", "StrataPlan", "parse_listen", "serve_strata",
+    "wheels_dir", "SGLANG", "VLLM", "VLLM_CPU", "EngineUnavailable", "PythonEngine", "ensure_engine_env",
+    "env_python", "installed_env", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata", "StrataPlan", "parse_listen",
+    "serve_strata",
 ]
 
 
@@ -135,6 +147,8 @@ __getattr__ = lazy_face(__name__, {
     "base": ("Binary", "Engine", "EngineError", "Launch", "ProfileError", "UnknownEngine"),
     "llamacpp_install": ("LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server",
         "installed_llama_server", "wheels_dir"),
+    "engineenv": ("SGLANG", "VLLM", "VLLM_CPU", "EngineUnavailable", "PythonEngine", "ensure_engine_env",
+                  "env_python", "installed_env"),
     "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
     "modelinfo": ("gguf_metadata",),
     "strata_serve": ("StrataPlan", "parse_listen", "serve_strata"),

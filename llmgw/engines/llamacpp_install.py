@@ -33,14 +33,13 @@ import json
 import os
 import re
 import shutil
-import stat
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmgw.config import LlamaCppSettings
+from llmgw.engines.engineenv import EngineUnavailable, base_python, make_env, readable_by_all, run
 
 __all__ = [
     "LlamaServer",
@@ -64,7 +63,7 @@ _MARKER = "installed.json"
 Progress = Callable[[str], None]
 
 
-class LlamaServerUnavailable(RuntimeError):
+class LlamaServerUnavailable(EngineUnavailable):
     """No llama.cpp server can be had on this node; the message says why and what to do."""
 
 
@@ -147,7 +146,7 @@ async def _installed(data_dir: Path, say: Progress) -> LlamaServer:
         if (ready := _ready(env)) is not None:
             return ready
         env.parent.mkdir(parents=True, exist_ok=True)
-        _readable_by_all(env.parent, recurse=False)
+        readable_by_all(env.parent, recurse=False)
         with open(env.parent / f"{env.name}.lock", "w") as held:
             try:
                 fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -230,18 +229,18 @@ async def _install(env: Path, say: Progress, wheel: Path | None = None) -> Llama
         # Made by an install that never finished its check, or by another pin
         # of the same name: nothing in it is trusted.
         shutil.rmtree(env, ignore_errors=True)
-    base = await _base_python()
+    base = await base_python()
     where = f"from {wheel.parent}, asking no registry" if wheel else "from PyPI"
     say(f"installing llama.cpp's server (xllamacpp {XLLAMACPP_VERSION}, {where}) into {env}")
     # The wheel's folder alone when there is one: a node without a registry must not wait on one.
     source = ["--no-index", "--find-links", str(wheel.parent)] if wheel else []
     try:
-        pip = await _make_env(base, partial)
-        await _run(pip + ["install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
+        pip = await make_env(base, partial)
+        await run(pip + ["install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
                           "--no-warn-script-location", "--only-binary", "xllamacpp", *source,
                           f"xllamacpp=={XLLAMACPP_VERSION}"],
                    "pip could not install xllamacpp", say)
-        out = await _run([str(partial / "bin" / "python"), "-I", "-c",
+        out = await run([str(partial / "bin" / "python"), "-I", "-c",
                           "import xllamacpp; print(xllamacpp.__version__)"],
                          "the installed xllamacpp does not load", None)
         if out.strip().splitlines()[-1:] != [XLLAMACPP_VERSION]:
@@ -254,9 +253,9 @@ async def _install(env: Path, say: Progress, wheel: Path | None = None) -> Llama
         }) + "\n")
         # Engines may run as an unprivileged user (supervisor/users.py):
         # what pip wrote under a root umask of 077 would be unreadable to it.
-        _readable_by_all(partial)
+        readable_by_all(partial)
         partial.rename(env)
-    except LlamaServerUnavailable as e:
+    except EngineUnavailable as e:
         shutil.rmtree(partial, ignore_errors=True)
         raise LlamaServerUnavailable(
             f"{e}. Name a llama-server program in agent.yaml (engines.llamacpp.binary) or put one on PATH, "
@@ -266,110 +265,3 @@ async def _install(env: Path, say: Progress, wheel: Path | None = None) -> Llama
         raise
     say(f"llama.cpp's server is installed in {env} ({time.monotonic() - started:.1f} s)")
     return _server(env)
-
-
-async def _base_python() -> str:
-    """The Python the environment is made from.
-
-    An agent that is root runs engines as another user, who must be able to
-    start that Python: one under /root (pyenv, a virtualenv of root's) is not
-    reachable by anyone else, so a system one is preferred when there is one.
-    """
-    own = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    if os.geteuid() != 0 or _reachable_by_others(own):
-        return own
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        path = os.path.realpath(candidate)
-        if os.path.isfile(path) and _reachable_by_others(path) and await _python_at_least(path, (3, 10)):
-            return path
-    return own
-
-
-def _reachable_by_others(path: str) -> bool:
-    p = Path(path)
-    try:
-        if not p.stat().st_mode & stat.S_IXOTH:
-            return False
-        return all(parent.stat().st_mode & stat.S_IXOTH for parent in p.parents)
-    except OSError:
-        return False
-
-
-async def _python_at_least(python: str, least: tuple[int, int]) -> bool:
-    try:
-        out = await _run([python, "-c", "import sys; print(*sys.version_info[:2])"], "", None)
-    except LlamaServerUnavailable:
-        return False
-    return tuple(int(x) for x in out.split()) >= least
-
-
-async def _make_env(base: str, where: Path) -> list[str]:
-    """Make the environment at `where`; the pip command that installs into it.
-
-    `venv --without-pip` and the agent's own pip with `--python` (pip 22.3+)
-    take 0.1 s where `venv` with its own pip takes 8; Debian's Python also
-    lacks ensurepip unless python3-venv is installed, and this needs neither.
-    """
-    await _run([base, "-m", "venv", "--without-pip", str(where)], f"{base} -m venv could not make {where}", None)
-    for python in (sys.executable, base):
-        if await _pip_with_python_option(python):
-            return [python, "-m", "pip", "--python", str(where / "bin" / "python")]
-    # No usable pip outside: the environment's own, from ensurepip.
-    shutil.rmtree(where, ignore_errors=True)
-    await _run([base, "-m", "venv", str(where)],
-               f"there is no pip 22.3 or newer here and {base} -m venv could not make one "
-               "(on Debian and Ubuntu: apt-get install python3-pip or python3-venv)", None)
-    return [str(where / "bin" / "python"), "-m", "pip"]
-
-
-async def _pip_with_python_option(python: str) -> bool:
-    try:
-        out = await _run([python, "-m", "pip", "--version"], "", None)
-    except LlamaServerUnavailable:
-        return False
-    m = re.match(r"pip (\d+)\.(\d+)", out)
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= (22, 3)
-
-
-async def _run(argv: list[str], failure: str, say: Progress | None) -> str:
-    """Run a command; its output. Lines are handed to `say` as they come when given."""
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONUNBUFFERED="1")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=env)
-    except OSError as e:
-        raise LlamaServerUnavailable(f"{failure}: {argv[0]}: {e.strerror}") from None
-    lines: list[str] = []
-    assert proc.stdout is not None
-    try:
-        async for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip()
-            lines.append(line)
-            if say and line.strip() and not line.startswith(("Looking in", "WARNING: Location")):
-                say(line.strip())
-        code = await proc.wait()
-    except BaseException:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        raise
-    if code != 0:
-        tail = " / ".join(line.strip() for line in lines[-4:] if line.strip())
-        raise LlamaServerUnavailable(f"{failure} (exit {code}): {tail}")
-    return "\n".join(lines)
-
-
-def _readable_by_all(root: Path, *, recurse: bool = True) -> None:
-    for dirpath, dirnames, filenames in os.walk(root) if recurse else ():
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            if os.path.islink(p):
-                continue
-            mode = os.stat(p).st_mode
-            extra = stat.S_IROTH | stat.S_IRGRP
-            if stat.S_ISDIR(mode) or mode & stat.S_IXUSR:
-                extra |= stat.S_IXOTH | stat.S_IXGRP
-            if mode & extra != extra:
-                os.chmod(p, mode | extra)
-    os.chmod(root, os.stat(root).st_mode | stat.S_IROTH | stat.S_IXOTH | stat.S_IRGRP | stat.S_IXGRP)  # noqa: S103 - the engine's user reads it

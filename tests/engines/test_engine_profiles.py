@@ -96,7 +96,7 @@ def test_the_sim_refuses_gpus_it_would_hold_for_nothing():
     assert refusal("sim") is None
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "freetoken", "strata"])
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "freetoken", "strata"])
 def test_an_engine_that_runs_on_nvidia_cards_refuses_a_profile_without_one(engine):
     args = ["--family", "qwen", "--size", "IQ2_XS"] if engine == "strata" else []
     said = refusal(engine, source="/w/m", args=args)
