@@ -93,7 +93,12 @@ def check_room(directory: Path, needed: int, source: str) -> None:
     """Refuse a download the disk has no room for, before it fills the disk other shards' engines write to."""
     if needed <= 0:
         return
-    free = shutil.disk_usage(directory).free
+    # The filesystem that will hold it: a fresh node's cache folder is made by the first download into it, and a
+    # set of files is measured before its first byte.
+    measured = directory
+    while not measured.exists() and measured.parent != measured:
+        measured = measured.parent
+    free = shutil.disk_usage(measured).free
     # A little left over: a disk filled to the byte breaks everything else on it.
     if free < needed + (64 << 20):
         raise WeightsError(

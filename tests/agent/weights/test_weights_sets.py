@@ -92,3 +92,17 @@ async def test_shards_waiting_on_one_set_share_its_download(weights, mirrored, o
 
     assert len(set(paths)) == 1
     assert len(origin.gets()) == 3
+
+
+async def test_a_fresh_nodes_first_set_is_fetched_though_its_cache_folder_is_not_made_yet(origin, mirrored, tmp_path):
+    # The set's room was measured on the cache folder before anything had made it: a new node's first model of
+    # several files was refused as "could not be written … (No such file or directory)".
+    from llmgw.agent.weights import Weights
+
+    fresh = tmp_path / "not-yet" / "cache"
+    weights = Weights(fresh, progress_interval=0)
+    try:
+        directory = Path(await weights.fetch(mirrored, files=MANIFEST))
+    finally:
+        await weights.close()
+    assert (directory / "config.json").read_bytes() == CONFIG and fresh in directory.parents
