@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from llmgw.control.catalog.placement import GONE
     from llmgw.control.catalog.service import Catalog
     from llmgw.control.catalog.spec import SpecError, parse_spec_text
+    from llmgw.control.engineloads import engine_figures
     from llmgw.control.exports import send_export
     from llmgw.control.plane import ControlPlane, serve
     from llmgw.control.plugins import load_server_plugins
@@ -39,7 +40,8 @@ __all__ = [
     "AdminClient", "AdminError", "Catalog", "ClusterSettingsWatcher",
     "ControlPlane", "DEFAULT_HOLDER", "GONE", "KINDS", "Refusal", "Refused",
     "SettingsError", "SignInSetup", "SpecError", "Worker", "WorkerFailed", "action_line", "catalog_of",
-    "ensure_token", "load_server_plugins", "node_logs_of", "parse_spec_text", "read_token", "run_worker",
+    "engine_figures", "ensure_token", "load_server_plugins", "node_logs_of", "parse_spec_text", "read_token",
+    "run_worker",
     "seed_settings", "seeded_settings", "send_export", "serve", "status_of", "token_file", "validated_change",
 ]
 
@@ -55,6 +57,7 @@ __getattr__ = lazy_face(__name__, {
     "catalog.placement": ("GONE",),
     "catalog.service": ("Catalog",),
     "catalog.spec": ("SpecError", "parse_spec_text"),
+    "engineloads": ("engine_figures",),
     "exports": ("send_export",),
     "plane": ("ControlPlane", "serve"),
     "plugins": ("load_server_plugins",),

@@ -197,6 +197,11 @@ class Portal:
         return Catalog(self.store, self.accounts.audit, hub=lambda: self.plane.settings.current.hub,
                        hub_client=getattr(self.plane, "hub_client", None))
 
+    def engine_key(self) -> str | None:
+        """The key the cluster's engines take, for reading their figures (the control plane's; None elsewhere)."""
+        trust = getattr(self.plane, "trust", None)
+        return getattr(trust, "engine_key", None) or None
+
     def trusted_proxies(self) -> Sequence[str]:
         return self.plane.settings.current.router.trusted_proxies
 

@@ -13,6 +13,7 @@ import time
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from llmgw.account import Accounts, Actor
@@ -184,6 +185,41 @@ async def test_the_nodes_page_shows_each_card_and_the_replica_holding_it(client,
     assert "qwen (rep_1)" in text_of(rows[2])  # card 1
     page = text_of(html)
     assert "gpu-1" in page and "16" in page and "NVIDIA H100 80GB HBM3" in page
+
+
+async def test_the_nodes_page_shows_what_each_ready_engine_says_of_its_own_work(client, store):
+    # A vLLM engine's /metrics as vLLM 0.32 writes it: two running, one waiting, 31% of its KV cache, 128 of 490
+    # prompt tokens found in its prefix cache, 8 first tokens in 0.328 s.
+    page = ('vllm:num_requests_running{engine="0",model_name="qwen"} 2.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="qwen"} 1.0\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.31\n'
+            'vllm:prefix_cache_queries_total{engine="0",model_name="qwen"} 490.0\n'
+            'vllm:prefix_cache_hits_total{engine="0",model_name="qwen"} 128.0\n'
+            'vllm:time_to_first_token_seconds_sum{engine="0",model_name="qwen"} 0.328\n'
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="qwen"} 8.0\n')
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(text=page)
+
+    engine = web.Application()
+    engine.router.add_get("/metrics", metrics)
+    async with TestServer(engine, host="127.0.0.1") as served:
+        now = time.time()
+        await store.put_node(NodeRecord("id-cpu-1", "cpu-1", to_dict(Register(
+            node_id="id-cpu-1", name="cpu-1", version="1", host=Host(hostname="cpu-1", cpu_cores=4, cpu_threads=4,
+                                                                      memory_mb=16384))),
+            heartbeat=to_dict(Heartbeat(at=now)), heartbeat_at=now, first_seen=now, updated_at=now))
+        await store.put_replicas([
+            Replica("rep_1", "qwen", "id-cpu-1", state="ready", url=f"http://127.0.0.1:{served.port}/v1",
+                    cpu_cores=1, memory_mb=4096, since=now),
+            Replica("rep_2", "qwen", "id-cpu-1", state="starting", url="", cpu_cores=1, memory_mb=4096, since=now)])
+        await sign_in(client, "otto@example.com")
+
+        html = await (await client.get("/admin/nodes")).text()
+
+    rows = re.findall(r"<tr>.*?</tr>", re.search(r'<table class="replicas">.*?</table>', html, re.S).group(0), re.S)
+    ready = text_of(next(row for row in rows if "rep_1" in row))
+    assert "2 running, 1 waiting, KV cache 31%, cache hits 26%, first token in 41 ms" in ready
+    assert "running" not in text_of(next(row for row in rows if "rep_2" in row)), "a starting engine is not asked"
 
 
 async def test_the_nodes_page_shows_each_cards_memory_as_a_bar_and_how_busy_it_is(client, store):

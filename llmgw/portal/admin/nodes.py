@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from llmgw.control import GONE
+from llmgw.control import GONE, engine_figures
 from llmgw.errors import N_
 from llmgw.portal.admin.models import STATES
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
@@ -34,6 +34,8 @@ async def nodes(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
     catalog = request.app[PORTAL].catalog()
     found = sorted(await catalog.nodes(), key=lambda n: n["name"])
     replicas = await catalog.replicas()
+    # What each ready engine says of its work, read now, as `ctl replicas` shows it (control/engineloads.py).
+    await engine_figures(replicas, request.app[PORTAL].engine_key())
     shown = [{"node": n, "cards": holders(n, replicas),
               "replicas": [r for r in replicas if r["node_id"] == n["id"] and r["state"] not in GONE]}
              for n in found]
