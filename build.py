@@ -1549,8 +1549,10 @@ def suite_phases(quick: bool, seed: int, workers: int, run: Path) -> list[tuple[
     slow = " and not slow" if quick else ""
     order = ["-p", "randomly", f"--randomly-seed={seed}"]
     return [
-        (f"parallel ({workers} workers)", ["-n", str(workers), "--dist", "loadfile", "-m", f"not serial{slow}",
-                                           *order, f"--basetemp={run / 'p'}"]),
+        # --no-loadscope-reorder: xdist otherwise hands out the modules with the most tests first, undoing
+        # conftest's heaviest-first order; a module of one test of two minutes (vLLM) came last and ran alone.
+        (f"parallel ({workers} workers)", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
+                                           "-m", f"not serial{slow}", *order, f"--basetemp={run / 'p'}"]),
         ("serial", ["-n", "0", "-m", f"serial{slow}", *order, f"--basetemp={run / 's'}", *serial_files()]),
     ]
 

@@ -121,7 +121,7 @@ def test_no_arguments_or_only_builds_own_run_the_whole_suite_and_anything_else_g
 def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(build, tmp_path):
     (parallel_name, parallel), (serial_name, serial) = build.suite_phases(quick=False, seed=7, workers=5,
                                                                           run=tmp_path)
-    assert parallel[:4] == ["-n", "5", "--dist", "loadfile"]
+    assert parallel[:5] == ["-n", "5", "--dist", "loadfile", "--no-loadscope-reorder"]  # conftest's order stands
     assert parallel[parallel.index("-m") + 1] == "not serial"
     assert serial[serial.index("-m") + 1] == "serial"
     assert serial[:2] == ["-n", "0"]
