@@ -30,11 +30,13 @@ import shutil
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 _MARKER = "installed.json"
 
 
@@ -95,6 +97,34 @@ def installed_env(data_dir: str | os.PathLike[str], spec: PythonEngine) -> Path 
 _locks: dict[Path, asyncio.Lock] = {}
 
 
+async def install_once(env: Path, what: str, ready: Callable[[], T | None], install: Callable[[], Awaitable[T]],
+                       say: Progress) -> T:
+    """`ready()`, or else `install()` run by one task of one process on this node at a time.
+
+    The lock is a file beside the environment, held across processes (two agents on one data dir, or
+    `llmgw llama-server` run by hand beside the agent); `ready()` is asked again once it is held, since the
+    install waited on may have made what is wanted.
+    """
+    lock = _locks.setdefault(env, asyncio.Lock())
+    async with lock:
+        if (found := ready()) is not None:
+            return found
+        env.parent.mkdir(parents=True, exist_ok=True)
+        readable_by_all(env.parent, recurse=False)
+        with open(env.parent / f"{env.name}.lock", "w") as held:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"waiting for another install of {what} into {env} to finish")
+                await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)
+            try:
+                if (found := ready()) is not None:
+                    return found
+                return await install()
+            finally:
+                fcntl.flock(held, fcntl.LOCK_UN)
+
+
 async def ensure_engine_env(data_dir: str | os.PathLike[str], spec: PythonEngine, *, wheels: Path | None = None,
                             extra_index: str | None = None, progress: Progress | None = None) -> Path:
     """The environment of `spec` under DATA/engines, installed first when it is not.
@@ -104,26 +134,13 @@ async def ensure_engine_env(data_dir: str | os.PathLike[str], spec: PythonEngine
     """
     say = progress or (lambda _text: None)
     env = engine_env(data_dir, spec)
-    lock = _locks.setdefault(env, asyncio.Lock())
-    async with lock:
-        if installed_env(data_dir, spec) is not None:
-            return env
-        env.parent.mkdir(parents=True, exist_ok=True)
-        readable_by_all(env.parent, recurse=False)
-        with open(env.parent / f"{env.name}.lock", "w") as held:
-            try:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"waiting for another install of {spec.requirement} into {env} to finish")
-                await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)
-            try:
-                if installed_env(data_dir, spec) is not None:
-                    return env
-                index = spec.extra_index if extra_index is None else extra_index
-                await _install(env, spec, say, wheels, index)
-                return env
-            finally:
-                fcntl.flock(held, fcntl.LOCK_UN)
+    index = spec.extra_index if extra_index is None else extra_index
+
+    async def install() -> Path:
+        await _install(env, spec, say, wheels, index)
+        return env
+
+    return await install_once(env, spec.requirement, lambda: installed_env(data_dir, spec), install, say)
 
 
 async def _install(env: Path, spec: PythonEngine, say: Progress, wheels: Path | None, index: str) -> None:

@@ -28,7 +28,6 @@ is started again rather than used.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import re
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmgw.config import LlamaCppSettings
-from llmgw.engines.engineenv import EngineUnavailable, base_python, make_env, readable_by_all, run
+from llmgw.engines.engineenv import EngineUnavailable, base_python, install_once, make_env, readable_by_all, run
 
 __all__ = [
     "LlamaServer",
@@ -134,31 +133,10 @@ async def _binary_version(path: str) -> str:
     return f"b{m.group(1)}" if m and m.group(1)[:1].isdigit() else (m.group(1) if m else "unknown")
 
 
-# One install at a time in this process as well: flock is per open file, and
-# two tasks of one agent would each open their own.
-_locks: dict[Path, asyncio.Lock] = {}
-
-
 async def _installed(data_dir: Path, say: Progress) -> LlamaServer:
     env = engine_dir(data_dir)
-    lock = _locks.setdefault(env, asyncio.Lock())
-    async with lock:
-        if (ready := _ready(env)) is not None:
-            return ready
-        env.parent.mkdir(parents=True, exist_ok=True)
-        readable_by_all(env.parent, recurse=False)
-        with open(env.parent / f"{env.name}.lock", "w") as held:
-            try:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"waiting for another install of llama.cpp's server into {env} to finish")
-                await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)
-            try:
-                if (ready := _ready(env)) is not None:
-                    return ready
-                return await _install(env, say, offline_wheel(data_dir))
-            finally:
-                fcntl.flock(held, fcntl.LOCK_UN)
+    return await install_once(env, "llama.cpp's server", lambda: _ready(env),
+                              lambda: _install(env, say, offline_wheel(data_dir)), say)
 
 
 def _ready(env: Path) -> LlamaServer | None:
