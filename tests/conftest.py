@@ -55,8 +55,6 @@ def pytest_configure(config):
 
 
 _MEASURED_SLOW = pytest.StashKey[dict[str, float]]()
-# A module whose measured tests sum to this many seconds or more starts before the others (heaviest first).
-HEAVY_MODULE_S = 20.0
 
 
 def _measured_slow() -> dict[str, float]:
@@ -84,29 +82,6 @@ def pytest_collection_modifyitems(config, items):
         written = sorted((items[i] for i in indices), key=lambda item: item.location[1])
         for index, item in zip(indices, written, strict=True):
             items[index] = item
-    _heaviest_modules_first(config, items)
-
-
-def _heaviest_modules_first(config, items) -> None:
-    """The modules whose tests took HEAVY_MODULE_S or more in a whole run (tests/measured_slow.txt) go first,
-    the heaviest first; the rest keep pytest-randomly's order, as does every module's own.
-
-    The parallel phase hands each worker a module at a time (xdist's loadfile) in this order. Shuffled, a
-    module of two minutes (the archive under every Python) could come last and run alone while the other
-    workers stood idle; the longest first, the last minute is the short modules, spread over every worker."""
-    measured = config.stash[_MEASURED_SLOW]
-    weight: dict[str, float] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        weight[module] = weight.get(module, 0.0) + measured.get(item.nodeid, 0.0)
-    heavy = {module for module, seconds in weight.items() if seconds >= HEAVY_MODULE_S}
-    if not heavy:
-        return
-    first = [item for item in items if item.nodeid.split("::", 1)[0] in heavy]
-    # sorted() is stable: each heavy module's tests stay in the order given them, and modules of equal weight in
-    # the order the seed gave them.
-    first.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
-    items[:] = first + [item for item in items if item.nodeid.split("::", 1)[0] not in heavy]
 
 
 @pytest.fixture(scope="session")

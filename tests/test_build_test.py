@@ -121,7 +121,7 @@ def test_no_arguments_or_only_builds_own_run_the_whole_suite_and_anything_else_g
 def test_the_suite_runs_the_parallel_phase_then_the_serial_one_in_one_order(build, tmp_path):
     (parallel_name, parallel), (serial_name, serial) = build.suite_phases(quick=False, seed=7, workers=5,
                                                                           run=tmp_path)
-    assert parallel[:5] == ["-n", "5", "--dist", "loadfile", "--no-loadscope-reorder"]  # conftest's order stands
+    assert parallel[:4] == ["-n", "5", "--dist", "loadfile"]
     assert parallel[parallel.index("-m") + 1] == "not serial"
     assert serial[serial.index("-m") + 1] == "serial"
     assert serial[:2] == ["-n", "0"]
@@ -208,23 +208,3 @@ def test_every_collected_test_the_measured_list_names_is_marked_slow(request):
     for item in (named, other):
         conftest.pytest_itemcollected(item)
     assert (named.marks, other.marks) == (["slow"], [])
-
-
-def test_the_modules_measured_heaviest_start_first_and_the_rest_keep_the_seeds_order(request):
-    from tests import conftest
-
-    class Item:
-        def __init__(self, nodeid):
-            self.nodeid = nodeid
-
-    class Config:
-        stash = {conftest._MEASURED_SLOW: {"tests/a.py::t1": 15.0, "tests/a.py::t2": 10.0, "tests/b.py::t1": 60.0,
-                                           "tests/c.py::t1": 3.0}}
-
-    order = ["tests/c.py::t1", "tests/a.py::t2", "tests/a.py::t1", "tests/d.py::t1", "tests/b.py::t1",
-             "tests/d.py::t2"]
-    items = [Item(n) for n in order]
-    conftest._heaviest_modules_first(Config(), items)
-    # b (60 s) then a (25 s, its tests in the order given), then c and d as the seed had them.
-    assert [i.nodeid for i in items] == ["tests/b.py::t1", "tests/a.py::t2", "tests/a.py::t1", "tests/c.py::t1",
-                                         "tests/d.py::t1", "tests/d.py::t2"]
