@@ -9,11 +9,13 @@ foreground (-D -e) as the test's child and is ended by its PID.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from tests.support.pgcluster import free_port
@@ -107,7 +109,9 @@ class SudoUser:
         if shutil.which("sudo") is None or shutil.which("useradd") is None:
             raise AssertionError("the sudo tests need Debian's sudo and passwd; `python3 build.py test` installs them "
                                  "(apt-get install sudo)")
-        self.name = f"llmgw-sudo{os.getpid() % 100000}"
+        # A name of its own, not the worker's pid: an account an earlier run could not remove (its last ssh
+        # session still ending) was met again by a later worker given the same pid, and useradd refused (9).
+        self.name = f"llmgw-sudo-{secrets.token_hex(4)}"
         self.password = password
         self.home = Path(tempfile.mkdtemp(prefix="llmgw-sudo-home-"))
         os.chmod(self.home, 0o755)
@@ -136,5 +140,11 @@ class SudoUser:
 
     def remove(self) -> None:
         self.sudoers.unlink(missing_ok=True)
-        subprocess.run(["userdel", self.name], capture_output=True, timeout=30)
+        # userdel refuses an account that still has a process (8): the sshd session of the test's last command
+        # may still be closing. Those processes are the test's own logins; they are ended first.
+        for _ in range(50):
+            subprocess.run(["pkill", "-KILL", "-u", self.name], capture_output=True, timeout=30)
+            if subprocess.run(["userdel", self.name], capture_output=True, timeout=30).returncode in (0, 6):
+                break
+            time.sleep(0.1)
         shutil.rmtree(self.home, ignore_errors=True)
