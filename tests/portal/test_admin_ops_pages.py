@@ -218,7 +218,7 @@ async def test_the_nodes_page_shows_what_each_ready_engine_says_of_its_own_work(
 
     rows = re.findall(r"<tr>.*?</tr>", re.search(r'<table class="replicas">.*?</table>', html, re.S).group(0), re.S)
     ready = text_of(next(row for row in rows if "rep_1" in row))
-    assert "2 running, 1 waiting, KV cache 31%, cache hits 26%, first token in 41 ms" in ready
+    assert "2 running, 1 waiting, KV cache 31%, cache hits 26%, answers start in 41 ms" in ready
     assert "running" not in text_of(next(row for row in rows if "rep_2" in row)), "a starting engine is not asked"
 
 
