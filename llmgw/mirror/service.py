@@ -91,6 +91,10 @@ class Mirror:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        # A fetch that ended as the mirror stopped had its file in place and listed, but its write of the list
+        # cancelled: restarted, the mirror knew one file of two and copied the other again (CI). The list as it
+        # stands is written last; an older write still in a thread cannot go over it (Holdings.write).
+        await asyncio.to_thread(self.holdings.write, self.holdings.snapshot())
         await self.fetcher.close()
 
     def wake(self) -> None:
