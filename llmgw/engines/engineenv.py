@@ -157,8 +157,9 @@ async def _install(env: Path, spec: PythonEngine, say: Progress, wheels: Path | 
     say(f"installing {spec.requirement} ({where}) into {env}; a Python engine is some GB, this takes minutes")
     try:
         pip = await make_env(await base_python(), partial)
-        # --no-compile: torch and its kin are tens of thousands of modules the engine mostly never imports;
-        # it compiles what it does import, once, as it starts.
+        # --no-compile: torch and its kin are tens of thousands of modules the engine mostly never imports. The
+        # import check below, run as the agent (which may write here, where the engine's user may not), leaves
+        # the bytecode of what `import vllm` imports, so the engine does not compile it again at each start.
         await run([*pip, "install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
                    "--no-warn-script-location", "--no-compile", *source, spec.requirement],
                   f"pip could not install {spec.requirement}", say)
