@@ -141,10 +141,14 @@ CHUNK = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "
          "choices": [{"index": 0, "delta": {"role": "assistant", "content": "a picture"}, "finish_reason": None}]}
 
 
-async def _serve(router, timeout: str):
-    """A client API whose answer waits for the model as the router's does, then answers with one chunk."""
+async def _serve(router, timeout: str, calls: list | None = None):
+    """A client API whose answer waits for the model as the router's does, then answers with one chunk.
+
+    Each request's call is appended to `calls`, so a test can see its wait begin (its stream prepared)."""
     async def handle(request: web.Request) -> web.StreamResponse:
         call = _call(router, "picture", stream=True)
+        if calls is not None:
+            calls.append(call)
         try:
             await loading.until_ready(router, request, call, Duration(timeout))
         except Refuse as refused:
@@ -169,12 +173,17 @@ def _client(server) -> openai.AsyncOpenAI:
 async def test_a_streamed_request_is_told_it_waits_and_the_openai_sdk_reads_the_answer_after_the_comments():
     router = _router(_placed())
     router.registry.set_notes({}, {"picture": "on gpu-1, 40% of its weights fetched"})
-    server = await _serve(router, "1m")
+    calls: list = []
+    server = await _serve(router, "1m", calls)
     client = _client(server)
     try:
 
         async def load_later():
-            await asyncio.sleep(0.3)
+            # Once the request is waiting, its stream begun: a fixed 0.3 s was not always enough for the request
+            # to arrive on a loaded machine, and a model ready before it asks is never waited for (CI).
+            while not (calls and calls[0].prepared is not None):
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
             router.registry.set_placed(_placed(replicas=[("s1", URL)]))
 
         loader = asyncio.create_task(load_later())
