@@ -360,6 +360,8 @@ GB = 1 << 30
 # The agent stops its engines before it exits, each with up to 30 s of grace
 # (the supervisor's stop_all); past this, a child is killed.
 STOP_GRACE_S = 60
+# What a child is started with blocked (Cluster.start), and takes once it can stop in order.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # One `llmgw ctl` is about 0.6 s of a core: the replicas are asked about
 # this often, and only until every model has a ready one.
@@ -732,7 +734,14 @@ class Cluster:
             say(f"stopping the {name} (pid {child.pid})")
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        child = subprocess.Popen(argv, cwd=ROOT, process_group=0, stdin=subprocess.DEVNULL)
+        # Started with SIGINT and SIGTERM blocked, which a child inherits: a server or agent takes them once its
+        # loop can stop in order (llmgw/stopsignals.py). A Ctrl-C in its first second otherwise landed in
+        # Python's own start (exit 1) or orjson's (SIGSEGV), both measured under load. Here they only wait.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            child = subprocess.Popen(argv, cwd=ROOT, process_group=0, stdin=subprocess.DEVNULL)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.children[name] = child
         if self.stopping:
             self.pass_on(name, child, self.stopping[0], first=True)

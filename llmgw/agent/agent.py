@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
 
-from llmgw import __version__
+from llmgw import __version__, stopsignals
 from llmgw import engines as engine_registry
 from llmgw.agent.discovery import Discovery
 from llmgw.agent.link import ClusterLink
@@ -306,8 +305,7 @@ async def serve(cfg: AgentConfig, *, stop_engines: bool = False) -> None:
     agent = Agent(cfg, fetchers=fetchers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stopsignals.take(loop, stop.set)
     print(f"llmgw agent {cfg.node_name} ({agent.node_id}): control planes "
           f"{', '.join(cfg.control_planes)}; engines reached at {agent.advertise}", flush=True)
     await agent.run(stop, stop_engines=stop_engines)

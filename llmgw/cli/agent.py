@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from llmgw import stopsignals
+
 DEFAULT_CONFIG = "/etc/llmgw/agent.yaml"
 
 
@@ -22,6 +24,7 @@ def register(commands) -> None:
     agent.set_defaults(run=run)
 
 
+@stopsignals.taken_by_the_program
 def run(args) -> int:
     import asyncio
 

@@ -98,6 +98,11 @@ def build_parser(command: str | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None, parser: Parser | None = None) -> int:
+    from llmgw import stopsignals
+
+    # Until the command is known: a server, agent, mirror or sim-engine takes them once its loop can stop cleanly,
+    # every other command at once (llmgw/stopsignals.py says what a signal in a starting program did).
+    stopsignals.hold()
     from llmgw.errors import explain
 
     if not (sys.argv[1:] if argv is None else argv):
@@ -109,6 +114,8 @@ def main(argv: list[str] | None = None, parser: Parser | None = None) -> int:
     if not getattr(args, "run", None):
         build_parser().print_help(sys.stderr)  # every command's, where `parser` may hold one
         return 2
+    if not stopsignals.taken_by(args.run):
+        stopsignals.release()
     try:
         status = args.run(args) or 0
         # Flushed here, not at exit: a pipe closed before the last of the

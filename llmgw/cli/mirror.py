@@ -11,6 +11,8 @@ import argparse
 import os
 import sys
 
+from llmgw import stopsignals
+
 DEFAULT_CONFIG = "/etc/llmgw/mirror.yaml"
 
 
@@ -105,6 +107,7 @@ def _config(args):
         raise SystemExit(2) from None
 
 
+@stopsignals.taken_by_the_program
 def _serve(args) -> int:
     import asyncio
 

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from llmgw import stopsignals
 from llmgw.cli.output import emit_json
 
 # config.server's SYSTEM_CONFIG, written out: every `llmgw --help` shows it,
@@ -187,6 +188,7 @@ class _ClientPort:
             self.gateway.changed()
 
 
+@stopsignals.taken_by_the_program
 def run_server(args) -> int:
     import asyncio
 

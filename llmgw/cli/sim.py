@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from llmgw import stopsignals
+
 
 def _rate(text: str) -> float:
     try:
@@ -115,6 +117,7 @@ def _guard_word(text: str) -> tuple[str, str]:
     return word.strip(), category.strip()
 
 
+@stopsignals.taken_by_the_program
 def run_sim(args) -> int:
     import asyncio
 

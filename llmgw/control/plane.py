@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from llmgw import __version__, heap
+from llmgw import __version__, heap, stopsignals
 from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyThrottle
 from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
 from llmgw.config import ClusterSettings, HubSettings, ServerConfig, cluster_part, own_secrets
@@ -371,8 +370,7 @@ async def serve(cfg: ServerConfig, seeded_keys: list[str], plugins: Plugins | No
     plane = ControlPlane(cfg, store, token, sockets, seeded_keys, shared, plugins=plugins, extend=extend)
     stop = plane.stop_requested
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stopsignals.take(loop, stop.set)
     try:
         await plane.start(cluster_part(cfg))
         heap.settle()  # after start: what start-up made is frozen out of every collection (llmgw/heap.py)

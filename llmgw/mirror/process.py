@@ -19,6 +19,7 @@ import sys
 
 from aiohttp import web
 
+from llmgw import stopsignals
 from llmgw.config import MirrorConfig
 from llmgw.errors import ExpectedError
 from llmgw.mirror import tls
@@ -92,8 +93,7 @@ async def serve(cfg: MirrorConfig, config_path: str | None = None) -> None:
     await web.SockSite(runner, sock, ssl_context=server_ssl).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopsignals.take(loop, stop.set)
     print(f"mirror listening on {shown(sock)}, keeping {len(mirror.holdings.held)} files in {cfg.dir}", flush=True)
     watcher = loop.create_task(_read_peers_again(mirror, config_path)) if config_path else None
     try:

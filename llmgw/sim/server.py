@@ -10,6 +10,7 @@ import sys
 
 from aiohttp import web
 
+from llmgw import stopsignals
 from llmgw.sim.config import SimConfig
 from llmgw.sim.engine import Engine
 
@@ -68,8 +69,7 @@ async def serve(cfg: SimConfig, sock: socket.socket | None = None, semantic=None
     await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopsignals.take(loop, stop.set)
     print(f"sim-engine {cfg.model} listening on {url(sock)}", flush=True)
     try:
         await stop.wait()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from llmgw import __version__, heap
+from llmgw import __version__, heap, stopsignals
 from llmgw.accounting import Borrower
 from llmgw.control.listeners import LISTEN_BACKLOG, client_site
 from llmgw.control.routes import from_doc
@@ -390,7 +390,7 @@ async def run_worker(channel_fd: int, extend: Callable[[web.Application, Any], N
         sock.setblocking(False)
     worker = Worker(cfg, index, channel, sockets, extend)
     stop = worker.stopping
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    stopsignals.take(loop, stop.set, (signal.SIGTERM,))
     try:
         try:
             await worker.start(hello)
