@@ -161,6 +161,9 @@ def register(sub, common) -> None:
     replicas.add_argument("--all", action="store_true",
                           help="also the stopped replicas (left out by default; the leader keeps their rows "
                                "10 minutes)")
+    replicas.add_argument("--engine", action="store_true",
+                          help="with --json, each ready engine's own figures too, read from it now (the table "
+                               "always shows them)")
     replicas.set_defaults(run=run_replicas)
 
     explain = sub.add_parser("explain-placement", parents=[common], help="every node considered for a model, and why "
@@ -531,7 +534,10 @@ def engine_said(figures: dict | None) -> str:
 # four runs of build.py the table was 15 rows of old stops around the one
 # that ran. Failed ones stay in the table: their message says what to mend.
 def run_replicas(args) -> int:
-    replicas = _client(args).call("GET", "/api/v1/replicas", query={"model": args.model, "node": args.node})
+    query = {"model": args.model, "node": args.node}
+    if args.engine or not args.json:
+        query["engine"] = "1"
+    replicas = _client(args).call("GET", "/api/v1/replicas", query=query)
     hidden = [] if args.all else [r for r in replicas if r["state"] == "stopped"]
     replicas = [r for r in replicas if r not in hidden]
     if args.json:

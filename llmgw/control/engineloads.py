@@ -1,9 +1,11 @@
-"""What each ready replica's engine says of its own work, read when an administrator asks (`ctl replicas`).
+"""What each ready replica's engine says of its own work, read when a person asks (`ctl replicas`, /admin/nodes).
 
 The routers read the same pages every two seconds for their choices
 (router/scrape.py), but they live in the worker processes, where this
 process's admin API cannot see them. So a view that wants the figures reads
-each engine's /metrics once, all at once, with a short timeout: the queues
+each engine's /metrics once, all at once, with a short timeout, and only when
+asked (`?engine=1`): the polling that scripts and the console do of the
+replica list reads none. It gives the queues
 and KV cache as they are now, and since the engine started the share of
 prompt tokens its prefix cache held and its mean time to a first token.
 """
@@ -30,10 +32,5 @@ async def engine_figures(replicas: list[dict[str, Any]], key: str | None) -> Non
     for replica, load in zip(ready, loads, strict=True):
         replica["engine"] = None if load is None else {
             "running": load.running, "waiting": load.waiting, "kv_usage": load.kv_usage,
-            "prefix_hit_rate": _share(load.prefix_hits, load.prefix_queries),
-            "ttft_s": _share(load.ttft_sum, load.ttft_count),
+            "prefix_hit_rate": load.prefix_hit_rate, "ttft_s": load.engine_ttft,
         }
-
-
-def _share(part: float | None, whole: float | None) -> float | None:
-    return part / whole if part is not None and whole else None

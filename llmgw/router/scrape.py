@@ -142,6 +142,10 @@ def load_from(samples: dict[str, list[float]], read_at: float) -> EngineLoad | N
     )
 
 
+# Every counter as an engine starts: `since` it, a rate over the engine's life.
+ENGINE_STARTED = EngineLoad(prefix_queries=0.0, prefix_hits=0.0, ttft_sum=0.0, ttft_count=0.0)
+
+
 def since(load: EngineLoad, before: EngineLoad | None) -> EngineLoad:
     """`load` with the prefix cache's hit rate and the mean time to first token since the `before` read.
 
@@ -282,8 +286,10 @@ async def _read_page(session: aiohttp.ClientSession, url: str, key: str | None, 
 
 async def read_once(session: aiohttp.ClientSession, base_url: str, key: str | None,
                     timeout: float = 1.5) -> EngineLoad | None:
-    """The figures of the engine at `base_url` (its OpenAI base), read now; None when it did not say them."""
+    """The figures of the engine at `base_url` (its OpenAI base), read now, its rates over its whole life since it
+    started; None when it did not say them."""
     try:
-        return await _read_page(session, metrics_url(base_url), key, timeout, 0.0)
+        load = await _read_page(session, metrics_url(base_url), key, timeout, 0.0)
     except (TimeoutError, aiohttp.ClientError, OSError, _Unread):
         return None
+    return None if load is None else since(load, ENGINE_STARTED)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from llmgw.protocol import Heartbeat, Host, Register, to_dict
 from llmgw.store import NodeRecord, Replica, open_store
@@ -136,6 +138,51 @@ def test_ctl_replicas_leaves_out_stopped_replicas_unless_asked_for_all(server):
     text = server.ctl("ctl", "replicas").stdout
     assert "r-stopped" not in text and "r-failed" in text
     assert text.splitlines()[-1] == "(2 stopped replicas not shown; --all shows them)"
+
+
+class EnginePage(BaseHTTPRequestHandler):
+    """An engine's /metrics as vLLM 0.32 writes it, counting each read."""
+
+    reads = 0
+    PAGE = (b'vllm:num_requests_running{engine="0",model_name="qwen"} 2.0\n'
+            b'vllm:num_requests_waiting{engine="0",model_name="qwen"} 1.0\n'
+            b'vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.31\n'
+            b'vllm:prefix_cache_queries_total{engine="0",model_name="qwen"} 490.0\n'
+            b'vllm:prefix_cache_hits_total{engine="0",model_name="qwen"} 128.0\n')
+
+    def do_GET(self) -> None:
+        type(self).reads += 1
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.PAGE)))
+        self.end_headers()
+        self.wfile.write(self.PAGE)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_the_replica_table_shows_what_each_engine_says_and_json_reads_the_engines_only_when_asked(server):
+    engine = ThreadingHTTPServer(("127.0.0.1", 0), EnginePage)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+
+    async def put():
+        store = await open_store(server.store)
+        await store.put_replicas([Replica("r-busy", "qwen", "id-none", state="ready", since=time.time(),
+                                          url=f"http://127.0.0.1:{engine.server_port}/v1")])
+        await store.close()
+
+    try:
+        asyncio.run(put())
+        # What scripts, the console and the tests' loops poll: no engine is read for it.
+        (row,) = server.ctl_json("ctl", "replicas")
+        assert "engine" not in row and EnginePage.reads == 0
+        text = server.ctl("ctl", "replicas").stdout
+        assert "2 running, 1 waiting, KV 31%, cache hits 26%" in text and EnginePage.reads == 1
+        (row,) = server.ctl_json("ctl", "replicas", "--engine")
+        assert row["engine"]["running"] == 2 and row["engine"]["prefix_hit_rate"] == 128 / 490
+    finally:
+        engine.shutdown()
+        engine.server_close()
 
 
 def test_the_audit_row_of_a_removed_model_is_one_short_line(server, tmp_path):

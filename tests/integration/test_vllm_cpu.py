@@ -93,7 +93,8 @@ def test_a_vllm_model_is_installed_started_answered_and_read_on_a_node_without_g
         for _ in range(2):
             cluster.openai.chat.completions.create(model="tiny-llama", max_tokens=2, messages=[
                 {"role": "system", "content": system}, {"role": "user", "content": "Hello"}])
-        (row,) = [r for r in cluster.ctl_json("ctl", "replicas", "--model", "tiny-llama") if r["state"] == "ready"]
+        (row,) = [r for r in cluster.ctl_json("ctl", "replicas", "--model", "tiny-llama", "--engine")
+                  if r["state"] == "ready"]
         figures = row["engine"]
         assert figures["running"] == 0 and figures["waiting"] == 0
         assert 0 <= figures["kv_usage"] < 1

@@ -13,7 +13,7 @@
     POST   /api/v1/models/{name}/restart       replace each replica, one at a time, the new one beside the old
     GET    /api/v1/models/{name}/placement     explain-placement
     GET    /api/v1/nodes, /api/v1/nodes/{node}
-    GET    /api/v1/replicas?model=&node=
+    GET    /api/v1/replicas?model=&node=&engine=1
     GET    /api/v1/mirrors                     the model mirrors and the files on them (docs/mirror.md)
 
 Every change is in the audit log as model.add, model.scale, … with target
@@ -219,8 +219,10 @@ async def node_show(request: web.Request) -> web.Response:
 @refusals
 async def replicas_list(request: web.Request) -> web.Response:
     replicas = await catalog(request).replicas(request.query.get("model"), request.query.get("node"))
-    # Each ready engine's own figures, read now: `ctl replicas` shows them (control/engineloads.py).
-    await engine_figures(replicas, request.app[PLANE].trust.engine_key or None)
+    if request.query.get("engine") in ("1", "true"):
+        # Each ready engine's own figures, read now, for a person reading them (control/engineloads.py): up to
+        # TIMEOUT_S with an engine that hangs, so never for the callers that poll this list.
+        await engine_figures(replicas, request.app[PLANE].trust.engine_key or None)
     return _json(replicas)
 
 
