@@ -169,7 +169,7 @@ class Agent:
                                 ssl=self.ssl, hardware=self.hardware,
                                 shards=self.runner, labels=dict(cfg.labels), advertise=self.advertise,
                                 on_welcome=lambda _: confirm(cfg.data_dir, __version__),
-                                on_upgrade=self._upgrade)
+                                on_upgrade=self._upgrade, cached=self.runner.kv)
         self._stop: asyncio.Event | None = None
 
     async def _upgrade(self, message: Upgrade) -> str | None:
@@ -294,6 +294,7 @@ class Agent:
             await asyncio.gather(link, stopping, keeping, return_exceptions=True)
             if stop_engines:
                 await self.supervisor.stop_all()
+            await self.runner.kv.close()
             await self.supervisor.close()
             await self.weights.close()
             self.discovery.close()

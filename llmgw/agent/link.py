@@ -24,6 +24,7 @@ from llmgw import __version__
 from llmgw.connecterror import connect_failure
 from llmgw.protocol import (
     GPU,
+    CachedBlocks,
     Error,
     Heartbeat,
     Host,
@@ -65,6 +66,13 @@ class Shards(Protocol):
     def engines(self) -> dict[str, str]: ...
 
 
+class CachedSource(Protocol):
+    """Each replica's cached blocks as they change (agent/kvfeed.py)."""
+
+    def resend(self) -> None: ...
+    async def take(self) -> list[CachedBlocks]: ...
+
+
 class Hardware(Protocol):
     def describe(self) -> tuple[Host, list[GPU], list[Storage]]: ...
     def sample(self) -> Heartbeat: ...
@@ -74,7 +82,8 @@ class ClusterLink:
     def __init__(self, *, node_id: str, name: str, control_planes: list[str], ssl: ssl_module.SSLContext | None,
                  hardware: Hardware, shards: Shards, labels: dict[str, str] | None = None, advertise: str = "",
                  on_welcome: Callable[[Welcome], None] | None = None,
-                 on_upgrade: Callable[[Upgrade], Awaitable[str | None]] | None = None) -> None:
+                 on_upgrade: Callable[[Upgrade], Awaitable[str | None]] | None = None,
+                 cached: CachedSource | None = None) -> None:
         self.node_id, self.name = node_id, name
         self.known = list(dict.fromkeys(control_planes))
         self.ssl = ssl
@@ -83,6 +92,7 @@ class ClusterLink:
         self.advertise = advertise
         self.on_welcome = on_welcome
         self.on_upgrade = on_upgrade  # None, or why this node cannot upgrade itself
+        self.cached = cached  # each replica's cached blocks, for a leader that takes them
         self.leader = ""  # the control plane this agent is connected to, "" while none
         self.connected = asyncio.Event()
         self._next: str | None = None  # a leader a standby named: dialled first
@@ -161,6 +171,9 @@ class ClusterLink:
             log.info("connected to the leader %s", address)
             tasks = [asyncio.create_task(self._heartbeats(link, first.heartbeat_s)),
                      asyncio.create_task(self._updates(link))]
+            if first.cached_blocks and self.cached is not None:
+                self.cached.resend()  # a new leader knows none of them
+                tasks.append(asyncio.create_task(self._cached(link, self.cached)))
             try:
                 async for message in messages:
                     await self._act(link, message)
@@ -189,6 +202,12 @@ class ClusterLink:
             except LinkLost:
                 # Sent again, with every shard's state, in the next Register.
                 return
+
+    @staticmethod
+    async def _cached(link: Link, cached: CachedSource) -> None:
+        while True:
+            for message in await cached.take():
+                await link.send(message)
 
     async def _act(self, link: Link, message: Any) -> None:
         if isinstance(message, StartShard):

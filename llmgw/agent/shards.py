@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from llmgw.agent.kvfeed import KvFeed
 from llmgw.agent.supervisor import EngineSpec, Supervisor, users
 from llmgw.agent.weights import Weights, WeightsError
 from llmgw.engines import EngineError
@@ -75,8 +76,11 @@ class ShardRunner:
                  binary: Callable[..., Any], engines: dict[str, str], host: str = "127.0.0.1",
                  advertise: str = "127.0.0.1", disabled: tuple[str, ...] = (),
                  own_log: Callable[[int], list[LogLine]] | None = None, key_dir: str = "",
-                 engine_user: str | None = None, tracing: Tracing | None = None) -> None:
+                 engine_user: str | None = None, tracing: Tracing | None = None,
+                 kv: KvFeed | None = None) -> None:
         self.supervisor = supervisor
+        # Each ready replica's KV-cache events, followed for the leader's routing (agent/kvfeed.py).
+        self.kv = kv or KvFeed()
         self.key_dir = key_dir or "."
         self.engine_user = engine_user
         self.weights = weights
@@ -117,6 +121,12 @@ class ShardRunner:
             self._pending.pop(status.shard_id, None)
         if status.state in LOADED and status.shard_id in self._spans:
             self._spans.pop(status.shard_id).over(status.state)
+        if status.state == "ready":
+            shard = self.supervisor.get(status.shard_id)
+            if shard is not None and shard.record.kv_events:  # an adopted engine's, followed again
+                self.kv.follow(status.shard_id, shard.record.kv_events)
+        elif status.state in ("draining", "stopped", "failed"):
+            self.kv.stop(status.shard_id)
         await self.updates.put(self._public(status))
 
     async def start(self, message: StartShard) -> None:
@@ -226,10 +236,12 @@ class ShardRunner:
                                      shard_id=shard_id, api_key_file=key_file)
             spec = EngineSpec(shard_id, launch.argv, launch.model or profile.model,
                               url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env),
-                              api_key_file=key_file or "")
+                              api_key_file=key_file or "", kv_events=launch.kv_events)
             if spans is not None:
                 # Until the engine answers its health check: the weights read, the model loaded.
                 spans.step("engine load", {"llmgw.port": port})
+            # Bound before the engine starts, so its publisher finds the port at once (agent/kvfeed.py).
+            self.kv.follow(shard_id, launch.kv_events)
             await self.supervisor.start(spec)
         except asyncio.CancelledError:
             raise

@@ -510,15 +510,17 @@ def _replica_table(replicas: list[dict]) -> None:
 
     table(["id", "model", "node", "state", "desired", "since", "url", "engine", "detail"], [
         (r["id"], r["model"], r["node"], r["state"], r["desired"], ago(r["since"]), r["url"] or "-",
-         engine_said(r.get("engine")), status(r))
+         engine_said(r.get("engine"), r.get("cached_blocks")), status(r))
         for r in replicas
     ])
 
 
-def engine_said(figures: dict | None) -> str:
-    """A ready engine's own figures in a few words: "2 running, 1 waiting, KV 31%, cache hits 74%, TTFT 41 ms"."""
+def engine_said(figures: dict | None, cached_blocks: int | None = None) -> str:
+    """A ready engine's own figures in a few words: "2 running, 1 waiting, KV 31%, cache hits 74%, TTFT 41 ms", and
+    the blocks its prefix cache holds where its agent follows its KV events."""
+    blocks = [] if cached_blocks is None else [f"{cached_blocks} blocks cached"]
     if not figures:
-        return "-"
+        return ", ".join(blocks) or "-"
     said = [f"{figures['running']:g} running", f"{figures['waiting']:g} waiting"]
     if figures.get("kv_usage") is not None:
         said.append(f"KV {figures['kv_usage']:.0%}")
@@ -526,7 +528,7 @@ def engine_said(figures: dict | None) -> str:
         said.append(f"cache hits {figures['prefix_hit_rate']:.0%}")
     if figures.get("ttft_s") is not None:
         said.append(f"TTFT {figures['ttft_s'] * 1000:.0f} ms")
-    return ", ".join(said)
+    return ", ".join(said + blocks)
 
 
 # A stopped replica's row stays in the store for a while (the leader forgets

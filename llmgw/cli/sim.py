@@ -92,6 +92,21 @@ def register(commands) -> None:
                    help="append each /v1 request's method, path and headers (Authorization left out) to FILE, "
                         "one JSON line each: what a gateway sends an engine besides the body, such as its "
                         "X-Request-Id and a W3C traceparent")
+    cache = p.add_argument_group("a prefix cache as vLLM's, for routing by what each replica holds (docs/routing.md)")
+    cache.add_argument("--tokenizer", metavar="DIR",
+                       help="cut prompts into the tokens of the tokenizer.json (and chat template) in DIR and keep "
+                            "them in a prefix cache: found again by a later prompt that starts the same, counted in "
+                            "/metrics as vLLM counts them")
+    cache.add_argument("--block-size", type=_count(1), default=16, metavar="N",
+                       help="tokens a cached block holds (default 16, vLLM's)")
+    cache.add_argument("--cache-blocks", type=_count(1), default=4096, metavar="N",
+                       help="blocks held before the least recently used go (default 4096)")
+    cache.add_argument("--prefill-tokens-per-second", type=_rate, default=0.0, metavar="R",
+                       help="the first token also waits for the prompt's tokens not found in the cache, at this rate "
+                            "(default 0: no wait)")
+    cache.add_argument("--kv-events-config", metavar="JSON",
+                       help="publish the cache's KV events as vLLM does, on ZeroMQ: "
+                            "'{\"endpoint\": \"tcp://127.0.0.1:5557\", \"topic\": \"kv\"}' (needs --tokenizer)")
     fail = p.add_argument_group("failures, for a router's tests")
     fail.add_argument("--api-key", action="append", default=[], metavar="KEY",
                       help="take only requests with this key (repeatable); others get 401")
@@ -147,10 +162,35 @@ def run_sim(args) -> int:
             print(f"llmgw: sim-engine: {e}", file=sys.stderr)
             return 1
     try:
+        cache = _prefix_cache(args)
+    except ValueError as e:  # NoTokenizer, KvEventsConfigError, or ZeroMQ's bind refused
+        sock.close()
+        print(f"llmgw: sim-engine: {e}", file=sys.stderr)
+        return 1
+    try:
         import uvloop
 
         uvloop.install()
     except ImportError:  # not built for this platform; asyncio's own loop does the same work
         pass
-    asyncio.run(serve(cfg, sock, semantic=semantic))
+    asyncio.run(serve(cfg, sock, semantic=semantic, cache=cache))
     return 0
+
+
+def _prefix_cache(args):
+    if not args.tokenizer:
+        if args.kv_events_config:
+            raise ValueError("--kv-events-config needs --tokenizer: the events name blocks of the prompt's tokens")
+        return None
+    from llmgw.sim import PrefixCache, Publisher
+
+    publisher = None
+    if args.kv_events_config:
+        import zmq
+
+        try:
+            publisher = Publisher(args.kv_events_config)
+        except zmq.ZMQError as e:
+            raise ValueError(f"--kv-events-config: cannot publish there: {e}") from None
+    return PrefixCache(args.tokenizer, args.block_size, args.cache_blocks, publisher,
+                       args.prefill_tokens_per_second)

@@ -237,9 +237,10 @@ class RouterSettings:
     Each answer costs the engine as much as a request of its own, so without a cap one request could take a replica's
     whole batch."""
 
-    default_profile: Literal["chat", "batch", "long-context"] = "chat"
+    default_profile: Literal["chat", "batch", "long-context", "prefix-cache"] = "chat"
     """How replicas are chosen for a model that names no profile: `chat` keeps a conversation on one replica and favours
-    the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache."""
+    the one answering soonest, `batch` the shortest queue, `long-context` the most free KV cache, `prefix-cache` the
+    replica whose engine holds most of the prompt already (docs/routing.md)."""
 
     retries: int = 2
     """How many other replicas a request is tried on when one fails before sending anything back."""
@@ -393,7 +394,7 @@ class ModelSettings:
     external: ExternalSettings | None = None
     """The outside provider of a `source: external` model."""
 
-    profile: Literal["", "chat", "batch", "long-context"] = ""
+    profile: Literal["", "chat", "batch", "long-context", "prefix-cache"] = ""
     """How its replicas are chosen (see `router.default_profile`); empty takes the default. A request may ask for
     another with the `x-llmgw-profile` header."""
 

@@ -171,7 +171,7 @@ class AgentService:
             await link.send(Error(f"this certificate is node {node_id}'s, not {first.node_id}'s", "register"))
             return
         node = self._registered(node_id, first, link)
-        await link.send(Welcome(node_id, self.address, self._control_planes(), self.heartbeat_s))
+        await link.send(Welcome(node_id, self.address, self._control_planes(), self.heartbeat_s, cached_blocks=True))
         log.info("node %s (%s) connected: %d GPU(s), %d shard(s) running", node.name, node_id,
                  len(first.gpus), len(first.shards))
         try:

@@ -21,6 +21,7 @@ from llmgw.control.catalog import Policy
 from llmgw.control.clustermetrics import ClusterCollector
 from llmgw.control.mirrors import MirrorKeeper
 from llmgw.control.reconciler import Reconciler
+from llmgw.protocol import CachedBlocks
 from llmgw.store import StoreError
 from llmgw.trust import peer_node_id
 
@@ -51,6 +52,9 @@ class Cluster:
             mirrors=lambda profile: self.mirrors.for_start(profile))
         self.mirrors = MirrorKeeper(plane.store, lambda: plane.settings.current.mirror, plane.trust.client_context,
                                     leading=lambda: plane.lease.leading)
+        # Each replica's cached blocks, as its agent follows them, to this control plane's routers.
+        self.agents.on_message(lambda _node, message: plane.routes.cached_blocks(message)
+                               if isinstance(message, CachedBlocks) else None)
         plane.registry.register(self.reconciler.pass_seconds)
         plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
         self._task: asyncio.Task[None] | None = None

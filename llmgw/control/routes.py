@@ -27,7 +27,8 @@ from typing import Any, Protocol, TypeGuard
 import aiohttp
 
 from llmgw.config import CAPABILITIES, Capability, ModelSettings
-from llmgw.control.catalog import Entry
+from llmgw.control.catalog import Entry, ModelSpec
+from llmgw.protocol import CachedBlocks
 from llmgw.router import Placed
 from llmgw.store import CatalogStore, Replica
 
@@ -47,6 +48,8 @@ class RouteSink(Protocol):
     def set_placed(self, placed: dict[str, Placed]) -> None: ...
 
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None: ...
+
+    def cached_blocks(self, message: CachedBlocks) -> None: ...
 
 
 def _is_capability(name: str) -> TypeGuard[Capability]:
@@ -75,8 +78,16 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
             settings = ModelSettings(name=name, context_length=spec.context_length, max_output_tokens=spec.max_output,
                                      capabilities=[c for c in spec.can() if _is_capability(c)])
             placed[name] = Placed(settings, found, key, upstream=spec.name, on_demand=entry.on_demand,
-                                  stopped=entry.stopped, engines=engines)
+                                  stopped=entry.stopped, engines=engines, tokenizer=tokenizer_of(spec))
     return placed
+
+
+def tokenizer_of(spec: ModelSpec) -> str:
+    """Where the router reads the model's tokenizer: its `tokenizer`, else its source when that is a folder path
+    (on a machine that is both control plane and node, the weights themselves); "" for none."""
+    if spec.tokenizer:
+        return spec.tokenizer
+    return spec.source if spec.source.startswith("/") and not spec.source.endswith(".gguf") else ""
 
 
 async def from_store(store: CatalogStore, key: str | None) -> dict[str, Placed]:
@@ -134,7 +145,7 @@ def to_doc(routes: Routes) -> dict[str, Any]:
                           "capabilities": list(p.settings.capabilities),
                           "replicas": [list(r) for r in p.replicas], "upstream": p.upstream,
                           "on_demand": p.on_demand, "stopped": p.stopped,
-                          "engines": [list(e) for e in p.engines]}
+                          "engines": [list(e) for e in p.engines], "tokenizer": p.tokenizer}
                    for name, p in routes.placed.items()},
         "waits": dict(routes.waits), "loading": dict(routes.loading),
     }
@@ -149,7 +160,7 @@ def from_doc(doc: dict[str, Any], key: str | None) -> Routes:
         replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
         engines = tuple((str(shard), str(engine)) for shard, engine in p.get("engines") or [])
         placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),
-                              bool(p.get("stopped")), engines)
+                              bool(p.get("stopped")), engines, str(p.get("tokenizer") or ""))
     return Routes(placed, dict(doc.get("waits") or {}), dict(doc.get("loading") or {}))
 
 
@@ -159,6 +170,7 @@ class RouteBoard:
     def __init__(self, sink: RouteSink) -> None:
         self.sink = sink
         self.current = Routes()
+        self.blocks_held: dict[str, int] = {}  # shard id -> blocks its engine holds, as its agent last said
 
     # The reconciler's sink is this board, so what it publishes is kept too.
     def set_placed(self, placed: dict[str, Placed]) -> None:
@@ -168,6 +180,13 @@ class RouteBoard:
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
         self.current = Routes(self.current.placed, dict(waits), dict(loading))
         self.sink.set_notes(waits, loading)
+
+    def cached_blocks(self, message: CachedBlocks) -> None:
+        """What a replica's engine cached and evicted, from its agent: to the routers. Only how many blocks each
+        holds is kept here, for `ctl replicas` (a new leader gets every replica's whole from its agents)."""
+        held = 0 if message.cleared else self.blocks_held.get(message.shard_id, 0)
+        self.blocks_held[message.shard_id] = max(0, held + len(message.added) - len(message.removed))
+        self.sink.cached_blocks(message)
 
     def publish(self, routes: Routes) -> None:
         self.set_placed(routes.placed)

@@ -42,6 +42,19 @@ if TYPE_CHECKING:
         env_python,
         installed_env,
     )
+    from llmgw.engines.kvevents import (
+        KV_TOPIC,
+        BadBatch,
+        Chains,
+        Change,
+        Cleared,
+        Removed,
+        Stored,
+        chain,
+        decode_batch,
+        encode_batch,
+        kv_events_flag,
+    )
     from llmgw.engines.llamacpp_install import (
         XLLAMACPP_VERSION,
         LlamaServerUnavailable,
@@ -68,7 +81,8 @@ __all__ = [
     "LlamaServerUnavailable", "XLLAMACPP_VERSION", "engine_dir", "ensure_llama_server", "installed_llama_server",
     "wheels_dir", "SGLANG", "VLLM", "VLLM_CPU", "EngineUnavailable", "PythonEngine", "ensure_engine_env",
     "env_python", "installed_env", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata", "StrataPlan", "parse_listen",
-    "serve_strata",
+    "serve_strata", "KV_TOPIC", "BadBatch", "Chains", "Change", "chain", "decode_batch", "encode_batch",
+    "kv_events_flag", "Cleared", "Removed", "Stored",
 ]
 
 
@@ -152,4 +166,6 @@ __getattr__ = lazy_face(__name__, {
     "pickles": ("PICKLE_EXTENSIONS", "is_pickle"),
     "modelinfo": ("gguf_metadata",),
     "strata_serve": ("StrataPlan", "parse_listen", "serve_strata"),
+    "kvevents": ("KV_TOPIC", "BadBatch", "Chains", "Change", "Cleared", "Removed", "Stored", "chain", "decode_batch",
+                 "encode_batch", "kv_events_flag"),
 })

@@ -9,6 +9,7 @@ person would see in `ps`.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -62,6 +63,8 @@ class Launch:
     """The name the engine serves the model under: what /v1/models lists and requests name."""
     metrics_path: str = ""
     """Its Prometheus text, which the router reads for load; "" when it serves none."""
+    kv_events: str = ""
+    """The ZeroMQ address its KV-cache events are published on (engines/kvevents.py); "" when none."""
 
 
 @runtime_checkable
@@ -166,6 +169,14 @@ def check_trained_context(profile: EngineProfile, trained: int, where: str) -> N
             "context_length",
             f"{profile.context_length} tokens is longer than {profile.model} was trained for ({trained}, as {where} "
             f"says); give {trained} or less")
+
+
+def loopback_port() -> int:
+    """A free port on 127.0.0.1, from the kernel's ephemeral range (which `llmgw firewall on` closes to other
+    machines): where an engine's second socket meets the agent, its KV events."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def program(binary: Binary, default: str | None, engine: str, setting: str = "") -> list[str]:

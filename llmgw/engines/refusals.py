@@ -69,6 +69,8 @@ READS_CONFIG = "reads a file of further flags, which these checks never see"
 CREDENTIAL = "puts a credential on a command line every user on the node can read; the agent gives the engine its key"
 LISTENS = "is where the engine listens, which the agent chooses and the router is told"
 SENDS_ELSEWHERE = "sends requests, prompts or the model's work to another service or machine"
+KV_EVENTS = ("publishes the engine's KV-cache events, which the agent sets to a loopback port it follows for the "
+             "routers (docs/routing.md); elsewhere they would show what people's prompts held")
 LOGS_PROMPTS = "writes every prompt and answer to the engine's output, which `llmgw ctl logs` shows"
 MOVES_SOURCE = "names the model's weights, which the agent gives from the model's source"
 MOVES_TOKENIZER = "reads the tokenizer from another repository or path than the model's"

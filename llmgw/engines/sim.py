@@ -10,8 +10,18 @@ import os
 import sys
 
 import llmgw
-from llmgw.engines.base import Binary, Launch, ProfileError, check_common, program
-from llmgw.engines.refusals import LISTENS, LOADS_FILE, Flag, check_args, check_env, refused, set_by_agent
+from llmgw.engines.base import Binary, Launch, ProfileError, check_common, loopback_port, program
+from llmgw.engines.kvevents import kv_events_flag
+from llmgw.engines.refusals import (
+    KV_EVENTS,
+    LISTENS,
+    LOADS_FILE,
+    Flag,
+    check_args,
+    check_env,
+    refused,
+    set_by_agent,
+)
 from llmgw.protocol import EngineProfile
 
 # The sim's --embedding-model takes a sentence-transformers folder, or the
@@ -24,6 +34,7 @@ FLAGS: tuple[Flag, ...] = (
     refused("is the name the model is served under, the catalog's, which the router asks for", "--model"),
     set_by_agent("context_length", "--context-length"),
     refused(LOADS_FILE, "--embedding-model", when=lambda v: v.strip() != _KNOWN_EMBEDDER),
+    refused(KV_EVENTS, "--kv-events-config"),
 )
 
 
@@ -56,8 +67,14 @@ class Sim:
         if profile.context_length:
             argv += ["--context-length", str(profile.context_length)]
         argv += list(profile.args)
+        kv_events = ""
+        if any(a == "--tokenizer" or a.startswith("--tokenizer=") for a in profile.args):
+            # A sim keeping a prefix cache publishes its events as vLLM does, to the agent (docs/routing.md).
+            kv_port = loopback_port()
+            argv += ["--kv-events-config", kv_events_flag(kv_port)]
+            kv_events = f"tcp://127.0.0.1:{kv_port}"
         return Launch(argv=argv, env=dict(profile.env), health_path="/health", model=profile.model,
-                      metrics_path="/metrics")
+                      metrics_path="/metrics", kv_events=kv_events)
 
     def installed(self, binary: Binary = None) -> str | None:
         return llmgw.__version__

@@ -14,11 +14,14 @@ from llmgw.engines.base import (
     check_common,
     check_trained_context,
     cuda_env,
+    loopback_port,
     program,
     read_key,
 )
+from llmgw.engines.kvevents import kv_events_flag
 from llmgw.engines.refusals import (
     CREDENTIAL,
+    KV_EVENTS,
     LISTENS,
     LOAD_FORMAT,
     LOADS_CODE,
@@ -81,6 +84,7 @@ FLAGS: tuple[Flag, ...] = (
     refused(TLS_FILES, "--ssl-ca-certs"),
     refused(SENDS_ELSEWHERE, "--otlp-traces-endpoint"),
     refused(SENDS_ELSEWHERE, "--kv-transfer-config"),
+    refused(KV_EVENTS, "--kv-events-config"),
     refused(SENDS_ELSEWHERE, "--tool-server"),
     refused(LOGS_PROMPTS, "--enable-log-requests"),
     refused(LOGS_PROMPTS, "--enable-log-outputs"),
@@ -149,13 +153,17 @@ class VLLM:
         if profile.slots:
             argv += ["--max-num-seqs", str(profile.slots)]
         argv += safetensors_only(profile, model_path)
+        # Its KV-cache events, to the agent beside it, for the routers (docs/routing.md).
+        kv_port = loopback_port()
+        argv += ["--kv-events-config", kv_events_flag(kv_port)]
         argv += list(profile.args)
         env = {**offline_env(model_path), **profile.env, **cuda_env(profile)}
         if api_key_file:
             # vLLM reads its key from here too: not on a command line every
             # user on the node can read.
             env["VLLM_API_KEY"] = read_key(api_key_file, self.name)
-        return Launch(argv=argv, env=env, health_path="/health", model=profile.model, metrics_path="/metrics")
+        return Launch(argv=argv, env=env, health_path="/health", model=profile.model, metrics_path="/metrics",
+                      kv_events=f"tcp://127.0.0.1:{kv_port}")
 
     def installed(self, binary: Binary = None) -> str | None:
         if binary is None or binary == "":

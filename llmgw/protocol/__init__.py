@@ -20,6 +20,7 @@ from llmgw.protocol.messages import (  # the messages are this package's interfa
     PROTOCOL_VERSION,
     SHARD_STATES,
     TYPE_OF,
+    CachedBlocks,
     EngineProfile,
     Error,
     FetchProgress,
@@ -63,8 +64,8 @@ def decode(raw: bytes | str) -> Any:
 __all__ = [
     "encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES", "PROTOCOL_VERSION",
     "SHARD_STATES", "ShardState",
-    "Register", "Heartbeat", "ShardStatus", "NodeLogs", "Welcome", "NotLeader", "Provision", "StartShard",
-    "StopShard", "RemoveWeights", "LogsRequest", "Upgrade", "Error",
+    "Register", "Heartbeat", "ShardStatus", "NodeLogs", "CachedBlocks", "Welcome", "NotLeader", "Provision",
+    "StartShard", "StopShard", "RemoveWeights", "LogsRequest", "Upgrade", "Error",
     "Host", "GPU", "MIGDevice", "Storage", "GPUSensor", "ShardLoad", "FetchProgress", "EngineProfile", "LogLine",
     "Link", "LinkLost",
 ]

@@ -7,7 +7,8 @@ are in MB and bytes as named; times are Unix seconds; a 0 or "" is
 
 Agent → control plane: Register (first, once per connection), Heartbeat
 (every few seconds), ShardStatus (whenever a shard's state or download
-moves), NodeLogs (an answer to LogsRequest).
+moves), NodeLogs (an answer to LogsRequest), CachedBlocks (what an engine stored
+in and evicted from its prefix cache, to a leader whose Welcome asked for them).
 Control plane → agent: Welcome (the answer to Register), NotLeader (a
 standby's refusal, naming the leader), Provision, StartShard, StopShard,
 RemoveWeights, LogsRequest, Upgrade (an agent that cannot answers Error
@@ -17,7 +18,7 @@ about "upgrade"; one that can restarts into the new program).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 ShardState = Literal["starting", "ready", "draining", "stopped", "failed"]
 SHARD_STATES: tuple[str, ...] = ("starting", "ready", "draining", "stopped", "failed")
@@ -274,6 +275,22 @@ class NodeLogs:
 
 
 @dataclass
+class CachedBlocks:
+    """What a replica's engine stored in and evicted from its prefix cache since the last (docs/routing.md).
+
+    The blocks are named by the chain hash llmgw computes over their token ids (llmgw/router/prefixindex.py),
+    so no prompt's tokens leave the node. `cleared` comes first: the engine's cache emptied, or its events
+    broke off and what the leader held of it is no longer known.
+    """
+
+    shard_id: str
+    block_size: int = 0
+    added: list[Any] = field(default_factory=list)  # ints, unchecked one by one (many thousands a second)
+    removed: list[Any] = field(default_factory=list)
+    cleared: bool = False
+
+
+@dataclass
 class Upgrade:
     """Replace this node's program with `version` and restart into it (docs/upgrade.md).
 
@@ -302,6 +319,8 @@ class Welcome:
     control_planes: list[str] = field(default_factory=list)
     """Every control plane's agent address, for the agent to dial the next when this one is lost."""
     heartbeat_s: float = 5.0
+    cached_blocks: bool = False
+    """The leader takes CachedBlocks; an older one would answer each with an Error."""
 
 
 @dataclass
@@ -325,6 +344,7 @@ MESSAGES: dict[str, type] = {
     "heartbeat": Heartbeat,
     "shard_status": ShardStatus,
     "node_logs": NodeLogs,
+    "cached_blocks": CachedBlocks,
     "welcome": Welcome,
     "not_leader": NotLeader,
     "provision": Provision,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from llmgw.router.endpoint import Endpoint
     from llmgw.router.errors import speaks_anthropic
     from llmgw.router.plane import ClientPlane, KeyLookup, LiveSettings
+    from llmgw.router.prompttokens import NoTokenizer, PromptTokens
     from llmgw.router.registry import Placed
     from llmgw.router.scheduler import register_profile, register_scorer
     from llmgw.router.scrape import read_once
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from llmgw.router.targets import TargetRefused, providers_session, refusing_socket
 
 __all__ = [
+    "NoTokenizer", "PromptTokens",
     "BatchRunner", "CONNECTIONS", "ClientPlane", "Endpoint", "GuardedSite", "KeyLookup", "LiveSettings",
     "Placed", "Router", "TargetRefused",
     "client_address", "make_client_app", "providers_session", "proxies", "read_once", "refusing_socket",
@@ -40,6 +42,7 @@ __getattr__ = lazy_face(__name__, {
     "registry": ("Placed",),
     "scheduler": ("register_profile", "register_scorer"),
     "scrape": ("read_once",),
+    "prompttokens": ("NoTokenizer", "PromptTokens"),
     "service": ("Router",),
     "targets": ("TargetRefused", "providers_session", "refusing_socket"),
 })

@@ -51,6 +51,7 @@ class Endpoint:
     # placed (vllm, llamacpp, sim…), "external" for an outside provider, "openai_compatible" for an
     # endpoint listed in the settings, whose engine llmgw did not start and cannot name.
     provider: str = "openai_compatible"
+    replica: str = ""  # the shard id of a replica the cluster placed; "" for the settings' endpoints
     weight: float = 1.0
     api_key: str | None = None  # a provider key, read from its file by the registry; never logged
     key_file: str | None = None  # where that key is read from; None for an endpoint that needs none

@@ -28,6 +28,7 @@ from llmgw.router.apis import SHAPES, Shape
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.assembly import Assembler
 from llmgw.router.body import read_json
+from llmgw.router.cacheaware import cached_prefix
 from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.fit import fit_max_tokens
@@ -376,7 +377,9 @@ async def _route(plane: ClientPlane, request: web.Request | None, shape: Shape,
     try:
         if served.failing():  # its breakers opened while it waited its turn
             raise replicas_failing(served)
-        candidates = scheduler.choose(served.usable(), call.profile, call.session_key)
+        blocks, cached = await cached_prefix(router.registry, served, call.upstream_body, call.profile)
+        candidates = scheduler.choose(served.usable(), call.profile, call.session_key, prompt_blocks=blocks,
+                                      cached=cached)
         async with asyncio.timeout(float(settings.timeouts.total)):
             opened = await open_upstream(router.session_for(served), call, candidates, settings.timeouts,
                                          settings.retries, scheduler.take, events=router.events,

@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from llmgw.config import ClusterSettings, KeyFileRefused, ModelSettings, OwnSecrets, read_key_file
+from llmgw.protocol import CachedBlocks
 from llmgw.router.endpoint import Endpoint
+from llmgw.router.prefixindex import PrefixIndex
+from llmgw.router.prompttokens import NoTokenizer, PromptTokens
 
 log = logging.getLogger("llmgw.registry")
 
@@ -33,6 +36,7 @@ class ModelEntry:
     catalog: str = ""  # the catalog model this is (an alias's own model); "" for one from the settings
     on_demand: bool = False  # the catalog loads it when a request asks for it
     stopped: bool = False  # stopped by an administrator (`llmgw ctl model stop`)
+    tokenizer: str = ""  # where its tokenizer is, for routing by what each replica has cached
 
     @property
     def name(self) -> str:
@@ -78,6 +82,7 @@ class Placed:
     on_demand: bool = False
     stopped: bool = False
     engines: tuple[tuple[str, str], ...] = ()  # (shard id, engine) of each replica, for its traces
+    tokenizer: str = ""  # a folder on the control plane with its tokenizer.json, for routing by cache
 
 
 # A registry told of no secret files still never reads the agent's own (OwnSecrets' default); frozen, so
@@ -101,6 +106,29 @@ class Registry:
         self._changed: asyncio.Event | None = None
         # Called (endpoint id, reason) when an endpoint's breaker opens on what this process saw.
         self.on_trip: Callable[[str, str], None] | None = None
+        # What each replica's engine holds in its prefix cache, from the agents through the leader.
+        self.prefix = PrefixIndex()
+        self._placed_shards: set[str] = set()
+        self._tokenizers: dict[str, PromptTokens | None] = {}
+
+    def cached_blocks(self, message: CachedBlocks) -> None:
+        """A replica's engine stored and evicted these blocks (docs/routing.md)."""
+        # Taken before the replica is placed too: its agent follows it from the moment it is ready, which
+        # the routes may say a pass later.
+        self.prefix.apply(message.shard_id, message.block_size, message.added, message.removed, message.cleared)
+
+    def prompt_tokens(self, entry: ModelEntry) -> PromptTokens | None:
+        """The model's tokenizer and chat template, read once; None without one (said once in the log)."""
+        folder = entry.tokenizer
+        if not folder:
+            return None
+        if folder not in self._tokenizers:
+            try:
+                self._tokenizers[folder] = PromptTokens(folder)
+            except NoTokenizer as e:
+                log.warning("%s: not routed by what its replicas have cached: %s", entry.name, e)
+                self._tokenizers[folder] = None
+        return self._tokenizers[folder]
 
     def changed(self) -> asyncio.Event:
         """Set the next time the models or their endpoints change: what a request waiting for a load wakes on."""
@@ -135,6 +163,7 @@ class Registry:
             if placed is not None:
                 entry.catalog = placed.upstream or model.name
                 entry.on_demand, entry.stopped = placed.on_demand, placed.stopped
+                entry.tokenizer = placed.tokenizer
             for made in endpoints:
                 kept = self._endpoints.get(made.id)
                 if kept is not None and (kept.url, kept.upstream_model) == (made.url, made.upstream_model):
@@ -149,6 +178,10 @@ class Registry:
                 seen[made.id] = made
             models[model.name] = entry
         self.models, self._endpoints = models, seen
+        placed_shards = {e.replica for e in seen.values() if e.replica}
+        for shard in self._placed_shards - placed_shards:
+            self.prefix.forget(shard)  # stopped, lost or draining: its blocks route nothing now
+        self._placed_shards = placed_shards
         self._key_files = {p: f for p, f in self._key_files.items() if p in self._wanted_files()}
         self.refresh_keys()
         changed, self._changed = self._changed, None
@@ -177,7 +210,7 @@ class Registry:
         name = placed.settings.name
         engines = dict(placed.engines)
         return [Endpoint(id=f"{name}/{shard}", model=name, url=url.rstrip("/"), upstream_model=placed.upstream or name,
-                         provider=engines.get(shard) or "openai_compatible", api_key=placed.api_key)
+                         provider=engines.get(shard) or "openai_compatible", api_key=placed.api_key, replica=shard)
                 for shard, url in placed.replicas]
 
     def _wanted_files(self) -> set[str]:

@@ -6,6 +6,7 @@ the ways real engines fail. docs/sim-engine.md has the rules it answers by.
 """
 
 from llmgw.sim.config import SimConfig
+from llmgw.sim.prefixcache import KvEventsConfigError, PrefixCache, Publisher
 from llmgw.sim.server import SimError, bind, serve
 
-__all__ = ["SimConfig", "SimError", "bind", "serve"]
+__all__ = ["KvEventsConfigError", "PrefixCache", "Publisher", "SimConfig", "SimError", "bind", "serve"]

@@ -34,10 +34,11 @@ def _error(status: int, message: str, param: str | None = None, code: str | None
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig, semantic=None):
+    def __init__(self, cfg: SimConfig, semantic=None, cache=None):
         self.cfg = cfg
         self.semantic = semantic  # a semantic.SemanticModel, or None for hashed vectors
-        self.metrics = Metrics(cfg.model)
+        self.cache = cache  # a prefixcache.PrefixCache (--tokenizer), or None
+        self.metrics = Metrics(cfg.model, cache)
         self._model_json = orjson.dumps(cfg.model)
         self._interval = cfg.interval
         self._ids = itertools.count(1)
@@ -116,12 +117,22 @@ class Engine:
         finally:
             self.metrics.waiting -= 1
 
+    def _prefill(self, body: dict) -> float:
+        """With a prefix cache: the request's blocks looked up and kept, and the seconds its uncached tokens add to
+        the first token's time (what moves the start of its schedule)."""
+        if self.cache is None:
+            return 0.0
+        prompt, found = self.cache.admit(body)
+        return self.cache.prefill_seconds(prompt, found)
+
     def _new_id(self, kind: str) -> str:
         return f"{kind}-{self._id_prefix}{next(self._ids):012x}"
 
     async def _chat(self, request: web.BaseRequest) -> web.StreamResponse:
         start = asyncio.get_running_loop().time()
-        plan = plans.chat_plan(await self._body(request), self.cfg)
+        body = await self._body(request)
+        plan = plans.chat_plan(body, self.cfg)
+        start += self._prefill(body)
         rid = self._new_id("chatcmpl")
         created = int(time.time())
         self.metrics.prompt_tokens += plan.prompt_tokens
@@ -133,7 +144,9 @@ class Engine:
 
     async def _completions(self, request: web.BaseRequest) -> web.StreamResponse:
         start = asyncio.get_running_loop().time()
-        plan = plans.completion_plan(await self._body(request), self.cfg)
+        body = await self._body(request)
+        plan = plans.completion_plan(body, self.cfg)
+        start += self._prefill(body)
         rid = self._new_id("cmpl")
         created = int(time.time())
         self.metrics.prompt_tokens += plan.prompt_tokens

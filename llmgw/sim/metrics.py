@@ -9,10 +9,11 @@ KV_SLOTS = 64
 
 
 class Metrics:
-    __slots__ = ("model", "running", "waiting", "prompt_tokens", "generation_tokens")
+    __slots__ = ("model", "running", "waiting", "prompt_tokens", "generation_tokens", "cache")
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, cache=None):
         self.model = model
+        self.cache = cache  # a prefixcache.PrefixCache: its lookups counted as vLLM's prefix cache counts them
         self.running = 0
         # Only --hang makes requests wait: they are accepted and never scheduled.
         self.waiting = 0
@@ -25,7 +26,7 @@ class Metrics:
     def render(self) -> bytes:
         label = '{model_name="' + self.model.replace("\\", "\\\\").replace('"', '\\"') + '"}'
         kv = self.kv_usage()
-        rows = (
+        rows: tuple[tuple[str, str, str, str, float], ...] = (
             ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
              "", self.running),
             ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
@@ -38,6 +39,13 @@ class Metrics:
             ("vllm:generation_tokens", "counter", "Number of generation tokens processed.", "_total",
              self.generation_tokens),
         )
+        if self.cache is not None:
+            rows += (
+                ("vllm:prefix_cache_queries", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+                 "_total", self.cache.queries),
+                ("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+                 "_total", self.cache.hits),
+            )
         out = []
         for name, kind, doc, suffix, value in rows:
             out.append(f"# HELP {name}{suffix} {doc}\n# TYPE {name}{suffix} {kind}\n"

@@ -52,14 +52,15 @@ def url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def serve(cfg: SimConfig, sock: socket.socket | None = None, semantic=None) -> None:
+async def serve(cfg: SimConfig, sock: socket.socket | None = None, semantic=None, cache=None) -> None:
     """Serve until SIGTERM or SIGINT; prints one line once it is listening.
 
     `semantic` is a loaded semantic.SemanticModel for /v1/embeddings; loaded
-    before this, so the line is printed only once embeddings can be answered.
+    before this, so the line is printed only once embeddings can be answered;
+    `cache` a prefixcache.PrefixCache (--tokenizer), closed here at the end.
     """
     sock = sock or bind(cfg.host, cfg.port)
-    engine = Engine(cfg, semantic)
+    engine = Engine(cfg, semantic, cache)
     # handler_cancellation: a client that hangs up stops its stream (and a
     # --hang request) at once, instead of the sim writing into a dead socket.
     server = web.Server(engine.handle, handler_cancellation=True, access_log=None)
@@ -77,4 +78,6 @@ async def serve(cfg: SimConfig, sock: socket.socket | None = None, semantic=None
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await runner.cleanup()
+        if cache is not None:
+            cache.close()
     print(f"sim-engine {cfg.model} stopped", file=sys.stderr, flush=True)

@@ -40,4 +40,4 @@ def test_a_scorer_plugins_profiles_are_registered_with_it_and_a_bad_one_is_said(
     assert "wrong" not in profiles()
     assert [r.getMessage() for r in caplog.records] == [
         "the profile wrong of the scorer rack was not added: the profile wrong names the scorer nowhere, which is "
-        "not registered; the scorers are kv, latency, queue, rack, session"]
+        "not registered; the scorers are kv, latency, prefix, queue, rack, session"]

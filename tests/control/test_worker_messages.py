@@ -28,6 +28,7 @@ from llmgw.control.workers.messages import (
     decode,
     encode,
 )
+from llmgw.protocol import CachedBlocks
 from llmgw.protocol.codec import ProtocolError
 from llmgw.store.records import Lease
 
@@ -62,6 +63,7 @@ EVERY_MESSAGE = [
     Counts(),
     Borrow([["key", "k_1", 60]]),
     Trip(endpoint="qwen/r1", reason="connection refused"),
+    CachedBlocks("r_1", 16, added=[-4611686018427387904, 7], removed=[3], cleared=True),
 ]
 
 
@@ -82,7 +84,7 @@ def test_a_field_of_the_wrong_type_is_refused_naming_it():
 
 
 def test_a_message_of_an_unknown_kind_is_refused_naming_the_known_ones():
-    with pytest.raises(ProtocolError, match="unknown message type 'gossip'; known: borrow, counts"):
+    with pytest.raises(ProtocolError, match="unknown message type 'gossip'; known: blocks, borrow, counts"):
         decode(b'{"type": "gossip", "body": {}}')
 
 

@@ -104,11 +104,16 @@ def test_vllm_given_a_hub_id_spreads_over_the_shards_cards_and_reads_safetensors
                 args=["--gpu-memory-utilization=0.9", "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"])
     launch = engines.engine("vllm").command(p, model_path="Qwen/Qwen2.5-7B-Instruct", port=18100, host="10.0.0.8",
                                             api_key_file=str(key))
-    assert launch.argv == [
+    kv = launch.argv.index("--kv-events-config")
+    assert launch.argv[:kv] + launch.argv[kv + 2:] == [
         "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--host", "10.0.0.8", "--port", "18100",
         "--served-model-name", "qwen-7b", "--tensor-parallel-size", "2", "--max-model-len", "32768",
         "--max-num-seqs", "64", "--load-format", "safetensors",
         "--gpu-memory-utilization=0.9", "--revision", "a09a35458c702b33eeacc393d103063234e8bc28"]
+    # Its KV-cache events to a loopback port, where the agent binds and follows them (docs/routing.md).
+    events = json.loads(launch.argv[kv + 1])
+    assert events["endpoint"] == launch.kv_events and launch.kv_events.startswith("tcp://127.0.0.1:")
+    assert events["enable_kv_cache_events"] is True and events["publisher"] == "zmq"
     assert launch.env == {"CUDA_VISIBLE_DEVICES": "0,3", "VLLM_API_KEY": "sk-engine-secret",
                           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     assert "sk-engine-secret" not in " ".join(launch.argv)

@@ -102,6 +102,10 @@ def test_a_vllm_model_is_installed_started_answered_and_read_on_a_node_without_g
         assert figures["ttft_s"] > 0
         table = cluster.ctl("ctl", "replicas", "--model", "tiny-llama").stdout
         assert "0 running, 0 waiting, KV " in table and "cache hits " in table and "TTFT " in table
+        # vLLM's own KV events, followed by the agent to the leader: the system prompt's blocks (321 tokens: two
+        # full blocks of 128, and the rest) are held (docs/routing.md).
+        wait_for(lambda: next(r for r in cluster.ctl_json("ctl", "replicas", "--model", "tiny-llama")
+                              if r["state"] == "ready").get("cached_blocks", 0) >= 2, timeout=30)
 
         logs = cluster.ctl_json("ctl", "logs", "node-a", "--source", row["id"], "--lines", "500")
         assert any("vLLM" in line["text"] or "vllm" in line["text"] for line in logs["lines"])

@@ -54,6 +54,8 @@ class ShardRecord:
     """Where the engine's API key is, for the readiness check of an adopted engine; never the key itself."""
     mark: str = ""
     """The value of LLMGW_ENGINE_RUN in the engine's environment, which every process it starts inherits."""
+    kv_events: str = ""
+    """Where the engine publishes its KV-cache events, followed again by an agent that adopts it."""
     descendants: list[tuple[int, float]] = field(default_factory=list)
     """(pid, create_time) of processes the engine started, as last seen: one that left the group and lost its
     parent is found by no walk of the tree, and must still be stopped."""

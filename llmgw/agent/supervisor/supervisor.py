@@ -53,6 +53,8 @@ class EngineSpec:
     """None: a directory of the shard's own under the data dir, owned by the engine's user."""
     api_key_file: str = ""
     """The engine's API key, for the readiness check; only the path is written down."""
+    kv_events: str = ""
+    """Where its KV-cache events are published, for the agent to follow (agent/kvfeed.py)."""
 
 
 class Supervisor:
@@ -250,7 +252,7 @@ class Supervisor:
         rec = ShardRecord(shard_id=spec.shard_id, pid=proc.pid, pgid=proc.pid, create_time=create_time,
                           command=list(spec.command), boot_start=leader.start, boot_id=procs.boot_id(),
                           port=spec.port, url=spec.url, model=spec.model, started_at=time.time(),
-                          user=run_as.name, api_key_file=spec.api_key_file, mark=mark)
+                          user=run_as.name, api_key_file=spec.api_key_file, mark=mark, kv_events=spec.kv_events)
         try:
             await asyncio.to_thread(records.write, self.data_dir, rec)
         except OSError as e:

@@ -219,6 +219,10 @@ async def node_show(request: web.Request) -> web.Response:
 @refusals
 async def replicas_list(request: web.Request) -> web.Response:
     replicas = await catalog(request).replicas(request.query.get("model"), request.query.get("node"))
+    held = request.app[PLANE].routes.blocks_held
+    for replica in replicas:
+        if replica.get("id") in held:  # an engine whose KV events its agent follows (docs/routing.md)
+            replica["cached_blocks"] = held[replica["id"]]
     if request.query.get("engine") in ("1", "true"):
         # Each ready engine's own figures, read now, for a person reading them (control/engineloads.py): up to
         # TIMEOUT_S with an engine that hangs, so never for the callers that poll this list.

@@ -291,6 +291,11 @@ class ModelSpec:
     stopped: bool = False
     """Kept in the catalog with none of its replicas running (`ctl model stop`)."""
 
+    tokenizer: str = ""
+    """A folder on the control planes with the model's tokenizer.json (and tokenizer_config.json, for its chat
+    template): the router cuts each prompt with it to route by what each replica has cached (docs/routing.md).
+    Empty: the source, where that is a folder path; none for the rest."""
+
     origin: Origin | None = None
     """Set by the control plane for a model from Hugging Face: the commit it is pinned to and each file's
     sha256 and scan (docs/models.md, "From Hugging Face"). Not written by hand."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmgw.protocol import CachedBlocks
 from llmgw.protocol.codec import seal, unseal
 from llmgw.store import Lease
 
@@ -159,12 +160,14 @@ class Trip:
 
 
 Message = (Hello | Serve | LeaseNow | RoutesNow | Shared | Lent | Orphans | KeysChanged | PartChanged
-           | Ready | Serving | Failed | Counts | Borrow | Trip)
+           | Ready | Serving | Failed | Counts | Borrow | Trip | CachedBlocks)
 
 MESSAGES: dict[str, type] = {
     "hello": Hello, "serve": Serve, "lease": LeaseNow, "routes": RoutesNow, "shared": Shared, "lent": Lent,
     "orphans": Orphans, "keys": KeysChanged, "ready": Ready, "serving": Serving, "failed": Failed,
     "counts": Counts, "borrow": Borrow, "trip": Trip, "part": PartChanged,
+    # An agent's message, passed on as it came: each worker's router keeps its own index (router/prefixindex.py).
+    "blocks": CachedBlocks,
 }
 TYPE_OF: dict[type, str] = {cls: name for name, cls in MESSAGES.items()}
 

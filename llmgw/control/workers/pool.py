@@ -42,6 +42,7 @@ from llmgw.control.workers.messages import (
     Shared,
     Trip,
 )
+from llmgw.protocol import CachedBlocks
 from llmgw.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -405,6 +406,9 @@ class PoolRoutes:
 
     def set_notes(self, waits: dict[str, str], loading: dict[str, str]) -> None:
         self._pool._broadcast(self.message())
+
+    def cached_blocks(self, message: CachedBlocks) -> None:
+        self._pool._broadcast(message)
 
     def message(self) -> RoutesNow:
         # The board has taken the change before it tells its sink. The engines' key goes to the

@@ -39,6 +39,7 @@ from llmgw.control.workers.messages import (
     Shared,
     Trip,
 )
+from llmgw.protocol import CachedBlocks
 from llmgw.tasks import cancel_and_wait
 from llmgw.telemetry import Tracing
 
@@ -347,6 +348,8 @@ class Worker:
                 self.lease.tell(message)
             elif isinstance(message, RoutesNow):
                 self._routes(message)
+            elif isinstance(message, CachedBlocks):
+                self.router.registry.cached_blocks(message)
             elif isinstance(message, Trip):
                 self.router.registry.trip(message.endpoint, message.reason)
             elif isinstance(message, Serve):

@@ -36,6 +36,10 @@ class Context:
     now: float  # monotonic
     load_max_age: float = LOAD_MAX_AGE
     memo: dict[str, object] = field(default_factory=dict)
+    # The request's prompt in the engines' blocks, and how many of them each endpoint's engine holds in its
+    # prefix cache from the start (router/cacheaware.py); 0 and empty where the model routes by no cache.
+    prompt_blocks: int = 0
+    cached: Mapping[str, int] = field(default_factory=dict)
 
     def once(self, key: str, compute: Callable[[], T]) -> T:
         """A figure over all candidates (a median, a maximum), worked out once per choice."""

@@ -21,7 +21,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from llmgw.router.scheduler.base import LOAD_MAX_AGE, Context, Scorer
@@ -52,7 +52,8 @@ def take(endpoint: Endpoint) -> bool:
 
 def choose(endpoints: Sequence[Endpoint], profile: str, session_key: str | None = None,
            exclude: Iterable[str] = frozenset(), now: float | None = None,
-           *, load_max_age: float = LOAD_MAX_AGE) -> list[Endpoint]:
+           *, load_max_age: float = LOAD_MAX_AGE, prompt_blocks: int = 0,
+           cached: Mapping[str, int] | None = None) -> list[Endpoint]:
     """The endpoints a request may go to, best first; the rest are for retries before the first byte.
 
     Endpoints whose breaker is open (or whose half-open trial is out) and
@@ -66,7 +67,8 @@ def choose(endpoints: Sequence[Endpoint], profile: str, session_key: str | None 
     if len(candidates) <= 1:
         return candidates
     ctx = Context(candidates=candidates, endpoints=endpoints, profile=chosen_profile.name,
-                  session_key=session_key, now=now, load_max_age=load_max_age)
+                  session_key=session_key, now=now, load_max_age=load_max_age, prompt_blocks=prompt_blocks,
+                  cached=cached or {})
     weighted = [(name, find_scorer(name), w) for name, w in chosen_profile.weights if w]
     n = len(candidates)
     turn = next(_turns) % n

@@ -6,6 +6,9 @@ its replica (unless the session scorer itself lets go of a far busier one)
 and the rest only orders the others, for retries and for requests with no
 session. In `long-context` free KV cache counts twice what the queue does:
 a long prompt on a replica with no room for it is evicted and read again.
+In `prefix-cache` the share of the prompt an engine already holds counts half
+again what the queue does: a replica holding a long shared system prompt is
+worth a request or two of waiting, not a queue twice as long (docs/routing.md).
 """
 
 from llmgw.router.scheduler.base import register_profile
@@ -19,3 +22,6 @@ register_profile(
 register_profile(
     "long-context", {"kv": 2.0, "queue": 1.0},
     "the most free KV cache, then the shortest queue")
+register_profile(
+    "prefix-cache", {"prefix": 1.5, "queue": 1.0, "kv": 0.25},
+    "the replica whose prefix cache holds most of the prompt, against how busy it is")

@@ -119,7 +119,22 @@ class KvScorer:
         return min(1.0, max(0.0, load.kv_usage))
 
 
-SHIPPED: tuple[Scorer, ...] = (SessionScorer(), LatencyScorer(), QueueScorer(), KvScorer())
+class PrefixScorer:
+    """The share of the prompt's blocks the engine does not hold in its prefix cache: 0 holds it all.
+
+    From the engines' own KV events (docs/routing.md). Where the model routes by no cache, or the prompt is
+    shorter than a block, everyone scores 0 and the profile's other scorers decide.
+    """
+
+    name = "prefix"
+
+    def score(self, endpoint: Endpoint, ctx: Context) -> float:
+        if not ctx.prompt_blocks:
+            return 0.0
+        return 1.0 - min(ctx.cached.get(endpoint.id, 0), ctx.prompt_blocks) / ctx.prompt_blocks
+
+
+SHIPPED: tuple[Scorer, ...] = (SessionScorer(), LatencyScorer(), QueueScorer(), KvScorer(), PrefixScorer())
 
 
 def shipped() -> list[Scorer]:

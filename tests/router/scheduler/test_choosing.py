@@ -119,7 +119,7 @@ def test_an_unknown_profile_is_refused_with_the_ones_there_are():
         choose(replicas(2), "fastest", None)
     assert isinstance(refused.value, ValueError)
     assert str(refused.value) == ("there is no routing profile called 'fastest'; "
-                                  "the profiles are batch, chat, long-context")
+                                  "the profiles are batch, chat, long-context, prefix-cache")
 
 
 def test_a_model_with_no_replica_left_gets_an_empty_list():
