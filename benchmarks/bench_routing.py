@@ -42,9 +42,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fixtures.tinyllama import write_tiny_llama  # noqa: E402 - the checkout's own test kit
-from tests.support.agents import AgentProcess  # noqa: E402
-from tests.support.servers import Server, serving_with_first_key  # noqa: E402
+from tests.fixtures.tinyllama import write_tiny_llama
+from tests.support.agents import AgentProcess
+from tests.support.servers import Server, serving_with_first_key
 
 PROFILES = ("chat", "batch", "prefix-cache")
 REPLICAS = 4
