@@ -46,6 +46,8 @@ from tests.fixtures.tinyllama import write_tiny_llama
 from tests.support.agents import AgentProcess
 from tests.support.servers import Server, serving_with_first_key
 
+# Twelve sims, three passes of 240 requests: about 90 s here, more on a loaded machine.
+LIMIT_S = 300
 PROFILES = ("chat", "batch", "prefix-cache")
 REPLICAS = 4
 PROMPTS = 8
