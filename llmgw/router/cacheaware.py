@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from llmgw.router.prefixindex import prompt_blocks
 from llmgw.router.registry import ModelEntry, Registry
 from llmgw.router.scheduler import profiles
+
+log = logging.getLogger("llmgw.router")
+_said: set[str] = set()  # models whose tokenizer failed, said once each
 
 # Past this many characters a prompt is cut into tokens off the event loop (a 100,000-token prompt takes
 # tens of milliseconds); below, the thread's hand-over costs more than the work.
@@ -45,7 +49,13 @@ async def cached_prefix(registry: Registry, entry: ModelEntry, body: dict[str, A
         size, cut = len(prompt), functools.partial(tokens.text, prompt)
     else:
         return 0, {}
-    ids = await asyncio.to_thread(cut) if size > INLINE_CHARS else cut()
+    try:
+        ids = await asyncio.to_thread(cut) if size > INLINE_CHARS else cut()
+    except Exception:  # a template or tokenizer that fails never fails the request
+        if entry.name not in _said:
+            _said.add(entry.name)
+            log.exception("%s: its prompt could not be cut into tokens; routed without its cache", entry.name)
+        return 0, {}
     blocks = prompt_blocks(ids, block_size)
     matched = registry.prefix.matched(blocks)
     return len(blocks), {replicas[shard]: n for shard, n in matched.items() if shard in replicas}

@@ -30,6 +30,8 @@ class PrefixIndex:
         """One CachedBlocks: `cleared` first, then what was removed, then what was added."""
         if cleared:
             self.forget(shard)
+        if shard not in self._held and not added:
+            return  # nothing held, nothing to hold: a stopped replica's last word leaves no entry behind
         held = self._held.setdefault(shard, set())
         if block_size:
             self._block_size[shard] = block_size
