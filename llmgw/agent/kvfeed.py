@@ -37,6 +37,9 @@ class KvFeed:
         self._pending: dict[str, Change] = {}
         self._ready = asyncio.Event()
         self._context: zmq.asyncio.Context | None = None
+        # Gathered only while a leader takes them: one that does not (an older leader, or none) would have
+        # them pile up here; the next one gets every replica's whole instead (`resend`).
+        self._sending = False
 
     def following(self) -> list[str]:
         return list(self._tasks)
@@ -56,15 +59,23 @@ class KvFeed:
             return
         task.cancel()
         self._chains.pop(shard_id, None)
-        self._pending[shard_id] = Change(cleared=True)
-        self._ready.set()
+        if self._sending:
+            self._pending[shard_id] = Change(cleared=True)
+            self._ready.set()
 
     def resend(self) -> None:
-        """Every followed replica's blocks, whole, to a leader that has none of them."""
+        """Every followed replica's blocks, whole, to a leader that has none of them; gathered from now on."""
+        self._sending = True
+        self._pending.clear()
         for shard_id, chains in self._chains.items():
             self._pending[shard_id] = Change(block_size=chains.block_size, added=chains.held(), cleared=True)
         if self._chains:
             self._ready.set()
+
+    def pause(self) -> None:
+        """The leader is gone: nothing is gathered until the next one asks (`resend`)."""
+        self._sending = False
+        self._pending.clear()
 
     async def take(self) -> list[CachedBlocks]:
         """The next messages to send: waits for a change, then FLUSH_S for more to gather with it."""
@@ -118,7 +129,7 @@ class KvFeed:
                 chains = self._chains.get(shard_id)
                 if chains is None:
                     return
-                change = self._pending.setdefault(shard_id, Change())
+                change = self._pending.setdefault(shard_id, Change()) if self._sending else Change()
                 if last is not None and seq != last + 1:
                     log.info("%s: KV events %d to %d were lost; the leader drops what it knew of this replica",
                              shard_id, last + 1, seq - 1)
@@ -133,7 +144,7 @@ class KvFeed:
                         said_bad = True
                     continue
                 chains.apply(events, change)
-                if change:
+                if change and self._sending:
                     self._ready.set()
         finally:
             sock.close(linger=0)

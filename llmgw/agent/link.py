@@ -70,6 +70,7 @@ class CachedSource(Protocol):
     """Each replica's cached blocks as they change (agent/kvfeed.py)."""
 
     def resend(self) -> None: ...
+    def pause(self) -> None: ...
     async def take(self) -> list[CachedBlocks]: ...
 
 
@@ -205,9 +206,12 @@ class ClusterLink:
 
     @staticmethod
     async def _cached(link: Link, cached: CachedSource) -> None:
-        while True:
-            for message in await cached.take():
-                await link.send(message)
+        try:
+            while True:
+                for message in await cached.take():
+                    await link.send(message)
+        finally:
+            cached.pause()
 
     async def _act(self, link: Link, message: Any) -> None:
         if isinstance(message, StartShard):
