@@ -20,7 +20,7 @@ def test_the_built_ins_are_there_without_any_installed_metadata():
     found = plugins.load(entry_points=nothing_installed)
     assert [(p.group, p.distribution) for p in found.found] == [(g, "llmgw") for g in plugins.GROUPS]
     assert "email" in found.provided(plugins.DETECTORS) and "injection" in found.provided(plugins.DETECTORS)
-    assert set(found.provided(plugins.SCORERS)) == {"session", "latency", "queue", "kv"}
+    assert set(found.provided(plugins.SCORERS)) == {"session", "latency", "queue", "kv", "prefix"}
     assert "llamacpp" in found.provided(plugins.ENGINES) and "sim" in found.provided(plugins.ENGINES)
     assert found.provided(plugins.WEIGHT_SOURCES) == ["path", "http", "hf", "mirror"]
     assert found.objects(plugins.DETECTORS, builtin=False) == [] and found.failed() == []
