@@ -135,6 +135,7 @@ def test_doctor_lists_the_plugins_and_a_broken_one_is_a_problem(site, tmp_path):
     assert shown.returncode == 1, shown.stdout + shown.stderr
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("llmgw.")]
     assert ["llmgw.detectors", "zorblax", "wordguard", "0.1.0", "zorblax"] in rows
-    assert ["llmgw.scorers", "llmgw", "llmgw", llmgw.__version__, "session,", "latency,", "queue,", "kv,", "prefix"] in rows
+    assert ["llmgw.scorers", "llmgw", "llmgw", llmgw.__version__, "session,", "latency,", "queue,", "kv,",
+            "prefix"] in rows
     assert ("the plugin broken (broken-guard 0.1.0, llmgw.detectors) raised ImportError: needs libfoo.so.3; the "
             "server and the agent leave it out: fix it, or uninstall broken-guard") in shown.stdout
