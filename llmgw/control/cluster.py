@@ -49,7 +49,7 @@ class Cluster:
             engine_key=lambda: plane.trust.engine_key,
             # Every router's requests: this process's or its workers', and the standbys' in the exchange.
             demand=plane.demand, tracing=plane.tracing, events=plane.events,
-            mirrors=lambda profile: self.mirrors.for_start(profile))
+            mirrors=lambda profile: self.mirrors.for_start(profile), tokenizers=plane.tokenizers.root)
         self.mirrors = MirrorKeeper(plane.store, lambda: plane.settings.current.mirror, plane.trust.client_context,
                                     leading=lambda: plane.lease.leading)
         # Each replica's cached blocks, as its agent follows them, to this control plane's routers.

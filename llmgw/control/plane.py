@@ -18,6 +18,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -40,6 +41,7 @@ from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.scrapetargets import ScrapeTargets
 from llmgw.control.settings import ClusterSettingsWatcher
 from llmgw.control.token import AdminToken, ensure_token
+from llmgw.control.tokenizers import TokenizerKeeper
 from llmgw.control.upgrade import UpgradeMachine, Upgrader
 from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.events import Events
@@ -138,6 +140,9 @@ class ControlPlane:
         # The catalog's ready replicas, from whichever source is in force (control/routes.py).
         self.routes = RouteBoard(self.workers.routes if self.workers else self.router.registry)
         self.trust = ClusterTrust(store, cfg.data_dir, self.name)
+        # The Hugging Face models' tokenizers, for routing by cache on this control plane (control/tokenizers.py).
+        self.tokenizers = TokenizerKeeper(Path(cfg.data_dir) / "tokenizers", store,
+                                          lambda: self.hub_client(self.settings.current.hub))
         # Functions that add routes to the agent port's app (agents' streams,
         # the standbys' exchange); each sits behind its certificate rule.
         self.agent_mounts: list[Callable[[web.Application], None]] = []
@@ -194,7 +199,7 @@ class ControlPlane:
         leader answered "no model here" for 10.8 s (issue 9).
         """
         try:
-            placed = await probed(await from_store(self.store, self.trust.engine_key or None))
+            placed = await probed(await from_store(self.store, self.trust.engine_key or None, self.tokenizers.root))
         except StoreError as e:
             log.warning("the catalog could not be read from the store at start (%s); its models are known once "
                         "the leader's reconciler or the routing exchange says", e)
@@ -267,6 +272,7 @@ class ControlPlane:
             await client_site(runner, sock, ssl_context=tls, backlog=LISTEN_BACKLOG).start()
             self._runners.append(runner)
         await self.cluster.start()
+        self.tokenizers.start()
         self.exchange.start()
         self.ldap_sync.start()
         self.upgrader.start()
@@ -289,6 +295,7 @@ class ControlPlane:
         if self.batches:
             await self.batches.stop()  # lines in flight stay pending, for whichever leads next
         await self.upgrader.stop()
+        await self.tokenizers.stop()
         await self.exchange.stop()
         await self.ldap_sync.stop()
         await self.lease.stop(release=True)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace as dc_replace
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import Histogram
@@ -85,7 +86,9 @@ class Reconciler:
                  demand: Callable[[], Demand] = Demand,
                  clock: Callable[[], float] = time.time, tracing: Tracing | None = None,
                  events: Events | None = None,
-                 mirrors: Callable[[EngineProfile], list[str]] = lambda profile: []) -> None:
+                 mirrors: Callable[[EngineProfile], list[str]] = lambda profile: [],
+                 tokenizers: Path | None = None) -> None:
+        self._tokenizers = tokenizers  # where each Hugging Face model's tokenizer is kept (control/tokenizers.py)
         # Told of a replica failed and a node lost (llmgw/events.py); only the leader reconciles.
         self._mirrors = mirrors
         self._events = events
@@ -487,7 +490,8 @@ class Reconciler:
         registry = self._registry()
         if registry is None:
             return
-        registry.set_placed(placed_models(entries, self.replicas.values(), self._engine_key() or None))
+        registry.set_placed(placed_models(entries, self.replicas.values(), self._engine_key() or None,
+                                          self._tokenizers))
         registry.set_notes(dict(self.waits), self._loading())
 
     def _loading(self) -> dict[str, str]:

@@ -22,12 +22,14 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
 import aiohttp
 
 from llmgw.config import CAPABILITIES, Capability, ModelSettings
 from llmgw.control.catalog import Entry, ModelSpec
+from llmgw.control.tokenizers import hub_folder
 from llmgw.protocol import CachedBlocks
 from llmgw.router import Placed
 from llmgw.store import CatalogStore, Replica
@@ -58,8 +60,10 @@ def _is_capability(name: str) -> TypeGuard[Capability]:
     return name in CAPABILITIES
 
 
-def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: str | None) -> dict[str, Placed]:
-    """Every catalog model (aliases too) with the replicas among `replicas` that can take requests."""
+def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: str | None,
+                  tokenizers: Path | None = None) -> dict[str, Placed]:
+    """Every catalog model (aliases too) with the replicas among `replicas` that can take requests; `tokenizers`
+    is where this control plane keeps the Hugging Face models' tokenizers (control/tokenizers.py)."""
     ready: dict[str, list[tuple[str, str]]] = {}
     profiles: dict[str, int] = {}
     for r in replicas:
@@ -78,19 +82,23 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
             settings = ModelSettings(name=name, context_length=spec.context_length, max_output_tokens=spec.max_output,
                                      capabilities=[c for c in spec.can() if _is_capability(c)])
             placed[name] = Placed(settings, found, key, upstream=spec.name, on_demand=entry.on_demand,
-                                  stopped=entry.stopped, engines=engines, tokenizer=tokenizer_of(spec))
+                                  stopped=entry.stopped, engines=engines, tokenizer=tokenizer_of(spec, tokenizers))
     return placed
 
 
-def tokenizer_of(spec: ModelSpec) -> str:
-    """Where the router reads the model's tokenizer: its `tokenizer`, else its source when that is a folder path
-    (on a machine that is both control plane and node, the weights themselves); "" for none."""
+def tokenizer_of(spec: ModelSpec, tokenizers: Path | None = None) -> str:
+    """Where the router reads the model's tokenizer: its `tokenizer`; else, for a model from Hugging Face, the
+    copy this control plane keeps of it; else its source when that is a folder path (on a machine that is both
+    control plane and node, the weights themselves); "" for none."""
     if spec.tokenizer:
         return spec.tokenizer
+    kept = hub_folder(tokenizers, spec) if tokenizers is not None else None
+    if kept is not None:
+        return str(kept)
     return spec.source if spec.source.startswith("/") and not spec.source.endswith(".gguf") else ""
 
 
-async def from_store(store: CatalogStore, key: str | None) -> dict[str, Placed]:
+async def from_store(store: CatalogStore, key: str | None, tokenizers: Path | None = None) -> dict[str, Placed]:
     """The catalog and its ready replicas as the store has them (what the last leader wrote)."""
     entries = []
     for record in await store.list_models():
@@ -98,7 +106,7 @@ async def from_store(store: CatalogStore, key: str | None) -> dict[str, Placed]:
             entries.append(Entry.from_record(record))
         except Exception as e:  # noqa: BLE001 - one bad row must not hide the others
             log.error("the catalog's model %s cannot be read: %s", record.name, e)
-    return placed_models(entries, await store.list_replicas(), key)
+    return placed_models(entries, await store.list_replicas(), key, tokenizers)
 
 
 async def probed(placed: dict[str, Placed], timeout: float = PROBE_TIMEOUT) -> dict[str, Placed]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from llmgw.router.prefixindex import PrefixIndex
 from llmgw.router.prompttokens import NoTokenizer, PromptTokens
 
 log = logging.getLogger("llmgw.registry")
+
+TOKENIZER_RETRY_S = 30.0
 
 
 @dataclass
@@ -109,7 +112,7 @@ class Registry:
         # What each replica's engine holds in its prefix cache, from the agents through the leader.
         self.prefix = PrefixIndex()
         self._placed_shards: set[str] = set()
-        self._tokenizers: dict[str, PromptTokens | None] = {}
+        self._tokenizers: dict[str, tuple[PromptTokens | None, float | None]] = {}  # folder -> (read, failed at)
 
     def cached_blocks(self, message: CachedBlocks) -> None:
         """A replica's engine stored and evicted these blocks (docs/routing.md)."""
@@ -118,17 +121,22 @@ class Registry:
         self.prefix.apply(message.shard_id, message.block_size, message.added, message.removed, message.cleared)
 
     def prompt_tokens(self, entry: ModelEntry) -> PromptTokens | None:
-        """The model's tokenizer and chat template, read once; None without one (said once in the log)."""
+        """The model's tokenizer and chat template, read once; None without one (said once in the log, and
+        looked for again every TOKENIZER_RETRY_S: a control plane fetches a Hugging Face model's soon after
+        the model is added, control/tokenizers.py)."""
         folder = entry.tokenizer
         if not folder:
             return None
-        if folder not in self._tokenizers:
+        tokens, failed_at = self._tokenizers.get(folder, (None, None))
+        if tokens is None and (failed_at is None or time.monotonic() - failed_at > TOKENIZER_RETRY_S):
             try:
-                self._tokenizers[folder] = PromptTokens(folder)
+                tokens = PromptTokens(folder)
+                self._tokenizers[folder] = (tokens, None)
             except NoTokenizer as e:
-                log.warning("%s: not routed by what its replicas have cached: %s", entry.name, e)
-                self._tokenizers[folder] = None
-        return self._tokenizers[folder]
+                if failed_at is None:
+                    log.warning("%s: not routed by what its replicas have cached yet: %s", entry.name, e)
+                self._tokenizers[folder] = (None, time.monotonic())
+        return tokens
 
     def changed(self) -> asyncio.Event:
         """Set the next time the models or their endpoints change: what a request waiting for a load wakes on."""

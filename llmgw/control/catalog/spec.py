@@ -294,7 +294,8 @@ class ModelSpec:
     tokenizer: str = ""
     """A folder on the control planes with the model's tokenizer.json (and tokenizer_config.json, for its chat
     template): the router cuts each prompt with it to route by what each replica has cached (docs/routing.md).
-    Empty: the source, where that is a folder path; none for the rest."""
+    Empty: for a model from Hugging Face, the pinned commit's, which each control plane fetches; else the source,
+    where that is a folder path; none for the rest."""
 
     origin: Origin | None = None
     """Set by the control plane for a model from Hugging Face: the commit it is pinned to and each file's
