@@ -6,7 +6,7 @@ commit the model is pinned to, through the hub or the cluster's mirror as the pi
 client, the same TLS). They are kept under DATA/tokenizers/ORG/REPO/COMMIT, checked against the sha256 Hugging
 Face published where it published one (a file kept in LFS), and written whole or not at all.
 
-Each control plane looks at the catalog every LOOK_EVERY seconds, so a model added on another one, or a standby
+Each control plane looks at the catalog every LOOK_EVERY seconds (5), so a model added on another one, or a standby
 that becomes the leader, has its tokenizer soon without anyone asking. A model whose files cannot be read is
 said once in the log and tried again next time; its requests are routed by the profile's other scorers meanwhile.
 """
@@ -30,7 +30,8 @@ log = logging.getLogger("llmgw.tokenizers")
 FILES = ("tokenizer.json", "tokenizer_config.json")
 # Past this a "tokenizer" is not one (the largest, Gemma's, is 33 MB): not read into memory.
 MOST_BYTES = 64 << 20
-LOOK_EVERY = 30.0
+# One read of the catalog a look, as the reconciler makes every 2 s: a model added is looked at within seconds.
+LOOK_EVERY = 5.0
 
 
 def hub_folder(root: Path, spec: ModelSpec) -> Path | None:

@@ -15,6 +15,7 @@ import pytest
 from test_cluster import _answers, _ready_on, _replicas, cluster  # noqa: F401 - the fixture
 
 from tests.fixtures.tinygguf import write_tiny_gguf
+from tests.fixtures.tinyllama import write_tiny_llama
 from tests.support.hfhub import Hub
 from tests.support.pgcluster import free_port
 from tests.support.waiting import wait_for
@@ -164,3 +165,18 @@ def test_ctl_model_search_lists_what_runs_here_and_counts_what_does_not(cluster,
     assert "left out: 1 pickle only (--all lists them)" in said.stdout
     every = cluster.ctl("ctl", "model", "search", "tiny", "--all")
     assert "someone/Tiny-Pickled" in every.stdout and "no: pickle only" in every.stdout
+
+
+def test_a_model_from_the_hub_has_its_tokenizer_kept_on_the_control_plane_for_routing(cluster, hub, tmp_path):
+    write_tiny_llama(tmp_path / "tiny")
+    repo = hub.repo("Qwen/Tiny-Llama", files={name: (tmp_path / "tiny" / name).read_bytes() for name in (
+        "config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")})
+    _pinned(cluster, hub)
+    added = cluster.ctl("ctl", "model", "serve", "hf:Qwen/Tiny-Llama", "--engine", "vllm", "--context", "512",
+                        "--cores", "1", "--memory", "4GB")
+    assert added.returncode == 0, added.stdout + added.stderr
+
+    kept = cluster.data_dir / "tokenizers" / "Qwen/Tiny-Llama" / repo.main
+    wait_for(lambda: (kept / "tokenizer.json").exists(), timeout=30, interval=0.5)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (kept / name).read_bytes() == (tmp_path / "tiny" / name).read_bytes()
