@@ -13,10 +13,12 @@ from __future__ import annotations
 import urllib.request
 
 import openai
+import pytest
 import yaml
 
 from tests.fixtures.tinyllama import write_tiny_llama
 from tests.support.agents import AgentProcess
+from tests.support.servers import serving_with_first_key, write_config
 from tests.support.waiting import wait_for
 
 # Sentences of the tiny tokenizer's own training text (tests/fixtures/tinyllama.py), so each is a few tokens.
@@ -37,7 +39,11 @@ def replica_counts(server, model: str) -> tuple[float, float]:
     return hits, queries
 
 
-def test_requests_sharing_a_long_system_prompt_go_to_the_replica_whose_engine_holds_it(server, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two workers"])
+def test_requests_sharing_a_long_system_prompt_go_to_the_replica_whose_engine_holds_it(servers, tmp_path, workers):
+    # With two workers the leader's main process routes nothing: each worker keeps its own index, told by it.
+    server = servers("cp1", config=write_config(tmp_path / "server.yaml", {"workers": workers}))
+    server.first_key = serving_with_first_key(server).key
     tokenizer = tmp_path / "tiny"
     tokenizer.mkdir()
     write_tiny_llama(tokenizer)
