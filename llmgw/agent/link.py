@@ -21,11 +21,14 @@ from typing import Any, Protocol
 import aiohttp
 
 from llmgw import __version__
+from llmgw.agent import fabric
 from llmgw.connecterror import connect_failure
 from llmgw.protocol import (
     GPU,
     CachedBlocks,
     Error,
+    FabricResult,
+    FabricTest,
     Heartbeat,
     Host,
     Link,
@@ -94,6 +97,7 @@ class ClusterLink:
         self.on_welcome = on_welcome
         self.on_upgrade = on_upgrade  # None, or why this node cannot upgrade itself
         self.cached = cached  # each replica's cached blocks, for a leader that takes them
+        self._fabric_tasks: set[asyncio.Task[None]] = set()
         self.leader = ""  # the control plane this agent is connected to, "" while none
         self.connected = asyncio.Event()
         self._next: str | None = None  # a leader a standby named: dialled first
@@ -213,6 +217,18 @@ class ClusterLink:
         finally:
             cached.pause()
 
+    async def _fabric(self, message: FabricTest) -> FabricResult:
+        """One side of `llmgw ctl fabric-test` (agent/fabric.py): listening where this node is reached, or probing."""
+        if message.role == "probe":
+            return await fabric.probe(message)
+        try:
+            answer, task = await fabric.serve(message, self.advertise or "127.0.0.1")
+        except OSError as e:
+            return FabricResult(message.request_id, error=f"could not listen on {self.advertise}: {e}")
+        self._fabric_tasks.add(task)  # held until it ends: the loop keeps only a weak reference
+        task.add_done_callback(self._fabric_tasks.discard)
+        return answer
+
     async def _act(self, link: Link, message: Any) -> None:
         if isinstance(message, StartShard):
             await self.shards.start(message)
@@ -222,6 +238,8 @@ class ClusterLink:
             await self.shards.remove_weights(message)
         elif isinstance(message, LogsRequest):
             await link.send(await self.shards.logs(message))
+        elif isinstance(message, FabricTest):
+            await link.send(await self._fabric(message))
         elif isinstance(message, Provision):
             log.info("provision: %s", ", ".join(f"{k} {v}" for k, v in message.engines.items()) or "nothing")
         elif isinstance(message, Upgrade):

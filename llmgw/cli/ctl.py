@@ -60,6 +60,9 @@ def register(commands, common) -> None:
     from llmgw.cli import logs
 
     logs.register(sub, common)
+    from llmgw.cli import fabric
+
+    fabric.register(sub, common)
     from llmgw.cli import tree
 
     tree.register(sub, common)

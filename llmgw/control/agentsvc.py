@@ -25,6 +25,8 @@ from aiohttp import web
 from llmgw.protocol import (
     MAX_MESSAGE_BYTES,
     Error,
+    FabricResult,
+    FabricTest,
     Heartbeat,
     Link,
     LinkLost,
@@ -40,6 +42,7 @@ log = logging.getLogger("llmgw.agents")
 
 REGISTER_WITHIN = 10.0  # seconds an agent has to say who it is after connecting
 LOGS_WITHIN = 10.0
+FABRIC_SERVE_WITHIN = 10.0
 
 
 @dataclass
@@ -86,6 +89,7 @@ class AgentService:
         self.changed = asyncio.Event()  # set on anything the reconciler should look at
         self._listeners: list[Callable[[Node, object], None]] = []
         self._logs: dict[str, asyncio.Future[NodeLogs]] = {}
+        self._fabric: dict[str, asyncio.Future[FabricResult]] = {}
         self._background: set[asyncio.Future[object]] = set()
 
     # --- for the reconciler and the admin API ---------------------------------------------
@@ -128,6 +132,33 @@ class AgentService:
             return NodeLogs(request_id, source, error=f"the node did not send its logs within {LOGS_WITHIN:g} s")
         finally:
             self._logs.pop(request_id, None)
+
+    async def fabric_test(self, probing: str, serving: str, size: int, pings: int = 20) -> FabricResult:
+        """`llmgw ctl fabric-test`: `serving` listens, `probing` times the round trips and `size` bytes from it
+        (agent/fabric.py); the probe's result, or one whose error says which side failed."""
+        token = secrets.token_urlsafe(24)
+        served = await self._ask(serving, FabricTest(secrets.token_hex(8), "serve", token), FABRIC_SERVE_WITHIN)
+        if served.error:
+            return FabricResult(served.request_id, error=f"the serving node: {served.error}")
+        # Long enough for the bytes at 10 MB/s, the slowest link a pipeline would be offered over.
+        within = FABRIC_SERVE_WITHIN + pings + size / 10e6
+        probed = await self._ask(probing, FabricTest(secrets.token_hex(8), "probe", token, served.address, size,
+                                                     pings), within)
+        probed.address = served.address
+        return probed
+
+    async def _ask(self, node_id: str, message: FabricTest, within: float) -> FabricResult:
+        future: asyncio.Future[FabricResult] = asyncio.get_running_loop().create_future()
+        self._fabric[message.request_id] = future
+        try:
+            if not await self.send(node_id, message):
+                return FabricResult(message.request_id, error="it is not connected")
+            return await asyncio.wait_for(future, within)
+        except TimeoutError:
+            return FabricResult(message.request_id, error=f"no answer within {within:.0f} s (an agent older than "
+                                                          "this control plane does not take the test)")
+        finally:
+            self._fabric.pop(message.request_id, None)
 
     async def drop_all(self, why: str) -> None:
         """Close every agent's link (leadership lost): they dial again and find the leader."""
@@ -186,6 +217,11 @@ class AgentService:
                     future = self._logs.get(message.request_id)
                     if future is not None and not future.done():
                         future.set_result(message)
+                    continue
+                elif isinstance(message, FabricResult):
+                    answered = self._fabric.get(message.request_id)
+                    if answered is not None and not answered.done():
+                        answered.set_result(message)
                     continue
                 elif isinstance(message, Error):
                     if message.about == "upgrade":

@@ -23,6 +23,8 @@ from llmgw.protocol.messages import (  # the messages are this package's interfa
     CachedBlocks,
     EngineProfile,
     Error,
+    FabricResult,
+    FabricTest,
     FetchProgress,
     GPUSensor,
     Heartbeat,
@@ -64,7 +66,8 @@ def decode(raw: bytes | str) -> Any:
 __all__ = [
     "encode", "decode", "ProtocolError", "from_dict", "to_dict", "MAX_MESSAGE_BYTES", "PROTOCOL_VERSION",
     "SHARD_STATES", "ShardState",
-    "Register", "Heartbeat", "ShardStatus", "NodeLogs", "CachedBlocks", "Welcome", "NotLeader", "Provision",
+    "Register", "Heartbeat", "ShardStatus", "NodeLogs", "CachedBlocks", "FabricTest", "FabricResult", "Welcome",
+    "NotLeader", "Provision",
     "StartShard", "StopShard", "RemoveWeights", "LogsRequest", "Upgrade", "Error",
     "Host", "GPU", "MIGDevice", "Storage", "GPUSensor", "ShardLoad", "FetchProgress", "EngineProfile", "LogLine",
     "Link", "LinkLost",

@@ -291,6 +291,35 @@ class CachedBlocks:
 
 
 @dataclass
+class FabricTest:
+    """Measure the link to another node (`llmgw ctl fabric-test`, docs/large-models.md).
+
+    `serve`: listen once, on the address the node advertises, for a connection that starts with `token`, and
+    answer FabricResult with where. `probe`: connect to `address`, send `token`, time `pings` round trips of a
+    byte and the receipt of `bytes` bytes, and answer FabricResult with the times. Plain TCP, as the traffic of
+    a model split over nodes is: what is measured is the link, not TLS; the one-time token, sent to both over
+    their mutual-TLS links, is what keeps anyone else off the listener.
+    """
+
+    request_id: str
+    role: Literal["serve", "probe"]
+    token: str = field(default="", repr=False)
+    address: str = ""
+    bytes: int = 0
+    pings: int = 20
+
+
+@dataclass
+class FabricResult:
+    request_id: str
+    address: str = ""  # serve: where it listens
+    rtt_ms: list[float] = field(default_factory=list)  # probe: each round trip
+    bytes: int = 0  # probe: how many were received
+    seconds: float = 0.0  # probe: from asking for them to the last one
+    error: str = ""
+
+
+@dataclass
 class Upgrade:
     """Replace this node's program with `version` and restart into it (docs/upgrade.md).
 
@@ -345,6 +374,8 @@ MESSAGES: dict[str, type] = {
     "shard_status": ShardStatus,
     "node_logs": NodeLogs,
     "cached_blocks": CachedBlocks,
+    "fabric_test": FabricTest,
+    "fabric_result": FabricResult,
     "welcome": Welcome,
     "not_leader": NotLeader,
     "provision": Provision,

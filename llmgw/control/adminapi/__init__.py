@@ -372,9 +372,10 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import models
 
     models.register(r)
-    from llmgw.control.adminapi import logs
+    from llmgw.control.adminapi import fabric, logs
 
     logs.register(r)
+    fabric.register(r)
     from llmgw.control.adminapi import people, tree
 
     people.register(r)
