@@ -219,3 +219,23 @@ def test_the_list_is_written_one_writer_at_a_time_and_never_over_a_newer_one(tmp
     kept = json.loads((tmp_path / "mirror" / "holdings.json").read_text())
     assert len(kept["held"]) == 12
     assert not (tmp_path / "mirror" / "holdings.json.tmp").exists()
+
+
+async def test_what_the_mirror_listed_but_had_not_written_when_stopped_is_still_listed_after_a_restart(
+        tmp_path, hub, certs):
+    # The CI of 2026-12-07: a fetch ended as the mirror stopped, its file in place and listed, the list's write
+    # cancelled with the fetch; restarted, the mirror knew one file of two and fetched the other again.
+    cfg = mirror_config(tmp_path / "mirror", certs.control_plane("cp1"), hub.url)
+    commit = hub.repos["acme/tiny"].main
+    async with running_mirror(cfg) as (mirror, base):
+        admin = MirrorClient(base, certs.control_plane_ssl("cp1"))
+        await admin.add("hf:acme/tiny/tiny.gguf")
+        held = mirror.holdings.get(FileKey("acme/tiny", commit, "tiny.gguf"))
+        # The second file's bytes in place and listed in memory, as a fetch leaves them before its write of the
+        # list: the write that would have followed is the one a stop cancels.
+        second = FileKey("acme/tiny", commit, "copy.gguf")
+        mirror.holdings.path_of(second).write_bytes(mirror.holdings.path_of(held.key).read_bytes())
+        mirror.holdings.add(type(held)("acme/tiny", commit, "copy.gguf", held.size, held.sha256, held.scan))
+    async with running_mirror(cfg) as (mirror, base):
+        assert sorted(mirror.holdings.held) == [f"acme/tiny/{commit}/copy.gguf", f"acme/tiny/{commit}/tiny.gguf"]
+        assert hub.count("resolve", path=f"/acme/tiny/resolve/{commit}/tiny.gguf") == 1
