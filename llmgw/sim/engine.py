@@ -117,12 +117,19 @@ class Engine:
         finally:
             self.metrics.waiting -= 1
 
-    def _prefill(self, body: dict) -> float:
-        """With a prefix cache: the request's blocks looked up and kept, and the seconds its uncached tokens add to
-        the first token's time (what moves the start of its schedule)."""
+    def _prefill(self, body: dict, plan) -> float:
+        """With a prefix cache: the request's blocks looked up and kept, its usage made the cache's (the prompt's
+        own tokens, and those found), and the seconds its uncached tokens add to the first token's time (what
+        moves the start of its schedule)."""
         if self.cache is None:
             return 0.0
         prompt, found = self.cache.admit(body)
+        if prompt:
+            plan.cached = found
+            if isinstance(plan, plans.ChatPlan):
+                plan.prompt_tokens = prompt
+            elif len(plan.prompts) == 1:
+                plan.prompts = [prompt]
         return self.cache.prefill_seconds(prompt, found)
 
     def _new_id(self, kind: str) -> str:
@@ -132,7 +139,7 @@ class Engine:
         start = asyncio.get_running_loop().time()
         body = await self._body(request)
         plan = plans.chat_plan(body, self.cfg)
-        start += self._prefill(body)
+        start += self._prefill(body, plan)
         rid = self._new_id("chatcmpl")
         created = int(time.time())
         self.metrics.prompt_tokens += plan.prompt_tokens
@@ -146,7 +153,7 @@ class Engine:
         start = asyncio.get_running_loop().time()
         body = await self._body(request)
         plan = plans.completion_plan(body, self.cfg)
-        start += self._prefill(body)
+        start += self._prefill(body, plan)
         rid = self._new_id("cmpl")
         created = int(time.time())
         self.metrics.prompt_tokens += plan.prompt_tokens

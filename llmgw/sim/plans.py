@@ -36,6 +36,7 @@ class ChatPlan:
     tool_name: str | None = None
     tool_arguments: str = ""
     echo: tuple[str, ...] | None = None  # --echo: the answer's words, in place of the word list
+    cached: int | None = None  # --tokenizer: the prompt tokens its prefix cache held; else the rule in tokens.py
 
     @property
     def tool_pieces(self) -> list[str]:
@@ -56,6 +57,7 @@ class CompletionPlan:
     prompts: list[int]  # each prompt's token count; one choice each
     count: int
     finish: str
+    cached: int | None = None  # as ChatPlan's
 
     @property
     def prompt_tokens(self) -> int:

@@ -28,9 +28,10 @@ _THINK_NEXT = tuple(b'{"reasoning_content":' + w + b"}" + _OPEN for w in tokens.
 _TEXT = tuple(w + _OPEN for w in tokens.WORDS_JSON)
 
 
-def usage(prompt: int, completion: int) -> dict:
+def usage(prompt: int, completion: int, cached: int | None = None) -> dict:
+    """`cached`: what the prefix cache held (--tokenizer); without one, the fixed rule of tokens.cached_tokens."""
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": tokens.cached_tokens(prompt)}}
+            "prompt_tokens_details": {"cached_tokens": tokens.cached_tokens(prompt) if cached is None else cached}}
 
 
 def _finish(reason: str) -> bytes:
@@ -65,7 +66,7 @@ def chat_events(rid: str, created: int, model_json: bytes, plan: ChatPlan) -> tu
     if plan.include_usage:
         trailer += (b'data: {"id":"' + rid.encode() + b'","object":"chat.completion.chunk","created":'
                     + str(created).encode() + b',"model":' + model_json + b',"choices":[],"usage":'
-                    + orjson.dumps(usage(plan.prompt_tokens, plan.completion_tokens)) + b"}\n\n")
+                    + orjson.dumps(usage(plan.prompt_tokens, plan.completion_tokens, plan.cached)) + b"}\n\n")
     return events, trailer + DONE
 
 
@@ -80,7 +81,7 @@ def chat_body(rid: str, created: int, model: str, plan: ChatPlan) -> bytes:
     return orjson.dumps({
         "id": rid, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": plan.finish}],
-        "usage": usage(plan.prompt_tokens, plan.completion_tokens),
+        "usage": usage(plan.prompt_tokens, plan.completion_tokens, plan.cached),
     })
 
 
@@ -95,7 +96,7 @@ def completion_events(rid: str, created: int, model_json: bytes, plan: Completio
     if plan.include_usage:
         trailer += (b'data: {"id":"' + rid.encode() + b'","object":"text_completion","created":'
                     + str(created).encode() + b',"model":' + model_json + b',"choices":[],"usage":'
-                    + orjson.dumps(usage(plan.prompt_tokens, plan.count * len(plan.prompts))) + b"}\n\n")
+                    + orjson.dumps(usage(plan.prompt_tokens, plan.count * len(plan.prompts), plan.cached)) + b"}\n\n")
     return events, trailer + DONE
 
 
@@ -105,7 +106,7 @@ def completion_body(rid: str, created: int, model: str, plan: CompletionPlan) ->
         "id": rid, "object": "text_completion", "created": created, "model": model,
         "choices": [{"index": i, "text": text, "logprobs": None, "finish_reason": plan.finish}
                     for i in range(len(plan.prompts))],
-        "usage": usage(plan.prompt_tokens, plan.count * len(plan.prompts)),
+        "usage": usage(plan.prompt_tokens, plan.count * len(plan.prompts), plan.cached),
     })
 
 

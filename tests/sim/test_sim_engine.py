@@ -454,3 +454,31 @@ def test_a_prompt_that_names_one_of_the_tools_gets_a_call_to_that_tool_even_with
     assert (call.function.name, call.function.arguments) == ("Read", '{"path":"x"}')
     named_none = client(sim).chat.completions.create(model="sim", messages=USER, tools=tools)
     assert named_none.choices[0].message.tool_calls[0].function.name == "Agent"
+
+
+def test_with_a_tokenizer_a_prompt_that_starts_as_an_earlier_one_finds_its_blocks_cached(sims, tmp_path):
+    from tests.fixtures.tinyllama import write_tiny_llama
+
+    write_tiny_llama(tmp_path)
+    s = sims("--tokenizer", str(tmp_path), "--block-size", "16", "--cache-blocks", "64")
+    system = " ".join(["The sun is shining and the sky is blue."] * 10)
+    first, again, other = (client(s).chat.completions.create(model="sim", max_tokens=2, messages=[
+        {"role": "system", "content": prompt}, {"role": "user", "content": question}]).usage
+        for prompt, question in ((system, "Hello"), (system, "How are you?"), ("Another beginning.", "Hello")))
+    assert first.prompt_tokens_details.cached_tokens == 0
+    # The system prompt's whole blocks are found again; the question, after them, is not.
+    assert 0 < again.prompt_tokens_details.cached_tokens < again.prompt_tokens
+    assert again.prompt_tokens_details.cached_tokens % 16 == 0
+    assert other.prompt_tokens_details.cached_tokens == 0
+    metrics = {line.split("{")[0]: float(line.split()[-1]) for line in
+               page_text(s.base_url.rsplit("/v1", 1)[0] + "/metrics").splitlines()
+               if line.startswith("vllm:prefix_cache")}
+    assert metrics["vllm:prefix_cache_hits_total"] == again.prompt_tokens_details.cached_tokens
+    assert metrics["vllm:prefix_cache_queries_total"] == first.prompt_tokens + again.prompt_tokens + other.prompt_tokens
+
+
+def page_text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
