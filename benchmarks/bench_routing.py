@@ -34,7 +34,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -45,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fixtures.tinyllama import write_tiny_llama
 from tests.support.agents import AgentProcess
 from tests.support.servers import Server, serving_with_first_key
+from tests.support.simengines import prefix_cache_counts
 
 # Twelve sims, three passes of 240 requests: about 90 s here, more on a loaded machine.
 LIMIT_S = 300
@@ -62,18 +62,6 @@ SENTENCES = ["the sun is shining and the sky is blue.", "a tiny model answers qu
 def system_prompt(n: int) -> str:
     rng = random.Random(n)
     return f"Assistant {n}. " + " ".join(rng.choice(SENTENCES) for _ in range(45))
-
-
-def engine_counts(server: Server, model: str) -> tuple[float, float]:
-    hits = queries = 0.0
-    for replica in server.ctl_json("ctl", "replicas", "--model", model):
-        page = urllib.request.urlopen(replica["url"].rsplit("/v1", 1)[0] + "/metrics", timeout=10).read().decode()
-        for line in page.splitlines():
-            if line.startswith("vllm:prefix_cache_hits_total"):
-                hits += float(line.split()[-1])
-            elif line.startswith("vllm:prefix_cache_queries_total"):
-                queries += float(line.split()[-1])
-    return hits, queries
 
 
 async def one(session: aiohttp.ClientSession, url: str, key: str, model: str, profile: str, prompt: int,
@@ -145,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             for prompt in range(PROMPTS):
                 asyncio.run(drive_one(url, server.key, model, profile, prompt))
             time.sleep(0.5)  # the last warm-up's blocks reach the leader (agent/kvfeed.py gathers 0.1 s)
-            hits0, queries0 = engine_counts(server, model)
+            hits0, queries0 = prefix_cache_counts(server, model)
             ttfts = asyncio.run(drive(url, server.key, model, profile, args.requests))
-            hits, queries = engine_counts(server, model)
+            hits, queries = prefix_cache_counts(server, model)
             share = (hits - hits0) / (queries - queries0) if queries > queries0 else 0.0
             ttfts.sort()
             results[profile] = (share, statistics.median(ttfts) * 1000, ttfts[int(0.99 * (len(ttfts) - 1))] * 1000)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from llmgw.control.catalog import Entry, ModelSpec
 from llmgw.hub import Hub, HubError
-from llmgw.store import CatalogStore
+from llmgw.store import CatalogStore, StoreError
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.tokenizers")
@@ -60,9 +60,18 @@ class TokenizerKeeper:
         await cancel_and_wait(task)
 
     async def _run(self) -> None:
+        store_said = False
         while True:
             try:
                 await self.look()
+                store_said = False
+            except StoreError as e:
+                # A store failing over is said in a sentence, once, by every part that reads it (the CI of
+                # 2026-12-07: a stack here was the one in the server's log through a Patroni failover).
+                if not store_said:
+                    log.warning("tokenizers: the store did not answer (%s); looking again every %.0f s", e,
+                                self._every)
+                    store_said = True
             except Exception:  # the next look tries again; one failure must not end them
                 log.exception("the models' tokenizers could not be looked at")
             await asyncio.sleep(self._every)

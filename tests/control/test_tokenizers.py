@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
@@ -63,3 +64,27 @@ async def test_a_tokenizer_that_does_not_match_what_was_pinned_is_not_kept(hub, 
     with pytest.raises(ValueError, match="does not match the sha256"):
         await keeper.fetch(spec, folder)
     assert not folder.exists() or not any(folder.iterdir())
+
+
+async def test_a_store_that_does_not_answer_is_said_once_in_a_sentence_not_a_stack(tmp_path, caplog):
+    from llmgw.store import StoreUnavailable
+
+    class Down:
+        asked = 0
+
+        async def list_models(self):
+            Down.asked += 1
+            raise StoreUnavailable("the store at postgresql://db/llmgw refused the connection")
+
+    keeper = TokenizerKeeper(tmp_path / "tokenizers", store=Down(), hub=lambda: None, every=0.01)
+    keeper.start()
+    try:
+        while Down.asked < 3:
+            await asyncio.sleep(0.01)
+    finally:
+        await keeper.stop()
+    said = [r for r in caplog.records if r.name == "llmgw.tokenizers"]
+    assert [r.getMessage() for r in said] == [
+        "tokenizers: the store did not answer (the store at postgresql://db/llmgw refused the connection); "
+        "looking again every 0 s"]
+    assert not any(r.exc_info for r in said)

@@ -10,8 +10,6 @@ replicas, so each sees all five, and its cache churns through them. The engines'
 
 from __future__ import annotations
 
-import urllib.request
-
 import openai
 import pytest
 import yaml
@@ -19,24 +17,12 @@ import yaml
 from tests.fixtures.tinyllama import write_tiny_llama
 from tests.support.agents import AgentProcess
 from tests.support.servers import serving_with_first_key, write_config
+from tests.support.simengines import prefix_cache_counts
 from tests.support.waiting import wait_for
 
 # Sentences of the tiny tokenizer's own training text (tests/fixtures/tinyllama.py), so each is a few tokens.
 SYSTEMS = [" ".join([f"Prompt {n}: the sun is shining and the sky is blue."] * 14) for n in range(5)]
 ROUNDS = 5
-
-
-def replica_counts(server, model: str) -> tuple[float, float]:
-    """(prompt tokens found in the engines' caches, prompt tokens looked up), over the model's replicas."""
-    hits = queries = 0.0
-    for replica in server.ctl_json("ctl", "replicas", "--model", model):
-        page = urllib.request.urlopen(replica["url"].rsplit("/v1", 1)[0] + "/metrics", timeout=10).read().decode()
-        for line in page.splitlines():
-            if line.startswith("vllm:prefix_cache_hits_total"):
-                hits += float(line.split()[-1])
-            elif line.startswith("vllm:prefix_cache_queries_total"):
-                queries += float(line.split()[-1])
-    return hits, queries
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two workers"])
@@ -82,8 +68,8 @@ def test_requests_sharing_a_long_system_prompt_go_to_the_replica_whose_engine_ho
             for system in SYSTEMS:
                 ask("by-queue", "batch", system, f"Question {question}")
 
-        cache_hits, cache_queries = replica_counts(server, "by-cache")
-        queue_hits, queue_queries = replica_counts(server, "by-queue")
+        cache_hits, cache_queries = prefix_cache_counts(server, "by-cache")
+        queue_hits, queue_queries = prefix_cache_counts(server, "by-queue")
         by_cache, by_queue = cache_hits / cache_queries, queue_hits / queue_queries
         print(f"prompt tokens found in cache: prefix-cache {by_cache:.0%}, batch {by_queue:.0%}")
         # Every repeat of a prompt finds all of its system prompt's blocks, which are most of its tokens.

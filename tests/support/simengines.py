@@ -42,3 +42,20 @@ class Sim:
             return None
         _, self.err = end(self.proc)
         return self.proc.returncode
+
+
+def prefix_cache_counts(server, model: str) -> tuple[float, float]:
+    """(prompt tokens found in the engines' prefix caches, prompt tokens looked up), summed over the model's
+    replicas as their own /metrics count them (vllm:prefix_cache_hits and _queries; sim-engine --tokenizer)."""
+    import urllib.request
+
+    hits = queries = 0.0
+    for replica in server.ctl_json("ctl", "replicas", "--model", model):
+        with urllib.request.urlopen(replica["url"].rsplit("/v1", 1)[0] + "/metrics", timeout=10) as r:
+            page = r.read().decode()
+        for line in page.splitlines():
+            if line.startswith("vllm:prefix_cache_hits_total"):
+                hits += float(line.split()[-1])
+            elif line.startswith("vllm:prefix_cache_queries_total"):
+                queries += float(line.split()[-1])
+    return hits, queries
