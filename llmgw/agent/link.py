@@ -217,17 +217,25 @@ class ClusterLink:
         finally:
             cached.pause()
 
-    async def _fabric(self, message: FabricTest) -> FabricResult:
+    async def _answer_fabric(self, link: Link, message: FabricTest) -> None:
         """One side of `llmgw ctl fabric-test` (agent/fabric.py): listening where this node is reached, or probing."""
         if message.role == "probe":
-            return await fabric.probe(message)
+            answer = await fabric.probe(message)
+        else:
+            try:
+                answer, serving = await fabric.serve(message, self.advertise or "127.0.0.1")
+                self._aside(serving)
+            except OSError as e:
+                answer = FabricResult(message.request_id, error=f"could not listen on {self.advertise}: {e}")
         try:
-            answer, task = await fabric.serve(message, self.advertise or "127.0.0.1")
-        except OSError as e:
-            return FabricResult(message.request_id, error=f"could not listen on {self.advertise}: {e}")
+            await link.send(answer)
+        except LinkLost:
+            pass  # the leader that asked is gone; its test with it
+
+    def _aside(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._fabric_tasks.add(task)  # held until it ends: the loop keeps only a weak reference
         task.add_done_callback(self._fabric_tasks.discard)
-        return answer
 
     async def _act(self, link: Link, message: Any) -> None:
         if isinstance(message, StartShard):
@@ -239,7 +247,8 @@ class ClusterLink:
         elif isinstance(message, LogsRequest):
             await link.send(await self.shards.logs(message))
         elif isinstance(message, FabricTest):
-            await link.send(await self._fabric(message))
+            # Aside: a probe takes as long as its bytes do, and the leader's other messages must not wait on it.
+            self._aside(self._answer_fabric(link, message))
         elif isinstance(message, Provision):
             log.info("provision: %s", ", ".join(f"{k} {v}" for k, v in message.engines.items()) or "nothing")
         elif isinstance(message, Upgrade):

@@ -244,8 +244,10 @@ class ShardRunner:
             self.kv.follow(shard_id, launch.kv_events)
             await self.supervisor.start(spec)
         except asyncio.CancelledError:
+            self.kv.stop(shard_id)
             raise
         except Exception as e:  # every failure is the shard's, said in its status
+            self.kv.stop(shard_id)  # its port let go, if it got as far as being followed
             if shard_id in self._spans:
                 # A code, never the sentence: a path, a URL or an engine's own words do not go in a span.
                 self._spans.pop(shard_id).over("failed", "weights" if isinstance(e, WeightsError) else "launch")
