@@ -30,9 +30,15 @@ if TYPE_CHECKING:  # imported by every `llmgw` command's start (cli/main.py), so
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def hold() -> None:
-    """Block SIGINT and SIGTERM in this thread (and the threads and children it starts) until `release`."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+def hold() -> set[int | signal.Signals]:
+    """Block SIGINT and SIGTERM in this thread (and the threads and children it starts) until `release`; the
+    signals it had blocked before, for `restore`."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def restore(mask: set[int | signal.Signals]) -> None:
+    """This thread's blocked signals as `hold` found them."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def release() -> None:

@@ -102,7 +102,18 @@ def main(argv: list[str] | None = None, parser: Parser | None = None) -> int:
 
     # Until the command is known: a server, agent, mirror or sim-engine takes them once its loop can stop cleanly,
     # every other command at once (llmgw/stopsignals.py says what a signal in a starting program did).
-    stopsignals.hold()
+    before = stopsignals.hold()
+    try:
+        return _main(argv, parser)
+    finally:
+        # Whatever way the command ended (a usage error ends before any release): a caller in this process
+        # (the tests' in-process CLI, a console screen) gets its own mask back. A thread left blocking them
+        # started children SIGTERM could not stop (the CI of 2026-12-07: a test's MCP server outlived its 10 s).
+        stopsignals.restore(before)
+
+
+def _main(argv: list[str] | None, parser: Parser | None) -> int:
+    from llmgw import stopsignals
     from llmgw.errors import explain
 
     if not (sys.argv[1:] if argv is None else argv):

@@ -101,3 +101,21 @@ def test_a_command_that_is_not_a_program_can_be_interrupted_at_once_even_when_st
 
 def test_a_program_runs_with_the_stop_signals_held_until_its_loop_takes_them():
     assert {signal.SIGINT, signal.SIGTERM} <= mask_inside(run_marked=True)
+
+
+def test_a_command_ended_by_a_usage_error_leaves_its_callers_signals_as_they_were():
+    # The CI of 2026-12-07: a test's in-process `llmgw` call ended in a usage error before main released the
+    # signals, and its thread's later children (an MCP server) could not be stopped with SIGTERM.
+    after: set[int] = set()
+
+    def call() -> None:
+        try:
+            main(["ctl", "--no-such-flag"])
+        except SystemExit:
+            pass
+        after.update(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(timeout=30)
+    assert not {signal.SIGINT, signal.SIGTERM} & after
