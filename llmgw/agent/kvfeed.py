@@ -28,6 +28,23 @@ log = logging.getLogger("llmgw.agent")
 FLUSH_S = 0.1
 # What the subscriber holds unread before ZeroMQ drops: a burst of a few thousand batches.
 RECEIVE_HWM = 10_000
+# Hashes a message: each up to 20 characters of JSON, so a message stays far inside the link's 4 MiB
+# (MAX_MESSAGE_BYTES) when a new leader is sent a replica's million blocks at once.
+MESSAGE_HASHES = 50_000
+
+
+def _messages(shard_id: str, change: Change) -> list[CachedBlocks]:
+    """One change as one CachedBlocks, or, past MESSAGE_HASHES hashes, as parts in order: the clearing with the
+    first, the removals before the additions (as the leader applies one message)."""
+    removed, added, size = change.removed, change.added, change.block_size
+    if len(removed) + len(added) <= MESSAGE_HASHES:
+        return [CachedBlocks(shard_id, size, added, removed, change.cleared)]
+    parts = [CachedBlocks(shard_id, size, removed=removed[i:i + MESSAGE_HASHES])
+             for i in range(0, len(removed), MESSAGE_HASHES)]
+    parts += [CachedBlocks(shard_id, size, added=added[i:i + MESSAGE_HASHES])
+              for i in range(0, len(added), MESSAGE_HASHES)]
+    parts[0].cleared = change.cleared
+    return parts
 
 
 class KvFeed:
@@ -83,7 +100,7 @@ class KvFeed:
         await asyncio.sleep(FLUSH_S)
         self._ready.clear()
         pending, self._pending = self._pending, {}
-        return [CachedBlocks(shard_id, c.block_size, c.added, c.removed, c.cleared) for shard_id, c in pending.items()]
+        return [message for shard_id, change in pending.items() for message in _messages(shard_id, change)]
 
     async def close(self) -> None:
         tasks = list(self._tasks.values())

@@ -153,6 +153,17 @@ class Change:
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.cleared)
 
+    def gain(self, ours: int) -> None:
+        self.added.append(ours)
+
+    def lose(self, ours: int) -> None:
+        """A block gone: one gained in this same change is taken back rather than sent gained and lost (the
+        leader applies a change's removals before its additions)."""
+        if ours in self.added:
+            self.added.remove(ours)
+        else:
+            self.removed.append(ours)
+
 
 class Chains:
     """One replica's blocks, the engine's hash of each against llmgw's, to follow its events.
@@ -182,7 +193,7 @@ class Chains:
                 for theirs in event.hashes:
                     ours = self._ours.pop(theirs, None)
                     if ours is not None:
-                        change.removed.append(ours)
+                        change.lose(ours)
             else:
                 self.clear(change)
         change.block_size = self.block_size
@@ -210,6 +221,6 @@ class Chains:
         for theirs, ours in zip(event.hashes, chain(event.tokens, event.block_size, parent), strict=True):
             if theirs not in self._ours:
                 self._ours[theirs] = ours
-                change.added.append(ours)
+                change.gain(ours)
         while len(self._ours) > self._most:
-            change.removed.append(self._ours.pop(next(iter(self._ours))))
+            change.lose(self._ours.pop(next(iter(self._ours))))

@@ -74,3 +74,19 @@ async def test_without_a_leader_taking_them_nothing_piles_up_and_the_next_leader
     finally:
         publisher.close()
         await feed.close()
+
+
+def test_a_new_leader_is_sent_a_replicas_million_blocks_in_parts_each_inside_the_links_limit():
+    from llmgw.agent.kvfeed import MESSAGE_HASHES, _messages
+    from llmgw.engines.kvevents import Change
+    from llmgw.protocol import MAX_MESSAGE_BYTES, encode
+
+    blocks = list(range(-(1 << 62), -(1 << 62) + 1_000_000))
+    messages = _messages("r_1", Change(block_size=16, added=blocks, cleared=True))
+    assert len(messages) == 1_000_000 // MESSAGE_HASHES
+    assert messages[0].cleared and not any(m.cleared for m in messages[1:])
+    assert [h for m in messages for h in m.added] == blocks
+    assert max(len(encode(m)) for m in messages) < MAX_MESSAGE_BYTES
+    # A small change stays one message, as it came.
+    (only,) = _messages("r_1", Change(block_size=16, added=[1], removed=[2]))
+    assert (only.added, only.removed, only.cleared) == ([1], [2], False)
