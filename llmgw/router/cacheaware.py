@@ -34,8 +34,10 @@ def weighs_prefix(profile: str) -> bool:
 async def cached_prefix(registry: Registry, entry: ModelEntry, body: dict[str, Any],
                         profile: str) -> tuple[int, dict[str, int]]:
     """(the prompt's blocks, endpoint id -> how many of them its engine holds from the start)."""
+    if not entry.tokenizer or not weighs_prefix(profile):
+        return 0, {}  # every request of every other profile or model stops here, having built nothing
     replicas = {e.replica: e.id for e in entry.endpoints if e.replica}
-    if len(replicas) < 2 or not weighs_prefix(profile):
+    if len(replicas) < 2:
         return 0, {}
     block_size = registry.prefix.block_size(replicas)
     tokens = registry.prompt_tokens(entry) if block_size else None
