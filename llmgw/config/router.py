@@ -175,6 +175,15 @@ class BreakerSettings:
 
 
 @dataclass(frozen=True)
+class KnowledgeSettings:
+    """Knowledge bases on `/v1/vector_stores` (docs/knowledge.md)."""
+
+    embedding_model: str = ""
+    """The catalog's model that embeds a knowledge base made without naming one (`embedding_model` on
+    POST /v1/vector_stores). Empty: each knowledge base names its own. A base keeps the model it was made with."""
+
+
+@dataclass(frozen=True)
 class BatchSettings:
     """Files and batches on `/v1/files` and `/v1/batches` (docs/batches.md)."""
 
@@ -261,6 +270,9 @@ class RouterSettings:
 
     batch: BatchSettings = field(default_factory=BatchSettings)
     """Files and batches: how large, how many at once (docs/batches.md)."""
+
+    knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
+    """Knowledge bases: which model embeds them (docs/knowledge.md)."""
 
     def validate(self) -> None:
         for i, entry in enumerate(self.trusted_proxies):

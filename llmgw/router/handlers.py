@@ -122,7 +122,8 @@ def handler(shape: Shape) -> Handler:
 
 @dataclass(frozen=True)
 class Inside:
-    """A request made inside the gateway rather than read from a client: a batch's line (llmgw.router.batches).
+    """A request made inside the gateway rather than read from a client: a batch's line (llmgw.router.batches),
+    or a knowledge base's passages or question to embed (llmgw.router.knowledge).
 
     It takes the same path as a client's (limits, guardrails, routing, one
     usage row), in the profile and band it names; its usage row goes to
@@ -133,8 +134,8 @@ class Inside:
     body: JSON
     profile: str
     band: str | None
-    batch_id: str
-    keep: Callable[[Usage], None]
+    batch_id: str | None = None  # a batch's line is priced at its model's batch discount
+    keep: Callable[[Usage], None] | None = None  # None: the usage row goes to the usage writer, as a client's
 
 
 async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_id: str,

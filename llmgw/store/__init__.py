@@ -51,6 +51,19 @@ from llmgw.store.records import (
     Webhook,
 )
 from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
+from llmgw.store.records_kb import (
+    KB_ADD,
+    KB_DROP,
+    KB_FILE_IN_PROGRESS,
+    KB_FILE_STATUSES,
+    KB_REMOVE,
+    KbChange,
+    KbCounts,
+    KbFile,
+    NewPassage,
+    Passage,
+    VectorStore,
+)
 
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
@@ -63,7 +76,9 @@ __all__ = [
     "Batch", "BatchLine", "LineResult", "StoredFile", "Webhook", "Delivery",
     # the Store's parts, one a domain: each consumer takes the narrowest that covers what it calls
     "ConnectionStore", "PeopleStore", "SecretsStore", "ScimStore", "SignInStore", "KeysStore", "UsageStore",
-    "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore",
+    "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore", "KbStore",
+    "KB_ADD", "KB_DROP", "KB_FILE_IN_PROGRESS", "KB_FILE_STATUSES", "KB_REMOVE", "KbChange", "KbCounts",
+    "KbFile", "NewPassage", "Passage", "VectorStore",
     "McpStore",
 ]
 
@@ -373,6 +388,36 @@ class BatchStore(Protocol):
     async def batch_lines(self, batch_id: str, state: str | None = None) -> list[BatchLine]: ...
 
 
+class KbStore(Protocol):
+    """Knowledge bases: OpenAI's vector stores, their files and passages (sql_kb.py, docs/knowledge.md)."""
+
+    async def add_vector_store(self, vs: VectorStore) -> None: ...
+    async def vector_store(self, vector_store_id: str) -> VectorStore | None: ...
+    async def list_vector_stores(self, project_id: str, *, limit: int = 20, after: str | None = None,
+                                 newest_first: bool = True) -> list[VectorStore]: ...
+    async def update_vector_store(self, vector_store_id: str, *, name: str | None = None,
+                                  metadata: dict[str, str] | None = None) -> VectorStore | None: ...
+    async def delete_vector_store(self, vector_store_id: str) -> bool: ...  # with its files' places and passages
+    async def vector_store_counts(self, vector_store_ids: Sequence[str]) -> dict[str, KbCounts]: ...
+    async def add_kb_file(self, file: KbFile) -> bool: ...  # False when it is in the knowledge base already
+    async def kb_file(self, vector_store_id: str, file_id: str) -> KbFile | None: ...
+    async def list_kb_files(self, vector_store_id: str, *, status: str | None = None, limit: int = 20,
+                            after: str | None = None, newest_first: bool = True) -> list[KbFile]: ...
+    async def kb_files_in_progress(self) -> list[KbFile]: ...  # oldest first
+    # Its passages and status completed in one transaction, only while it is in progress.
+    async def finish_kb_file(self, vector_store_id: str, file_id: str, passages: Sequence[NewPassage]) -> bool: ...
+    async def fail_kb_file(self, vector_store_id: str, file_id: str, status: str, code: str,
+                           message: str) -> bool: ...
+    async def remove_kb_file(self, vector_store_id: str, file_id: str) -> bool: ...  # with its passages
+    async def remove_file_from_kbs(self, file_id: str) -> list[str]: ...  # from every knowledge base
+    async def passage_vectors(self, vector_store_id: str,
+                              file_id: str | None = None) -> list[tuple[int, str, bytes]]: ...
+    async def passages_by_id(self, ids: Sequence[int]) -> list[Passage]: ...  # those still there
+    async def search_words(self, vector_store_ids: Sequence[str], question: str, limit: int) -> list[int]: ...
+    async def kb_changes(self, after: int, limit: int = 1000) -> list[KbChange]: ...
+    async def kb_last_change(self) -> int: ...
+
+
 class McpStore(Protocol):
     """The company's MCP servers behind /mcp (docs/mcp.md); secret headers arrive sealed by
     llmgw.mcp."""
@@ -386,7 +431,8 @@ class McpStore(Protocol):
 
 
 class Store(ConnectionStore, PeopleStore, SecretsStore, ScimStore, SignInStore, KeysStore, UsageStore, AuditStore,
-            LeaseStore, SettingsStore, TrustStore, CatalogStore, WebhookStore, BatchStore, McpStore, Protocol):
+            LeaseStore, SettingsStore, TrustStore, CatalogStore, WebhookStore, BatchStore, KbStore, McpStore,
+            Protocol):
     """The whole store, every domain's part. What owns the store (the control plane, a router
     worker) holds it as this and hands each consumer the store typed by the part, or the parts
     together, that consumer calls: the accounting's UsageWriter is given a UsageStore, and so can

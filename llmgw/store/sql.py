@@ -23,13 +23,14 @@ from llmgw.store.sql_account import AccountSQL
 from llmgw.store.sql_batch import BatchSQL
 from llmgw.store.sql_catalog import CatalogSQL
 from llmgw.store.sql_cluster import ClusterSQL
+from llmgw.store.sql_kb import KbSQL
 from llmgw.store.sql_mcp import McpSQL
 from llmgw.store.sql_notify import NotifySQL
 from llmgw.store.sql_scim import ScimSQL
 from llmgw.store.sql_usage import UsageSQL
 
 
-class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, NotifySQL, McpSQL):
+class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, KbSQL, NotifySQL, McpSQL):
     """The Store protocol over a Driver. See llmgw.store.Store for each method."""
 
     def __init__(self, db: Driver) -> None:

@@ -95,11 +95,13 @@ class BatchSQL:
         return None if found is None else str(found)
 
     async def old_files(self, before: float, limit: int = 500) -> list[StoredFile]:
-        """Files made before `before` that no batch still running reads or writes, oldest first."""
+        """Files made before `before` that no batch still running reads or writes, oldest first. A file in a
+        knowledge base stays while it is there: its passages are answered from, and shown by its name."""
         rows = await self._db.fetch(
             f"SELECT {_FILE} FROM files f WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM batches b "
             f"WHERE b.status IN ({_places(3, len(OPEN_BATCH))}) AND f.id IN (b.input_file_id, b.output_file_id, "
-            "b.error_file_id)) ORDER BY created_at, id LIMIT $2", before, int(limit), *OPEN_BATCH)
+            "b.error_file_id)) AND NOT EXISTS (SELECT 1 FROM vector_store_files v WHERE v.file_id = f.id) "
+            "ORDER BY created_at, id LIMIT $2", before, int(limit), *OPEN_BATCH)
         return [_file(r) for r in rows]
 
     # batches

@@ -8,57 +8,38 @@ probed. The runner that sends a batch's lines is runner.py, on the leader.
 
 from __future__ import annotations
 
-import functools
-import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
 
 from llmgw.account import Principal
-from llmgw.router.appkeys import PLANE, PRINCIPAL
 from llmgw.router.batches.inputs import ENDPOINTS, InputError, read_lines
 from llmgw.router.batches.keeper import FileKeeper, is_file_id, new_file_id, place_for
 from llmgw.router.batches.shapes import batch_object, file_object, page
 from llmgw.router.body import read_json
 from llmgw.router.call import Refuse
-from llmgw.router.errors import api_error
 from llmgw.router.plane import ClientPlane
-from llmgw.store import Batch, StoredFile, StoreError
-
-log = logging.getLogger("llmgw.batches")
+from llmgw.router.refusing import refusing
+from llmgw.store import Batch, StoredFile
 
 WINDOW = "24h"  # the one completion window, as OpenAI's
 WINDOW_SECONDS = 86400.0
-UPLOAD_PURPOSES = ("batch",)
+UPLOAD_PURPOSES = ("batch", "assistants", "user_data")
+# The purposes whose files are documents for knowledge bases (docs/knowledge.md): read when one is added to a base.
+DOCUMENT_PURPOSES = ("assistants", "user_data")
 MAX_METADATA = 16  # pairs, as OpenAI takes them: keys of 64 characters at most, values of 512
 _PURPOSE_BYTES = 64
 _CHUNK = 64 * 1024
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-def _refusals(handler: Callable[[web.Request, ClientPlane, Principal], Awaitable[web.StreamResponse]]) -> Handler:
-    """Refusals as OpenAI's error object; a store that does not answer is 503 with when to try again."""
-    @functools.wraps(handler)
-    async def handle(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request, request.app[PLANE], request[PRINCIPAL])
-        except Refuse as refused:
-            return api_error(refused.status, refused.message, refused.code, param=refused.param,
-                             headers=refused.headers)
-        except StoreError as e:
-            log.warning("%s %s: the store did not answer: %s", request.method, request.path, e)
-            return api_error(503, "files and batches cannot be read or written right now; try again in a few seconds",
-                             "store_unavailable", headers={"Retry-After": "5"})
-    return handle
+_refusals = refusing("files and batches")
 
 
 def keeper(plane: ClientPlane) -> FileKeeper:
@@ -69,7 +50,7 @@ def _project(principal: Principal) -> str:
     return principal.path.project.id
 
 
-async def _own_file(plane: ClientPlane, principal: Principal, file_id: str, param: str | None = None) -> StoredFile:
+async def own_file(plane: ClientPlane, principal: Principal, file_id: str, param: str | None = None) -> StoredFile:
     file = await plane.store.file_by_id(file_id) if is_file_id(file_id) else None
     if file is None or file.project_id != _project(principal):
         raise Refuse(404, f"there is no file {file_id} in this key's project; GET /v1/files lists them",
@@ -103,13 +84,16 @@ async def upload(request: web.Request, plane: ClientPlane, principal: Principal)
         raise Refuse(400, 'the upload needs "purpose": batch', "invalid_request", param="purpose")
     if purpose not in UPLOAD_PURPOSES:
         raise Refuse(400, f'purpose must be one of {", ".join(UPLOAD_PURPOSES)}, got {purpose!r}; this gateway '
-                          "takes files for batches", "invalid_request", param="purpose")
+                          "takes files for batches (batch) and documents for knowledge bases (assistants)",
+                     "invalid_request", param="purpose")
     if content is None or filename is None:
-        raise Refuse(400, 'the upload needs "file": the JSON lines of a batch', "invalid_request", param="file")
-    try:
-        read_lines(content, settings.max_lines)
-    except InputError as e:
-        raise Refuse(400, f"{filename}: {e}", "invalid_file", param="file") from None
+        what = "a document" if purpose in DOCUMENT_PURPOSES else "the JSON lines of a batch"
+        raise Refuse(400, f'the upload needs "file": {what}', "invalid_request", param="file")
+    if purpose == "batch":
+        try:
+            read_lines(content, settings.max_lines)
+        except InputError as e:
+            raise Refuse(400, f"{filename}: {e}", "invalid_file", param="file") from None
     project = _project(principal)
     await _within_quota(plane, project, len(content))
     file = StoredFile(new_file_id(), project, principal.key.id, purpose, filename[:255], len(content), time.time(),
@@ -170,23 +154,25 @@ async def list_files(request: web.Request, plane: ClientPlane, principal: Princi
 
 @_refusals
 async def get_file(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    return _json(file_object(await _own_file(plane, principal, request.match_info["file_id"])))
+    return _json(file_object(await own_file(plane, principal, request.match_info["file_id"])))
 
 
 @_refusals
 async def delete_file(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    file = await _own_file(plane, principal, request.match_info["file_id"])
+    file = await own_file(plane, principal, request.match_info["file_id"])
     using = await plane.store.file_in_open_batch(file.id)
     if using is not None:
         raise Refuse(409, f"batch {using} is still running with {file.id}; cancel it "
                           f"(POST /v1/batches/{using}/cancel) or let it end, then delete the file", "file_in_use")
+    # Out of every knowledge base first: a passage of a deleted file is never answered from (docs/knowledge.md).
+    await plane.store.remove_file_from_kbs(file.id)
     deleted = await keeper(plane).delete(file)
     return _json({"id": file.id, "object": "file", "deleted": deleted})
 
 
 @_refusals
 async def file_content(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    file = await _own_file(plane, principal, request.match_info["file_id"])
+    file = await own_file(plane, principal, request.match_info["file_id"])
     content = await keeper(plane).read(file)
     if content is None:
         raise Refuse(404, f"the bytes of {file.id} are not on this control plane's disk; it was kept by a leader "
@@ -224,7 +210,7 @@ async def create_batch(request: web.Request, plane: ClientPlane, principal: Prin
     if not isinstance(file_id, str) or not file_id:
         raise Refuse(400, 'the batch needs "input_file_id": the id of a file uploaded with purpose batch',
                      "invalid_request", param="input_file_id")
-    file = await _own_file(plane, principal, file_id, "input_file_id")
+    file = await own_file(plane, principal, file_id, "input_file_id")
     if file.purpose != "batch":
         raise Refuse(400, f"{file.id} was not uploaded with purpose batch (its purpose is {file.purpose})",
                      "invalid_request", param="input_file_id")

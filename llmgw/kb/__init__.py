@@ -1,0 +1,18 @@
+"""Knowledge bases (issue 29, docs/knowledge.md): documents read, cut into passages and searched.
+
+The store keeps the passages and their vectors; this package reads a
+document's text (extract), cuts it (passages), holds each control plane's
+vectors (vectors, index) and finds the passages for a question (search).
+The client API's routes are llmgw.router.knowledge.
+"""
+
+from llmgw.kb.extract import Unreadable, readable_kinds, text_of
+from llmgw.kb.fusion import fuse
+from llmgw.kb.index import KbIndex
+from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_tokens, cut
+from llmgw.kb.retrieval import HYBRID, MODES, VECTOR, WORDS, Hit, search
+from llmgw.kb.vectors import VectorsUnavailable, pack
+
+__all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking", "Hit", "KbIndex",
+           "Unreadable", "VectorsUnavailable", "count_tokens", "cut", "fuse", "pack", "readable_kinds", "search",
+           "text_of"]

@@ -1,0 +1,133 @@
+"""A file added to a knowledge base: read, cut into passages, embedded as its key, and kept (docs/knowledge.md).
+
+Each file is a task of the control plane that was asked to add it. Its
+passages and its status `completed` are written in one transaction, and
+only while it is still in progress (Store.finish_kb_file): a file removed
+meanwhile leaves nothing behind. A control plane that stops mid-way leaves
+the file in progress; the leader carries such files on after RESUME_AFTER
+seconds without news (resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from llmgw.account import Principal, principal_of
+from llmgw.kb import Chunking, KbIndex, Unreadable, cut, pack, text_of
+from llmgw.router.batches import FileKeeper
+from llmgw.router.knowledge.embed import EmbedFailed, embed_import
+from llmgw.router.plane import ClientPlane
+from llmgw.store import KbFile, NewPassage, StoreError
+from llmgw.tasks import cancel_and_wait
+
+log = logging.getLogger("llmgw.kb")
+
+EMBED_GROUP = 32  # passages a request: an engine batches them, and one refusal costs one request's worth
+MAX_PASSAGES = 20000  # in one file: a 4,000,000-token document at the default size; past it, cut the file
+RESUME_EVERY = 30.0
+RESUME_AFTER = 120.0  # seconds in progress with no task here before the leader takes a file on
+
+
+class Ingester:
+    def __init__(self, plane: ClientPlane, index: KbIndex) -> None:
+        self.plane, self.index = plane, index
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._resumer: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._resumer = asyncio.create_task(self._resume(), name="kb-resume")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._resumer, *self._tasks.values()) if t is not None]
+        for task in tasks:
+            await cancel_and_wait(task)
+
+    def begin(self, file: KbFile) -> None:
+        key = (file.vector_store_id, file.file_id)
+        if key in self._tasks:
+            return
+        task = asyncio.create_task(self._ingest(file), name=f"kb-ingest-{file.file_id}")
+        self._tasks[key] = task
+        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+
+    def working_on(self, vector_store_id: str, file_id: str) -> bool:
+        return (vector_store_id, file_id) in self._tasks
+
+    async def _ingest(self, file: KbFile) -> None:
+        store = self.plane.store
+        try:
+            passages = await self._passages(file)
+            if passages is None:
+                return
+            if await store.finish_kb_file(file.vector_store_id, file.file_id, passages):
+                await self.index.catch_up()
+        except _Failed as failed:
+            await store.fail_kb_file(file.vector_store_id, file.file_id, "failed", failed.code, failed.message)
+        except StoreError as e:
+            # Left in progress: the leader carries it on when the store answers (resume).
+            log.warning("knowledge base %s: %s was not recorded, the store did not answer (%s); it is tried again "
+                        "within %.0f s", file.vector_store_id, file.file_id, e, RESUME_AFTER + RESUME_EVERY)
+
+    async def _passages(self, file: KbFile) -> list[NewPassage] | None:
+        store = self.plane.store
+        vs = await store.vector_store(file.vector_store_id)
+        if vs is None:
+            return None
+        principal = await self._principal(file.key_id)
+        stored = await store.file_by_id(file.file_id)
+        if stored is None:
+            raise _Failed("file_not_found", f"{file.file_id} was deleted from /v1/files before it was read")
+        content = await FileKeeper(store, self.plane.cfg.data_dir).read(stored)
+        if content is None:
+            raise _Failed("file_not_found", f"the bytes of {file.file_id} are not on this control plane's disk; "
+                                            "upload it again")
+        try:
+            texts = cut(text_of(stored.filename, content), Chunking(file.chunk_tokens, file.chunk_overlap))
+        except Unreadable as e:
+            raise _Failed(e.code, str(e)) from None
+        if not texts:
+            raise _Failed("empty_file", f"{stored.filename} holds no words to search")
+        if len(texts) > MAX_PASSAGES:
+            raise _Failed("file_too_large", f"{stored.filename} makes {len(texts)} passages, more than the "
+                                            f"{MAX_PASSAGES} one file may; split it")
+        vectors: list[bytes] = []
+        for start in range(0, len(texts), EMBED_GROUP):
+            try:
+                got = await embed_import(self.plane, principal, vs.embedding_model, texts[start:start + EMBED_GROUP])
+            except EmbedFailed as e:
+                raise _Failed(e.code, f"{stored.filename}, passages {start + 1}-"
+                                      f"{min(len(texts), start + EMBED_GROUP)}: {e.message}") from None
+            vectors += [pack(v) for v in got]
+        return [NewPassage(n, text, vector) for n, (text, vector) in enumerate(zip(texts, vectors, strict=True))]
+
+    async def _principal(self, key_id: str | None) -> Principal:
+        key = None if key_id is None else await self.plane.store.key_by_id(key_id)
+        principal = None if key is None else await principal_of(self.plane.store, key)
+        if principal is None:
+            raise _Failed("invalid_api_key", "the key that added this file is gone; add it again with a key")
+        refusal = principal.refusal(time.time())
+        if refusal is not None:
+            raise _Failed("invalid_api_key", f"the key that added this file is refused: {refusal}")
+        return principal
+
+    async def _resume(self) -> None:
+        while True:
+            await asyncio.sleep(RESUME_EVERY)
+            if not self.plane.lease.leading:
+                continue
+            try:
+                waiting = await self.plane.store.kb_files_in_progress()
+            except StoreError:
+                continue
+            now = time.time()
+            for file in waiting:
+                if now - file.created_at >= RESUME_AFTER and not self.working_on(file.vector_store_id, file.file_id):
+                    self.begin(file)
+
+
+class _Failed(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message

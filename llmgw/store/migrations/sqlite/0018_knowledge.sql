@@ -1,0 +1,67 @@
+-- Knowledge bases, as OpenAI's vector stores (issue 29, docs/knowledge.md).
+
+-- A knowledge base (vs_…): whose it is, the model that embeds its passages,
+-- and how its files are cut into passages.
+CREATE TABLE vector_stores (
+    id              TEXT PRIMARY KEY,
+    project_id      TEXT NOT NULL,
+    key_id          TEXT,
+    name            TEXT NOT NULL,
+    embedding_model TEXT NOT NULL,
+    chunk_tokens    INTEGER NOT NULL,
+    chunk_overlap   INTEGER NOT NULL,
+    created_at      REAL NOT NULL,
+    last_active_at  REAL NOT NULL,
+    metadata        TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX vector_stores_project ON vector_stores (project_id, created_at);
+
+-- A file of /v1/files in a knowledge base: in_progress while it is read and
+-- embedded, then completed (with its passages), failed or cancelled.
+CREATE TABLE vector_store_files (
+    vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
+    file_id         TEXT NOT NULL,
+    key_id          TEXT,
+    status          TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    bytes           INTEGER NOT NULL,
+    passages        INTEGER NOT NULL DEFAULT 0,
+    last_error      TEXT,
+    attributes      TEXT NOT NULL DEFAULT '{}',
+    chunk_tokens    INTEGER NOT NULL,
+    chunk_overlap   INTEGER NOT NULL,
+    PRIMARY KEY (vector_store_id, file_id)
+);
+CREATE INDEX vector_store_files_file ON vector_store_files (file_id);
+
+-- The passages of a file and their vectors (float32, little-endian). Each
+-- control plane searches the vectors in an index of its own, built from
+-- here and kept current from kb_changes; the words in passage_words.
+CREATE TABLE passages (
+    id              INTEGER PRIMARY KEY,
+    vector_store_id TEXT NOT NULL,
+    file_id         TEXT NOT NULL,
+    ordinal         INTEGER NOT NULL,
+    text            TEXT NOT NULL,
+    vector          BLOB NOT NULL
+);
+CREATE INDEX passages_file ON passages (vector_store_id, file_id);
+
+CREATE VIRTUAL TABLE passage_words USING fts5 (text, content='passages', content_rowid='id',
+                                               tokenize='porter unicode61');
+CREATE TRIGGER passages_words_add AFTER INSERT ON passages BEGIN
+    INSERT INTO passage_words (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER passages_words_remove AFTER DELETE ON passages BEGIN
+    INSERT INTO passage_words (passage_words, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+
+-- What changed, in order: each control plane's vector index follows it.
+-- op: 'add' (a file's passages), 'remove' (a file's), 'drop' (a whole knowledge base).
+CREATE TABLE kb_changes (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    vector_store_id TEXT NOT NULL,
+    file_id         TEXT,
+    op              TEXT NOT NULL,
+    at              REAL NOT NULL
+);

@@ -1,0 +1,183 @@
+"""Knowledge bases through OpenAI's own SDK, against a real `llmgw server` and sim-engine, on both stores.
+
+One server a store dialect for the module; each test has a project and key of
+its own (`own`), since knowledge bases are a project's. The sim's embeddings
+are hashes (the same text, the same vector; nothing nearer for rewording), so
+these tests find passages by their words or by their exact text; nearness that
+means something is measured with a real model in `python3 build.py bench kb`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import urllib.request
+
+import openai
+import pytest
+
+from tests.support.servers import Server, SimEngine, serving_with_first_key, write_config
+
+PORTS = """# Ports
+
+The admin API listens on port 9090 of loopback, and `llmgw ctl` calls it there.
+
+# Usage
+
+Usage rows are written in batches by a background task, and flushed when the server stops.
+"""
+BATCHES = """Batches take a file of JSON lines. Each line is a request, sent at the lowest admission band,
+so that people at a chat window are let in first."""
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def gw(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"knowledge-{request.param}")
+    store = request.getfixturevalue("postgres_cluster").create_database() if request.param == "postgresql" else None
+    engine = SimEngine(root, "qwen", "--max-tokens-default", "4").start()
+    config = write_config(root / "gw.yaml", {"models": [{"name": "qwen", "endpoints": [engine.url]}]})
+    server = serving_with_first_key(Server(root, "gw", store=store, config=config))
+    yield server
+    server.stop()
+    engine.stop()
+
+
+class Own:
+    """A test's own project on the module's server, with a key and an SDK client for it."""
+
+    def __init__(self, gw, project: str):
+        made = gw.ctl_json("keys", "create", "--project", project, "--create", project.rsplit("/", 1)[1])
+        self.gw, self.key = gw, made["key"]
+        self.openai = openai.OpenAI(api_key=self.key, base_url=gw.client_url + "/v1", max_retries=0)
+
+    def base(self, **kwargs):
+        return self.openai.vector_stores.create(extra_body={"embedding_model": "qwen"}, **kwargs)
+
+    def add(self, vs_id: str, name: str, text: str | bytes, **kwargs):
+        content = text if isinstance(text, bytes) else text.encode()
+        uploaded = self.openai.files.create(file=(name, io.BytesIO(content)), purpose="assistants")
+        added = self.openai.vector_stores.files.create_and_poll(uploaded.id, vector_store_id=vs_id,
+                                                                poll_interval_ms=100, max_wait_seconds=60, **kwargs)
+        return uploaded, added
+
+
+def _own(gw, name: str) -> Own:
+    return Own(gw, "Default/default/k" + hashlib.sha256(name.encode()).hexdigest()[:10])
+
+
+@pytest.fixture
+def own(gw, request):
+    return _own(gw, request.node.name)
+
+
+def test_a_document_added_to_a_knowledge_base_answers_a_question_with_its_passage_and_name(own):
+    vs = own.base(name="handbook", metadata={"team": "ops"})
+    assert (vs.name, vs.metadata, vs.status) == ("handbook", {"team": "ops"}, "completed")
+    _, added = own.add(vs.id, "ports.md", PORTS, attributes={"section": "admin"})
+    own.add(vs.id, "batches.txt", BATCHES)
+    assert added.status == "completed", added.last_error
+    assert added.attributes == {"section": "admin"}
+
+    found = own.openai.vector_stores.search(vs.id, query="Which port does the admin API listen on?")
+    first = found.data[0]
+    assert first.filename == "ports.md"
+    assert "9090" in first.content[0].text and first.attributes == {"section": "admin"}
+    assert 0 < first.score <= 1
+
+    shown = own.openai.vector_stores.retrieve(vs.id)
+    assert (shown.file_counts.completed, shown.file_counts.total) == (2, 2)
+    assert shown.usage_bytes == len(PORTS.encode()) + len(BATCHES.encode())
+    assert [f.id for f in own.openai.vector_stores.files.list(vs.id)][::-1] == [added.id] + \
+        [f.id for f in own.openai.vector_stores.files.list(vs.id, order="asc")][1:]
+    assert vs.id in [v.id for v in own.openai.vector_stores.list()]
+    renamed = own.openai.vector_stores.update(vs.id, name="ops handbook")
+    assert renamed.name == "ops handbook"
+
+
+def test_each_ranker_finds_the_passage_whose_words_or_text_the_question_holds(own):
+    vs = own.base()
+    own.add(vs.id, "ports.md", PORTS)
+    own.add(vs.id, "batches.txt", BATCHES)
+    words = own.openai.vector_stores.search(vs.id, query="lowest admission band",
+                                            ranking_options={"ranker": "llmgw-words"})
+    assert words.data[0].filename == "batches.txt"
+    # The sim's vectors match a text only to itself: the passage's own text is its nearest.
+    exact = own.openai.vector_stores.search(vs.id, query=BATCHES, ranking_options={"ranker": "llmgw-vector"})
+    assert exact.data[0].filename == "batches.txt" and exact.data[0].score == 1.0
+
+
+def test_another_projects_key_finds_no_knowledge_base_file_or_passage_of_this_one(gw, own):
+    vs = own.base()
+    uploaded, _ = own.add(vs.id, "ports.md", PORTS)
+    other = _own(gw, "the other project")
+    with pytest.raises(openai.NotFoundError):
+        other.openai.vector_stores.retrieve(vs.id)
+    with pytest.raises(openai.NotFoundError):
+        other.openai.vector_stores.search(vs.id, query="port")
+    with pytest.raises(openai.NotFoundError):
+        other.openai.vector_stores.delete(vs.id)
+    theirs = other.base()
+    with pytest.raises(openai.NotFoundError) as refused:
+        other.openai.vector_stores.files.create(vector_store_id=theirs.id, file_id=uploaded.id)
+    assert refused.value.body["code"] == "file_not_found"
+    assert vs.id not in [v.id for v in other.openai.vector_stores.list()]
+    assert own.openai.vector_stores.retrieve(vs.id).file_counts.completed == 1
+
+
+def test_what_was_removed_or_deleted_is_never_found_again(own):
+    vs = own.base()
+    ports, _ = own.add(vs.id, "ports.md", PORTS)
+    batches, _ = own.add(vs.id, "batches.txt", BATCHES)
+    question = "Which port does the admin API listen on, and what band do batches wait in?"
+    assert {r.filename for r in own.openai.vector_stores.search(vs.id, query=question).data} == \
+        {"ports.md", "batches.txt"}
+
+    assert own.openai.vector_stores.files.delete(ports.id, vector_store_id=vs.id).deleted
+    assert {r.filename for r in own.openai.vector_stores.search(vs.id, query=question).data} == {"batches.txt"}
+    assert own.openai.files.delete(batches.id).deleted
+    assert own.openai.vector_stores.search(vs.id, query=question).data == []
+    assert own.openai.vector_stores.retrieve(vs.id).file_counts.total == 0
+
+    assert own.openai.vector_stores.delete(vs.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        own.openai.vector_stores.search(vs.id, query=question)
+
+
+def test_a_file_that_is_not_text_fails_saying_which_kinds_are_read_and_the_base_goes_on(own):
+    vs = own.base()
+    _, failed = own.add(vs.id, "scan.pdf", b"%PDF-1.7 \x00\x01 binary")
+    assert failed.status == "failed"
+    assert failed.last_error.code == "unsupported_file"
+    assert "scan.pdf" in failed.last_error.message and ".md" in failed.last_error.message
+    _, fine = own.add(vs.id, "ports.md", PORTS)
+    assert fine.status == "completed"
+    counts = own.openai.vector_stores.retrieve(vs.id).file_counts
+    assert (counts.failed, counts.completed) == (1, 1)
+
+
+def test_refusals_say_what_to_send(gw, own):
+    with pytest.raises(openai.BadRequestError) as no_model:
+        own.openai.vector_stores.create(name="x")
+    assert "embedding_model" in no_model.value.body["message"]
+    with pytest.raises(openai.NotFoundError) as unknown:
+        own.openai.vector_stores.create(extra_body={"embedding_model": "nope"})
+    assert unknown.value.body["code"] == "model_not_found"
+    vs = own.base()
+    with pytest.raises(openai.BadRequestError) as sized:
+        own.openai.vector_stores.files.create(
+            vector_store_id=vs.id, file_id="file-x",
+            chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 10, "chunk_overlap_tokens": 0}})
+    assert sized.value.body["param"] == "chunking_strategy"
+    assert "max_chunk_size_tokens must be from 100 to 4096, got 10" in sized.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as empty:
+        own.openai.vector_stores.search(vs.id, query=" ")
+    assert empty.value.body["param"] == "query"
+    # Not JSON at all: a sentence, never a traceback.
+    request = urllib.request.Request(f"{gw.client_url}/v1/vector_stores", data=b"{not json", method="POST",
+                                     headers={"Authorization": f"Bearer {own.key}",
+                                              "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as broken:
+        urllib.request.urlopen(request, timeout=10)
+    assert broken.value.code == 400
+    assert "error" in json.loads(broken.value.read())

@@ -1,0 +1,64 @@
+"""A control plane's vectors: loaded when first searched, kept current from the store's changes."""
+
+from __future__ import annotations
+
+import struct
+
+from llmgw.kb import HYBRID, VECTOR, KbIndex, search
+from llmgw.store import KbFile, NewPassage, StoredFile, VectorStore
+
+
+def _v(*values: float) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+async def _base(store, vs_id: str = "vs_1") -> None:
+    await store.add_vector_store(VectorStore(vs_id, "prj_a", "key_1", "docs", "m", 200, 40, 1.0, 1.0))
+
+
+async def _file(store, file_id: str, passages: list[tuple[str, bytes]], vs_id: str = "vs_1") -> None:
+    await store.add_file(StoredFile(file_id, "prj_a", "key_1", "assistants", f"{file_id}.md", 10, 1.0, "store"),
+                         b"x")
+    await store.add_kb_file(KbFile(vs_id, file_id, "key_1", "in_progress", 2.0, 10, 200, 40))
+    await store.finish_kb_file(vs_id, file_id, [NewPassage(n, text, vec) for n, (text, vec) in enumerate(passages)])
+
+
+async def test_a_file_added_through_another_control_plane_is_searched_here_after_its_change_is_read(store):
+    here, there = KbIndex(store), KbIndex(store)
+    try:
+        await _base(store)
+        await _file(store, "file-a", [("north", _v(1, 0, 0)), ("east", _v(0, 1, 0))])
+        assert [pid for pid, _ in await here.search("vs_1", _v(1, 0.1, 0), 5)][:1] == \
+            [pid for pid, _ in await there.search("vs_1", _v(1, 0.1, 0), 5)][:1]
+
+        await _file(store, "file-b", [("up", _v(0, 0, 1))])
+        await here.catch_up()
+        hits = await search(store, here, ["vs_1"], "which way", _v(0, 0.1, 1), 1, VECTOR)
+        assert [h.passage.text for h in hits] == ["up"]
+
+        await store.remove_kb_file("vs_1", "file-b")
+        # Before this plane has read the change, the store's own copy keeps the removed passage out.
+        hits = await search(store, here, ["vs_1"], "which way", _v(0, 0.1, 1), 3, VECTOR)
+        assert "up" not in [h.passage.text for h in hits]
+        await here.catch_up()
+        assert here.vectors.passages("vs_1") == 2
+    finally:
+        await here.stop()
+        await there.stop()
+
+
+async def test_a_dropped_knowledge_base_is_let_go_and_words_still_find_passages_without_a_vector(store):
+    index = KbIndex(store)
+    try:
+        await _base(store)
+        await _file(store, "file-a", [("The admin API listens on port 9090", _v(1, 0)), ("other", _v(0, 1))])
+        hits = await search(store, index, ["vs_1"], "admin port", None, 5, HYBRID)
+        assert [h.passage.text for h in hits] == ["The admin API listens on port 9090"]
+        await index.search("vs_1", _v(1, 0), 1)
+        assert index.vectors.holds("vs_1")
+        await store.delete_vector_store("vs_1")
+        await index.catch_up()
+        assert not index.vectors.holds("vs_1")
+        assert await search(store, index, ["vs_1"], "admin port", _v(1, 0), 5) == []
+    finally:
+        await index.stop()
