@@ -117,9 +117,12 @@ def test_ctl_requests_lists_the_latest_requests_filtered_by_model_and_status(gw)
 
 
 def test_ctl_requests_follow_shows_a_new_request_and_ends_quietly_on_ctrl_c(gw):
+    # Ctrl-C at a terminal: SIGINT as the tail's own default. A suite started in the background by a shell
+    # without job control (`build.py test &` in a script) has SIGINT ignored, which a child inherits across exec
+    # and Python then leaves ignored: the tail would never see the signal (two runs of 2026-12-07 waited 10 s).
     tail = subprocess.Popen([sys.executable, "-m", "llmgw", "ctl", "requests", "--follow", "--admin", gw.admin,
                              "--token-file", gw.token_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in tail.stdout], daemon=True).start()
     try:
