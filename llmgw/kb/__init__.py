@@ -8,11 +8,11 @@ The client API's routes are llmgw.router.knowledge.
 
 from llmgw.kb.extract import Unreadable, readable_kinds, text_of
 from llmgw.kb.fusion import fuse
-from llmgw.kb.index import KbIndex
+from llmgw.kb.index import EXACT_BELOW, KbIndex
 from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_tokens, cut
 from llmgw.kb.retrieval import HYBRID, MODES, VECTOR, WORDS, Hit, search
 from llmgw.kb.vectors import VectorsUnavailable, pack
 
-__all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking", "Hit", "KbIndex",
-           "Unreadable", "VectorsUnavailable", "count_tokens", "cut", "fuse", "pack", "readable_kinds", "search",
-           "text_of"]
+__all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking", "Hit",
+           "KbIndex", "Unreadable", "VectorsUnavailable", "count_tokens", "cut", "fuse", "pack", "readable_kinds",
+           "search", "text_of"]

@@ -6,6 +6,14 @@ FOLLOW_EVERY seconds (and at once after this process writes a change), so
 a file added or removed on another control plane is searched, or not, here
 within that time.
 
+A base of fewer than EXACT_BELOW passages is searched exactly (vectors.py);
+a larger one through an HNSW graph whose candidates are re-ranked by their
+exact vectors from the store (near.py). A graph is built in a thread of its
+own, from a minute to a few for a million passages: until it is ready the
+base is searched by its words alone, and the changes that come meanwhile
+are applied once it is. A base that grows to twice EXACT_BELOW here is
+moved to a graph the same way, searched exactly until the graph is ready.
+
 Whatever the index holds, a passage is shown only when the store still has
 it (retrieval.py reads the passages' text back by id): what was deleted is
 never answered from, even in the moment before the index hears of it.
@@ -19,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
-from llmgw.kb.vectors import VectorIndex
+from llmgw.kb.near import NearVectors, rerank
+from llmgw.kb.vectors import ExactVectors
 from llmgw.store import KB_ADD, KB_DROP, KB_REMOVE, KbChange, KbStore, StoreError
 from llmgw.tasks import cancel_and_wait
 
@@ -28,13 +38,19 @@ log = logging.getLogger("llmgw.kb")
 
 FOLLOW_EVERY = 1.0
 LOOKBACK = 64
+EXACT_BELOW = 40_000  # passages: sqlite-vec compares a question with 40,000 of 384 dimensions in about 16 ms
+RERANK = 4  # candidates from the graph for each passage asked for, re-ranked by their exact vectors
 
 
 class KbIndex:
-    def __init__(self, store: KbStore, follow_every: float = FOLLOW_EVERY) -> None:
+    def __init__(self, store: KbStore, follow_every: float = FOLLOW_EVERY, exact_below: int = EXACT_BELOW) -> None:
         self.store = store
-        self.vectors = VectorIndex()
+        self.exact = ExactVectors()
+        self.near: dict[str, NearVectors] = {}
         self.follow_every = follow_every
+        self.exact_below = exact_below
+        self._building: dict[str, list[KbChange]] = {}  # base -> the changes that came while its graph is built
+        self._builds: set[asyncio.Task[None]] = set()
         self._high: int | None = None  # the highest change seen
         self._applied: set[int] = set()
         self._loading: dict[str, asyncio.Lock] = {}
@@ -45,27 +61,72 @@ class KbIndex:
         self._task = asyncio.create_task(self._follow(), name="kb-index-follow")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-        self.vectors.close()
+        for task in [*self._builds, *([self._task] if self._task else [])]:
+            await cancel_and_wait(task)
+        self.exact.close()
+
+    def holds(self, vector_store_id: str) -> bool:
+        return (self.exact.holds(vector_store_id) or vector_store_id in self.near
+                or vector_store_id in self._building)
+
+    def passages(self, vector_store_id: str) -> int:
+        near = self.near.get(vector_store_id)
+        return near.passages if near is not None else self.exact.passages(vector_store_id)
+
+    def building(self, vector_store_id: str) -> bool:
+        return vector_store_id in self._building
 
     async def search(self, vector_store_id: str, vector: bytes, k: int) -> list[tuple[int, float]]:
+        """(passage id, cosine distance) of the k nearest, nearest first; none while the base's graph is built."""
         await self._ensure(vector_store_id)
-        return await self.vectors.search(vector_store_id, vector, k)
+        near = self.near.get(vector_store_id)
+        if near is None:
+            return await self.exact.search(vector_store_id, vector, k)
+        ids = await asyncio.to_thread(near.search, vector, k * RERANK)
+        exact = await self.store.passage_vectors_by_id(ids)
+        return await asyncio.to_thread(rerank, vector, exact, k)
 
     async def _ensure(self, vector_store_id: str) -> None:
-        if self.vectors.holds(vector_store_id):
+        if self.holds(vector_store_id):
             return
         lock = self._loading.setdefault(vector_store_id, asyncio.Lock())
         async with lock:
-            if self.vectors.holds(vector_store_id):
+            if self.holds(vector_store_id):
                 return
             if self._high is None:
                 await self.catch_up()
             # Changes from here on are applied again over what is loaded, which is harmless: a file's
             # passages are replaced whole, a removal of one not held does nothing.
             rows = await self.store.passage_vectors(vector_store_id)
-            await self.vectors.put(vector_store_id, rows)
+            if len(rows) < self.exact_below:
+                await self.exact.put(vector_store_id, rows)
+            else:
+                self._build(vector_store_id, rows)
+
+    def _build(self, vector_store_id: str, rows: list[tuple[int, str, bytes]]) -> None:
+        self._building[vector_store_id] = []
+        task = asyncio.create_task(self._built(vector_store_id, rows), name=f"kb-graph-{vector_store_id}")
+        self._builds.add(task)
+        task.add_done_callback(self._builds.discard)
+
+    async def _built(self, vector_store_id: str, rows: list[tuple[int, str, bytes]]) -> None:
+        started = time.monotonic()
+        try:
+            near = NearVectors(len(rows[0][2]) // 4)
+            await asyncio.to_thread(near.put, rows)
+            self.near[vector_store_id] = near
+            queued = self._building.pop(vector_store_id, [])
+            if self.exact.holds(vector_store_id):
+                await self.exact.drop(vector_store_id)
+            for change in queued:
+                await self._apply(change)
+            log.info("knowledge base %s: a graph over its %d passages built in %.1f s (%.0f MB)", vector_store_id,
+                     near.passages, time.monotonic() - started, near.memory_bytes / 1e6)
+        except StoreError as e:
+            self._building.pop(vector_store_id, None)
+            self.near.pop(vector_store_id, None)
+            log.warning("knowledge base %s: its graph was not finished, the store did not answer (%s); it is built "
+                        "again at its next search", vector_store_id, e)
 
     async def catch_up(self) -> None:
         """Apply the changes written since the last look."""
@@ -85,14 +146,28 @@ class KbIndex:
 
     async def _apply(self, change: KbChange) -> None:
         vs_id = change.vector_store_id
+        if vs_id in self._building:
+            self._building[vs_id].append(change)
         if change.op == KB_DROP:
-            await self.vectors.drop(vs_id)
-        elif not self.vectors.holds(vs_id) or change.file_id is None:
+            await self.exact.drop(vs_id)
+            self.near.pop(vs_id, None)
+            return
+        if change.file_id is None or not (self.exact.holds(vs_id) or vs_id in self.near):
             return  # loaded whole when first searched
-        elif change.op == KB_ADD:
-            await self.vectors.put(vs_id, await self.store.passage_vectors(vs_id, change.file_id))
+        near = self.near.get(vs_id)
+        if change.op == KB_ADD:
+            rows = await self.store.passage_vectors(vs_id, change.file_id)
+            if near is not None:
+                await asyncio.to_thread(near.put, rows)
+            else:
+                await self.exact.put(vs_id, rows)
+                if self.exact.passages(vs_id) >= 2 * self.exact_below and vs_id not in self._building:
+                    self._build(vs_id, await self.store.passage_vectors(vs_id))
         elif change.op == KB_REMOVE:
-            await self.vectors.remove_file(vs_id, change.file_id)
+            if near is not None:
+                await asyncio.to_thread(near.remove_file, change.file_id)
+            else:
+                await self.exact.remove_file(vs_id, change.file_id)
 
     async def _follow(self) -> None:
         failing = False

@@ -1,12 +1,13 @@
-"""One control plane's vectors of the knowledge bases it has searched, in sqlite-vec tables in memory.
+"""The vectors of a control plane's smaller knowledge bases, in sqlite-vec tables in memory, searched exactly.
 
 A knowledge base is a vec0 table of its own (its embedding model's
 dimensions, cosine distance), keyed by the passages' ids in the store.
-Searched exactly: every vector of the base is compared with the question's,
-which sqlite-vec does at about 8 ms for 20,000 passages of 384 dimensions on
-the 2-core machine (measured by `python3 build.py bench kb`). A single
-thread owns the connection: searches and loads queue behind one another
-rather than contend for it.
+Every vector of the base is compared with the question's, which sqlite-vec
+does at about 8 ms for 20,000 passages of 384 dimensions on the 2-core
+machine: exact, and nothing to build. A larger base is searched through a
+graph instead (near.py); index.py chooses. A single thread owns the
+connection: searches and loads queue behind one another rather than
+contend for it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _connect() -> apsw.Connection:
     return db
 
 
-class VectorIndex:
+class ExactVectors:
     def __init__(self) -> None:
         self._db: apsw.Connection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-vectors")

@@ -260,6 +260,14 @@ class KbSQL:
                                         "AND file_id = $2", vector_store_id, file_id)
         return [(int(r[0]), r[1], bytes(r[2])) for r in rows]
 
+    async def passage_vectors_by_id(self, ids: Sequence[int]) -> list[tuple[int, bytes]]:
+        """(id, vector) of the passages still there of `ids` (in no order)."""
+        if not ids:
+            return []
+        rows = await self._db.fetch(f"SELECT id, vector FROM passages WHERE id IN ({_places(1, len(ids))})",
+                                    *[int(i) for i in ids])
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
     async def passages_by_id(self, ids: Sequence[int]) -> list[Passage]:
         """The passages still there of `ids`, with their file's name and attributes (in no order)."""
         if not ids:

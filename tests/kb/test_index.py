@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 from llmgw.kb import HYBRID, VECTOR, KbIndex, search
@@ -10,6 +11,10 @@ from llmgw.store import KbFile, NewPassage, StoredFile, VectorStore
 
 def _v(*values: float) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
+
+
+def _axis(n: int, dimensions: int = 13) -> bytes:
+    return _v(*(1.0 if i == n else 0.0 for i in range(dimensions)))
 
 
 async def _base(store, vs_id: str = "vs_1") -> None:
@@ -41,7 +46,7 @@ async def test_a_file_added_through_another_control_plane_is_searched_here_after
         hits = await search(store, here, ["vs_1"], "which way", _v(0, 0.1, 1), 3, VECTOR)
         assert "up" not in [h.passage.text for h in hits]
         await here.catch_up()
-        assert here.vectors.passages("vs_1") == 2
+        assert here.passages("vs_1") == 2
     finally:
         await here.stop()
         await there.stop()
@@ -55,10 +60,39 @@ async def test_a_dropped_knowledge_base_is_let_go_and_words_still_find_passages_
         hits = await search(store, index, ["vs_1"], "admin port", None, 5, HYBRID)
         assert [h.passage.text for h in hits] == ["The admin API listens on port 9090"]
         await index.search("vs_1", _v(1, 0), 1)
-        assert index.vectors.holds("vs_1")
+        assert index.holds("vs_1")
         await store.delete_vector_store("vs_1")
         await index.catch_up()
-        assert not index.vectors.holds("vs_1")
+        assert not index.holds("vs_1")
         assert await search(store, index, ["vs_1"], "admin port", _v(1, 0), 5) == []
+    finally:
+        await index.stop()
+
+
+async def test_a_base_past_the_exact_size_is_searched_by_words_until_its_graph_is_built_then_by_the_graph(store):
+    index = KbIndex(store, exact_below=8)
+    try:
+        await _base(store)
+        # 12 passages, each on an axis of its own: its own nearest, equally far from every other.
+        rows = [(f"passage {n}", _axis(n)) for n in range(12)]
+        await _file(store, "file-a", rows)
+        assert await index.search("vs_1", rows[3][1], 3) == []
+        assert index.building("vs_1")
+        while index.building("vs_1"):
+            await asyncio.sleep(0.01)
+        assert "vs_1" in index.near and index.passages("vs_1") == 12
+        hits = await search(store, index, ["vs_1"], "which", rows[3][1], 1, VECTOR)
+        assert hits[0].passage.vector_store_id == "vs_1"
+        [(nearest, distance)] = await index.search("vs_1", rows[3][1], 1)
+        assert distance < 1e-6
+
+        await _file(store, "file-b", [("the new one", _axis(12))])
+        await index.catch_up()
+        assert index.passages("vs_1") == 13
+        await store.remove_kb_file("vs_1", "file-a")
+        await index.catch_up()
+        assert index.passages("vs_1") == 1
+        assert [h.passage.text for h in await search(store, index, ["vs_1"], "x", _axis(12), 5,
+                                                     VECTOR)] == ["the new one"]
     finally:
         await index.stop()
