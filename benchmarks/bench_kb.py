@@ -83,6 +83,7 @@ def _fill(client: openai.OpenAI, files: list[tuple[str, bytes]], model: str) -> 
 
 
 def quality(root: Path) -> None:
+    root.mkdir(parents=True)
     engine = SimEngine(root, "minilm", "--embedding-model", "all-MiniLM-L6-v2").start(timeout=180)
     config = write_config(root / "gw.yaml", {"models": [{"name": "minilm", "endpoints": [engine.url]}]})
     server = serving_with_first_key(Server(root, "gw", config=config))
@@ -171,6 +172,7 @@ async def scale(root: Path, passages: int, dims: int = 384, per_file: int = 1000
 
 
 def imports(root: Path, files: int = 20, paragraphs: int = 600) -> None:
+    root.mkdir(parents=True)
     engine = SimEngine(root, "sim").start()
     config = write_config(root / "gw.yaml", {"models": [{"name": "sim", "endpoints": [engine.url]}]})
     server = serving_with_first_key(Server(root, "gw", config=config))

@@ -37,6 +37,8 @@ class KbFile:
     passages: int = 0
     last_error: dict[str, str] | None = None  # OpenAI's: code and message
     attributes: dict[str, Any] = field(default_factory=dict)
+    # The passages the guardrails refused to send to the embedding model: {"passage", "code", "message"} each.
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

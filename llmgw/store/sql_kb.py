@@ -37,7 +37,7 @@ from llmgw.store.sql_json import dump_json, load_json
 _STORE = ("id, project_id, key_id, name, embedding_model, chunk_tokens, chunk_overlap, created_at, last_active_at, "
           "metadata")
 _FILE = ("vector_store_id, file_id, key_id, status, created_at, bytes, chunk_tokens, chunk_overlap, passages, "
-         "last_error, attributes")
+         "last_error, attributes, skipped")
 # Passages per INSERT: a file of a few thousand passages is a few dozen statements.
 _PASSAGES_PER_INSERT = 100
 # The words of a question that are searched for, at most: a pasted page is not a question.
@@ -65,7 +65,7 @@ def _store(r: Row) -> VectorStore:
 
 def _file(r: Row) -> KbFile:
     return KbFile(r[0], r[1], r[2], r[3], float(r[4]), int(r[5]), int(r[6]), int(r[7]), int(r[8]), load_json(r[9]),
-                  load_json(r[10]) or {})
+                  load_json(r[10]) or {}, load_json(r[11]) or [])
 
 
 def _places(first: int, count: int) -> str:
@@ -162,10 +162,10 @@ class KbSQL:
                                  file.vector_store_id, file.file_id):
                 return False
             await tx.execute(
-                f"INSERT INTO vector_store_files ({_FILE}) VALUES ({_places(1, 11)})",
+                f"INSERT INTO vector_store_files ({_FILE}) VALUES ({_places(1, 12)})",
                 file.vector_store_id, file.file_id, file.key_id, file.status, file.created_at, file.bytes,
                 file.chunk_tokens, file.chunk_overlap, file.passages, dump_json(file.last_error),
-                dump_json(file.attributes))
+                dump_json(file.attributes), dump_json(file.skipped))
             await tx.execute("UPDATE vector_stores SET last_active_at = $2 WHERE id = $1", file.vector_store_id,
                              time.time())
         return True
@@ -199,14 +199,16 @@ class KbSQL:
                                     KB_FILE_IN_PROGRESS)
         return [_file(r) for r in rows]
 
-    async def finish_kb_file(self, vector_store_id: str, file_id: str, passages: Sequence[NewPassage]) -> bool:
+    async def finish_kb_file(self, vector_store_id: str, file_id: str, passages: Sequence[NewPassage],
+                             skipped: Sequence[dict[str, Any]] = ()) -> bool:
         """The file's passages and its status completed, in one transaction; False (and nothing written) when
-        it is no longer in progress: removed from the knowledge base, or cancelled, while it was embedded."""
+        it is no longer in progress: removed from the knowledge base, or cancelled, while it was embedded.
+        `skipped`: the passages left out, each saying which and why."""
         async with self._db.transaction() as tx:
             moved = await tx.fetch(
-                "UPDATE vector_store_files SET status = 'completed', passages = $3, last_error = NULL "
+                "UPDATE vector_store_files SET status = 'completed', passages = $3, last_error = NULL, skipped = $5 "
                 "WHERE vector_store_id = $1 AND file_id = $2 AND status = $4 RETURNING file_id",
-                vector_store_id, file_id, len(passages), KB_FILE_IN_PROGRESS)
+                vector_store_id, file_id, len(passages), KB_FILE_IN_PROGRESS, dump_json(list(skipped)))
             if not moved:
                 return False
             for start in range(0, len(passages), _PASSAGES_PER_INSERT):

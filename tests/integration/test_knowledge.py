@@ -27,6 +27,7 @@ The admin API listens on port 9090 of loopback, and `llmgw ctl` calls it there.
 
 Usage rows are written in batches by a background task, and flushed when the server stops.
 """
+SECRET = "sk-proj-" + "a1B2c3D4" * 6  # what the module's guardrail policy refuses to send on
 BATCHES = """Batches take a file of JSON lines. Each line is a request, sent at the lowest admission band,
 so that people at a chat window are let in first."""
 
@@ -36,7 +37,9 @@ def gw(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"knowledge-{request.param}")
     store = request.getfixturevalue("postgres_cluster").create_database() if request.param == "postgresql" else None
     engine = SimEngine(root, "qwen", "--max-tokens-default", "4").start()
-    config = write_config(root / "gw.yaml", {"models": [{"name": "qwen", "endpoints": [engine.url]}]})
+    config = write_config(root / "gw.yaml", {
+        "models": [{"name": "qwen", "endpoints": [engine.url]}],
+        "guard": {"default": ["secrets"], "policies": {"secrets": {"mode": "enforce", "input": {"secrets": "block"}}}}})
     server = serving_with_first_key(Server(root, "gw", store=store, config=config))
     yield server
     server.stop()
@@ -181,3 +184,21 @@ def test_refusals_say_what_to_send(gw, own):
         urllib.request.urlopen(request, timeout=10)
     assert broken.value.code == 400
     assert "error" in json.loads(broken.value.read())
+
+
+def test_a_passage_the_guardrails_refuse_is_left_out_and_named_and_the_rest_is_kept(own):
+    vs = own.base()
+    # A passage each: 195 tokens, and the key's short paragraph (the third) cannot join the one before.
+    paragraphs = [f"Paragraph {n} is about the topic numbered {n}. " + "filler " * 185 for n in range(5)]
+    paragraphs[2] = f"Someone pasted a key here: {SECRET} and left it."
+    # No overlap, so that the key is in one passage alone (with one, the next passage repeats it and goes too).
+    _, added = own.add(vs.id, "notes.md", "\n\n".join(paragraphs), chunking_strategy={
+        "type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 0}})
+    assert added.status == "completed", added.last_error
+    [skipped] = added.model_extra["skipped_passages"]
+    assert skipped["code"] == "guardrail_blocked" and skipped["passage"] == 3
+    assert SECRET not in skipped["message"]
+    found = own.openai.vector_stores.search(vs.id, query="pasted key here", ranking_options={"ranker": "llmgw-words"})
+    assert all(SECRET not in r.content[0].text for r in found.data)
+    kept = own.openai.vector_stores.search(vs.id, query="topic numbered 4", ranking_options={"ranker": "llmgw-words"})
+    assert "Paragraph 4" in kept.data[0].content[0].text

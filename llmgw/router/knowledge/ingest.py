@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from llmgw.account import Principal, principal_of
 from llmgw.kb import Chunking, KbIndex, Unreadable, cut, pack, text_of
@@ -24,6 +25,7 @@ from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.kb")
 
+GUARD_REFUSED = "guardrail_blocked"  # the code of a request the guardrails refused
 EMBED_GROUP = 32  # passages a request: an engine batches them, and one refusal costs one request's worth
 MAX_PASSAGES = 20000  # in one file: a 4,000,000-token document at the default size; past it, cut the file
 RESUME_EVERY = 30.0
@@ -58,10 +60,14 @@ class Ingester:
     async def _ingest(self, file: KbFile) -> None:
         store = self.plane.store
         try:
-            passages = await self._passages(file)
-            if passages is None:
+            made = await self._passages(file)
+            if made is None:
                 return
-            if await store.finish_kb_file(file.vector_store_id, file.file_id, passages):
+            passages, skipped = made
+            if skipped:
+                log.info("knowledge base %s: %d passages of %s were refused by the guardrails and left out",
+                         file.vector_store_id, len(skipped), file.file_id)
+            if await store.finish_kb_file(file.vector_store_id, file.file_id, passages, skipped):
                 await self.index.catch_up()
         except _Failed as failed:
             await store.fail_kb_file(file.vector_store_id, file.file_id, "failed", failed.code, failed.message)
@@ -70,7 +76,8 @@ class Ingester:
             log.warning("knowledge base %s: %s was not recorded, the store did not answer (%s); it is tried again "
                         "within %.0f s", file.vector_store_id, file.file_id, e, RESUME_AFTER + RESUME_EVERY)
 
-    async def _passages(self, file: KbFile) -> list[NewPassage] | None:
+    async def _passages(self, file: KbFile) -> tuple[list[NewPassage], list[dict[str, Any]]] | None:
+        """The file's passages with their vectors, and those the guardrails refused (None: its base is gone)."""
         store = self.plane.store
         vs = await store.vector_store(file.vector_store_id)
         if vs is None:
@@ -92,15 +99,31 @@ class Ingester:
         if len(texts) > MAX_PASSAGES:
             raise _Failed("file_too_large", f"{stored.filename} makes {len(texts)} passages, more than the "
                                             f"{MAX_PASSAGES} one file may; split it")
-        vectors: list[bytes] = []
+        kept: list[NewPassage] = []
+        skipped: list[dict[str, Any]] = []
         for start in range(0, len(texts), EMBED_GROUP):
+            group = list(enumerate(texts[start:start + EMBED_GROUP], start))
+            vectors: list[list[float] | None] = []
             try:
-                got = await embed_import(self.plane, principal, vs.embedding_model, texts[start:start + EMBED_GROUP])
+                vectors += await embed_import(self.plane, principal, vs.embedding_model, [t for _, t in group])
             except EmbedFailed as e:
-                raise _Failed(e.code, f"{stored.filename}, passages {start + 1}-"
-                                      f"{min(len(texts), start + EMBED_GROUP)}: {e.message}") from None
-            vectors += [pack(v) for v in got]
-        return [NewPassage(n, text, vector) for n, (text, vector) in enumerate(zip(texts, vectors, strict=True))]
+                if e.code != GUARD_REFUSED:
+                    raise _Failed(e.code, f"{stored.filename}, passages {start + 1}-{start + len(group)}: "
+                                          f"{e.message}") from None
+                # One at a time, to leave out only the passages the guardrails refuse, and say which.
+                for number, text in group:
+                    try:
+                        vectors += await embed_import(self.plane, principal, vs.embedding_model, [text])
+                    except EmbedFailed as one:
+                        if one.code != GUARD_REFUSED:
+                            raise _Failed(one.code, f"{stored.filename}, passage {number + 1}: {one.message}") from None
+                        vectors.append(None)
+                        skipped.append({"passage": number + 1, "code": one.code, "message": one.message})
+            kept += [NewPassage(n, text, pack(v)) for (n, text), v in zip(group, vectors, strict=True) if v is not None]
+        if not kept:
+            raise _Failed(GUARD_REFUSED, f"{stored.filename}: the guardrails refused every passage "
+                                         f"({skipped[0]['message']})")
+        return kept, skipped
 
     async def _principal(self, key_id: str | None) -> Principal:
         key = None if key_id is None else await self.plane.store.key_by_id(key_id)

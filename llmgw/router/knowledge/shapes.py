@@ -34,6 +34,8 @@ def file_object(file: KbFile) -> dict[str, Any]:
         "usage_bytes": file.bytes if file.status == "completed" else 0,
         "chunking_strategy": chunking_object(file.chunk_tokens, file.chunk_overlap),
         "attributes": file.attributes or None,
+        # Not in OpenAI's object: the passages the guardrails refused to send to the embedding model, left out.
+        "skipped_passages": file.skipped,
     }
 
 

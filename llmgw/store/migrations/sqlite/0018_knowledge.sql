@@ -17,7 +17,8 @@ CREATE TABLE vector_stores (
 CREATE INDEX vector_stores_project ON vector_stores (project_id, created_at);
 
 -- A file of /v1/files in a knowledge base: in_progress while it is read and
--- embedded, then completed (with its passages), failed or cancelled.
+-- embedded, then completed (with its passages), failed or cancelled. `skipped`:
+-- the passages the guardrails refused to send to the embedding model, left out.
 CREATE TABLE vector_store_files (
     vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
     file_id         TEXT NOT NULL,
@@ -27,6 +28,7 @@ CREATE TABLE vector_store_files (
     bytes           INTEGER NOT NULL,
     passages        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
+    skipped         TEXT NOT NULL DEFAULT '[]',
     attributes      TEXT NOT NULL DEFAULT '{}',
     chunk_tokens    INTEGER NOT NULL,
     chunk_overlap   INTEGER NOT NULL,
