@@ -112,8 +112,8 @@ def quality(root: Path) -> None:
             waits.sort()
             print(f"kb_quality_{ranker}_recall_at_5: {hits5 / len(asked):.3f}")
             print(f"kb_quality_{ranker}_ndcg_at_10: {statistics.fmean(gains):.3f}")
-            print(f"kb_quality_{ranker}_search_p50_ms: {waits[len(waits) // 2] * 1e3:.1f} (through the API, "
-                  "the question embedded by the model)")
+            how = "words only" if ranker == "words" else "the question embedded by the model first"
+            print(f"kb_quality_{ranker}_search_p50_ms: {waits[len(waits) // 2] * 1e3:.1f} (through the API, {how})")
     finally:
         server.stop()
         engine.stop()

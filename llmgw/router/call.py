@@ -107,6 +107,8 @@ class Call:
     # item 22): tools that run at OpenAI, left out; a max_tokens the context could not hold, lowered (asked, sent).
     tools_dropped: tuple[str, ...] = ()
     max_tokens_lowered: tuple[int, int] | None = None
+    # The passages its knowledge bases gave it (router.knowledge.augment.Retrieved), to annotate the answer with.
+    retrieved: Any = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -27,6 +27,7 @@ from llmgw.router.answerid import answer_id, stream_answer_id
 from llmgw.router.apis import SHAPES, Shape
 from llmgw.router.appkeys import PLANE, PRINCIPAL, REQUEST_ID
 from llmgw.router.assembly import Assembler
+from llmgw.router.augmenting import Augmenting
 from llmgw.router.body import read_json
 from llmgw.router.cacheaware import cached_prefix
 from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
@@ -207,6 +208,11 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         body = await read_json(request, int(settings.max_body))
     name = _model_name(body)
     entry = _find_model(plane, principal, name)
+    retrieved = None
+    augmenting = plane.router.augmenting
+    if augmenting is not None and augmenting.asks(shape.api, body):
+        # Before the shape's checks and the guardrails: the passages are then text the client sent.
+        body, retrieved = await augmenting.augment(principal, shape.api, body)
     try:
         # What does not fit the endpoint's schema is refused before the
         # guardrails read it, rather than passed to the engine (shapes.py).
@@ -239,6 +245,7 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         call.batch_id, call.keep_usage = inside.batch_id, inside.keep
     call.max_tokens_lowered = lowered
     call.tools_dropped = dropped
+    call.retrieved = retrieved
     if span is not None:
         trace.describe(span, call)
     return call
@@ -419,13 +426,14 @@ async def _answer(plane: ClientPlane, request: web.Request | None, shape: Shape,
         return shape.error(upstream.status, message, "engine_refused", None,
                            {**changed_headers(call), "x-request-id": call.id})
     if not call.stream or request is None:
-        response = await _whole(shape, call, opened, name, plane.router.tracing)
+        response = await _whole(shape, call, opened, name, plane.router.tracing, plane.router.augmenting)
         reuse.keep(plane.router, shape, call, opened.first)
         return response
     return await _stream(plane, request, shape, call, opened, name)
 
 
-async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing: Tracing) -> web.Response:
+async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing: Tracing,
+                 augmenting: Augmenting | None = None) -> web.Response:
     try:
         answer = orjson.loads(opened.first)
     except orjson.JSONDecodeError:
@@ -447,6 +455,9 @@ async def _whole(shape: Shape, call: Call, opened: Opened, name: str, tracing: T
                           "guardrail_blocked" if call.checker.stopped is not None else None)
     settle_whole(call, engine_answer, answer)
     sent, body = shape.whole(call, answer, opened.first)
+    if call.retrieved is not None and isinstance(sent, dict) and augmenting is not None:
+        sent = augmenting.annotate(call.api, sent, call.retrieved)
+        body = orjson.dumps(sent)
     call.answer_id = answer_id(sent)
     return web.Response(body=body, content_type="application/json", headers=headers)
 

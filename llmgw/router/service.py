@@ -22,6 +22,7 @@ from llmgw.config import ClusterSettings, OwnSecrets
 from llmgw.events import Event, Events
 from llmgw.guard import Decision, GuardStats, Resolver, Reviewers
 from llmgw.router.admission import Admission
+from llmgw.router.augmenting import Augmenting
 from llmgw.router.cache import AnswerCache
 from llmgw.router.call import Call
 from llmgw.router.demand import DemandRecord
@@ -78,6 +79,8 @@ class Router:
         # The questions answered, per conversation, for projects with --similar;
         # their vectors are counted in the cache's bytes and leave with their answers.
         self.similar = SimilarIndex(self.cache)
+        # Knowledge bases' part in a request (router.knowledge), set when the client app starts.
+        self.augmenting: Augmenting | None = None
         self._embedding_model = current.router.cache.embedding_model
         # router.cache.embedding_budget: how long a question waits for its vector (reuse.py asks it).
         self.embedding_budget = float(current.router.cache.embedding_budget)

@@ -37,13 +37,16 @@ def gw(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"knowledge-{request.param}")
     store = request.getfixturevalue("postgres_cluster").create_database() if request.param == "postgresql" else None
     engine = SimEngine(root, "qwen", "--max-tokens-default", "4").start()
+    # Answers with the question's own words: a question asking for "[1]" gets an answer citing passage 1.
+    echo = SimEngine(root, "echo", "--echo").start()
     config = write_config(root / "gw.yaml", {
-        "models": [{"name": "qwen", "endpoints": [engine.url]}],
+        "models": [{"name": "qwen", "endpoints": [engine.url]}, {"name": "echo", "endpoints": [echo.url]}],
         "guard": {"default": ["secrets"], "policies": {"secrets": {"mode": "enforce", "input": {"secrets": "block"}}}}})
     server = serving_with_first_key(Server(root, "gw", store=store, config=config))
     yield server
     server.stop()
     engine.stop()
+    echo.stop()
 
 
 class Own:
@@ -202,3 +205,53 @@ def test_a_passage_the_guardrails_refuse_is_left_out_and_named_and_the_rest_is_k
     assert all(SECRET not in r.content[0].text for r in found.data)
     kept = own.openai.vector_stores.search(vs.id, query="topic numbered 4", ranking_options={"ranker": "llmgw-words"})
     assert "Paragraph 4" in kept.data[0].content[0].text
+
+
+def test_file_search_in_responses_puts_the_passages_before_the_model_and_cites_them(own):
+    vs = own.base()
+    own.add(vs.id, "ports.md", PORTS)
+    own.add(vs.id, "batches.txt", BATCHES)
+    answer = own.openai.responses.create(
+        model="echo", input="Which port does the admin API listen on? Say [1].",
+        tools=[{"type": "file_search", "vector_store_ids": [vs.id], "max_num_results": 2}],
+        include=["file_search_call.results"])
+    searched, message = answer.output[0], answer.output[-1]
+    assert searched.type == "file_search_call" and searched.status == "completed"
+    assert searched.queries == ["Which port does the admin API listen on? Say [1]."]
+    assert searched.results[0].filename == "ports.md" and "9090" in searched.results[0].text
+    text = message.content[0]
+    assert "[1]" in text.text
+    [cited] = text.annotations
+    assert (cited.type, cited.filename) == ("file_citation", "ports.md")
+    assert text.text[:cited.index].endswith("[1]")
+
+    plain = own.openai.responses.create(model="echo", input="Which port does the admin API listen on? Say [1].")
+    assert answer.usage.input_tokens > plain.usage.input_tokens + 20, "the passages reached the model"
+
+
+def test_knowledge_bases_on_a_chat_completion_answer_with_file_citations(own):
+    vs = own.base()
+    uploaded, _ = own.add(vs.id, "ports.md", PORTS)
+    question = [{"role": "user", "content": "Which port does the admin API listen on? Say [1]."}]
+    # The JSON as sent: the SDK's type knows url_citation annotations on a chat message, not llmgw's file_citation.
+    raw = own.openai.chat.completions.with_raw_response.create(model="echo", messages=question,
+                                                               extra_body={"knowledge_bases": [vs.id]})
+    answer = json.loads(raw.text)
+    message = answer["choices"][0]["message"]
+    [cited] = message["annotations"]
+    assert (cited["type"], cited["filename"], cited["file_id"]) == ("file_citation", "ports.md", uploaded.id)
+    assert message["content"][:cited["index"]].endswith("[1]")
+    plain = own.openai.chat.completions.create(model="echo", messages=question)
+    assert answer["usage"]["prompt_tokens"] > plain.usage.prompt_tokens + 20, "the passages reached the model"
+
+
+def test_a_request_naming_another_projects_knowledge_base_is_refused_as_not_found(gw, own):
+    vs = own.base()
+    other = _own(gw, "the prying project")
+    with pytest.raises(openai.NotFoundError) as refused:
+        other.openai.responses.create(model="echo", input="what is in it?",
+                                      tools=[{"type": "file_search", "vector_store_ids": [vs.id]}])
+    assert refused.value.body["code"] == "vector_store_not_found"
+    with pytest.raises(openai.NotFoundError):
+        other.openai.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}],
+                                             extra_body={"knowledge_bases": [vs.id]})

@@ -23,6 +23,7 @@ from llmgw.router.appkeys import PLANE
 from llmgw.router.batches import own_file
 from llmgw.router.body import read_json
 from llmgw.router.call import Refuse
+from llmgw.router.knowledge.augment import Augmenter
 from llmgw.router.knowledge.embed import EmbedFailed, embed_question
 from llmgw.router.knowledge.ingest import Ingester
 from llmgw.router.knowledge.shapes import cursor_page, file_object, hit_object, vector_store_object
@@ -44,14 +45,18 @@ class Knowledge:
     """One client app's index of knowledge bases and its imports, started and stopped with the app."""
 
     def __init__(self, plane: ClientPlane) -> None:
+        self.plane = plane
         self.index = KbIndex(plane.store)
         self.ingester = Ingester(plane, self.index)
+        self.augmenter = Augmenter(plane, self.index)
 
     def start(self) -> None:
         self.index.start()
         self.ingester.start()
+        self.plane.router.augmenting = self.augmenter
 
     async def stop(self) -> None:
+        self.plane.router.augmenting = None
         await self.ingester.stop()
         await self.index.stop()
 
