@@ -39,6 +39,7 @@ class KbFile:
     attributes: dict[str, Any] = field(default_factory=dict)
     # The passages the guardrails refused to send to the embedding model: {"passage", "code", "message"} each.
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    batch_id: str | None = None  # the file batch (vsfb_…) that added it
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from llmgw.store.sql_json import dump_json, load_json
 _STORE = ("id, project_id, key_id, name, embedding_model, chunk_tokens, chunk_overlap, created_at, last_active_at, "
           "metadata")
 _FILE = ("vector_store_id, file_id, key_id, status, created_at, bytes, chunk_tokens, chunk_overlap, passages, "
-         "last_error, attributes, skipped")
+         "last_error, attributes, skipped, batch_id")
 # Passages per INSERT: a file of a few thousand passages is a few dozen statements.
 _PASSAGES_PER_INSERT = 100
 # The words of a question that are searched for, at most: a pasted page is not a question.
@@ -65,7 +65,7 @@ def _store(r: Row) -> VectorStore:
 
 def _file(r: Row) -> KbFile:
     return KbFile(r[0], r[1], r[2], r[3], float(r[4]), int(r[5]), int(r[6]), int(r[7]), int(r[8]), load_json(r[9]),
-                  load_json(r[10]) or {}, load_json(r[11]) or [])
+                  load_json(r[10]) or {}, load_json(r[11]) or [], r[12])
 
 
 def _places(first: int, count: int) -> str:
@@ -162,10 +162,10 @@ class KbSQL:
                                  file.vector_store_id, file.file_id):
                 return False
             await tx.execute(
-                f"INSERT INTO vector_store_files ({_FILE}) VALUES ({_places(1, 12)})",
+                f"INSERT INTO vector_store_files ({_FILE}) VALUES ({_places(1, 13)})",
                 file.vector_store_id, file.file_id, file.key_id, file.status, file.created_at, file.bytes,
                 file.chunk_tokens, file.chunk_overlap, file.passages, dump_json(file.last_error),
-                dump_json(file.attributes), dump_json(file.skipped))
+                dump_json(file.attributes), dump_json(file.skipped), file.batch_id)
             await tx.execute("UPDATE vector_stores SET last_active_at = $2 WHERE id = $1", file.vector_store_id,
                              time.time())
         return True
@@ -177,8 +177,12 @@ class KbSQL:
         return None if row is None else _file(row)
 
     async def list_kb_files(self, vector_store_id: str, *, status: str | None = None, limit: int = 20,
-                            after: str | None = None, newest_first: bool = True) -> list[KbFile]:
+                            after: str | None = None, newest_first: bool = True,
+                            batch_id: str | None = None) -> list[KbFile]:
         where, args = ["vector_store_id = $1"], [vector_store_id]  # type: list[str], list[Any]
+        if batch_id is not None:
+            args.append(batch_id)
+            where.append(f"batch_id = ${len(args)}")
         if status is not None:
             args.append(status)
             where.append(f"status = ${len(args)}")
@@ -192,6 +196,24 @@ class KbSQL:
             f"SELECT {_FILE} FROM vector_store_files WHERE {' AND '.join(where)} "
             f"ORDER BY created_at {order}, file_id {order} LIMIT ${len(args)}", *args)
         return [_file(r) for r in rows]
+
+    async def kb_batch_counts(self, vector_store_id: str, batch_id: str) -> tuple[KbCounts, float] | None:
+        """A file batch's files by status and when it was made; None for a batch with no file here."""
+        rows = await self._db.fetch(
+            "SELECT status, COUNT(*), MIN(created_at) FROM vector_store_files WHERE vector_store_id = $1 AND "
+            "batch_id = $2 GROUP BY status", vector_store_id, batch_id)
+        if not rows:
+            return None
+        counts = {status: int(count) for status, count, _ in rows}
+        return KbCounts(**counts), min(float(r[2]) for r in rows)
+
+    async def cancel_kb_batch(self, vector_store_id: str, batch_id: str) -> int:
+        """The batch's files still in progress, cancelled: how many."""
+        rows = await self._db.fetch(
+            "UPDATE vector_store_files SET status = 'cancelled', last_error = $4 WHERE vector_store_id = $1 AND "
+            "batch_id = $2 AND status = $3 RETURNING file_id", vector_store_id, batch_id, KB_FILE_IN_PROGRESS,
+            dump_json({"code": "cancelled", "message": "the file batch was cancelled before this file was read"}))
+        return len(rows)
 
     async def kb_files_in_progress(self) -> list[KbFile]:
         """Every file still to be read and embedded, oldest first (a new leader carries them on)."""

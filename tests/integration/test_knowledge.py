@@ -39,14 +39,18 @@ def gw(request, tmp_path_factory):
     engine = SimEngine(root, "qwen", "--max-tokens-default", "4").start()
     # Answers with the question's own words: a question asking for "[1]" gets an answer citing passage 1.
     echo = SimEngine(root, "echo", "--echo").start()
+    # Never answers: a file it is to embed stays in progress, for as long as a test needs.
+    hang = SimEngine(root, "hang", "--hang").start()
     config = write_config(root / "gw.yaml", {
-        "models": [{"name": "qwen", "endpoints": [engine.url]}, {"name": "echo", "endpoints": [echo.url]}],
+        "models": [{"name": "qwen", "endpoints": [engine.url]}, {"name": "echo", "endpoints": [echo.url]},
+                   {"name": "hang", "endpoints": [hang.url]}],
         "guard": {"default": ["secrets"], "policies": {"secrets": {"mode": "enforce", "input": {"secrets": "block"}}}}})
     server = serving_with_first_key(Server(root, "gw", store=store, config=config))
     yield server
     server.stop()
     engine.stop()
     echo.stop()
+    hang.stop()
 
 
 class Own:
@@ -57,8 +61,8 @@ class Own:
         self.gw, self.key = gw, made["key"]
         self.openai = openai.OpenAI(api_key=self.key, base_url=gw.client_url + "/v1", max_retries=0)
 
-    def base(self, **kwargs):
-        return self.openai.vector_stores.create(extra_body={"embedding_model": "qwen"}, **kwargs)
+    def base(self, model: str = "qwen", **kwargs):
+        return self.openai.vector_stores.create(extra_body={"embedding_model": model}, **kwargs)
 
     def add(self, vs_id: str, name: str, text: str | bytes, **kwargs):
         content = text if isinstance(text, bytes) else text.encode()
@@ -255,3 +259,33 @@ def test_a_request_naming_another_projects_knowledge_base_is_refused_as_not_foun
     with pytest.raises(openai.NotFoundError):
         other.openai.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}],
                                              extra_body={"knowledge_bases": [vs.id]})
+
+
+def test_a_file_batch_is_uploaded_and_polled_with_the_sdk_and_lists_its_own_files(own):
+    vs = own.base()
+    before, _ = own.add(vs.id, "ports.md", PORTS)
+    batch = own.openai.vector_stores.file_batches.upload_and_poll(
+        vector_store_id=vs.id, files=[("batches.txt", io.BytesIO(BATCHES.encode())),
+                                      ("more.md", io.BytesIO(b"# More\n\nThe mirror keeps models for the nodes."))],
+        poll_interval_ms=100)
+    assert batch.id.startswith("vsfb_") and batch.status == "completed"
+    assert (batch.file_counts.completed, batch.file_counts.total) == (2, 2)
+    listed = own.openai.vector_stores.file_batches.list_files(batch.id, vector_store_id=vs.id)
+    assert before.id not in {f.id for f in listed} and len(listed.data) == 2
+    found = own.openai.vector_stores.search(vs.id, query="mirror keeps models")
+    assert found.data[0].filename == "more.md"
+
+
+def test_a_file_batch_cancelled_while_its_files_are_embedded_leaves_them_cancelled_and_unsearchable(own):
+    vs = own.base("hang")
+    uploaded = own.openai.files.create(file=("ports.md", io.BytesIO(PORTS.encode())), purpose="assistants")
+    batch = own.openai.vector_stores.file_batches.create(vector_store_id=vs.id, file_ids=[uploaded.id])
+    assert batch.status == "in_progress" and batch.file_counts.in_progress == 1
+    cancelled = own.openai.vector_stores.file_batches.cancel(batch.id, vector_store_id=vs.id)
+    assert cancelled.status == "cancelled" and cancelled.file_counts.cancelled == 1
+    file = own.openai.vector_stores.files.retrieve(uploaded.id, vector_store_id=vs.id)
+    assert file.status == "cancelled" and file.last_error.code == "cancelled"
+    assert own.openai.vector_stores.search(vs.id, query="admin API port",
+                                           ranking_options={"ranker": "llmgw-words"}).data == []
+    with pytest.raises(openai.NotFoundError):
+        own.openai.vector_stores.file_batches.retrieve("vsfb_" + "x" * 24, vector_store_id=vs.id)

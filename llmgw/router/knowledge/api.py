@@ -29,7 +29,7 @@ from llmgw.router.knowledge.ingest import Ingester
 from llmgw.router.knowledge.shapes import cursor_page, file_object, hit_object, vector_store_object
 from llmgw.router.plane import ClientPlane
 from llmgw.router.refusing import refusing
-from llmgw.store import KB_FILE_IN_PROGRESS, KB_FILE_STATUSES, KbFile, VectorStore
+from llmgw.store import KB_FILE_IN_PROGRESS, KB_FILE_STATUSES, KbCounts, KbFile, VectorStore
 
 KNOWLEDGE = web.AppKey("knowledge", object)
 MAX_PAGE = 100
@@ -246,9 +246,9 @@ async def delete(request: web.Request, plane: ClientPlane, principal: Principal)
 # -- its files ---------------------------------------------------------------------
 
 async def _add_file(request: web.Request, plane: ClientPlane, principal: Principal, vs: VectorStore, file_id: str,
-                    size: int, chunking: Chunking, attributes: dict[str, Any]) -> KbFile:
+                    size: int, chunking: Chunking, attributes: dict[str, Any], batch_id: str | None = None) -> KbFile:
     file = KbFile(vs.id, file_id, principal.key.id, KB_FILE_IN_PROGRESS, time.time(), size, chunking.tokens,
-                  chunking.overlap, attributes=attributes)
+                  chunking.overlap, attributes=attributes, batch_id=batch_id)
     if await plane.store.add_kb_file(file):
         _knowledge(request).ingester.begin(file)
         return file
@@ -304,6 +304,86 @@ async def remove_file(request: web.Request, plane: ClientPlane, principal: Princ
     removed = await plane.store.remove_kb_file(file.vector_store_id, file.file_id)
     await _knowledge(request).index.catch_up()
     return _json({"id": file.file_id, "object": "vector_store.file.deleted", "deleted": removed})
+
+
+# -- file batches ------------------------------------------------------------------
+
+_BATCH_ID = re.compile(r"^vsfb_[A-Za-z0-9]{24}$")
+
+
+def _batch_object(vs_id: str, batch_id: str, counts: KbCounts, created_at: float) -> dict[str, Any]:
+    status = "in_progress" if counts.in_progress else "cancelled" if counts.cancelled else "completed"
+    return {"id": batch_id, "object": "vector_store.files_batch", "created_at": int(created_at),
+            "vector_store_id": vs_id, "status": status,
+            "file_counts": {"in_progress": counts.in_progress, "completed": counts.completed,
+                            "failed": counts.failed, "cancelled": counts.cancelled, "total": counts.total}}
+
+
+async def _own_batch(plane: ClientPlane, principal: Principal, request: web.Request) -> tuple[VectorStore, str,
+                                                                                                 dict[str, Any]]:
+    vs = await _own(plane, principal, request.match_info["vs_id"])
+    batch_id = request.match_info["batch_id"]
+    found = await plane.store.kb_batch_counts(vs.id, batch_id) if _BATCH_ID.match(batch_id) else None
+    if found is None:
+        raise Refuse(404, f"there is no file batch {batch_id} in knowledge base {vs.id}", "file_batch_not_found")
+    return vs, batch_id, _batch_object(vs.id, batch_id, *found)
+
+
+@_refusals
+async def create_batch(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
+    vs = await _own(plane, principal, request.match_info["vs_id"])
+    body = await _body(request, plane)
+    default = _chunking(body.get("chunking_strategy"), Chunking(vs.chunk_tokens, vs.chunk_overlap))
+    attributes = _attributes(body.get("attributes"))
+    wanted: list[tuple[str, Chunking, dict[str, Any]]] = []
+    file_ids, files = body.get("file_ids"), body.get("files")
+    if file_ids is not None and files is not None:
+        raise Refuse(400, "name the files by file_ids or by files, not both", "invalid_request", param="files")
+    if files is not None:
+        if not isinstance(files, list) or not 1 <= len(files) <= 500 or not all(
+                isinstance(f, dict) and isinstance(f.get("file_id"), str) for f in files):
+            raise Refuse(400, "files is a list of 1 to 500 objects, each with a file_id", "invalid_request",
+                         param="files")
+        wanted = [(f["file_id"], _chunking(f.get("chunking_strategy"), default),
+                   _attributes(f["attributes"]) if f.get("attributes") is not None else attributes) for f in files]
+    else:
+        if not isinstance(file_ids, list) or not 1 <= len(file_ids) <= 500 or not all(
+                isinstance(f, str) for f in file_ids):
+            raise Refuse(400, "file_ids is a list of 1 to 500 file ids, from POST /v1/files", "invalid_request",
+                         param="file_ids")
+        wanted = [(f, default, attributes) for f in file_ids]
+    stored = {f: await own_file(plane, principal, f, param="file_ids") for f, _, _ in wanted}
+    batch_id = "vsfb_" + _token()
+    for file_id, chunking, attrs in wanted:
+        await _add_file(request, plane, principal, vs, file_id, stored[file_id].bytes, chunking, attrs, batch_id)
+    found = await plane.store.kb_batch_counts(vs.id, batch_id)
+    counts, made = found if found is not None else (KbCounts(), time.time())
+    return _json(_batch_object(vs.id, batch_id, counts, made))
+
+
+@_refusals
+async def get_batch(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
+    return _json((await _own_batch(plane, principal, request))[2])
+
+
+@_refusals
+async def cancel_batch(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
+    vs, batch_id, _ = await _own_batch(plane, principal, request)
+    await plane.store.cancel_kb_batch(vs.id, batch_id)
+    return _json((await _own_batch(plane, principal, request))[2])
+
+
+@_refusals
+async def list_batch_files(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
+    vs, batch_id, _ = await _own_batch(plane, principal, request)
+    limit, after, newest_first = _page_args(request)
+    status = request.query.get("filter") or None
+    if status is not None and status not in KB_FILE_STATUSES:
+        raise Refuse(400, f"filter is one of {', '.join(KB_FILE_STATUSES)}, got {status!r}", "invalid_request",
+                     param="filter")
+    found = await plane.store.list_kb_files(vs.id, status=status, limit=limit + 1, after=after,
+                                            newest_first=newest_first, batch_id=batch_id)
+    return _json(cursor_page([file_object(f) for f in found[:limit]], len(found) > limit))
 
 
 # -- search ------------------------------------------------------------------------
@@ -371,4 +451,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/vector_stores/{vs_id}/files", list_files)
     app.router.add_get("/v1/vector_stores/{vs_id}/files/{file_id}", get_file)
     app.router.add_delete("/v1/vector_stores/{vs_id}/files/{file_id}", remove_file)
+    app.router.add_post("/v1/vector_stores/{vs_id}/file_batches", create_batch)
+    app.router.add_get("/v1/vector_stores/{vs_id}/file_batches/{batch_id}", get_batch)
+    app.router.add_post("/v1/vector_stores/{vs_id}/file_batches/{batch_id}/cancel", cancel_batch)
+    app.router.add_get("/v1/vector_stores/{vs_id}/file_batches/{batch_id}/files", list_batch_files)
     app.router.add_post("/v1/vector_stores/{vs_id}/search", search_one)

@@ -19,10 +19,12 @@ CREATE INDEX vector_stores_project ON vector_stores (project_id, created_at);
 -- A file of /v1/files in a knowledge base: in_progress while it is read and
 -- embedded, then completed (with its passages), failed or cancelled. `skipped`:
 -- the passages the guardrails refused to send to the embedding model, left out.
+-- `batch_id`: the file batch (vsfb_…) that added it, if one did.
 CREATE TABLE vector_store_files (
     vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
     file_id         TEXT NOT NULL,
     key_id          TEXT,
+    batch_id        TEXT,
     status          TEXT NOT NULL,
     created_at      REAL NOT NULL,
     bytes           INTEGER NOT NULL,
@@ -35,6 +37,7 @@ CREATE TABLE vector_store_files (
     PRIMARY KEY (vector_store_id, file_id)
 );
 CREATE INDEX vector_store_files_file ON vector_store_files (file_id);
+CREATE INDEX vector_store_files_batch ON vector_store_files (vector_store_id, batch_id);
 
 -- The passages of a file and their vectors (float32, little-endian). Each
 -- control plane searches the vectors in an index of its own, built from
