@@ -66,6 +66,11 @@ async def _look(router: Router, shape: Shape, call: Call, setting: ProjectCache)
     if policy is not None and (policy.no_store or policy.restore):
         cache.note("bypass")
         return "bypass"
+    if call.retrieved is not None:
+        # Answered from knowledge bases: its annotations are made from this request's passages, which a kept
+        # answer would not carry (docs/knowledge.md).
+        cache.note("bypass")
+        return "bypass"
     now = time.time()
     cache_key = answer_key(call.principal.path.project.id, shape.api, call.upstream_body)
     entry = cache.get(cache_key, now)
