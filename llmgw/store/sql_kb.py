@@ -332,6 +332,12 @@ class KbSQL:
                                     "ORDER BY seq LIMIT $2", int(after), int(limit))
         return [KbChange(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
+    async def prune_kb_changes(self, before: float) -> int:
+        """Changes written before `before` deleted, but the last (whose number a new index starts from)."""
+        rows = await self._db.fetch("DELETE FROM kb_changes WHERE at < $1 AND seq < (SELECT MAX(seq) FROM kb_changes) "
+                                    "RETURNING seq", before)
+        return len(rows)
+
     async def kb_last_change(self) -> int:
         return int(await self._db.fetchval("SELECT COALESCE(MAX(seq), 0) FROM kb_changes") or 0)
 

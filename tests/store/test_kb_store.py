@@ -99,3 +99,14 @@ async def test_deleting_a_knowledge_base_deletes_its_files_places_and_passages(s
     assert await store.kb_file("vs_1", "file-a") is None
     assert await store.search_words(["vs_1"], "kept", 10) == []
     assert [(c.op, c.file_id) for c in await store.kb_changes(before)] == [("drop", None)]
+
+
+async def test_old_changes_are_pruned_but_the_last_which_a_new_index_starts_from(store):
+    await store.add_vector_store(_vs())
+    for n in range(3):
+        await store.add_kb_file(_kb_file(f"file-{n}"))
+        await store.finish_kb_file("vs_1", f"file-{n}", [NewPassage(0, f"words {n}", _vector(1))])
+    last = await store.kb_last_change()
+    assert await store.prune_kb_changes(before=10 ** 12) == 2
+    assert await store.kb_last_change() == last
+    assert [c.file_id for c in await store.kb_changes(0)] == ["file-2"]

@@ -5,7 +5,8 @@ passages and its status `completed` are written in one transaction, and
 only while it is still in progress (Store.finish_kb_file): a file removed
 meanwhile leaves nothing behind. A control plane that stops mid-way leaves
 the file in progress; the leader carries such files on after RESUME_AFTER
-seconds without news (resume).
+seconds without news (resume), and deletes the changes no index will read
+again (KEEP_CHANGES).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ EMBED_GROUP = 32  # passages a request: an engine batches them, and one refusal 
 MAX_PASSAGES = 20000  # in one file: a 4,000,000-token document at the default size; past it, cut the file
 RESUME_EVERY = 30.0
 RESUME_AFTER = 120.0  # seconds in progress with no task here before the leader takes a file on
+# How long the leader keeps kb_changes: far longer than any control plane follows behind (a second), and a
+# control plane that starts loads each base whole, so older changes are read by no one.
+KEEP_CHANGES = 86400.0
 
 
 class Ingester:
@@ -142,6 +146,7 @@ class Ingester:
                 continue
             try:
                 waiting = await self.plane.store.kb_files_in_progress()
+                await self.plane.store.prune_kb_changes(time.time() - KEEP_CHANGES)
             except StoreError:
                 continue
             now = time.time()
