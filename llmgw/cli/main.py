@@ -68,6 +68,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "mirror": ("mirror", False),
     "strata-serve": ("strata", False),
     "console": ("console", False),
+    "kb": ("kb", False),
 }
 
 

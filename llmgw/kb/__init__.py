@@ -9,10 +9,11 @@ The client API's routes are llmgw.router.knowledge.
 from llmgw.kb.extract import Unreadable, readable_kinds, text_of
 from llmgw.kb.fusion import fuse
 from llmgw.kb.index import EXACT_BELOW, KbIndex
-from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_tokens, cut
+from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_tokens, cut, given_passages
 from llmgw.kb.retrieval import HYBRID, MODES, VECTOR, WORDS, Hit, search
+from llmgw.kb.tool import Gateway, KbToolError, sync
 from llmgw.kb.vectors import VectorsUnavailable, pack
 
-__all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking", "Hit",
-           "KbIndex", "Unreadable", "VectorsUnavailable", "count_tokens", "cut", "fuse", "pack", "readable_kinds",
-           "search", "text_of"]
+__all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking",
+           "Gateway", "Hit", "KbIndex", "KbToolError", "Unreadable", "VectorsUnavailable", "count_tokens", "cut",
+           "fuse", "given_passages", "pack", "readable_kinds", "search", "sync", "text_of"]

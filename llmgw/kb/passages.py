@@ -14,8 +14,11 @@ cut them.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+
+from llmgw.kb.extract import Unreadable
 
 # OpenAI's `auto` chunking, sized for the small embedding models a company serves: all-MiniLM-L6-v2 and
 # bge-small read 256 and 512 of their tokens and truncate the rest, so a passage of OpenAI's 800 would be
@@ -118,3 +121,31 @@ def cut(text: str, chunking: Chunking = Chunking()) -> list[str]:
     if current and any(count_tokens(p) for p in current):
         passages.append("\n\n".join(current))
     return passages
+
+
+def given_passages(name: str, content: bytes) -> list[tuple[int | None, str]]:
+    """The passages `llmgw-kb` cut on its own machine (a file named …{PASSAGES_SUFFIX}): one JSON object a
+    line, {"text": …, "page": N or null}; Unreadable, naming the line, for one that is not."""
+    found: list[tuple[int | None, str]] = []
+    try:
+        lines = content.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise Unreadable(f"{name}: not UTF-8", "invalid_file") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        text = item.get("text") if isinstance(item, dict) else None
+        page = item.get("page") if isinstance(item, dict) else None
+        if not isinstance(text, str) or not text.strip() or not (page is None or (
+                isinstance(page, int) and not isinstance(page, bool) and page >= 1)):
+            raise Unreadable(f"{name}, line {number}: each line is an object with \"text\" (a string) and "
+                             "\"page\" (a number from 1, or null)", "invalid_file")
+        if count_tokens(text) > MAX_TOKENS:
+            raise Unreadable(f"{name}, line {number}: a passage of more than {MAX_TOKENS} tokens; cut it smaller",
+                             "invalid_file")
+        found.append((page, text))
+    return found

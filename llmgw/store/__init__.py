@@ -57,12 +57,14 @@ from llmgw.store.records_kb import (
     KB_FILE_IN_PROGRESS,
     KB_FILE_STATUSES,
     KB_REMOVE,
+    PASSAGES_SUFFIX,
     KbChange,
     KbCounts,
     KbFile,
     NewPassage,
     Passage,
     VectorStore,
+    shown_name,
 )
 
 __all__ = [
@@ -78,7 +80,7 @@ __all__ = [
     "ConnectionStore", "PeopleStore", "SecretsStore", "ScimStore", "SignInStore", "KeysStore", "UsageStore",
     "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore", "KbStore",
     "KB_ADD", "KB_DROP", "KB_FILE_IN_PROGRESS", "KB_FILE_STATUSES", "KB_REMOVE", "KbChange", "KbCounts",
-    "KbFile", "NewPassage", "Passage", "VectorStore",
+    "KbFile", "NewPassage", "PASSAGES_SUFFIX", "Passage", "VectorStore", "shown_name",
     "McpStore",
 ]
 

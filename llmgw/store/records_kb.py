@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# A file whose passages were cut on the machine that holds the document (`llmgw-kb`): its name is the
+# document's path with this after it, and it is shown by the document's path alone.
+PASSAGES_SUFFIX = ".passages.jsonl"
+
+
+def shown_name(filename: str) -> str:
+    return filename[:-len(PASSAGES_SUFFIX)] if filename.endswith(PASSAGES_SUFFIX) else filename
+
+
 # A file's statuses in a knowledge base, as OpenAI names them.
 KB_FILE_IN_PROGRESS = "in_progress"
 KB_FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")

@@ -31,6 +31,7 @@ from llmgw.store.records_kb import (
     NewPassage,
     Passage,
     VectorStore,
+    shown_name,
 )
 from llmgw.store.sql_json import dump_json, load_json
 
@@ -302,7 +303,7 @@ class KbSQL:
             "JOIN vector_store_files vf ON vf.vector_store_id = p.vector_store_id AND vf.file_id = p.file_id "
             "LEFT JOIN files f ON f.id = p.file_id "
             f"WHERE p.id IN ({_places(1, len(ids))})", *[int(i) for i in ids])
-        return [Passage(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5], load_json(r[6]) or {}) for r in rows]
+        return [Passage(int(r[0]), r[1], r[2], shown_name(r[3]), int(r[4]), r[5], load_json(r[6]) or {}) for r in rows]
 
     async def search_words(self, vector_store_ids: Sequence[str], question: str, limit: int) -> list[int]:
         """The ids of the passages holding any of the question's words, best first."""

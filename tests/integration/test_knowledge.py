@@ -12,12 +12,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 
 import openai
 import pytest
 
+from llmgw.kb import Gateway
+from llmgw.kb import sync as kb_sync
+from tests.support.documents import pdf, pptx
 from tests.support.servers import Server, SimEngine, serving_with_first_key, write_config
 
 PORTS = """# Ports
@@ -345,3 +350,55 @@ def test_an_answer_from_a_knowledge_base_is_never_taken_from_the_answer_cache(gw
         raw = ask(knowledge_bases=[vs.id])
         assert raw.headers.get("x-llmgw-cache") is None
         assert json.loads(raw.text)["choices"][0]["message"]["annotations"][0]["filename"] == "ports.md"
+
+
+def _kb_tool(gw, key: str, *args: str, tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_text(key)
+    return subprocess.run([sys.executable, "-m", "llmgw", "kb", "sync", "--url", gw.client_url, "--key-file",
+                           str(key_file), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_llmgw_kb_keeps_a_folder_in_a_knowledge_base_sending_only_what_changed(gw, own, tmp_path):
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "guide.md").write_text(PORTS)
+    pdf(folder / "report.pdf", ["The mirror keeps every model for the nodes.", f"A pasted key: {SECRET}"])
+    pptx(folder / "slides.pptx", [["Batches wait in the lowest admission band."]])
+    (folder / ".notes.md").write_text("hidden: never sent")
+
+    first = _kb_tool(gw, own.key, str(folder), "--kb", "handbook", "--embedding-model", "qwen", tmp_path=tmp_path)
+    assert first.returncode == 0, first.stderr + first.stdout
+    assert "report.pdf, page 2: left out" in first.stdout and SECRET not in first.stdout
+    assert "sent 3 documents" in first.stdout
+    [vs] = [v for v in own.openai.vector_stores.list() if v.name == "handbook"]
+    found = own.openai.vector_stores.search(vs.id, query="mirror keeps every model").data[0]
+    assert found.filename == "report.pdf" and found.attributes["path"] == "report.pdf"
+    files_before = {f.id for f in own.openai.files.list()}
+
+    gateway = Gateway(gw.client_url, own.key)
+    again = kb_sync(gateway, "handbook", [folder], say=lambda line: None)
+    assert (again.sent, again.unchanged, again.deleted, again.failed) == (0, 3, 0, 0)
+    assert {f.id for f in own.openai.files.list()} == files_before, "an unchanged folder sends nothing"
+
+    (folder / "guide.md").write_text(PORTS.replace("9090", "9999"))
+    (folder / "slides.pptx").unlink()
+    said: list[str] = []
+    dry = kb_sync(gateway, "handbook", [folder], dry_run=True, verbose=True, say=said.append)
+    assert (dry.sent, dry.deleted) == (0, 1) and any("9999" in line and '"text"' in line for line in said)
+    assert own.openai.vector_stores.search(vs.id, query="9999", ranking_options={"ranker": "llmgw-words"}).data == []
+    third = kb_sync(gateway, "handbook", [folder], say=lambda line: None)
+    assert (third.sent, third.unchanged, third.deleted) == (1, 1, 1)
+    assert own.openai.vector_stores.search(vs.id, query="lowest admission band",
+                                           ranking_options={"ranker": "llmgw-words"}).data == []
+    assert "9999" in own.openai.vector_stores.search(vs.id, query="admin API port 9999",
+                                                     ranking_options={"ranker": "llmgw-words"}).data[0].content[0].text
+    assert len({f.id for f in own.openai.files.list()} - files_before) == 1, "the old guide's file was deleted"
+
+
+def test_llmgw_kb_says_what_is_missing_in_a_sentence(gw, tmp_path):
+    no_url = subprocess.run([sys.executable, "-m", "llmgw", "kb", "sync", str(tmp_path), "--kb", "x"],
+                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert no_url.returncode == 2 and "--url" in no_url.stderr and "Traceback" not in no_url.stderr
+    bad_key = _kb_tool(gw, "sk-not-a-key", str(tmp_path), "--kb", "x", tmp_path=tmp_path)
+    assert bad_key.returncode == 1 and "401" in bad_key.stderr and "Traceback" not in bad_key.stderr

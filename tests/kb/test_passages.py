@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmgw.kb import Chunking, count_tokens, cut
 
 
@@ -42,3 +44,17 @@ def test_a_text_without_words_has_no_passages_and_sizes_out_of_bounds_are_named(
     assert "max_chunk_size_tokens must be from 100 to 4096, got 50" in Chunking(50, 0).problem()
     assert "chunk_overlap_tokens" in Chunking(200, 150).problem()
     assert Chunking(800, 400).problem() is None
+
+
+def test_passages_cut_elsewhere_are_taken_as_they_are_and_a_bad_line_is_named():
+    from llmgw.kb import Unreadable, given_passages
+
+    good = b'{"text": "page one words", "page": 1}\n\n{"text": "no page", "page": null}\n'
+    assert given_passages("r.pdf", good) == [(1, "page one words"), (None, "no page")]
+    for bad in (b'{"text": ""}\n', b'{"text": "x", "page": 0}\n', b"not json\n", b'["text"]\n'):
+        with pytest.raises(Unreadable) as refused:
+            given_passages("r.pdf", b'{"text": "fine", "page": 1}\n' + bad)
+        assert "r.pdf, line 2" in str(refused.value) and refused.value.code == "invalid_file"
+    with pytest.raises(Unreadable) as long:
+        given_passages("r.pdf", ('{"text": "' + "word " * 5000 + '"}\n').encode())
+    assert "more than 4096 tokens" in str(long.value)

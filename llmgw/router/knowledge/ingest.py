@@ -17,11 +17,11 @@ import time
 from typing import Any
 
 from llmgw.account import Principal, principal_of
-from llmgw.kb import Chunking, KbIndex, Unreadable, cut, pack, text_of
+from llmgw.kb import Chunking, KbIndex, Unreadable, cut, given_passages, pack, text_of
 from llmgw.router.batches import FileKeeper
 from llmgw.router.knowledge.embed import EmbedFailed, embed_import
 from llmgw.router.plane import ClientPlane
-from llmgw.store import KbFile, NewPassage, StoreError
+from llmgw.store import PASSAGES_SUFFIX, KbFile, NewPassage, StoreError, shown_name
 from llmgw.tasks import cancel_and_wait
 
 log = logging.getLogger("llmgw.kb")
@@ -94,14 +94,20 @@ class Ingester:
         if content is None:
             raise _Failed("file_not_found", f"the bytes of {file.file_id} are not on this control plane's disk; "
                                             "upload it again")
+        shown = shown_name(stored.filename)
         try:
-            texts = cut(text_of(stored.filename, content), Chunking(file.chunk_tokens, file.chunk_overlap))
+            if stored.filename.endswith(PASSAGES_SUFFIX):  # cut by llmgw-kb where the document is
+                given = given_passages(shown, content)
+            else:
+                given = [(None, t) for t in cut(text_of(stored.filename, content),
+                                                 Chunking(file.chunk_tokens, file.chunk_overlap))]
         except Unreadable as e:
             raise _Failed(e.code, str(e)) from None
+        texts = [t for _, t in given]
         if not texts:
-            raise _Failed("empty_file", f"{stored.filename} holds no words to search")
+            raise _Failed("empty_file", f"{shown} holds no words to search")
         if len(texts) > MAX_PASSAGES:
-            raise _Failed("file_too_large", f"{stored.filename} makes {len(texts)} passages, more than the "
+            raise _Failed("file_too_large", f"{shown} makes {len(texts)} passages, more than the "
                                             f"{MAX_PASSAGES} one file may; split it")
         kept: list[NewPassage] = []
         skipped: list[dict[str, Any]] = []
@@ -112,7 +118,7 @@ class Ingester:
                 vectors += await embed_import(self.plane, principal, vs.embedding_model, [t for _, t in group])
             except EmbedFailed as e:
                 if e.code != GUARD_REFUSED:
-                    raise _Failed(e.code, f"{stored.filename}, passages {start + 1}-{start + len(group)}: "
+                    raise _Failed(e.code, f"{shown}, passages {start + 1}-{start + len(group)}: "
                                           f"{e.message}") from None
                 # One at a time, to leave out only the passages the guardrails refuse, and say which.
                 for number, text in group:
@@ -120,12 +126,13 @@ class Ingester:
                         vectors += await embed_import(self.plane, principal, vs.embedding_model, [text])
                     except EmbedFailed as one:
                         if one.code != GUARD_REFUSED:
-                            raise _Failed(one.code, f"{stored.filename}, passage {number + 1}: {one.message}") from None
+                            raise _Failed(one.code, f"{shown}, passage {number + 1}: {one.message}") from None
                         vectors.append(None)
-                        skipped.append({"passage": number + 1, "code": one.code, "message": one.message})
+                        skipped.append({"passage": number + 1, "page": given[number][0], "code": one.code,
+                                        "message": one.message})
             kept += [NewPassage(n, text, pack(v)) for (n, text), v in zip(group, vectors, strict=True) if v is not None]
         if not kept:
-            raise _Failed(GUARD_REFUSED, f"{stored.filename}: the guardrails refused every passage "
+            raise _Failed(GUARD_REFUSED, f"{shown}: the guardrails refused every passage "
                                          f"({skipped[0]['message']})")
         return kept, skipped
 
