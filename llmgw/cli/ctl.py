@@ -72,6 +72,9 @@ def register(commands, common) -> None:
     from llmgw.cli import webhooks
 
     webhooks.register(sub, common)
+    from llmgw.cli import kbadmin
+
+    kbadmin.register(sub, common)
     from llmgw.cli import mcp
 
     mcp.register(sub, common)

@@ -1,14 +1,16 @@
 """Knowledge bases (issue 29, docs/knowledge.md): documents read, cut into passages and searched.
 
 The store keeps the passages and their vectors; this package reads a
-document's text (extract), cuts it (passages), holds each control plane's
-vectors (vectors, index) and finds the passages for a question (search).
-The client API's routes are llmgw.router.knowledge.
+document's text (extract; documents, on a person's machine), cuts it
+(passages), holds each control plane's vectors (vectors, near, index),
+finds the passages for a question (retrieval, fusion), and is `llmgw-kb`
+(tool). The client API's routes are llmgw.router.knowledge.
 """
 
 from llmgw.kb.extract import Unreadable, readable_kinds, text_of
 from llmgw.kb.fusion import fuse
 from llmgw.kb.index import EXACT_BELOW, KbIndex
+from llmgw.kb.naming import new_batch_id, new_vector_store_id
 from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_tokens, cut, given_passages
 from llmgw.kb.retrieval import HYBRID, MODES, VECTOR, WORDS, Hit, search
 from llmgw.kb.tool import Gateway, KbToolError, sync
@@ -16,4 +18,5 @@ from llmgw.kb.vectors import VectorsUnavailable, pack
 
 __all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking",
            "Gateway", "Hit", "KbIndex", "KbToolError", "Unreadable", "VectorsUnavailable", "count_tokens", "cut",
-           "fuse", "given_passages", "pack", "readable_kinds", "search", "sync", "text_of"]
+           "fuse", "given_passages", "new_batch_id", "new_vector_store_id", "pack", "readable_kinds", "search", "sync",
+           "text_of"]

@@ -115,6 +115,12 @@ class KbSQL:
             f"LIMIT ${len(args)}", *args)
         return [_store(r) for r in rows]
 
+    async def all_vector_stores(self, limit: int = 1000) -> list[VectorStore]:
+        """Every knowledge base of every project, newest first (the administrator's list)."""
+        rows = await self._db.fetch(f"SELECT {_STORE} FROM vector_stores ORDER BY created_at DESC, id DESC LIMIT $1",
+                                    int(limit))
+        return [_store(r) for r in rows]
+
     async def update_vector_store(self, vector_store_id: str, *, name: str | None = None,
                                   metadata: dict[str, str] | None = None) -> VectorStore | None:
         sets, args = ["last_active_at = $2"], [vector_store_id, time.time()]  # type: list[str], list[Any]

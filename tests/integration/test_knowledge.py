@@ -402,3 +402,25 @@ def test_llmgw_kb_says_what_is_missing_in_a_sentence(gw, tmp_path):
     assert no_url.returncode == 2 and "--url" in no_url.stderr and "Traceback" not in no_url.stderr
     bad_key = _kb_tool(gw, "sk-not-a-key", str(tmp_path), "--kb", "x", tmp_path=tmp_path)
     assert bad_key.returncode == 1 and "401" in bad_key.stderr and "Traceback" not in bad_key.stderr
+
+
+def test_the_administrator_lists_makes_shows_and_deletes_every_projects_knowledge_bases(gw, own):
+    vs = own.base(name="own handbook")
+    own.add(vs.id, "ports.md", PORTS)
+    listed = {b["id"]: b for b in gw.ctl_json("ctl", "kb", "list")}
+    assert listed[vs.id]["project"] == own.project and listed[vs.id]["files"]["completed"] == 1
+    made = gw.ctl_json("ctl", "kb", "create", "shared docs", "--project", own.project, "--embedding-model", "qwen")
+    assert made["id"] in [v.id for v in own.openai.vector_stores.list()], "the project's keys see it"
+    shown = gw.ctl_json("ctl", "kb", "show", vs.id)
+    assert [(f["name"], f["status"]) for f in shown["files"]] == [("ports.md", "completed")]
+    table = gw.ctl("ctl", "kb")
+    assert table.returncode == 0 and "own handbook" in table.stdout and "1 ready" in table.stdout
+    assert gw.ctl_json("ctl", "kb", "delete", vs.id)["id"] == vs.id
+    with pytest.raises(openai.NotFoundError):
+        own.openai.vector_stores.retrieve(vs.id)
+    missing = gw.ctl("ctl", "kb", "show", vs.id)
+    assert missing.returncode == 1 and "there is no knowledge base" in missing.stderr
+    nowhere = gw.ctl("ctl", "kb", "create", "x", "--project", "No/such/place", "--embedding-model", "qwen")
+    assert nowhere.returncode == 1 and "there is no project No/such/place" in nowhere.stderr
+    audit = gw.ctl_json("ctl", "audit", "--target", f"kb:{vs.id}")
+    assert "kb.delete" in json.dumps(audit)

@@ -10,7 +10,6 @@ added it; a search embeds the question as the key asking (embed.py).
 from __future__ import annotations
 
 import re
-import secrets
 import time
 from typing import Any
 
@@ -18,7 +17,18 @@ import orjson
 from aiohttp import web
 
 from llmgw.account import Principal
-from llmgw.kb import DEFAULT_OVERLAP, DEFAULT_TOKENS, HYBRID, MODES, Chunking, KbIndex, pack, search
+from llmgw.kb import (
+    DEFAULT_OVERLAP,
+    DEFAULT_TOKENS,
+    HYBRID,
+    MODES,
+    Chunking,
+    KbIndex,
+    new_batch_id,
+    new_vector_store_id,
+    pack,
+    search,
+)
 from llmgw.router.appkeys import PLANE
 from llmgw.router.batches import own_file
 from llmgw.router.body import read_json
@@ -175,18 +185,13 @@ async def create(request: web.Request, plane: ClientPlane, principal: Principal)
         raise Refuse(400, "file_ids is a list of at most 500 file ids", "invalid_request", param="file_ids")
     files = [await own_file(plane, principal, f, param="file_ids") for f in dict.fromkeys(file_ids)]
     now = time.time()
-    vs = VectorStore("vs_" + _token(), _project(principal), principal.key.id, (name or "")[:256],
+    vs = VectorStore(new_vector_store_id(), _project(principal), principal.key.id, (name or "")[:256],
                      _model(plane, principal, body.get("embedding_model")), chunking.tokens, chunking.overlap, now,
                      now, _strings(body.get("metadata"), "metadata", MAX_METADATA))
     await plane.store.add_vector_store(vs)
     for file in files:
         await _add_file(request, plane, principal, vs, file.id, file.bytes, chunking, {})
     return _json(await _object(plane, vs))
-
-
-def _token() -> str:
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-    return "".join(secrets.choice(alphabet) for _ in range(24))
 
 
 def _name(body: dict[str, Any]) -> str | None:
@@ -353,7 +358,7 @@ async def create_batch(request: web.Request, plane: ClientPlane, principal: Prin
                          param="file_ids")
         wanted = [(f, default, attributes) for f in file_ids]
     stored = {f: await own_file(plane, principal, f, param="file_ids") for f, _, _ in wanted}
-    batch_id = "vsfb_" + _token()
+    batch_id = new_batch_id()
     for file_id, chunking, attrs in wanted:
         await _add_file(request, plane, principal, vs, file_id, stored[file_id].bytes, chunking, attrs, batch_id)
     found = await plane.store.kb_batch_counts(vs.id, batch_id)
