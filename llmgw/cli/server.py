@@ -429,7 +429,10 @@ def run_init(args) -> int:
     out.write(f"  administrator   {admin['email']}  password {admin['password']}\n")
     out.write(f"  API key         {key['key']}  (project {key['project']})\n")
     out.write(f"  admin token     {result['admin_token_file']}  (held by {result['token_holder']})\n")
-    out.write(f"  guardrails      {_guard_line(result['guard'])}\n\n")
+    out.write(f"  guardrails      {_guard_line(result['guard'])}\n")
+    from llmgw.kb import where_line
+
+    out.write(f"  knowledge bases {where_line(cfg.store, cfg.router.knowledge.embedding_model)}\n\n")
     out.write(f"Try it once the server runs:\n  curl -H 'Authorization: Bearer {key['key']}' "
               f"http://{host}:{port}/v1/models\n")
     return 0

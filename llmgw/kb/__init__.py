@@ -15,8 +15,9 @@ from llmgw.kb.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, Chunking, count_t
 from llmgw.kb.retrieval import HYBRID, MODES, VECTOR, WORDS, Hit, search
 from llmgw.kb.tool import Gateway, KbToolError, sync
 from llmgw.kb.vectors import VectorsUnavailable, pack
+from llmgw.kb.where import where_line
 
 __all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking",
            "Gateway", "Hit", "KbIndex", "KbToolError", "Unreadable", "VectorsUnavailable", "count_tokens", "cut",
            "fuse", "given_passages", "new_batch_id", "new_vector_store_id", "pack", "readable_kinds", "search", "sync",
-           "text_of"]
+           "text_of", "where_line"]

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from llmgw.files import write_atomic
+from llmgw.kb import where_line
 from llmgw.onboard.layout import Layout
 from llmgw.onboard.parts import Choices
 from llmgw.onboard.services import ServiceManager, install_server_units
@@ -69,6 +70,7 @@ class Result:
     model: str = ""
     answer: str = ""
     steps: dict[str, str] = field(default_factory=dict)
+    knowledge: str = ""  # where knowledge bases live and what embeds them (llmgw.kb.where_line)
 
 
 def dial(address: str) -> str:
@@ -100,7 +102,8 @@ class FirstPlane:
         self.client = f"http://{dial(choices.listen['client'])}"
         self.admin = dial(choices.listen["admin"])
         self.result = Result(portal=f"{self.client}/", client_api=f"{self.client}/v1",
-                             admin_email=choices.admin_email)
+                             admin_email=choices.admin_email,
+                             knowledge=where_line(store or f"sqlite:{layout.server_data / 'llmgw.db'}", ""))
 
     # -- running the steps
 

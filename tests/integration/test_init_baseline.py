@@ -34,6 +34,8 @@ def new_cluster(servers, engines, tmp_path):
 def test_init_says_it_installed_the_baseline_and_ctl_config_shows_it_on_every_request(new_cluster):
     gw = new_cluster()
     assert "guardrails      the baseline policy on every request" in gw.init_output
+    assert f"knowledge bases in the SQLite store ({gw.data_dir}/llmgw.db); each names the model that embeds it" \
+        in gw.init_output
     guard = gw.ctl_json("ctl", "config", "get", "guard")["value"]
     assert guard["default"] == ["baseline"]
     baseline = guard["policies"]["baseline"]

@@ -100,6 +100,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         api = re.search(r"client API\s+(\S+)", end).group(1)
         assert re.search(r"password\s+\S{12,}", end)
         assert "llmgw server init --install" in end
+        assert re.search(r"knowledge bases\s+in the SQLite store", end), "where knowledge bases live is said"
         assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()
 
         answer = openai.OpenAI(base_url=api, api_key=key).chat.completions.create(

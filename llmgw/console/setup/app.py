@@ -378,8 +378,10 @@ class SetupApp:
         if r.model:
             rows.append(("model", r.model + (f", which answered: {r.answer[:50]}" if r.answer else "")))
         rows.append(("admin token", r.admin_token_file))
+        if r.knowledge:
+            rows.append(("knowledge bases", r.knowledge))
         for label, value in rows:
-            lines.append(urwid.Text([("dim", f"  {label:<15}"), ("secret" if label in ("password", "API key")
+            lines.append(urwid.Text([("dim", f"  {label:<17}"), ("secret" if label in ("password", "API key")
                                                                   else "", value)]))
         lines += [urwid.Divider(),
                   urwid.Text("The password and the key are shown this once and kept nowhere: copy them now."),
