@@ -52,15 +52,19 @@ from llmgw.store.records import (
 )
 from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
 from llmgw.store.records_kb import (
+    KB_ACCESS,
     KB_ADD,
     KB_DROP,
     KB_FILE_IN_PROGRESS,
     KB_FILE_STATUSES,
+    KB_GRANT_SCOPES,
+    KB_OWNER_SCOPES,
     KB_REMOVE,
     PASSAGES_SUFFIX,
     KbChange,
     KbCounts,
     KbFile,
+    KbGrant,
     NewPassage,
     Passage,
     VectorStore,
@@ -79,8 +83,9 @@ __all__ = [
     # the Store's parts, one a domain: each consumer takes the narrowest that covers what it calls
     "ConnectionStore", "PeopleStore", "SecretsStore", "ScimStore", "SignInStore", "KeysStore", "UsageStore",
     "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore", "KbStore",
-    "KB_ADD", "KB_DROP", "KB_FILE_IN_PROGRESS", "KB_FILE_STATUSES", "KB_REMOVE", "KbChange", "KbCounts",
-    "KbFile", "NewPassage", "PASSAGES_SUFFIX", "Passage", "VectorStore", "shown_name",
+    "KB_ACCESS", "KB_ADD", "KB_DROP", "KB_FILE_IN_PROGRESS", "KB_FILE_STATUSES", "KB_GRANT_SCOPES",
+    "KB_OWNER_SCOPES", "KB_REMOVE", "KbChange", "KbCounts",
+    "KbFile", "KbGrant", "NewPassage", "PASSAGES_SUFFIX", "Passage", "VectorStore", "shown_name",
     "McpStore",
 ]
 
@@ -395,8 +400,12 @@ class KbStore(Protocol):
 
     async def add_vector_store(self, vs: VectorStore) -> None: ...
     async def vector_store(self, vector_store_id: str) -> VectorStore | None: ...
-    async def list_vector_stores(self, project_id: str, *, limit: int = 20, after: str | None = None,
-                                 newest_first: bool = True) -> list[VectorStore]: ...
+    # Those owned by or given to one of `places` ((scope, id): a key's project, team, org, and the key).
+    async def list_vector_stores(self, places: Sequence[tuple[str, str]], *, limit: int = 20,
+                                 after: str | None = None, newest_first: bool = True) -> list[VectorStore]: ...
+    async def kb_grants(self, vector_store_id: str) -> list[KbGrant]: ...
+    async def grant_kb(self, grant: KbGrant) -> None: ...  # replacing one to the same place
+    async def revoke_kb(self, vector_store_id: str, scope: str, scope_id: str) -> bool: ...
     async def all_vector_stores(self, limit: int = 1000) -> list[VectorStore]: ...  # every project's, newest first
     async def update_vector_store(self, vector_store_id: str, *, name: str | None = None,
                                   metadata: dict[str, str] | None = None) -> VectorStore | None: ...

@@ -19,10 +19,16 @@ KB_FILE_IN_PROGRESS = "in_progress"
 KB_FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")
 
 
+# Who a knowledge base belongs to, and who else it is given to: the places of the tree (and one key).
+KB_OWNER_SCOPES = ("project", "team", "org")
+KB_GRANT_SCOPES = ("project", "team", "org", "key")
+KB_ACCESS = ("read", "write")  # a grant's: search and answer from it; and add and remove its files
+
+
 @dataclass(frozen=True)
 class VectorStore:
     id: str  # vs_…
-    project_id: str
+    owner_id: str  # the id of the project (or team, or org: owner_scope) whose keys it is
     key_id: str | None  # the key that made it
     name: str
     embedding_model: str
@@ -31,6 +37,15 @@ class VectorStore:
     created_at: float
     last_active_at: float
     metadata: dict[str, str] = field(default_factory=dict)
+    owner_scope: str = "project"  # one of KB_OWNER_SCOPES
+
+
+@dataclass(frozen=True)
+class KbGrant:
+    vector_store_id: str
+    scope: str  # one of KB_GRANT_SCOPES
+    scope_id: str
+    access: str  # one of KB_ACCESS
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,12 @@ from llmgw.store.records_kb import (
     KB_ADD,
     KB_DROP,
     KB_FILE_IN_PROGRESS,
+    KB_OWNER_SCOPES,
     KB_REMOVE,
     KbChange,
     KbCounts,
     KbFile,
+    KbGrant,
     NewPassage,
     Passage,
     VectorStore,
@@ -35,8 +37,8 @@ from llmgw.store.records_kb import (
 )
 from llmgw.store.sql_json import dump_json, load_json
 
-_STORE = ("id, project_id, key_id, name, embedding_model, chunk_tokens, chunk_overlap, created_at, last_active_at, "
-          "metadata")
+_STORE = ("id, owner_id, key_id, name, embedding_model, chunk_tokens, chunk_overlap, created_at, last_active_at, "
+          "metadata, owner_scope")
 _FILE = ("vector_store_id, file_id, key_id, status, created_at, bytes, chunk_tokens, chunk_overlap, passages, "
          "last_error, attributes, skipped, batch_id")
 # Passages per INSERT: a file of a few thousand passages is a few dozen statements.
@@ -61,7 +63,7 @@ STOP_WORDS = frozenset((
 
 def _store(r: Row) -> VectorStore:
     return VectorStore(r[0], r[1], r[2], r[3], r[4], int(r[5]), int(r[6]), float(r[7]), float(r[8]),
-                       load_json(r[9]) or {})
+                       load_json(r[9]) or {}, r[10])
 
 
 def _file(r: Row) -> KbFile:
@@ -92,28 +94,57 @@ class KbSQL:
 
     async def add_vector_store(self, vs: VectorStore) -> None:
         await self._db.execute(
-            f"INSERT INTO vector_stores ({_STORE}) VALUES ({_places(1, 10)})",
-            vs.id, vs.project_id, vs.key_id, vs.name, vs.embedding_model, vs.chunk_tokens, vs.chunk_overlap,
-            vs.created_at, vs.last_active_at, dump_json(vs.metadata))
+            f"INSERT INTO vector_stores ({_STORE}) VALUES ({_places(1, 11)})",
+            vs.id, vs.owner_id, vs.key_id, vs.name, vs.embedding_model, vs.chunk_tokens, vs.chunk_overlap,
+            vs.created_at, vs.last_active_at, dump_json(vs.metadata), vs.owner_scope)
 
     async def vector_store(self, vector_store_id: str) -> VectorStore | None:
         row = await self._db.fetchrow(f"SELECT {_STORE} FROM vector_stores WHERE id = $1", vector_store_id)
         return None if row is None else _store(row)
 
-    async def list_vector_stores(self, project_id: str, *, limit: int = 20, after: str | None = None,
-                                 newest_first: bool = True) -> list[VectorStore]:
-        args: list[Any] = [project_id]
-        where = "project_id = $1"
+    async def list_vector_stores(self, places: Sequence[tuple[str, str]], *, limit: int = 20,
+                                 after: str | None = None, newest_first: bool = True) -> list[VectorStore]:
+        """The knowledge bases a key sees: owned by one of `places` ((scope, id): its project, team and org) or
+        given to one of them (its key too), newest first, after the base `after` (a page's last)."""
+        args: list[Any] = []
+        owned, granted = [], []
+        for scope, ident in places:
+            args += [scope, ident]
+            n = len(args)
+            granted.append(f"(g.scope = ${n - 1} AND g.scope_id = ${n})")
+            if scope in KB_OWNER_SCOPES:
+                owned.append(f"(owner_scope = ${n - 1} AND owner_id = ${n})")
+        where = (f"({' OR '.join(owned) or 'FALSE'} OR EXISTS (SELECT 1 FROM kb_grants g WHERE "
+                 f"g.vector_store_id = vector_stores.id AND ({' OR '.join(granted) or 'FALSE'})))")
         towards = "<" if newest_first else ">"
         if after is not None:
             args.append(after)
-            where += f" AND (created_at, id) {towards} (SELECT created_at, id FROM vector_stores WHERE id = $2)"
+            where += (f" AND (created_at, id) {towards} (SELECT created_at, id FROM vector_stores "
+                      f"WHERE id = ${len(args)})")
         args.append(int(limit))
         order = "DESC" if newest_first else "ASC"
         rows = await self._db.fetch(
             f"SELECT {_STORE} FROM vector_stores WHERE {where} ORDER BY created_at {order}, id {order} "
             f"LIMIT ${len(args)}", *args)
         return [_store(r) for r in rows]
+
+    async def kb_grants(self, vector_store_id: str) -> list[KbGrant]:
+        rows = await self._db.fetch("SELECT vector_store_id, scope, scope_id, access FROM kb_grants "
+                                    "WHERE vector_store_id = $1 ORDER BY scope, scope_id", vector_store_id)
+        return [KbGrant(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def grant_kb(self, grant: KbGrant) -> None:
+        """The grant, replacing one to the same place."""
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM kb_grants WHERE vector_store_id = $1 AND scope = $2 AND scope_id = $3",
+                             grant.vector_store_id, grant.scope, grant.scope_id)
+            await tx.execute("INSERT INTO kb_grants (vector_store_id, scope, scope_id, access) VALUES ($1, $2, $3, $4)",
+                             grant.vector_store_id, grant.scope, grant.scope_id, grant.access)
+
+    async def revoke_kb(self, vector_store_id: str, scope: str, scope_id: str) -> bool:
+        rows = await self._db.fetch("DELETE FROM kb_grants WHERE vector_store_id = $1 AND scope = $2 AND "
+                                    "scope_id = $3 RETURNING scope", vector_store_id, scope, scope_id)
+        return bool(rows)
 
     async def all_vector_stores(self, limit: int = 1000) -> list[VectorStore]:
         """Every knowledge base of every project, newest first (the administrator's list)."""
@@ -140,6 +171,7 @@ class KbSQL:
             if not gone:
                 return False
             await tx.execute("DELETE FROM vector_store_files WHERE vector_store_id = $1", vector_store_id)
+            await tx.execute("DELETE FROM kb_grants WHERE vector_store_id = $1", vector_store_id)
             await tx.execute("DELETE FROM passages WHERE vector_store_id = $1", vector_store_id)
             await tx.execute("INSERT INTO kb_changes (vector_store_id, file_id, op, at) VALUES ($1, NULL, $2, $3)",
                              vector_store_id, KB_DROP, time.time())

@@ -408,7 +408,8 @@ def test_the_administrator_lists_makes_shows_and_deletes_every_projects_knowledg
     vs = own.base(name="own handbook")
     own.add(vs.id, "ports.md", PORTS)
     listed = {b["id"]: b for b in gw.ctl_json("ctl", "kb", "list")}
-    assert listed[vs.id]["project"] == own.project and listed[vs.id]["files"]["completed"] == 1
+    assert listed[vs.id]["owner"] == {"scope": "project", "place": own.project}
+    assert listed[vs.id]["files"]["completed"] == 1
     made = gw.ctl_json("ctl", "kb", "create", "shared docs", "--project", own.project, "--embedding-model", "qwen")
     assert made["id"] in [v.id for v in own.openai.vector_stores.list()], "the project's keys see it"
     shown = gw.ctl_json("ctl", "kb", "show", vs.id)
@@ -421,6 +422,42 @@ def test_the_administrator_lists_makes_shows_and_deletes_every_projects_knowledg
     missing = gw.ctl("ctl", "kb", "show", vs.id)
     assert missing.returncode == 1 and "there is no knowledge base" in missing.stderr
     nowhere = gw.ctl("ctl", "kb", "create", "x", "--project", "No/such/place", "--embedding-model", "qwen")
-    assert nowhere.returncode == 1 and "there is no project No/such/place" in nowhere.stderr
+    assert nowhere.returncode == 1 and "there is no project No/such/place" in nowhere.stderr, nowhere.stderr
     audit = gw.ctl_json("ctl", "audit", "--target", f"kb:{vs.id}")
     assert "kb.delete" in json.dumps(audit)
+
+
+def test_a_team_base_is_every_team_keys_and_a_grant_gives_another_key_what_it_says(gw, tmp_path):
+    first, second = Own(gw, "Acme/ml/first"), Own(gw, "Acme/ml/second")
+    outsider = Own(gw, "Rival/ops/third")
+    made = gw.ctl_json("ctl", "kb", "create", "ml handbook", "--team", "Acme/ml", "--embedding-model", "qwen")
+    assert made["owner"] == {"scope": "team", "place": "Acme/ml"}
+    first.add(made["id"], "ports.md", PORTS)
+    # The other project of the team searches it and may add to it too.
+    assert second.openai.vector_stores.search(made["id"], query="admin API port").data[0].filename == "ports.md"
+    second.add(made["id"], "batches.txt", BATCHES)
+    with pytest.raises(openai.NotFoundError):
+        outsider.openai.vector_stores.search(made["id"], query="admin API port")
+    assert made["id"] not in [v.id for v in outsider.openai.vector_stores.list()]
+
+    gw.ctl_json("ctl", "kb", "grant", made["id"], "--key", outsider.key_id)
+    assert made["id"] in [v.id for v in outsider.openai.vector_stores.list()]
+    answer = outsider.openai.responses.create(
+        model="echo", input="Which port does the admin API listen on? Say [1].",
+        tools=[{"type": "file_search", "vector_store_ids": [made["id"]]}])
+    assert answer.output[0].type == "file_search_call"
+    theirs = outsider.openai.files.create(file=("x.md", io.BytesIO(b"# X\n\nmore words")), purpose="assistants")
+    with pytest.raises(openai.PermissionDeniedError) as read_only:
+        outsider.openai.vector_stores.files.create(vector_store_id=made["id"], file_id=theirs.id)
+    assert "may search it but not add to it" in read_only.value.body["message"]
+    gw.ctl_json("ctl", "kb", "grant", made["id"], "--key", outsider.key_id, "--write")
+    outsider.openai.vector_stores.files.create_and_poll(theirs.id, vector_store_id=made["id"], poll_interval_ms=100)
+    with pytest.raises(openai.PermissionDeniedError):
+        outsider.openai.vector_stores.delete(made["id"])
+    shown = gw.ctl_json("ctl", "kb", "show", made["id"])
+    assert shown["grants"] == [{"scope": "key", "place": f"third ({outsider.key_id})", "access": "write"}]
+
+    gw.ctl_json("ctl", "kb", "revoke", made["id"], "--key", outsider.key_id)
+    with pytest.raises(openai.NotFoundError):
+        outsider.openai.vector_stores.retrieve(made["id"])
+    assert second.openai.vector_stores.delete(made["id"]).deleted, "a key of the owning team may delete it"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
-from llmgw.store import KbFile, NewPassage, StoredFile, VectorStore
+from llmgw.store import KbFile, KbGrant, NewPassage, StoredFile, VectorStore
 
 
 def _vs(vs_id: str = "vs_1", project: str = "prj_a", at: float = 1.0) -> VectorStore:
@@ -29,9 +30,10 @@ async def test_a_knowledge_base_reads_back_pages_newest_first_and_counts_its_fil
     await store.add_vector_store(_vs("vs_3", project="prj_b", at=3.0))
 
     assert await store.vector_store("vs_1") == _vs("vs_1", at=1.0)
-    assert [v.id for v in await store.list_vector_stores("prj_a")] == ["vs_2", "vs_1"]
-    assert [v.id for v in await store.list_vector_stores("prj_a", after="vs_2")] == ["vs_1"]
-    assert [v.id for v in await store.list_vector_stores("prj_a", newest_first=False)] == ["vs_1", "vs_2"]
+    mine = [("project", "prj_a")]
+    assert [v.id for v in await store.list_vector_stores(mine)] == ["vs_2", "vs_1"]
+    assert [v.id for v in await store.list_vector_stores(mine, after="vs_2")] == ["vs_1"]
+    assert [v.id for v in await store.list_vector_stores(mine, newest_first=False)] == ["vs_1", "vs_2"]
     renamed = await store.update_vector_store("vs_1", name="handbook", metadata={"k": "v"})
     assert (renamed.name, renamed.metadata) == ("handbook", {"k": "v"})
 
@@ -110,3 +112,24 @@ async def test_old_changes_are_pruned_but_the_last_which_a_new_index_starts_from
     assert await store.prune_kb_changes(before=10 ** 12) == 2
     assert await store.kb_last_change() == last
     assert [c.file_id for c in await store.kb_changes(0)] == ["file-2"]
+
+
+async def test_a_key_sees_the_bases_of_its_project_team_and_org_and_those_given_to_them(store):
+    await store.add_vector_store(_vs("vs_p", project="prj_a", at=1.0))
+    await store.add_vector_store(replace(_vs("vs_t", project="team_a", at=2.0), owner_scope="team"))
+    await store.add_vector_store(replace(_vs("vs_o", project="org_a", at=3.0), owner_scope="org"))
+    await store.add_vector_store(_vs("vs_x", project="prj_x", at=4.0))
+    await store.add_vector_store(_vs("vs_y", project="prj_y", at=5.0))
+    await store.grant_kb(KbGrant("vs_x", "key", "key_a", "read"))
+    await store.grant_kb(KbGrant("vs_x", "key", "key_a", "write"))  # replaces the first
+    places = [("org", "org_a"), ("team", "team_a"), ("project", "prj_a"), ("key", "key_a")]
+    assert [v.id for v in await store.list_vector_stores(places)] == ["vs_x", "vs_o", "vs_t", "vs_p"]
+    assert await store.kb_grants("vs_x") == [KbGrant("vs_x", "key", "key_a", "write")]
+    elsewhere = [("org", "org_b"), ("team", "team_b"), ("project", "prj_b"), ("key", "key_b")]
+    assert await store.list_vector_stores(elsewhere) == []
+    assert await store.revoke_kb("vs_x", "key", "key_a") is True
+    assert await store.revoke_kb("vs_x", "key", "key_a") is False
+    assert [v.id for v in await store.list_vector_stores(places)] == ["vs_o", "vs_t", "vs_p"]
+    await store.grant_kb(KbGrant("vs_y", "team", "team_a", "read"))
+    assert await store.delete_vector_store("vs_y") is True
+    assert await store.kb_grants("vs_y") == []

@@ -33,6 +33,7 @@ from llmgw.router.appkeys import PLANE
 from llmgw.router.batches import own_file
 from llmgw.router.body import read_json
 from llmgw.router.call import Refuse
+from llmgw.router.knowledge.access import OWN, READ, WRITE, allowed, places_of
 from llmgw.router.knowledge.augment import Augmenter
 from llmgw.router.knowledge.embed import EmbedFailed, embed_question
 from llmgw.router.knowledge.ingest import Ingester
@@ -46,7 +47,6 @@ MAX_PAGE = 100
 MAX_RESULTS = 50  # passages one search answers, as OpenAI's max_num_results
 MAX_METADATA = 16
 MAX_ATTRIBUTES = 16
-_ID = re.compile(r"^vs_[A-Za-z0-9]{24}$")
 # The rankers a search may name: OpenAI's two (both hybrid here) and one per way of searching, for comparing them.
 RANKERS = {"auto": HYBRID, "default-2024-11-15": HYBRID, **{f"llmgw-{mode}": mode for mode in MODES}}
 
@@ -88,12 +88,8 @@ def _project(principal: Principal) -> str:
     return principal.path.project.id
 
 
-async def _own(plane: ClientPlane, principal: Principal, vs_id: str) -> VectorStore:
-    vs = await plane.store.vector_store(vs_id) if _ID.match(vs_id) else None
-    if vs is None or vs.project_id != _project(principal):
-        raise Refuse(404, f"there is no knowledge base {vs_id} in this key's project; GET /v1/vector_stores "
-                          "lists them", "vector_store_not_found")
-    return vs
+async def _own(plane: ClientPlane, principal: Principal, vs_id: str, need: str = READ) -> VectorStore:
+    return await allowed(plane.store, principal, vs_id, need)
 
 
 async def _object(plane: ClientPlane, vs: VectorStore) -> dict[str, Any]:
@@ -215,7 +211,7 @@ async def _body(request: web.Request, plane: ClientPlane) -> dict[str, Any]:
 @_refusals
 async def list_all(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
     limit, after, newest_first = _page_args(request)
-    found = await plane.store.list_vector_stores(_project(principal), limit=limit + 1, after=after,
+    found = await plane.store.list_vector_stores(places_of(principal), limit=limit + 1, after=after,
                                                  newest_first=newest_first)
     shown = found[:limit]
     counts = await plane.store.vector_store_counts([vs.id for vs in shown])
@@ -229,7 +225,7 @@ async def get_one(request: web.Request, plane: ClientPlane, principal: Principal
 
 @_refusals
 async def update(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+    vs = await _own(plane, principal, request.match_info["vs_id"], WRITE)
     body = await _body(request, plane)
     name = _name(body)
     metadata = _strings(body["metadata"], "metadata", MAX_METADATA) if body.get("metadata") is not None else None
@@ -242,7 +238,7 @@ async def update(request: web.Request, plane: ClientPlane, principal: Principal)
 
 @_refusals
 async def delete(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+    vs = await _own(plane, principal, request.match_info["vs_id"], OWN)
     deleted = await plane.store.delete_vector_store(vs.id)
     await _knowledge(request).index.catch_up()
     return _json({"id": vs.id, "object": "vector_store.deleted", "deleted": deleted})
@@ -263,7 +259,7 @@ async def _add_file(request: web.Request, plane: ClientPlane, principal: Princip
 
 @_refusals
 async def add_file(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+    vs = await _own(plane, principal, request.match_info["vs_id"], WRITE)
     body = await _body(request, plane)
     file_id = body.get("file_id")
     if not isinstance(file_id, str) or not file_id:
@@ -275,8 +271,9 @@ async def add_file(request: web.Request, plane: ClientPlane, principal: Principa
     return _json(file_object(added))
 
 
-async def _own_kb_file(plane: ClientPlane, principal: Principal, request: web.Request) -> KbFile:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+async def _own_kb_file(plane: ClientPlane, principal: Principal, request: web.Request,
+                       need: str = READ) -> KbFile:
+    vs = await _own(plane, principal, request.match_info["vs_id"], need)
     file_id = request.match_info["file_id"]
     file = await plane.store.kb_file(vs.id, file_id)
     if file is None:
@@ -305,7 +302,7 @@ async def get_file(request: web.Request, plane: ClientPlane, principal: Principa
 
 @_refusals
 async def remove_file(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    file = await _own_kb_file(plane, principal, request)
+    file = await _own_kb_file(plane, principal, request, WRITE)
     removed = await plane.store.remove_kb_file(file.vector_store_id, file.file_id)
     await _knowledge(request).index.catch_up()
     return _json({"id": file.file_id, "object": "vector_store.file.deleted", "deleted": removed})
@@ -324,9 +321,9 @@ def _batch_object(vs_id: str, batch_id: str, counts: KbCounts, created_at: float
                             "failed": counts.failed, "cancelled": counts.cancelled, "total": counts.total}}
 
 
-async def _own_batch(plane: ClientPlane, principal: Principal, request: web.Request) -> tuple[VectorStore, str,
-                                                                                                 dict[str, Any]]:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+async def _own_batch(plane: ClientPlane, principal: Principal, request: web.Request,
+                     need: str = READ) -> tuple[VectorStore, str, dict[str, Any]]:
+    vs = await _own(plane, principal, request.match_info["vs_id"], need)
     batch_id = request.match_info["batch_id"]
     found = await plane.store.kb_batch_counts(vs.id, batch_id) if _BATCH_ID.match(batch_id) else None
     if found is None:
@@ -336,7 +333,7 @@ async def _own_batch(plane: ClientPlane, principal: Principal, request: web.Requ
 
 @_refusals
 async def create_batch(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    vs = await _own(plane, principal, request.match_info["vs_id"])
+    vs = await _own(plane, principal, request.match_info["vs_id"], WRITE)
     body = await _body(request, plane)
     default = _chunking(body.get("chunking_strategy"), Chunking(vs.chunk_tokens, vs.chunk_overlap))
     attributes = _attributes(body.get("attributes"))
@@ -373,7 +370,7 @@ async def get_batch(request: web.Request, plane: ClientPlane, principal: Princip
 
 @_refusals
 async def cancel_batch(request: web.Request, plane: ClientPlane, principal: Principal) -> web.Response:
-    vs, batch_id, _ = await _own_batch(plane, principal, request)
+    vs, batch_id, _ = await _own_batch(plane, principal, request, WRITE)
     await plane.store.cancel_kb_batch(vs.id, batch_id)
     return _json((await _own_batch(plane, principal, request))[2])
 

@@ -29,6 +29,7 @@ from typing import Any
 from llmgw.account import Principal
 from llmgw.kb import HYBRID, Hit, KbIndex, pack, search
 from llmgw.router.call import Refuse
+from llmgw.router.knowledge.access import READ, allowed
 from llmgw.router.knowledge.embed import EmbedFailed, embed_question
 from llmgw.router.plane import ClientPlane
 from llmgw.store import VectorStore
@@ -102,11 +103,7 @@ class Augmenter:
         return _put_before_model(api, body, _context(hits)), retrieved
 
     async def _own(self, principal: Principal, vs_id: str) -> VectorStore:
-        vs = await self.plane.store.vector_store(vs_id) if isinstance(vs_id, str) else None
-        if vs is None or vs.project_id != principal.path.project.id:
-            raise Refuse(404, f"there is no knowledge base {vs_id} in this key's project; GET /v1/vector_stores "
-                              "lists them", "vector_store_not_found", param="vector_store_ids")
-        return vs
+        return await allowed(self.plane.store, principal, vs_id, READ, param="vector_store_ids")
 
 
 def _ids(value: Any, param: str) -> list[str]:

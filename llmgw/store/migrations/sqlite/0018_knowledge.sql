@@ -1,10 +1,12 @@
 -- Knowledge bases, as OpenAI's vector stores (issue 29, docs/knowledge.md).
 
--- A knowledge base (vs_…): whose it is, the model that embeds its passages,
+-- A knowledge base (vs_…): whose it is (a project, a team or an org: every key
+-- under it may read, add to and delete it), the model that embeds its passages,
 -- and how its files are cut into passages.
 CREATE TABLE vector_stores (
     id              TEXT PRIMARY KEY,
-    project_id      TEXT NOT NULL,
+    owner_scope     TEXT NOT NULL DEFAULT 'project',
+    owner_id        TEXT NOT NULL,
     key_id          TEXT,
     name            TEXT NOT NULL,
     embedding_model TEXT NOT NULL,
@@ -14,7 +16,19 @@ CREATE TABLE vector_stores (
     last_active_at  REAL NOT NULL,
     metadata        TEXT NOT NULL DEFAULT '{}'
 );
-CREATE INDEX vector_stores_project ON vector_stores (project_id, created_at);
+CREATE INDEX vector_stores_owner ON vector_stores (owner_scope, owner_id, created_at);
+
+-- A knowledge base given to keys beyond its owner's: those of a project, a
+-- team, an org, or one key; access 'read' (search, answer from) or 'write'
+-- (add and remove files too).
+CREATE TABLE kb_grants (
+    vector_store_id TEXT NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
+    scope           TEXT NOT NULL,
+    scope_id        TEXT NOT NULL,
+    access          TEXT NOT NULL,
+    PRIMARY KEY (vector_store_id, scope, scope_id)
+);
+CREATE INDEX kb_grants_scope ON kb_grants (scope, scope_id);
 
 -- A file of /v1/files in a knowledge base: in_progress while it is read and
 -- embedded, then completed (with its passages), failed or cancelled. `skipped`:
