@@ -108,11 +108,23 @@ class QueueScorer:
 
 
 class KvScorer:
-    """How full the engine's KV cache is (0 empty, 1 full): less full is better; unknown is middling."""
+    """How full the engine's KV cache is (0 empty, 1 full): less full is better; an engine that does not say
+    counts as half full.
+
+    Compared only when every candidate's figures are recent: against one too
+    old to believe, a fresh figure is no comparison. On a loaded machine one
+    engine's scrape came late while another's was fresh and low, and five
+    requests in a row went to that one, which held the least only on paper
+    (the prefix-cache routing test, 2026-12-07): a stale one makes the
+    comparison neutral for all, and the profile's other scorers, then turn
+    about, decide.
+    """
 
     name = "kv"
 
     def score(self, endpoint: Endpoint, ctx: Context) -> float:
+        if not ctx.once("kv.all_recent", lambda: all(ctx.load(e) is not None for e in ctx.candidates)):
+            return KV_UNKNOWN
         load = ctx.load(endpoint)
         if load is None or load.kv_usage is None:
             return KV_UNKNOWN

@@ -75,7 +75,7 @@ def test_long_context_picks_the_most_free_kv_cache():
 
 
 def test_an_engine_that_does_not_say_how_full_its_cache_is_counts_as_half_full():
-    endpoints = [replica(1, kv=0.8), replica(2), replica(3, kv=0.2)]
+    endpoints = [replica(1, kv=0.8), replica(2, read=True), replica(3, kv=0.2)]
     assert ids(choose(endpoints, "long-context", None, now=NOW)) == ["3", "2", "1"]
 
 
@@ -126,3 +126,10 @@ def test_a_model_with_no_replica_left_gets_an_empty_list():
     endpoints = replicas(2)
     assert choose(endpoints, "chat", "s", exclude={e.id for e in endpoints}) == []
     assert choose([], "batch", None) == []
+
+
+def test_a_kv_figure_too_old_to_believe_makes_the_comparison_neutral_and_idle_replicas_take_turns():
+    # One engine read just now and nearly empty, the other's last figure too old: neither is favoured.
+    fresh, stale = replica(1, kv=0.1), replica(2, kv=0.0, read_at=NOW - 3600)
+    firsts = Counter(choose([fresh, stale], "long-context", None, now=NOW)[0].id for _ in range(10))
+    assert sorted(firsts.values()) == [5, 5]
