@@ -79,8 +79,19 @@ MESSAGES = {
     "tools": [{"name": "weather", "description": "The weather.", "input_schema": SCHEMA}],
     "tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024},
 }
+# Knowledge bases (docs/knowledge.md): named on a chat and as a file_search tool, and made. The ids
+# name no base of the fuzzer's, so a mutation that keeps them valid is a 404, never another project's base.
+NO_BASE = "vs_" + "F" * 24
+KNOWLEDGE_CHAT = {**CHAT, "knowledge_bases": [NO_BASE], "knowledge_max_results": 4}
+FILE_SEARCH = {**RESPONSES, "tools": [{"type": "file_search", "vector_store_ids": [NO_BASE], "max_num_results": 3}],
+               "include": ["file_search_call.results"]}
+VECTOR_STORE = {"name": "fuzz", "embedding_model": MODEL, "metadata": {"team": "fuzz"},
+                "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 200,
+                                                                   "chunk_overlap_tokens": 20}}}
 CLIENT_ROUTES = [("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETIONS), ("/v1/embeddings", EMBEDDINGS),
-                 ("/v1/responses", RESPONSES), ("/v1/messages", MESSAGES)]
+                 ("/v1/responses", RESPONSES), ("/v1/messages", MESSAGES),
+                 ("/v1/chat/completions", KNOWLEDGE_CHAT), ("/v1/responses", FILE_SEARCH),
+                 ("/v1/vector_stores", VECTOR_STORE)]
 
 # Admin routes as (method, path, body). Bodies touch only what the fuzzer
 # makes up (a project, a model, a key id that do not exist), so a mutation

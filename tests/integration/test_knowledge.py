@@ -194,6 +194,10 @@ def test_refusals_say_what_to_send(gw, own):
     with pytest.raises(openai.BadRequestError) as empty:
         own.openai.vector_stores.search(vs.id, query=" ")
     assert empty.value.body["param"] == "query"
+    for options in ({"ranker": ["auto"]}, {"ranker": "best"}, {"score_threshold": 2}, ["auto"]):
+        with pytest.raises(openai.BadRequestError) as ranked:
+            own.openai.vector_stores.search(vs.id, query="port", ranking_options=options)
+        assert ranked.value.body["param"] == "ranking_options"
     # Not JSON at all: a sentence, never a traceback.
     request = urllib.request.Request(f"{gw.client_url}/v1/vector_stores", data=b"{not json", method="POST",
                                      headers={"Authorization": f"Bearer {own.key}",

@@ -408,7 +408,7 @@ async def search_one(request: web.Request, plane: ClientPlane, principal: Princi
                      param="max_num_results")
     options = body.get("ranking_options") or {}
     ranker = options.get("ranker", "auto") if isinstance(options, dict) else None
-    if ranker not in RANKERS:
+    if not isinstance(ranker, str) or ranker not in RANKERS:
         raise Refuse(400, f"ranking_options.ranker is one of {', '.join(RANKERS)}", "invalid_request",
                      param="ranking_options")
     threshold = options.get("score_threshold", 0.0)
