@@ -20,6 +20,7 @@ A request with neither pays one dictionary lookup (`asks`).
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from collections.abc import Sequence
@@ -32,7 +33,9 @@ from llmgw.router.call import Refuse
 from llmgw.router.knowledge.access import READ, allowed
 from llmgw.router.knowledge.embed import EmbedFailed, embed_question
 from llmgw.router.plane import ClientPlane
-from llmgw.store import VectorStore
+from llmgw.store import StoreError, VectorStore
+
+log = logging.getLogger("llmgw.kb")
 
 DEFAULT_RESULTS = 8  # passages put before the model: about 1,600 tokens at the default passage size
 MOST_RESULTS = 50
@@ -77,6 +80,15 @@ class Augmenter:
 
     async def augment(self, principal: Principal, api: str, body: dict[str, Any]) -> tuple[dict[str, Any],
                                                                                           Retrieved | None]:
+        try:
+            return await self._augment(principal, api, body)
+        except StoreError as e:
+            log.warning("knowledge bases for a request: the store did not answer: %s", e)
+            raise Refuse(503, "the knowledge bases this request names cannot be read right now; try again in a "
+                              "few seconds", "store_unavailable", headers={"Retry-After": "5"}) from None
+
+    async def _augment(self, principal: Principal, api: str, body: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                           Retrieved | None]:
         if api == "responses":
             ids, most, with_results, body = _file_search(body)
         else:
