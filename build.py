@@ -2246,9 +2246,11 @@ def cmd_dist(args: list[str]) -> int:
 
     compile_locales()  # the portal's catalogues travel inside the package copied below
     say("copying the llmgw package")
+    # *.partial: a file a running llmgw is writing into the checkout at this moment (the portal's catalogues,
+    # llmgw.mo through llmgw.mo.partial), gone by the time it would be copied.
     shutil.copytree(
         ROOT / "llmgw", lib / "llmgw",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", "*.partial"),
     )
     # The unit files travel inside the package: `node add --ssh` installs
     # them on a machine that has only the archive (llmgw/onboard/units.py).
