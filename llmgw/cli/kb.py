@@ -24,7 +24,8 @@ def register(commands) -> None:
                     "knowledge base mirrors the folders synced into it: a document of it that is not in them is "
                     "deleted.")
     sync.add_argument("folders", nargs="+", metavar="FOLDER", type=Path)
-    sync.add_argument("--kb", required=True, metavar="NAME", help="the knowledge base, by name; made if there is none")
+    sync.add_argument("--kb", required=True, metavar="NAME",
+                      help="the knowledge base, by name or id; made (by that name) if there is none")
     sync.add_argument("--embedding-model", metavar="MODEL",
                       help="the model that embeds a knowledge base made now (default: the gateway's "
                            "router.knowledge.embedding_model)")

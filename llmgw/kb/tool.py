@@ -203,17 +203,22 @@ def find_base(gateway: Gateway, name: str, model: str | None) -> str:
 def remote_documents(gateway: Gateway, vs_id: str) -> dict[str, Remote]:
     """The documents llmgw-kb put in the knowledge base, by path."""
     found: dict[str, Remote] = {}
+    for file in _listed(gateway, f"/v1/vector_stores/{vs_id}/files"):
+        attributes = file.get("attributes") or {}
+        if isinstance(attributes.get("path"), str) and isinstance(attributes.get("sha256"), str):
+            found[attributes["path"]] = Remote(attributes["path"], file["id"], attributes["sha256"],
+                                               file.get("status", ""))
+    return found
+
+
+def _listed(gateway: Gateway, path: str) -> Iterable[dict[str, Any]]:
+    """Every entry of a list the gateway pages (OpenAI's `after` and `has_more`), a page at a time."""
     after = None
     while True:
-        page = gateway.call("GET", f"/v1/vector_stores/{vs_id}/files",
-                            query={"limit": PAGE, **({"after": after} if after else {})})
-        for file in page.get("data", []):
-            attributes = file.get("attributes") or {}
-            if isinstance(attributes.get("path"), str) and isinstance(attributes.get("sha256"), str):
-                found[attributes["path"]] = Remote(attributes["path"], file["id"], attributes["sha256"],
-                                                   file.get("status", ""))
+        page = gateway.call("GET", path, query={"limit": PAGE, **({"after": after} if after else {})})
+        yield from page.get("data", [])
         if not page.get("has_more"):
-            return found
+            return
         after = page.get("last_id")
 
 
@@ -294,15 +299,11 @@ def sync(gateway: Gateway, base: str, folders: list[Path], *, model: str | None 
 
 
 def _existing(gateway: Gateway, name: str) -> str | None:
-    after = None
-    while True:
-        page = gateway.call("GET", "/v1/vector_stores", query={"limit": PAGE, **({"after": after} if after else {})})
-        for vs in page.get("data", []):
-            if vs.get("name") == name:
-                return str(vs["id"])
-        if not page.get("has_more"):
-            return None
-        after = page.get("last_id")
+    """The id of the key's knowledge base named `name`, or whose id it is (the portal shows ids)."""
+    for vs in _listed(gateway, "/v1/vector_stores"):
+        if name in (vs.get("name"), vs.get("id")):
+            return str(vs["id"])
+    return None
 
 
 def _delete(gateway: Gateway, vs_id: str, file_id: str) -> None:
