@@ -47,6 +47,7 @@ from llmgw.control.workers import FannedKeys, WorkerPool
 from llmgw.events import Events
 from llmgw.guard import missing_detectors
 from llmgw.hub import Hub
+from llmgw.kb import KnowledgeBases
 from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
@@ -111,6 +112,9 @@ class ControlPlane:
                                idle=lambda: float(self.settings.current.auth.session_idle))
         self.throttle = UnknownKeyThrottle(lambda: self.settings.current.auth.unknown_key_rate)
         self.accounts = Accounts(store, self.events)
+        # The administrator's knowledge bases: the admin API's /api/v1/kb and the portal's /admin/kb.
+        self.knowledge = KnowledgeBases(store, self.accounts.audit,
+                                        lambda: self.settings.current.router.knowledge.embedding_model)
         # The notification webhooks: every event kept as deliveries in the store; sent while this plane leads.
         self.notify = Notifier(store, self.events, lambda: self.settings.current.notify, cfg.data_dir,
                                leading=lambda: self.lease.leading)

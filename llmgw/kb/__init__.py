@@ -1,12 +1,15 @@
 """Knowledge bases (issue 29, docs/knowledge.md): documents read, cut into passages and searched.
 
 The store keeps the passages and their vectors; this package reads a
-document's text (extract; documents, on a person's machine), cuts it
+document's text (extract; documents: PDF and Office too), cuts it
 (passages), holds each control plane's vectors (vectors, near, index),
-finds the passages for a question (retrieval, fusion), and is `llmgw-kb`
-(tool). The client API's routes are llmgw.router.knowledge.
+finds the passages for a question (retrieval, fusion), is the administrator's
+service (admin: `ctl kb` and /admin/kb) and is `llmgw-kb` (tool). The
+client API's routes are llmgw.router.knowledge.
 """
 
+from llmgw.kb.admin import KnowledgeBases
+from llmgw.kb.documents import pages_of
 from llmgw.kb.extract import Unreadable, readable_kinds, text_of
 from llmgw.kb.fusion import fuse
 from llmgw.kb.index import EXACT_BELOW, KbIndex
@@ -18,6 +21,6 @@ from llmgw.kb.vectors import VectorsUnavailable, pack
 from llmgw.kb.where import where_line
 
 __all__ = ["DEFAULT_OVERLAP", "DEFAULT_TOKENS", "EXACT_BELOW", "HYBRID", "MODES", "VECTOR", "WORDS", "Chunking",
-           "Gateway", "Hit", "KbIndex", "KbToolError", "Unreadable", "VectorsUnavailable", "count_tokens", "cut",
-           "fuse", "given_passages", "new_batch_id", "new_vector_store_id", "pack", "readable_kinds", "search", "sync",
-           "text_of", "where_line"]
+           "Gateway", "Hit", "KbIndex", "KbToolError", "KnowledgeBases", "Unreadable", "VectorsUnavailable",
+           "count_tokens", "cut", "fuse", "given_passages", "new_batch_id", "new_vector_store_id", "pack", "pages_of",
+           "readable_kinds", "search", "sync", "text_of", "where_line"]

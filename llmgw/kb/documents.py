@@ -1,4 +1,4 @@
-"""A document's text by page, read on the machine that holds it (`llmgw-kb`, docs/knowledge.md).
+"""A document's text by page: on a person's machine (`llmgw-kb`), or the gateway's for a file uploaded whole.
 
 PDF (each page its text, by pypdf), Word (.docx: its paragraphs and
 tables), PowerPoint (.pptx: each slide a page), Excel (.xlsx: each sheet a
@@ -42,6 +42,10 @@ def reads(name: str) -> bool:
 def pages_of(name: str, content: bytes) -> list[Page]:
     """The document's text, a (page, text) pair a page; Unreadable when it cannot be read."""
     suffix = PurePosixPath(name.lower()).suffix
+    if suffix not in READ_SUFFIXES:
+        raise Unreadable(f"{name}: a knowledge base reads PDF, Word, PowerPoint, Excel, HTML and text "
+                         f"({', '.join(sorted(READ_SUFFIXES))}); turn a {suffix or 'suffixless'} file into one of "
+                         "those first")
     if suffix == ".pdf":
         return _pdf(name, content)
     if suffix in OFFICE_SUFFIXES:
@@ -77,7 +81,9 @@ def _pdf(name: str, content: bytes) -> list[Page]:
 
 
 def _xml(office: zipfile.ZipFile, member: str) -> ElementTree.Element:
-    return ElementTree.fromstring(office.read(member))  # noqa: S314 - the person's own file, on their own machine
+    # On a person's machine (llmgw-kb) or the gateway (a file uploaded as it is): expat refuses entity expansion
+    # past its amplification limit (billion laughs), and the XML's unpacked size is bounded above.
+    return ElementTree.fromstring(office.read(member))  # noqa: S314
 
 
 def _docx(office: zipfile.ZipFile) -> list[Page]:

@@ -20,6 +20,7 @@ from llmgw.account import Accounts, Sessions
 from llmgw.accounting import UsageReports
 from llmgw.auth import DirectoryAccounts, Secrets
 from llmgw.config import own_secrets
+from llmgw.kb import KnowledgeBases
 from llmgw.portal.plane import McpServers, PortalPlane
 from llmgw.portal.web import (
     PAGES,
@@ -75,6 +76,8 @@ def mount(app: web.Application, plane: PortalPlane, *, registry: Registry | None
                     secrets=Secrets(store, plane.cfg.data_dir, own_secrets(plane.cfg)),
                     directory=DirectoryAccounts(store, accounts.people, accounts.audit,
                                                 break_glass=lambda: plane.settings.current.auth.break_glass),
+                    knowledge=KnowledgeBases(store, accounts.audit,
+                                             lambda: plane.settings.current.router.knowledge.embedding_model),
                     env=environment(), registry=pages, static=load_static(), mcp=mcp)
     app[PORTAL] = portal
     for portal_page in pages.pages:

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from llmgw.errors import N_
 from llmgw.portal import i18n
+from llmgw.portal.member import readable_bases
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
 from llmgw.store import ProjectPath
 
@@ -59,6 +60,7 @@ LABELS = {
     "stopped": N_("Stopped before the answer was finished."),
     "copy": N_("Copy"),
     "copied": N_("Copied"),
+    "sources": N_("Sources: {files}"),
     "untitled": N_("New conversation"),
     "delete-confirm": N_("Delete this conversation? It is kept only in this browser, so it cannot be brought "
                          "back."),
@@ -80,7 +82,9 @@ async def chat(request: web.Request, viewer: Viewer | None) -> web.StreamRespons
     projects = await portal.people.projects_of(viewer.person.id)
     chosen = chosen_project(projects, request.query.get("project", ""))
     models: list[str] = []
+    bases: list[dict[str, object]] = []
     if chosen is not None:
+        bases = await readable_bases(portal, chosen)
         principal = await portal.plane.chat.lookup(viewer.chat_token, chosen.project.id)
         if principal is not None:
             registry = portal.plane.router.registry.models
@@ -88,7 +92,7 @@ async def chat(request: web.Request, viewer: Viewer | None) -> web.StreamRespons
                             if "chat" in entry.settings.can and principal.limits.allows_model(name))
     lang = viewer.lang
     return render(
-        request, "chat.html", title=N_("Chat"), projects=projects, chosen=chosen, models=models,
+        request, "chat.html", title=N_("Chat"), projects=projects, chosen=chosen, models=models, bases=bases,
         chat_token=viewer.chat_token,
         errors={code.replace("_", "-"): i18n.gettext(lang, sentence) for code, sentence in ERRORS.items()},
         labels={name: i18n.gettext(lang, sentence) for name, sentence in LABELS.items()},

@@ -125,3 +125,9 @@ async def key_rows(store: KeysStore, reports: UsageReports, keys: list[ApiKey], 
             uses.append(BudgetUse(budget.scope, budget.period, budget.micros, spent))
         rows.append(KeyRow(key, path, folded, uses, active(key, at)))
     return rows
+
+
+async def readable_bases(portal: Portal, path: ProjectPath) -> list[dict[str, object]]:
+    """The knowledge bases every key of this project may search: its own, its team's and org's, and given to any."""
+    return await portal.knowledge.readable([("org", path.org.id), ("team", path.team.id),
+                                            ("project", path.project.id)])

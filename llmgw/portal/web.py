@@ -57,6 +57,7 @@ from llmgw.store import (
 
 if TYPE_CHECKING:
     from llmgw.control import Catalog
+    from llmgw.kb import KnowledgeBases
     from llmgw.portal.plane import McpServers, PortalPlane
 
 log = logging.getLogger("llmgw.portal")
@@ -181,6 +182,7 @@ class Portal:
     reports: UsageReports
     secrets: Secrets  # sign-in's sealed secrets (OIDC client, LDAP bind), read with this machine's master key
     directory: DirectoryAccounts  # accounts OIDC, LDAP and SCIM vouch for
+    knowledge: KnowledgeBases  # /admin/kb's and /knowledge's: the service `ctl kb` calls
     env: jinja2.Environment
     registry: Registry
     static: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)  # name -> (digest, body, type)

@@ -24,3 +24,7 @@ class Augmenting(Protocol):
     def annotate(self, api: str, answer: dict[str, Any], retrieved: Any) -> dict[str, Any]:
         """The whole answer with where it came from."""
         ...
+
+    def cited_event(self, api: str, answer: dict[str, Any] | None, retrieved: Any) -> bytes:
+        """The SSE event a streamed answer ends with, before its [DONE]: its citations (b"": none)."""
+        ...

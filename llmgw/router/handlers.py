@@ -31,6 +31,7 @@ from llmgw.router.augmenting import Augmenting
 from llmgw.router.body import read_json
 from llmgw.router.cacheaware import cached_prefix
 from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
+from llmgw.router.citing import StreamCitations
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.fit import fit_max_tokens
 from llmgw.router.guarded import ChunkGuard, guard_whole
@@ -492,6 +493,18 @@ async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: 
                 assembler.feed_sse(block)
                 return await ainner(block)
 
+    citing = None
+    if call.retrieved is not None and plane.router.augmenting is not None:
+        citing = StreamCitations(plane.router.augmenting, call.api, call.retrieved)
+        plain, aplain = transform, atransform
+
+        def transform(block: bytes) -> bytes:
+            return citing.cite(plain(block))
+
+        if aplain is not None:
+            async def atransform(block: bytes) -> bytes:
+                return citing.cite(await aplain(block))
+
     def first_token() -> None:
         call.first_token_at = time.perf_counter()
 
@@ -529,6 +542,8 @@ async def _stream(plane: ClientPlane, request: web.Request, shape: Shape, call: 
     else:
         tail = stream.finish() if call.status == 200 else stream.cut(
             "the engine stopped before the answer was complete")
+        if citing is not None and call.status == 200:
+            tail = citing.cite(tail)  # a translated stream's [DONE] is in its tail
         await _write_quietly(response, tail)
     try:
         await response.write_eof()

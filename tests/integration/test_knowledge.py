@@ -165,16 +165,33 @@ def test_what_was_removed_or_deleted_is_never_found_again(own):
         own.openai.vector_stores.search(vs.id, query=question)
 
 
-def test_a_file_that_is_not_text_fails_saying_which_kinds_are_read_and_the_base_goes_on(own):
+def test_a_file_of_a_kind_not_read_fails_saying_which_kinds_are_read_and_the_base_goes_on(own):
     vs = own.base()
-    _, failed = own.add(vs.id, "scan.pdf", b"%PDF-1.7 \x00\x01 binary")
+    _, failed = own.add(vs.id, "setup.exe", b"MZ\x90\x00\x03 binary")
     assert failed.status == "failed"
     assert failed.last_error.code == "unsupported_file"
-    assert "scan.pdf" in failed.last_error.message and ".md" in failed.last_error.message
+    assert "setup.exe" in failed.last_error.message and ".md" in failed.last_error.message
+    assert ".pdf" in failed.last_error.message
+    _, broken = own.add(vs.id, "scan.pdf", b"%PDF-1.7 \x00\x01 binary")
+    assert (broken.status, broken.last_error.code) == ("failed", "invalid_file")
+    assert "scan.pdf: not a PDF that can be read" in broken.last_error.message
     _, fine = own.add(vs.id, "ports.md", PORTS)
     assert fine.status == "completed"
     counts = own.openai.vector_stores.retrieve(vs.id).file_counts
-    assert (counts.failed, counts.completed) == (1, 1)
+    assert (counts.failed, counts.completed) == (2, 1)
+
+
+def test_a_pdf_and_a_slide_deck_uploaded_as_they_are_are_read_on_the_gateway_page_by_page(own, tmp_path):
+    vs = own.base()
+    handbook = pdf(tmp_path / "handbook.pdf", ["Welcome to the handbook.", "The admin API listens on port 9090."])
+    deck = pptx(tmp_path / "deck.pptx", [["Quarterly plan"], ["Batches run at the lowest admission band."]])
+    assert own.add(vs.id, "handbook.pdf", handbook.read_bytes())[1].status == "completed"
+    assert own.add(vs.id, "deck.pptx", deck.read_bytes())[1].status == "completed"
+
+    [hit] = own.openai.vector_stores.search(vs.id, query="admin API port 9090", max_num_results=1).data
+    assert (hit.filename, hit.content[0].text.strip()) == ("handbook.pdf", "The admin API listens on port 9090.")
+    [slide] = own.openai.vector_stores.search(vs.id, query="lowest admission band", max_num_results=1).data
+    assert slide.filename == "deck.pptx" and "lowest admission band" in slide.content[0].text
 
 
 def test_refusals_say_what_to_send(gw, own):
@@ -262,6 +279,25 @@ def test_knowledge_bases_on_a_chat_completion_answer_with_file_citations(own):
     assert message["content"][:cited["index"]].endswith("[1]")
     plain = own.openai.chat.completions.create(model="echo", messages=question)
     assert answer["usage"]["prompt_tokens"] > plain.usage.prompt_tokens + 20, "the passages reached the model"
+
+
+def test_a_streamed_chat_answer_from_a_knowledge_base_ends_with_its_citations(own):
+    vs = own.base()
+    uploaded, _ = own.add(vs.id, "ports.md", PORTS)
+    question = [{"role": "user", "content": "Which port does the admin API listen on? Say [1]."}]
+
+    chunks = list(own.openai.chat.completions.create(model="echo", messages=question, stream=True,
+                                                     extra_body={"knowledge_bases": [vs.id]}))
+
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    cited = [c for c in chunks if c.choices and (c.choices[0].delta.model_extra or {}).get("annotations")]
+    assert [c is chunks[-1] for c in cited] == [True], "one chunk of citations, the last before [DONE]"
+    [annotation] = cited[0].choices[0].delta.model_extra["annotations"]
+    assert (annotation["type"], annotation["filename"], annotation["file_id"]) == ("file_citation", "ports.md",
+                                                                                 uploaded.id)
+    assert text[:annotation["index"]].endswith("[1]")
+    plain = list(own.openai.chat.completions.create(model="echo", messages=question, stream=True))
+    assert not [c for c in plain if c.choices and (c.choices[0].delta.model_extra or {}).get("annotations")]
 
 
 def test_a_request_naming_another_projects_knowledge_base_is_refused_as_not_found(gw, own):
@@ -459,7 +495,8 @@ def test_a_team_base_is_every_team_keys_and_a_grant_gives_another_key_what_it_sa
     with pytest.raises(openai.PermissionDeniedError):
         outsider.openai.vector_stores.delete(made["id"])
     shown = gw.ctl_json("ctl", "kb", "show", made["id"])
-    assert shown["grants"] == [{"scope": "key", "place": f"third ({outsider.key_id})", "access": "write"}]
+    assert shown["grants"] == [{"scope": "key", "place": f"third ({outsider.key_id})", "id": outsider.key_id,
+                                "access": "write"}]
 
     gw.ctl_json("ctl", "kb", "revoke", made["id"], "--key", outsider.key_id)
     with pytest.raises(openai.NotFoundError):

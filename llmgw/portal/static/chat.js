@@ -21,6 +21,7 @@
     system: $("chat-system"),
     error: $("chat-error"),
     project: $("chat-project"),
+    bases: root.querySelectorAll("input[name=knowledge-base]"),
   };
   const labels = { copy: data.labelCopy, copied: data.labelCopied };
   let state = load();
@@ -131,6 +132,13 @@
     } else {
       body.replaceChildren(window.LlmgwMarkdown.render(message.content, document, labels));
     }
+    if (message.sources && message.sources.length) {
+      // The files the answer cited, as the gateway named them (file_citation annotations): text, never markup.
+      const sources = document.createElement("p");
+      sources.className = "sources";
+      sources.textContent = data.labelSources.replace("{files}", message.sources.join(", "));
+      body.appendChild(sources);
+    }
     if (message.note) {
       const note = document.createElement("p");
       note.className = "note";
@@ -196,7 +204,7 @@
           "Content-Type": "application/json",
           "x-llmgw-project": data.project,
         },
-        body: JSON.stringify({ model: elements.model.value, messages: messages, stream: true }),
+        body: JSON.stringify(request(messages)),
         signal: controller.signal,
         credentials: "omit", // the chat credential is the whole of it: no cookie goes to /v1
       });
@@ -231,6 +239,14 @@
     elements.input.focus();
   }
 
+  // The request's body: the chosen knowledge bases, when any, are llmgw's knowledge_bases (docs/knowledge.md).
+  function request(messages) {
+    const asked = { model: elements.model.value, messages: messages, stream: true };
+    const bases = Array.from(elements.bases).filter((box) => box.checked).map((box) => box.value);
+    if (bases.length) asked.knowledge_bases = bases;
+    return asked;
+  }
+
   // Server-sent events from the response's body: each `data:` line is a chunk, an error, or [DONE].
   async function readStream(response, answer, body) {
     const reader = response.body.getReader();
@@ -258,6 +274,13 @@
         const piece = choice && choice.delta && choice.delta.content;
         if (piece) {
           answer.content += piece;
+          fill(body, answer);
+        }
+        const cited = choice && choice.delta && choice.delta.annotations;
+        if (Array.isArray(cited)) {
+          // Sent once, at the answer's end: the files its [n] marks name.
+          const files = cited.map((a) => a && a.filename).filter((name) => typeof name === "string");
+          answer.sources = Array.from(new Set([...(answer.sources || []), ...files]));
           fill(body, answer);
         }
         if (choice && choice.finish_reason === "content_filter") {

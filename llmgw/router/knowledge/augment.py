@@ -11,9 +11,10 @@ model can answer from passages, not every one can call a tool.
 The whole answer then says where it came from: each [n] the model wrote
 becomes a `file_citation` annotation naming the file (OpenAI's shape in
 /v1/responses, after a `file_search_call` output item; llmgw's own
-`annotations` on a chat completion's message). A streamed answer carries
-the passages' effect but not the annotations, which are known only at the
-end (docs/knowledge.md).
+`annotations` on a chat completion's message; a streamed chat answer ends
+with them in one chunk before its [DONE], router/citing.py). A streamed
+/v1/responses answer carries the passages' effect but not yet the
+annotations (docs/knowledge.md).
 
 A request with neither pays one dictionary lookup (`asks`).
 """
@@ -26,6 +27,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from llmgw.account import Principal
 from llmgw.kb import HYBRID, Hit, KbIndex, pack, search
@@ -77,6 +80,9 @@ class Augmenter:
 
     def annotate(self, api: str, answer: dict[str, Any], retrieved: Any) -> dict[str, Any]:
         return annotate(api, answer, retrieved) if isinstance(retrieved, Retrieved) else answer
+
+    def cited_event(self, api: str, answer: dict[str, Any] | None, retrieved: Any) -> bytes:
+        return cited_event(api, answer, retrieved) if isinstance(retrieved, Retrieved) else b""
 
     async def augment(self, principal: Principal, api: str, body: dict[str, Any]) -> tuple[dict[str, Any],
                                                                                           Retrieved | None]:
@@ -263,3 +269,24 @@ def annotate(api: str, answer: dict[str, Any], retrieved: Retrieved) -> dict[str
             choices.append(choice)
         return {**answer, "choices": choices}
     return answer
+
+
+def cited_event(api: str, answer: dict[str, Any] | None, retrieved: Retrieved) -> bytes:
+    """A streamed chat answer's last chunk before [DONE]: the file_citation annotations of its whole text.
+
+    b"" for any other API (a streamed /v1/responses answer is not annotated yet: docs/knowledge.md), for an
+    answer that did not come whole, and for one that cites nothing.
+    """
+    if api != "chat" or answer is None:
+        return b""
+    choices = []
+    for choice in answer.get("choices") or []:
+        text = (choice.get("message") or {}).get("content")
+        cited = _citations(text, retrieved.hits) if isinstance(text, str) else []
+        if cited:
+            choices.append({"index": choice.get("index", 0), "delta": {"annotations": cited}, "finish_reason": None})
+    if not choices:
+        return b""
+    chunk = {"id": answer.get("id"), "object": "chat.completion.chunk", "created": answer.get("created"),
+             "model": answer.get("model"), "choices": choices}
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"

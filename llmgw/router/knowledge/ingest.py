@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from llmgw.account import Principal, principal_of
-from llmgw.kb import Chunking, KbIndex, Unreadable, cut, given_passages, pack, text_of
+from llmgw.kb import Chunking, KbIndex, Unreadable, cut, given_passages, pack, pages_of
 from llmgw.router.batches import FileKeeper
 from llmgw.router.knowledge.embed import EmbedFailed, embed_import
 from llmgw.router.plane import ClientPlane
@@ -99,8 +99,12 @@ class Ingester:
             if stored.filename.endswith(PASSAGES_SUFFIX):  # cut by llmgw-kb where the document is
                 given = given_passages(shown, content)
             else:
-                given = [(None, t) for t in cut(text_of(stored.filename, content),
-                                                 Chunking(file.chunk_tokens, file.chunk_overlap))]
+                # PDF and Office documents uploaded as they are: read in a thread, since pypdf takes seconds of
+                # CPU over a long PDF and this process answers /v1 meanwhile. llmgw-kb reads them on the
+                # person's machine instead, and sends only passages.
+                chunking = Chunking(file.chunk_tokens, file.chunk_overlap)
+                pages = await asyncio.to_thread(pages_of, stored.filename, content)
+                given = [(page, t) for page, text in pages for t in cut(text, chunking)]
         except Unreadable as e:
             raise _Failed(e.code, str(e)) from None
         texts = [t for _, t in given]
