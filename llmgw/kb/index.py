@@ -169,11 +169,28 @@ class KbIndex:
             else:
                 await self.exact.remove_file(vs_id, change.file_id)
 
+    def _idle(self) -> bool:
+        """Nothing held, loaded or built here: no change matters until a base is searched, which reads from then."""
+        return (self.exact.empty() and not self.near and not self._building
+                and not any(lock.locked() for lock in self._loading.values()))
+
+    async def follow_once(self) -> None:
+        """Apply the store's new changes; none asked for while nothing is held.
+
+        A router that answers no question from a knowledge base (most of them, most of the time) asked the
+        store for changes every second all the same. Idle, it forgets where it was: the first base loaded
+        reads the last change again before its passages (_ensure), so nothing between is missed.
+        """
+        if self._idle():
+            self._high = None
+            return
+        await self.catch_up()
+
     async def _follow(self) -> None:
         failing = False
         while True:
             try:
-                await self.catch_up()
+                await self.follow_once()
                 failing = False
             except StoreError as e:
                 if not failing:

@@ -270,9 +270,9 @@ def sync(gateway: Gateway, base: str, folders: list[Path], *, model: str | None 
         gateway.call("POST", f"/v1/vector_stores/{vs_id}/files", {
             "file_id": file_id, "attributes": {"path": document.path, "sha256": document.sha256,
                                                "size": document.size}})
+        # The version there now stays searchable until this one is: deleted once it has completed, kept if
+        # it fails (so a document that fails to import is never lost from the knowledge base).
         old = there.get(document.path)
-        if old is not None:
-            _delete(gateway, vs_id, old.file_id)
         waiting[file_id] = (document, old.file_id if old else "")
         say(f"[{n}/{len(to_send)}] {document.path}: {len(cut_passages)} passages sent")
     gone = [r for path, r in there.items() if path not in here]
@@ -283,14 +283,20 @@ def sync(gateway: Gateway, base: str, folders: list[Path], *, model: str | None 
             _delete(gateway, vs_id, remote.file_id)
             say(f"deleted {remote.path}")
         outcome.deleted += 1
-    for file_id, (document, _) in waiting.items():
+    for file_id, (document, old_id) in waiting.items():
         assert vs_id is not None  # something was sent to it
         done = _wait(gateway, vs_id, file_id)
         if done.get("status") != "completed":
             outcome.failed += 1
             error = done.get("last_error") or {}
-            say(f"{document.path}: {done.get('status')}, {error.get('message', 'no reason given')}")
+            kept = ""
+            if old_id:
+                _delete(gateway, vs_id, file_id)  # the version before answers meanwhile; the next run tries again
+                kept = "; the version sent before is kept"
+            say(f"{document.path}: {done.get('status')}, {error.get('message', 'no reason given')}{kept}")
             continue
+        if old_id:
+            _delete(gateway, vs_id, old_id)
         outcome.sent += 1
         for skipped in done.get("skipped_passages") or []:
             where = f"page {skipped['page']}" if skipped.get("page") else f"passage {skipped.get('passage')}"

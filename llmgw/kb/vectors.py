@@ -51,6 +51,9 @@ class ExactVectors:
     def holds(self, vector_store_id: str) -> bool:
         return vector_store_id in self._files
 
+    def empty(self) -> bool:
+        return not self._files
+
     def passages(self, vector_store_id: str) -> int:
         return sum(len(ids) for ids in self._files.get(vector_store_id, {}).values())
 

@@ -135,11 +135,10 @@ class KbSQL:
 
     async def grant_kb(self, grant: KbGrant) -> None:
         """The grant, replacing one to the same place."""
-        async with self._db.transaction() as tx:
-            await tx.execute("DELETE FROM kb_grants WHERE vector_store_id = $1 AND scope = $2 AND scope_id = $3",
-                             grant.vector_store_id, grant.scope, grant.scope_id)
-            await tx.execute("INSERT INTO kb_grants (vector_store_id, scope, scope_id, access) VALUES ($1, $2, $3, $4)",
-                             grant.vector_store_id, grant.scope, grant.scope_id, grant.access)
+        await self._db.execute("INSERT INTO kb_grants (vector_store_id, scope, scope_id, access) "
+                               "VALUES ($1, $2, $3, $4) ON CONFLICT (vector_store_id, scope, scope_id) "
+                               "DO UPDATE SET access = excluded.access",
+                               grant.vector_store_id, grant.scope, grant.scope_id, grant.access)
 
     async def revoke_kb(self, vector_store_id: str, scope: str, scope_id: str) -> bool:
         rows = await self._db.fetch("DELETE FROM kb_grants WHERE vector_store_id = $1 AND scope = $2 AND "

@@ -436,6 +436,29 @@ def test_llmgw_kb_keeps_a_folder_in_a_knowledge_base_sending_only_what_changed(g
     assert len({f.id for f in own.openai.files.list()} - files_before) == 1, "the old guide's file was deleted"
 
 
+def test_a_changed_document_whose_new_version_fails_keeps_the_version_before_searchable(gw, own, tmp_path):
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "guide.md").write_text(PORTS)
+    gateway = Gateway(gw.client_url, own.key)
+    assert kb_sync(gateway, "handbook", [folder], model="qwen", say=lambda line: None).sent == 1
+    [vs] = [v for v in own.openai.vector_stores.list() if v.name == "handbook"]
+
+    (folder / "guide.md").write_text(f"A pasted key: {SECRET}")  # every passage refused by the guardrails
+    said: list[str] = []
+    failed = kb_sync(gateway, "handbook", [folder], say=said.append)
+
+    assert (failed.sent, failed.failed) == (0, 1)
+    assert any("guide.md: failed" in line and "the version sent before is kept" in line for line in said), said
+    [file] = own.openai.vector_stores.files.list(vector_store_id=vs.id).data
+    assert file.status == "completed" and file.attributes["path"] == "guide.md"
+    assert "9090" in own.openai.vector_stores.search(vs.id, query="admin API port 9090").data[0].content[0].text
+    (folder / "guide.md").write_text(PORTS.replace("9090", "9191"))
+    assert kb_sync(gateway, "handbook", [folder], say=lambda line: None).sent == 1, "the next run sends it again"
+    [file] = own.openai.vector_stores.files.list(vector_store_id=vs.id).data
+    assert "9191" in own.openai.vector_stores.search(vs.id, query="admin API port 9191").data[0].content[0].text
+
+
 def test_llmgw_kb_says_what_is_missing_in_a_sentence(gw, tmp_path):
     no_url = subprocess.run([sys.executable, "-m", "llmgw", "kb", "sync", str(tmp_path), "--kb", "x"],
                             capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})

@@ -96,3 +96,40 @@ async def test_a_base_past_the_exact_size_is_searched_by_words_until_its_graph_i
                                                      VECTOR)] == ["the new one"]
     finally:
         await index.stop()
+
+
+class _Counting:
+    """The real store, counting the calls that read its knowledge-base changes."""
+
+    def __init__(self, store):
+        self.store, self.reads = store, 0
+
+    def __getattr__(self, name):
+        if name in ("kb_changes", "kb_last_change"):
+            self.reads += 1
+        return getattr(self.store, name)
+
+
+async def test_an_index_holding_no_base_asks_the_store_nothing_and_still_misses_no_change(store):
+    counting = _Counting(store)
+    index = KbIndex(counting)
+    try:
+        await _base(store)
+        await _file(store, "file-a", [("north", _v(1, 0, 0))])
+        for _ in range(3):
+            await index.follow_once()
+        assert counting.reads == 0, "no base held: no question for the store"
+
+        assert [h.passage.text for h in await search(store, index, ["vs_1"], "which way", _v(1, 0, 0), 1, VECTOR)] \
+            == ["north"]
+        await _file(store, "file-b", [("up", _v(0, 0, 1))])
+        await index.follow_once()
+        assert counting.reads > 0 and index.passages("vs_1") == 2, "a base held: its changes are read"
+
+        await store.delete_vector_store("vs_1")
+        await index.follow_once()
+        settled = counting.reads
+        await index.follow_once()
+        assert counting.reads == settled, "its base dropped, the index is idle again"
+    finally:
+        await index.stop()
