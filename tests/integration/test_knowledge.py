@@ -265,6 +265,22 @@ def test_file_search_in_responses_puts_the_passages_before_the_model_and_cites_t
     assert answer.usage.input_tokens > plain.usage.input_tokens + 20, "the passages reached the model"
 
 
+def test_a_streamed_file_search_answer_ends_with_its_search_and_citations_in_the_final_response(own):
+    vs = own.base()
+    uploaded, _ = own.add(vs.id, "ports.md", PORTS)
+
+    with own.openai.responses.stream(model="echo", input="Which port does the admin API listen on? Say [1].",
+                                     tools=[{"type": "file_search", "vector_store_ids": [vs.id]}]) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+
+    assert [item.type for item in final.output] == ["file_search_call", "message"]
+    [text] = final.output[1].content
+    assert text.text == "".join(deltas) and "[1]" in text.text
+    [cited] = text.annotations
+    assert (cited.type, cited.filename, cited.file_id) == ("file_citation", "ports.md", uploaded.id)
+
+
 def test_knowledge_bases_on_a_chat_completion_answer_with_file_citations(own):
     vs = own.base()
     uploaded, _ = own.add(vs.id, "ports.md", PORTS)

@@ -11,10 +11,9 @@ model can answer from passages, not every one can call a tool.
 The whole answer then says where it came from: each [n] the model wrote
 becomes a `file_citation` annotation naming the file (OpenAI's shape in
 /v1/responses, after a `file_search_call` output item; llmgw's own
-`annotations` on a chat completion's message; a streamed chat answer ends
-with them in one chunk before its [DONE], router/citing.py). A streamed
-/v1/responses answer carries the passages' effect but not yet the
-annotations (docs/knowledge.md).
+`annotations` on a chat completion's message). A streamed answer ends with
+them (router/citing.py): a chat stream in one chunk before its [DONE], a
+/v1/responses stream in its response.completed event.
 
 A request with neither pays one dictionary lookup (`asks`).
 """
@@ -274,7 +273,7 @@ def annotate(api: str, answer: dict[str, Any], retrieved: Retrieved) -> dict[str
 def cited_event(api: str, answer: dict[str, Any] | None, retrieved: Retrieved) -> bytes:
     """A streamed chat answer's last chunk before [DONE]: the file_citation annotations of its whole text.
 
-    b"" for any other API (a streamed /v1/responses answer is not annotated yet: docs/knowledge.md), for an
+    b"" for any other API (a /v1/responses stream's response.completed is annotated whole instead), for an
     answer that did not come whole, and for one that cites nothing.
     """
     if api != "chat" or answer is None:
