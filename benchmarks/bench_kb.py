@@ -45,7 +45,8 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmgw.kb import KbIndex, cut
+from llmgw.kb import VECTOR, KbIndex, Only, cut, search
+from llmgw.kb.retrieval import FILTERED_EXACT
 from llmgw.store import KbFile, NewPassage, VectorStore, open_store
 from tests.support.servers import Server, SimEngine, serving_with_first_key, write_config
 
@@ -167,6 +168,22 @@ async def scale(root: Path, passages: int, dims: int = 384, per_file: int = 1000
     print(f"kb_scale_search_p50_ms: {waits[len(waits) // 2] * 1e3:.2f}")
     print(f"kb_scale_search_p99_ms: {waits[int(len(waits) * 0.99)] * 1e3:.2f}")
     print(f"kb_scale_recall_at_10: {statistics.fmean(recalls):.3f} (against an exact search of every vector)")
+
+    # A filter keeping some files: up to FILTERED_EXACT passages compared one by one, past it the graph asked wider.
+    for files in (1, 10, passages // per_file // 10):
+        only = Only(frozenset(("vs_scale", f"file-{n}") for n in range(files)), files * per_file)
+        subset = kept[:files * per_file]
+        waits, recalls = [], []
+        for q in queries[:100]:
+            began = time.perf_counter()
+            hits = await search(store, index, ["vs_scale"], "", q.tobytes(), 10, VECTOR, only)
+            waits.append(time.perf_counter() - began)
+            exact = np.argpartition(-(subset @ q), 10)[:10] + 1
+            recalls.append(len({h.passage.id for h in hits} & set(exact.tolist())) / 10)
+        waits.sort()
+        how = "exact" if only.passages <= FILTERED_EXACT else "the graph, asked wider"
+        print(f"kb_scale_filtered_{only.passages}_p50_ms: {waits[len(waits) // 2] * 1e3:.2f} ({how}; recall@10 "
+              f"{statistics.fmean(recalls):.3f} against an exact search of the files kept)")
     await index.stop()
     await store.close()
 

@@ -73,18 +73,35 @@ class KbIndex:
         near = self.near.get(vector_store_id)
         return near.passages if near is not None else self.exact.passages(vector_store_id)
 
+    def ids_of(self, vector_store_id: str, file_ids: set[str]) -> set[int]:
+        """The passages held here of those files of the base (read from memory, not the store)."""
+        near = self.near.get(vector_store_id)
+        return near.ids_of(file_ids) if near is not None else self.exact.ids_of(vector_store_id, file_ids)
+
     def building(self, vector_store_id: str) -> bool:
         return vector_store_id in self._building
 
-    async def search(self, vector_store_id: str, vector: bytes, k: int) -> list[tuple[int, float]]:
-        """(passage id, cosine distance) of the k nearest, nearest first; none while the base's graph is built."""
+    async def search(self, vector_store_id: str, vector: bytes, k: int,
+                     keep: set[int] | None = None) -> list[tuple[int, float]]:
+        """(passage id, cosine distance) of the k nearest, nearest first; none while the base's graph is built.
+
+        With `keep` (a filter's passages), only those: the graph's candidates are narrowed to them before their
+        exact vectors are read, so a filter costs the reading of the passages it keeps, not of all asked for.
+        """
         await self._ensure(vector_store_id)
         near = self.near.get(vector_store_id)
         if near is None:
-            return await self.exact.search(vector_store_id, vector, k)
+            found = await self.exact.search(vector_store_id, vector, k)
+            return found if keep is None else [pair for pair in found if pair[0] in keep]
         ids = await asyncio.to_thread(near.search, vector, k * RERANK)
+        if keep is not None:
+            ids = [pid for pid in ids if pid in keep]
         exact = await self.store.passage_vectors_by_id(ids)
         return await asyncio.to_thread(rerank, vector, exact, k)
+
+    async def load(self, vector_store_id: str) -> None:
+        """The base's vectors held here (loaded from the store at its first search)."""
+        await self._ensure(vector_store_id)
 
     async def _ensure(self, vector_store_id: str) -> None:
         if self.holds(vector_store_id):

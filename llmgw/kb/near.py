@@ -62,6 +62,10 @@ class NearVectors:
             for pid, fid, _ in fitting:
                 self._files.setdefault(fid, []).append(pid)
 
+    def ids_of(self, file_ids: set[str]) -> set[int]:
+        with self._lock:
+            return {pid for fid in file_ids for pid in self._files.get(fid, ())}
+
     def remove_file(self, file_id: str) -> None:
         with self._lock:
             self._remove_file(file_id)

@@ -54,6 +54,10 @@ class ExactVectors:
     def empty(self) -> bool:
         return not self._files
 
+    def ids_of(self, vector_store_id: str, file_ids: set[str]) -> set[int]:
+        held = self._files.get(vector_store_id, {})
+        return {pid for fid in file_ids for pid in held.get(fid, ())}
+
     def passages(self, vector_store_id: str) -> int:
         return sum(len(ids) for ids in self._files.get(vector_store_id, {}).values())
 

@@ -342,26 +342,42 @@ class KbSQL:
             f"WHERE p.id IN ({_places(1, len(ids))})", *[int(i) for i in ids])
         return [Passage(int(r[0]), r[1], r[2], shown_name(r[3]), int(r[4]), r[5], load_json(r[6]) or {}) for r in rows]
 
-    async def search_words(self, vector_store_ids: Sequence[str], question: str, limit: int) -> list[int]:
-        """The ids of the passages holding any of the question's words, best first."""
+    async def search_words(self, vector_store_ids: Sequence[str], question: str, limit: int,
+                           file_ids: Sequence[str] | None = None) -> list[int]:
+        """The ids of the passages holding any of the question's words, best first; of `file_ids` only, if given."""
         words = words_of(question)
-        if not words or not vector_store_ids:
+        if not words or not vector_store_ids or (file_ids is not None and not file_ids):
             return []
+        args: list[Any] = [*vector_store_ids]
         stores = _places(2, len(vector_store_ids))
-        last = f"${len(vector_store_ids) + 2}"
+        files = ""
+        if file_ids is not None:
+            files = f" AND p.file_id IN ({_places(len(args) + 2, len(file_ids))})"
+            args += file_ids
+        last = f"${len(args) + 2}"
         if self._db.dialect == "sqlite":
             match = " OR ".join(f'"{w}"' for w in words)
             rows = await self._db.fetch(
                 "SELECT p.id FROM passage_words JOIN passages p ON p.id = passage_words.rowid "
-                f"WHERE passage_words MATCH $1 AND p.vector_store_id IN ({stores}) "
-                f"ORDER BY bm25(passage_words), p.id LIMIT {last}", match, *vector_store_ids, int(limit))
+                f"WHERE passage_words MATCH $1 AND p.vector_store_id IN ({stores}){files} "
+                f"ORDER BY bm25(passage_words), p.id LIMIT {last}", match, *args, int(limit))
         else:
             rows = await self._db.fetch(
-                "SELECT id FROM passages, to_tsquery('english', $1) q "
-                f"WHERE vector_store_id IN ({stores}) AND to_tsvector('english', text) @@ q "
-                f"ORDER BY ts_rank(to_tsvector('english', text), q) DESC, id LIMIT {last}",
-                " | ".join(words), *vector_store_ids, int(limit))
+                "SELECT p.id FROM passages p, to_tsquery('english', $1) q "
+                f"WHERE p.vector_store_id IN ({stores}){files} AND to_tsvector('english', p.text) @@ q "
+                f"ORDER BY ts_rank(to_tsvector('english', p.text), q) DESC, p.id LIMIT {last}",
+                " | ".join(words), *args, int(limit))
         return [int(r[0]) for r in rows]
+
+    async def kb_file_attributes(self, vector_store_ids: Sequence[str]) -> list[tuple[str, dict[str, Any], int]]:
+        """(file id, attributes, passages) of each searchable file of the knowledge bases: what filters read."""
+        if not vector_store_ids:
+            return []
+        rows = await self._db.fetch(
+            "SELECT file_id, attributes, passages FROM vector_store_files "
+            f"WHERE vector_store_id IN ({_places(1, len(vector_store_ids))}) AND status = 'completed'",
+            *vector_store_ids)
+        return [(r[0], load_json(r[1]) or {}, int(r[2] or 0)) for r in rows]
 
     # what changed, for each control plane's vector index
 

@@ -194,6 +194,32 @@ def test_a_pdf_and_a_slide_deck_uploaded_as_they_are_are_read_on_the_gateway_pag
     assert slide.filename == "deck.pptx" and "lowest admission band" in slide.content[0].text
 
 
+def test_a_search_and_a_file_search_answer_only_from_the_files_a_filter_keeps(own):
+    vs = own.base()
+    own.add(vs.id, "eu.md", "The admin API listens on port 9090 in the EU office.",
+            attributes={"region": "eu", "year": 2024})
+    own.add(vs.id, "us.md", "The admin API listens on port 9191 in the US office.",
+            attributes={"region": "us", "year": 2023})
+
+    def found(filters):
+        return {h.filename for h in own.openai.vector_stores.search(vs.id, query="admin API port office",
+                                                                    filters=filters).data}
+
+    assert found({"type": "eq", "key": "region", "value": "us"}) == {"us.md"}
+    assert found({"type": "or", "filters": [{"type": "eq", "key": "region", "value": "us"},
+                                            {"type": "gte", "key": "year", "value": 2024}]}) == {"eu.md", "us.md"}
+    assert found({"type": "eq", "key": "region", "value": "apac"}) == set()
+    answer = own.openai.responses.create(
+        model="echo", input="Which port does the admin API listen on? Say [1].", include=["file_search_call.results"],
+        tools=[{"type": "file_search", "vector_store_ids": [vs.id],
+                "filters": {"type": "gte", "key": "year", "value": 2024}}])
+    assert {r.filename for r in answer.output[0].results} == {"eu.md"}
+    with pytest.raises(openai.BadRequestError) as refused:
+        own.openai.vector_stores.search(vs.id, query="port", filters={"type": "like", "key": "region", "value": "u"})
+    assert refused.value.body["param"] == "filters"
+    assert refused.value.body["message"].startswith("filters: type is one of eq, ne, gt")
+
+
 def test_refusals_say_what_to_send(gw, own):
     with pytest.raises(openai.BadRequestError) as no_model:
         own.openai.vector_stores.create(name="x")

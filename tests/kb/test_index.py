@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from llmgw.kb import HYBRID, VECTOR, KbIndex, search
+from llmgw.kb import HYBRID, VECTOR, KbIndex, kept_by, parse_filter, retrieval, search
 from llmgw.store import KbFile, NewPassage, StoredFile, VectorStore
 
 
@@ -131,5 +131,38 @@ async def test_an_index_holding_no_base_asks_the_store_nothing_and_still_misses_
         settled = counting.reads
         await index.follow_once()
         assert counting.reads == settled, "its base dropped, the index is idle again"
+    finally:
+        await index.stop()
+
+
+async def _only(store, test, vs_ids=("vs_1",)):
+    return await kept_by(store, list(vs_ids), test)
+
+
+async def test_a_filter_keeps_the_nearest_of_its_files_out_of_a_graph_and_one_by_one(store, monkeypatch):
+    index = KbIndex(store, exact_below=8)
+    try:
+        await _base(store)
+        await _file(store, "file-a", [(f"a {n}", _axis(n)) for n in range(10)])
+        await _file(store, "file-b", [(f"b {n}", _axis(n, 13)) for n in range(10, 13)])
+        await store.add_kb_file(KbFile("vs_1", "file-c", "key_1", "in_progress", 2.0, 10, 200, 40,
+                                       attributes={"team": "ml"}))
+        await store.finish_kb_file("vs_1", "file-c", [NewPassage(0, "c near 3", _v(*(
+            [0.9 if i == 3 else 0.1 for i in range(13)])))])
+        await index.load("vs_1")
+        while index.building("vs_1"):
+            await asyncio.sleep(0.01)
+        only = await _only(store, parse_filter({"type": "eq", "key": "team", "value": "ml"}))
+        assert only.files == frozenset({("vs_1", "file-c")})
+
+        # "a 3" is the nearest of all to axis 3; the filter keeps only file-c's passage, one by one ...
+        hits = await search(store, index, ["vs_1"], "which", _axis(3), 3, VECTOR, only)
+        assert [h.passage.text for h in hits] == ["c near 3"]
+        # ... and through the graph, asked wider, when it keeps more than are compared one by one.
+        monkeypatch.setattr(retrieval, "FILTERED_EXACT", 0)
+        hits = await search(store, index, ["vs_1"], "which", _axis(3), 3, VECTOR, only)
+        assert [h.passage.text for h in hits] == ["c near 3"]
+        nothing = await _only(store, parse_filter({"type": "eq", "key": "team", "value": "ops"}))
+        assert await search(store, index, ["vs_1"], "which", _axis(3), 3, HYBRID, nothing) == []
     finally:
         await index.stop()

@@ -23,10 +23,13 @@ from llmgw.kb import (
     HYBRID,
     MODES,
     Chunking,
+    FilterError,
     KbIndex,
+    kept_by,
     new_batch_id,
     new_vector_store_id,
     pack,
+    parse_filter,
     search,
 )
 from llmgw.router.appkeys import PLANE
@@ -399,9 +402,13 @@ async def search_one(request: web.Request, plane: ClientPlane, principal: Princi
         query = " ".join(query)
     if not isinstance(query, str) or not query.strip():
         raise Refuse(400, "query is the question to search for, a string", "invalid_request", param="query")
+    test = None
     if body.get("filters") is not None:
-        raise Refuse(400, "filters on attributes are not offered yet; search without them", "invalid_request",
-                     param="filters")
+        try:
+            test = parse_filter(body["filters"])
+        except FilterError as e:
+            raise Refuse(400, f"{e}; docs/knowledge.md shows the filters", "invalid_request",
+                         param="filters") from None
     most = body.get("max_num_results", 10)
     if not isinstance(most, int) or isinstance(most, bool) or not 1 <= most <= MAX_RESULTS:
         raise Refuse(400, f"max_num_results is a whole number from 1 to {MAX_RESULTS}", "invalid_request",
@@ -423,7 +430,8 @@ async def search_one(request: web.Request, plane: ClientPlane, principal: Princi
         except EmbedFailed as e:
             raise Refuse(e.status, f"the question could not be embedded by {vs.embedding_model}: {e.message}",
                          e.code) from None
-    hits = await search(plane.store, _knowledge(request).index, [vs.id], query, vector, most, mode)
+    only = None if test is None else await kept_by(plane.store, [vs.id], test)
+    hits = await search(plane.store, _knowledge(request).index, [vs.id], query, vector, most, mode, only)
     data = [hit_object(h) for h in hits if h.score >= threshold]
     return _json({"object": "vector_store.search_results.page", "search_query": [query], "data": data,
                   "has_more": False, "next_page": None})

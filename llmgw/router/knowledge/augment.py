@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from llmgw.account import Principal
-from llmgw.kb import HYBRID, Hit, KbIndex, pack, search
+from llmgw.kb import HYBRID, Filter, FilterError, Hit, KbIndex, kept_by, pack, parse_filter, search
 from llmgw.router.call import Refuse
 from llmgw.router.knowledge.access import READ, allowed
 from llmgw.router.knowledge.embed import EmbedFailed, embed_question
@@ -94,8 +94,9 @@ class Augmenter:
 
     async def _augment(self, principal: Principal, api: str, body: dict[str, Any]) -> tuple[dict[str, Any],
                                                                                            Retrieved | None]:
+        test: Filter | None = None
         if api == "responses":
-            ids, most, with_results, body = _file_search(body)
+            ids, most, with_results, test, body = _file_search(body)
         else:
             ids, most, with_results, body = _knowledge_bases(body)
         if not ids:
@@ -114,7 +115,8 @@ class Augmenter:
             except EmbedFailed as e:
                 raise Refuse(e.status, f"the question could not be embedded by {model}, which embeds "
                                        f"{', '.join(vs_ids)}: {e.message}", e.code) from None
-            hits += await search(self.plane.store, self.index, vs_ids, query, vector, most, HYBRID)
+            only = None if test is None else await kept_by(self.plane.store, vs_ids, test)
+            hits += await search(self.plane.store, self.index, vs_ids, query, vector, most, HYBRID, only)
         hits = sorted(hits, key=lambda h: -h.score)[:most]
         retrieved = Retrieved(query, hits, with_results)
         return _put_before_model(api, body, _context(hits)), retrieved
@@ -139,20 +141,24 @@ def _most(value: Any, param: str) -> int:
     return value
 
 
-def _file_search(body: dict[str, Any]) -> tuple[list[str], int, bool, dict[str, Any]]:
-    """The file_search tools' bases and size, and the body without them (the engine has no such tool)."""
+def _file_search(body: dict[str, Any]) -> tuple[list[str], int, bool, Filter | None, dict[str, Any]]:
+    """The file_search tools' bases, size and filter, and the body without them (the engine has no such tool)."""
     tools = body.get("tools")
     if not isinstance(tools, list):
-        return [], 0, False, body
+        return [], 0, False, None, body
     ids: list[str] = []
     most = DEFAULT_RESULTS
+    test: Filter | None = None
     for n, tool in enumerate(tools):
         if isinstance(tool, dict) and tool.get("type") == "file_search":
             ids += _ids(tool.get("vector_store_ids"), f"tools[{n}].vector_store_ids")
             most = _most(tool.get("max_num_results"), f"tools[{n}].max_num_results")
             if tool.get("filters") is not None:
-                raise Refuse(400, "filters on a file_search tool are not offered yet; leave them out",
-                             "invalid_request", param=f"tools[{n}].filters")
+                try:
+                    test = parse_filter(tool["filters"], f"tools[{n}].filters")
+                except FilterError as e:
+                    raise Refuse(400, f"{e}; docs/knowledge.md shows the filters", "invalid_request",
+                                 param=f"tools[{n}].filters") from None
     rest = [t for t in tools if not (isinstance(t, dict) and t.get("type") == "file_search")]
     include = body.get("include")
     with_results = isinstance(include, list) and "file_search_call.results" in include
@@ -165,7 +171,7 @@ def _file_search(body: dict[str, Any]) -> tuple[list[str], int, bool, dict[str, 
             changed["include"] = others
     if not rest:
         changed.pop("tool_choice", None)  # no tool left to choose
-    return ids, most, with_results, changed
+    return ids, most, with_results, test, changed
 
 
 def _knowledge_bases(body: dict[str, Any]) -> tuple[list[str], int, bool, dict[str, Any]]:
