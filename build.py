@@ -1328,6 +1328,9 @@ DEBIAN_PACKAGES = (
     # The directory sign-in tests start a slapd of their own and load it with ldapadd.
     ("slapd", "file", "/usr/sbin/slapd"),
     ("ldap-utils", "program", "ldapadd"),
+    # The shipped alerting rules and Alertmanager example are checked by promtool and amtool.
+    ("prometheus", "program", "promtool"),
+    ("prometheus-alertmanager", "program", "amtool"),
     # build.py makes .venv with the venv module, which Debian ships apart.
     ("python3-venv", "venv", ""),
 )

@@ -18,7 +18,9 @@ from aiohttp import web
 
 from llmgw.control.agentsvc import AgentService
 from llmgw.control.catalog import Policy
+from llmgw.control.certmetrics import CertificateCollector
 from llmgw.control.clustermetrics import ClusterCollector
+from llmgw.control.mirrormetrics import MirrorCollector
 from llmgw.control.mirrors import MirrorKeeper
 from llmgw.control.reconciler import Reconciler
 from llmgw.protocol import CachedBlocks
@@ -57,6 +59,8 @@ class Cluster:
                                if isinstance(message, CachedBlocks) else None)
         plane.registry.register(self.reconciler.pass_seconds)
         plane.registry.register(ClusterCollector(self.agents, self.reconciler, lambda: plane.lease.leading))
+        plane.registry.register(MirrorCollector(self.mirrors, lambda: plane.lease.leading))
+        plane.registry.register(CertificateCollector(plane.trust.expiries))
         self._task: asyncio.Task[None] | None = None
 
     def mount(self, app: web.Application) -> None:

@@ -159,6 +159,15 @@ class ClusterTrust:
         self.ssl_context = context = server_ssl_context(self.cert_file, self.key_file, self.ca_pem)
         self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(context))
 
+    def expiries(self) -> dict[str, float]:
+        """When this control plane's agent-port certificate and the cluster CA's run out (none before start())."""
+        found = {}
+        if self._ca_cert is not None:
+            found["ca"] = self._ca_cert.not_valid_after_utc.timestamp()
+        if self.ssl_context is not None:
+            found["agent-port"] = self._server_not_after.timestamp()
+        return found
+
     def client_context(self) -> ssl.SSLContext | None:
         """This control plane dialing another part of the cluster (a standby's routing exchange, a model mirror):
         its agent-port certificate, made for client use too, and the cluster CA as the only authority. None

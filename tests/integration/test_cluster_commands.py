@@ -200,6 +200,11 @@ def test_prometheus_is_given_every_machine_once_and_the_leaders_nodes_and_replic
                  'llmgw_node_up{node="node-a"} 1.0', 'llmgw_replicas{model="simmy",state="ready"} 1.0'):
         assert line in lines, "\n".join(x for x in lines if x.startswith(("llmgw_node", "llmgw_replicas")))
 
+    # When its certificates run out, for the packaged alert: the agent port's, renewed 30 days before its end.
+    expiry = {line.split('"')[1]: float(line.split()[-1]) for line in lines
+              if line.startswith("llmgw_certificate_expiry_timestamp_seconds{")}
+    assert set(expiry) == {"agent-port", "ca"} and expiry["ca"] >= expiry["agent-port"] > time.time() + 30 * 86400
+
     # Every metric the shipped Grafana dashboard asks for is one this server announces.
     announced = {x.split()[2] for x in lines if x.startswith("# TYPE ")}
     announced |= {x.split()[2] + "_bucket" for x in lines if x.startswith("# TYPE ") and x.endswith(" histogram")}
