@@ -1331,6 +1331,9 @@ DEBIAN_PACKAGES = (
     # The shipped alerting rules and Alertmanager example are checked by promtool and amtool.
     ("prometheus", "program", "promtool"),
     ("prometheus-alertmanager", "program", "amtool"),
+    # The shipped proxy configurations are tested with Debian's nginx and Caddy in front of two control planes.
+    ("nginx-light", "file", "/usr/sbin/nginx"),
+    ("caddy", "program", "caddy"),
     # build.py makes .venv with the venv module, which Debian ships apart.
     ("python3-venv", "venv", ""),
 )

@@ -109,6 +109,9 @@ class Call:
     max_tokens_lowered: tuple[int, int] | None = None
     # The passages its knowledge bases gave it (router.knowledge.augment.Retrieved), to annotate the answer with.
     retrieved: Any = None
+    # Who sent it: the connection's address, or the client a trusted proxy names (router.trusted_proxies);
+    # None for a batch's line, which no connection sent.
+    client: str | None = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -133,6 +136,8 @@ class Call:
             detail["estimated"] = list(self.estimated)
         if self.batch_id:
             detail["batch"] = self.batch_id
+        if self.client:
+            detail["client"] = self.client
         if self.delivered_tokens is not None and self.delivered_tokens < self.completion_tokens:
             detail["delivered_tokens"] = self.delivered_tokens
         if self.tools_dropped:

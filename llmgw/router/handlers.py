@@ -32,6 +32,7 @@ from llmgw.router.body import read_json
 from llmgw.router.cacheaware import cached_prefix
 from llmgw.router.call import Call, Refuse, changed_headers, replicas_failing
 from llmgw.router.citing import StreamCitations
+from llmgw.router.clientaddr import client_address
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.fit import fit_max_tokens
 from llmgw.router.guarded import ChunkGuard, guard_whole
@@ -247,6 +248,8 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
     call.max_tokens_lowered = lowered
     call.tools_dropped = dropped
     call.retrieved = retrieved
+    if request is not None:
+        call.client = client_address(request, settings.trusted_proxies)
     if span is not None:
         trace.describe(span, call)
     return call
