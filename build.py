@@ -2266,9 +2266,11 @@ def cmd_dist(args: list[str]) -> int:
         shutil.copyfile(unit, units / unit.name)
     # The manual travels inside the package: the console's Manual screen reads llmgw/manual/*.md
     # (llmgw/console/manual.py), on a machine that has the program and no checkout.
+    # The portal serves the same pages, with their pictures, at /docs (llmgw/portal/docs_pages.py).
     (lib / "llmgw" / "manual").mkdir()
     for page in sorted((ROOT / "docs").glob("*.md")):
         shutil.copy2(page, lib / "llmgw" / "manual" / page.name)
+    shutil.copytree(ROOT / "docs" / "img", lib / "llmgw" / "manual" / "img")
     layout = split_shared(installs, lib)
     # What the bootstrap checks before unpacking native modules into an
     # interpreter they were not built for, where the failure would be an

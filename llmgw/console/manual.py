@@ -1,38 +1,15 @@
-"""The manual: docs/*.md inside the program, readable where no browser is.
-
-From a checkout the pages are the checkout's docs/; in the built program
-(dist/llmgw.pyz) build.py copies them into the package as llmgw/manual/,
-which the archive unpacks with the rest of llmgw. The package's own copy
-comes first, so an installed program shows the pages of its own version.
-"""
+"""The manual: docs/*.md inside the program, readable where no browser is (llmgw/manualpages.py finds them:
+the checkout's docs/, or the built program's own copy). The portal serves the same pages at /docs."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import urwid
 
-import llmgw
 from llmgw.console.ui import App, text_list
 from llmgw.errors import ExpectedError
+from llmgw.manualpages import manual_dir, pages
 
-
-def manual_dir() -> Path | None:
-    here = Path(llmgw.__file__).resolve().parent
-    for candidate in (here / "manual", here.parent / "docs"):
-        if any(candidate.glob("*.md")):
-            return candidate
-    return None
-
-
-def pages(folder: Path) -> list[tuple[str, str]]:
-    """(file name, its title: the first heading) for each page, by file name."""
-    found = []
-    for path in sorted(folder.glob("*.md")):
-        title = next((line.lstrip("# ").strip() for line in path.read_text(errors="replace").splitlines()
-                      if line.startswith("# ")), path.stem)
-        found.append((path.name, title))
-    return found
+__all__ = ["Manual", "manual_dir", "pages"]
 
 
 class Manual:

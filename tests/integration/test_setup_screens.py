@@ -4,7 +4,8 @@ The screens run in a detached tmux session of a fixed size and are answered
 with keys, as a person would; the install goes into a root directory the
 test made, with supervised services on ports the test picked. What the
 screens showed is kept in var/e2e/setup/ (or $LLMGW_E2E_OUT/setup), where
-docs/setup.md's captures come from.
+docs/setup.md's captures come from; those holding nothing of the run must be
+in docs/setup.md as they are, so the install guide at /install stays current.
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def install_root(tmp_path):
     end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
 
 
+def screen_text(screen: str) -> str:
+    """A captured screen as the guide shows it: trailing blanks gone, a run of empty lines kept as one."""
+    lines: list[str] = []
+    for line in screen.strip("\n").splitlines():
+        if line.rstrip() or (lines and lines[-1]):
+            lines.append(line.rstrip())
+    return "\n".join(lines).strip("\n")
+
+
+def in_the_guide(screen: str, what: str) -> None:
+    """docs/setup.md, the install guide every gateway serves at /install, shows this screen as it is now."""
+    guide = (ROOT / "docs" / "setup.md").read_text()
+    shown = {screen_text(block) for block in re.findall(r"```\n(.*?)```", guide, re.S)}
+    assert screen_text(screen) in shown, (
+        f"docs/setup.md's {what} screen is not what the screens show now; put this in its place:\n"
+        f"{screen_text(screen)}")
+
+
 def listen_flags(ports: dict[str, int]) -> list[str]:
     return [arg for role in ROLES for arg in (f"--listen-{role}", f"127.0.0.1:{ports[role]}")]
 
@@ -65,19 +84,24 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
     term = Terminal(argv, env, str(root.parent), root.parent)
     shots = captures_dir()
     try:
-        shots.joinpath("1-machines.txt").write_text(term.wait_for("Is this one machine, or three"))
+        machines = term.wait_for("Is this one machine, or three")
+        shots.joinpath("1-machines.txt").write_text(machines)
+        # The screens that hold nothing of this run (no port, no path, no secret) are in the guide as they are.
+        in_the_guide(machines, "one machine or three")
         term.keys("n")
         parts = term.wait_for("the parts of an install")
         assert "[ ] Model mirror" in parts and "[-] Pictures and 3D" in parts and "not built yet" in parts
         # An install into a directory cannot write the machine's firewall: it starts off, and the next step works.
         assert "[x] Starter model" in parts and "[ ] Firewall" in parts
         shots.joinpath("2-parts.txt").write_text(parts)
+        in_the_guide(parts, "parts of an install")
 
         # Down to the starter model (control, store, mirror, node, starter) and open its settings.
         term.keys("Down", "Down", "Down", "Down", "Enter")
         dialog = term.wait_for("Simulated model (no internet, no weights)")
         assert "Qwen3 8B" in dialog and "Another GGUF on Hugging Face" in dialog
         shots.joinpath("3-starter.txt").write_text(dialog)
+        in_the_guide(dialog, "starter model")
         term.keys("Space")  # the first choice, which has the focus: the simulated model
         term.wait_for("(X) Simulated model")
         term.keys("Escape")
