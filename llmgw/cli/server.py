@@ -66,6 +66,15 @@ def register(commands) -> None:
                       help="also keep the first administrator's e-mail and password in FILE, readable by its "
                            "owner only (0600), so that a later run can say them: build.py run keeps them in "
                            "./var/first-admin")
+    init.add_argument("--webhook", metavar="URL",
+                      help="where the cluster's events go from the start (a budget spent, a node lost, …): a "
+                           "webhook, added as `llmgw ctl webhooks add` adds one (docs/webhooks.md)")
+    init.add_argument("--webhook-format", choices=("json", "slack"), default="json",
+                      help="send it each event as JSON (default), or as a message for Slack, Mattermost or "
+                           "Rocket.Chat")
+    init.add_argument("--webhook-allow-private", action="store_true",
+                      help="send it to a loopback or link-local address all the same (refused otherwise, as "
+                           "`ctl webhooks add --allow-private` says)")
     init.add_argument("--json", action="store_true", help="print one JSON document")
     _install_flags(init)
     init.set_defaults(run=run_init)
@@ -286,7 +295,10 @@ def run_install(args) -> int:
                       starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
                       root=args.root or "/", services=args.services, mirror_dir=args.mirror_dir,
                       mirror_listen=args.mirror_listen)
-    choices.on.update({"node": not args.no_node, "starter": not args.no_model, "mirror": args.mirror})
+    choices.on.update({"node": not args.no_node, "starter": not args.no_model, "mirror": args.mirror,
+                       "notify": bool(args.webhook)})
+    choices.webhook, choices.webhook_format = args.webhook or "", args.webhook_format
+    choices.webhook_private = args.webhook_allow_private
     if args.no_firewall:
         choices.on["firewall"] = False  # else on for the machine itself, off for a directory (Choices.default_on)
     for role in LISTEN_DEFAULTS:
@@ -390,13 +402,14 @@ def run_init(args) -> int:
 
     if args.install:
         return run_install(args)
-    from llmgw.onboard import init_server
+    from llmgw.onboard import FirstWebhook, init_server
 
     cfg, raw = _load(args)
     parse_project_path(args.project)
     file_guard = raw.get("guard") if isinstance(raw.get("guard"), dict) else None
+    webhook = FirstWebhook(args.webhook, args.webhook_format, args.webhook_allow_private) if args.webhook else None
     result = asyncio.run(init_server(cfg, admin_email=args.admin_email, project=args.project,
-                                     file_guard=file_guard, token_holder=args.token_holder))
+                                     file_guard=file_guard, token_holder=args.token_holder, webhook=webhook))
     kept = args.keep_password
     if kept and not result["already"]:
         _keep_password(kept, result["administrator"]["email"], result["administrator"]["password"])
@@ -430,6 +443,10 @@ def run_init(args) -> int:
     out.write(f"  API key         {key['key']}  (project {key['project']})\n")
     out.write(f"  admin token     {result['admin_token_file']}  (held by {result['token_holder']})\n")
     out.write(f"  guardrails      {_guard_line(result['guard'])}\n")
+    if result.get("webhook"):
+        hook = result["webhook"]
+        out.write(f"  notifications   every event to {hook['url']} ({hook['format']}; llmgw ctl webhooks test "
+                  f"{hook['id']} sends one now)\n")
     from llmgw.kb import where_line
 
     out.write(f"  knowledge bases {where_line(cfg.store, cfg.router.knowledge.embedding_model)}\n\n")

@@ -8,7 +8,7 @@ from llmgw.lazyface import lazy_face
 
 if TYPE_CHECKING:
     from llmgw.onboard.defaults import LISTEN_DEFAULTS, MIRROR_DIR, MIRROR_LISTEN, STARTERS
-    from llmgw.onboard.first_run import init_server
+    from llmgw.onboard.first_run import FirstWebhook, init_server
     from llmgw.onboard.firstplane import STEP_NAMES, Result, install
     from llmgw.onboard.hainstall import HaJob, check_others, from_file, from_hosts, install_ha, install_three
     from llmgw.onboard.interfaces import check_interface, interface_toward
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from llmgw.onboard.supervisor import detach
 
 __all__ = [
-    "ChoiceError", "Choices", "Credentials", "HaJob", "LISTEN_DEFAULTS", "Layout", "Machine", "MirrorAdd",
-    "NodeAdd", "PART", "PARTS", "Progress", "Result", "STARTERS", "STEP_NAMES", "ServerAdd", "StepFailed",
+    "ChoiceError", "Choices", "Credentials", "FirstWebhook", "HaJob", "LISTEN_DEFAULTS", "Layout", "Machine",
+    "MirrorAdd", "NodeAdd", "PART", "PARTS", "Progress", "Result", "STARTERS", "STEP_NAMES", "ServerAdd", "StepFailed",
     "Stopped", "Target", "add_node", "add_peer", "add_server", "check_interface", "check_others", "command",
     "detach", "from_file", "from_hosts", "init_server", "install", "install_ha", "install_three",
     "interface_toward", "onboard_mirror", "plan", "program_file", "service_manager", "shared_parts", "stop_install",
@@ -37,7 +37,7 @@ __all__ = [
 # the package costs nothing, and one name loads only its own module.
 __getattr__ = lazy_face(__name__, {
     "defaults": ("LISTEN_DEFAULTS", "MIRROR_DIR", "MIRROR_LISTEN", "STARTERS"),
-    "first_run": ("init_server",),
+    "first_run": ("FirstWebhook", "init_server"),
     "firstplane": ("Result", "STEP_NAMES", "install"),
     "hainstall": ("HaJob", "check_others", "from_file", "from_hosts", "install_ha", "install_three"),
     "interfaces": ("check_interface", "interface_toward"),

@@ -237,11 +237,14 @@ class FirstPlane:
         return load_server_config(str(self.layout.server_config))
 
     def step_store(self) -> tuple[str, str]:
-        from llmgw.onboard.first_run import init_server
+        from llmgw.onboard.first_run import FirstWebhook, init_server
 
         cfg = self.server_config()
         self.result.admin_token_file = cfg.admin_token_path
-        done = asyncio.run(init_server(cfg, admin_email=self.choices.admin_email, project="Default/default/default"))
+        c = self.choices
+        webhook = FirstWebhook(c.webhook, c.webhook_format, c.webhook_private) if c.is_on("notify") else None
+        done = asyncio.run(init_server(cfg, admin_email=c.admin_email, project="Default/default/default",
+                                       webhook=webhook))
         if self.layout.real and os.geteuid() == 0:
             # Seeded as root; the server runs as llmgw (the unit's User=) and must own its store and token.
             for top, dirs, files in os.walk(self.layout.server_data):

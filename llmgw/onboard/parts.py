@@ -4,8 +4,7 @@ The setup screens and `llmgw server init --install` read the same table, so
 that what a person picks on a screen and what a script passes as flags are
 one install: the plan's last line is the command that repeats it.
 
-Parts this program does not have yet (pictures and 3D, notifications, the
-offline bundle) are listed so that nobody looks for them
+Parts this program does not have yet (pictures and 3D, the offline bundle) are listed so that nobody looks for them
 in vain, marked as not built, and cannot be turned on.
 """
 
@@ -80,9 +79,11 @@ PARTS: tuple[Part, ...] = (
          "the agent, metrics and engine ports are open to anyone who reaches this machine",
          settings="Rules written with nftables; the rule that keeps your SSH connection is written first."),
     Part("notify", "Notifications",
-         "webhooks told when something goes wrong",
-         "nobody is told until a webhook is added (llmgw ctl webhooks add)", built=False,
-         missing="not in setup yet", docs="docs/webhooks.md"),
+         "a webhook told when something goes wrong",
+         "nobody is told until a webhook is added (llmgw ctl webhooks add)",
+         settings="Where the cluster's events go (a budget spent, a node lost, a replica failed, a leader "
+                  "changed, a guardrail's block): a webhook's address, sent each event as JSON, or as a "
+                  "message for Slack, Mattermost or Rocket.Chat. docs/webhooks.md lists the events."),
     Part("limits", "Limits and keys",
          "the longest an API key lives", "", always=True,
          settings="The longest lifetime of a new API key (e.g. 90d); empty is no limit."),
@@ -144,6 +145,9 @@ class Choices:
     services: str | None = None
     mirror_dir: str = MIRROR_DIR
     mirror_listen: str = MIRROR_LISTEN
+    webhook: str = ""
+    webhook_format: str = "json"  # or "slack"
+    webhook_private: bool = False  # a loopback or link-local address, meant (refused otherwise: docs/webhooks.md)
 
     def is_on(self, key: str) -> bool:
         part = PART[key]
@@ -207,6 +211,8 @@ class Choices:
                                           "(its rules are the machine's own); turn the firewall off.")
         if self.is_on("mirror"):
             self._check_mirror()
+        if self.is_on("notify"):
+            self._check_webhook()
         if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
             raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
                                         "or leave it empty for no limit.")
@@ -227,6 +233,20 @@ class Choices:
                 if m.auth == "key" and not m.key_path:
                     raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with an SSH key; "
                                                   "give the key's path, or choose the SSH agent.")
+
+    def _check_webhook(self) -> None:
+        from llmgw.notify import NotifyError, check_url
+
+        if not self.webhook:
+            raise ChoiceError("notify", "give the webhook's address (https://…), or turn notifications off.")
+        if self.webhook_format not in ("json", "slack"):
+            raise ChoiceError("notify", f'a webhook is sent json or slack, not "{self.webhook_format}".')
+        try:
+            check_url(self.webhook, self.webhook_private)
+        except NotifyError as e:
+            why = e.params.get("why")
+            raise ChoiceError("notify", f"{why}; if the webhook is meant to be there, say so (the box below, or "
+                                        "--webhook-allow-private)." if why else f"{e}.") from None
 
     def _check_mirror(self) -> None:
         from llmgw.config import Address
@@ -294,6 +314,9 @@ def _installs(choices: Choices, key: str) -> str:
         return f"{where}, files in {choices.mirror_dir}; nodes fetch weights from it only."
     if key == "firewall":
         return "nftables rules; the client port open to all, the cluster's ports to its networks."
+    if key == "notify":
+        shape = "Slack messages" if choices.webhook_format == "slack" else "JSON"
+        return f"every event sent to {choices.webhook} as {shape}."
     if key == "turns":
         return "on-demand models give their card back after 2 minutes unused, unless a model says otherwise."
     if key == "limits":
@@ -325,6 +348,12 @@ def command(choices: Choices) -> str:
             argv += ["--mirror-listen", choices.mirror_listen]
     if not choices.is_on("firewall"):
         argv.append("--no-firewall")
+    if choices.is_on("notify"):
+        argv += ["--webhook", choices.webhook]
+        if choices.webhook_format != "json":
+            argv += ["--webhook-format", choices.webhook_format]
+        if choices.webhook_private:
+            argv.append("--webhook-allow-private")
     if choices.max_key_ttl:
         argv += ["--max-key-ttl", choices.max_key_ttl]
     for role, default in LISTEN_DEFAULTS.items():

@@ -244,6 +244,39 @@ def test_a_directory_install_starts_with_the_firewall_off_and_the_refusal_opens_
         term.close()
 
 
+def test_notifications_take_a_webhook_in_their_dialog_and_the_plan_and_command_say_where_events_go(tmp_path):
+    root = tmp_path / "root"
+    ports = {role: free_port() for role in ROLES}
+    term = _setup_terminal(root, ports)
+    try:
+        term.wait_for("Is this one machine, or three")
+        term.keys("n")
+        assert "[ ] Notifications" in term.wait_for("the parts of an install")
+        # Down to notifications (control, store, mirror, node, starter, media, judge, firewall, notify).
+        term.keys(*["Down"] * 8, "Enter")
+        term.wait_for("Webhook's address:", "[ ] Install notifications")
+        term.type("http://127.0.0.1:9/hook")
+        term.keys("Down", "Down", "Space", "Down", "Down", "Space")  # Slack; the switch
+        term.wait_for("(X) A message for Slack", "[X] Install notifications")
+        term.keys("Escape")
+        # Loopback, not said to be meant: refused where it is set, with the box that says it is.
+        term.wait_for("127.0.0.1 is this machine (loopback); if the webhook is meant to be there")
+        term.keys("Up", "Space", "Escape")
+        term.wait_gone("Webhook's address:")
+        focused(term, "[x] Notifications")
+        term.keys("n")
+        term.wait_for("Every check passed.")
+        term.keys("n")
+        planned = term.wait_for("The same install from a script:")
+        assert " + Notifications: every event sent to http://127.0.0.1:9/hook as Slack messages." in planned
+        assert "--webhook http://127.0.0.1:9/hook --webhook-format slack --webhook-allow-private" in planned.replace(
+            "\n", " ")
+        term.keys("q")
+        assert term.wait_until_exit() == 0
+    finally:
+        term.close()
+
+
 def test_the_setup_screens_run_again_over_an_install_change_nothing_and_make_no_secret(install_root):
     root, ports = install_root
     assert install(root, ports).returncode == 0

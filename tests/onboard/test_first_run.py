@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmgw.config.guard import GuardSettings, Policy, Rules
 from llmgw.config.loader import from_dict, to_dict
 from llmgw.config.server import ClusterSettings, ServerConfig
 from llmgw.control.settings import seed_settings
-from llmgw.onboard.first_run import first_settings, init_server
+from llmgw.notify import NotifyError
+from llmgw.onboard.first_run import FirstWebhook, first_settings, init_server
 from llmgw.store import open_store
 
 
@@ -68,3 +71,35 @@ async def test_init_writes_the_baseline_into_a_new_store_recorded_as_its_doing(t
         assert [(e.actor, e.via) for e in seeded] == [("server init", "cli")]
     finally:
         await store.close()
+
+
+async def test_a_webhook_given_to_init_is_added_with_the_rest_and_in_the_audit_log(tmp_path):
+    cfg = ServerConfig(data_dir=str(tmp_path), store=f"sqlite:{tmp_path / 'llmgw.db'}")
+    result = await init_server(cfg, admin_email="a@example.com", project="A/b/c",
+                               webhook=FirstWebhook("https://hooks.example.com/llmgw", "slack"))
+    assert result["webhook"]["url"] == "https://hooks.example.com/llmgw"
+    store = await open_store(cfg.store)
+    try:
+        [hook] = await store.list_webhooks()
+        assert (hook.url, hook.format, hook.events, hook.enabled) == ("https://hooks.example.com/llmgw", "slack",
+                                                                      ("*",), True)
+        added = [e for e in await store.list_audit(limit=20) if e.action == "webhook.add"]
+        assert [(e.actor, e.target) for e in added] == [("server init", f"webhook:{hook.id}")]
+    finally:
+        await store.close()
+
+
+async def test_a_webhook_init_may_not_send_to_is_refused_before_anything_is_written(tmp_path):
+    cfg = ServerConfig(data_dir=str(tmp_path), store=f"sqlite:{tmp_path / 'llmgw.db'}")
+    with pytest.raises(NotifyError) as refused:
+        await init_server(cfg, admin_email="a@example.com", project="A/b/c",
+                          webhook=FirstWebhook("http://127.0.0.1:9000/hook"))
+    assert "127.0.0.1 is this machine (loopback)" in str(refused.value)
+    store = await open_store(cfg.store)
+    try:
+        assert await store.count_people() == 0 and await store.list_webhooks() == []
+    finally:
+        await store.close()
+    done = await init_server(cfg, admin_email="a@example.com", project="A/b/c",
+                             webhook=FirstWebhook("http://127.0.0.1:9000/hook", allow_private=True))
+    assert done["webhook"]["allow_private"] is True

@@ -48,10 +48,42 @@ def test_a_mirror_choice_that_cannot_be_installed_is_refused_naming_the_mirror(f
 
 def test_a_part_built_but_not_placed_by_setup_says_where_to_add_it_afterwards():
     c = Choices()
-    assert c.toggle("notify") == "Notifications is not in setup yet: add it once the cluster runs (docs/webhooks.md)."
     assert c.toggle("judge") == ("Guardrails' judge is not in setup yet: add it once the cluster runs "
                                  "(docs/guardrails.md).")
-    assert not c.is_on("notify") and not c.is_on("judge")
+    assert not c.is_on("judge")
+
+
+def test_notifications_send_every_event_to_the_webhook_chosen_and_say_so_in_the_plan_and_the_command():
+    c = Choices(starter="sim", root="/tmp/r", services="supervised")
+    assert not c.is_on("notify"), "off until a webhook is given"
+    c.toggle("notify")
+    c.webhook, c.webhook_format = "https://hooks.slack.com/services/T0/B0/XX", "slack"
+    c.check()
+
+    line = {line.part: line for line in plan(c)}["notify"]
+    assert line.installed and line.sentence == ("Notifications: every event sent to "
+                                                "https://hooks.slack.com/services/T0/B0/XX as Slack messages.")
+    assert command(c) == ("llmgw server init --install --starter sim --no-firewall --webhook "
+                          "https://hooks.slack.com/services/T0/B0/XX --webhook-format slack --root /tmp/r "
+                          "--services supervised")
+
+
+@pytest.mark.parametrize(("url", "private", "sentence"), [
+    ("", False, "give the webhook's address (https://…), or turn notifications off."),
+    ("ftp://ops.example.com/x", False, "a webhook's URL is http:// or https:// with a host"),
+    ("http://127.0.0.1:9/hook", False, "127.0.0.1 is this machine (loopback); if the webhook is meant to be "
+                                       "there, say so (the box below, or --webhook-allow-private)."),
+])
+def test_a_webhook_that_cannot_be_sent_to_is_refused_naming_notifications(url, private, sentence):
+    c = Choices()
+    c.toggle("notify")
+    c.webhook, c.webhook_private = url, private
+    with pytest.raises(ChoiceError) as refused:
+        c.check()
+    assert refused.value.part == "notify" and str(refused.value).startswith(sentence), str(refused.value)
+    c.webhook_private = True
+    if url.startswith("http://127."):
+        c.check()  # there as meant, as the person said
 
 
 def test_a_part_that_is_always_there_stays_on():

@@ -112,6 +112,8 @@ def _settings(key: str, choices: Choices, intro: list) -> tuple[list[urwid.Widge
             choices.vip = vip.edit_text.strip()
             return ""
         return [*intro, focusable(vip)], keep_vip
+    if key == "notify":
+        return _notify(choices, intro)
     if key == "limits":
         ttl = _edit("Longest key lifetime (e.g. 90d; empty: no limit): ", choices.max_key_ttl)
 
@@ -128,6 +130,23 @@ def _settings(key: str, choices: Choices, intro: list) -> tuple[list[urwid.Widge
             return ""
         return [*intro, focusable(ttl)], keep_ttl
     return intro, lambda: ""
+
+
+def _notify(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
+    url = _edit("Webhook's address: ", choices.webhook)
+    group: list[urwid.RadioButton] = []
+    shapes = {shape: urwid.RadioButton(group, label, state=(choices.webhook_format == shape))
+              for shape, label in (("json", "JSON, one event a request"),
+                                   ("slack", "A message for Slack, Mattermost or Rocket.Chat"))}
+    private = urwid.CheckBox("It is on this machine (a loopback or link-local address), as meant",
+                             state=choices.webhook_private)
+
+    def keep() -> str:
+        choices.webhook = url.edit_text.strip()
+        choices.webhook_format = next(shape for shape, button in shapes.items() if button.state)
+        choices.webhook_private = private.state
+        return ""  # checked with the switch, by the dialog (part_dialog's keep_with_switch)
+    return [*intro, focusable(url), *(focusable(b) for b in shapes.values()), focusable(private)], keep
 
 
 def _control(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
