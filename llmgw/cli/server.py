@@ -425,6 +425,10 @@ def run_init(args) -> int:
             print(f"{here}; no API key is made, and the first administrator's password is kept in {kept}.")
         else:
             print(f"{here}; no secret is printed again.")
+        if args.webhook:
+            # init sets up a store once; a webhook given to a second run would otherwise seem added.
+            print(f"The webhook was not added: this store was set up before. Add it with:\n"
+                  f"  llmgw ctl webhooks add {args.webhook}")
         print(f"The admin token is in {result['admin_token_file']}. Make an API key with:")
         print("  llmgw keys create NAME --project ORG/TEAM/PROJECT")
         return 0

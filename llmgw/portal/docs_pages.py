@@ -16,7 +16,7 @@ import re
 from aiohttp import web
 
 from llmgw.errors import N_
-from llmgw.manualpages import manual_dir, page_file, pages, title_of
+from llmgw.manualpages import manual_dir, page_file, pages
 from llmgw.portal.markdown import render as markdown
 from llmgw.portal.web import LANG, Viewer, add_nav, page, render, render_error
 
@@ -60,5 +60,4 @@ def _page(request: web.Request, name: str) -> web.Response:
     if path is None:
         return render_error(request, 404, NO_PAGE)
     text = path.read_text(errors="replace")
-    return render(request, "docs_page.html", title=N_("Manual"), heading=title_of(text, name), body=markdown(text),
-                  name=name)
+    return render(request, "docs_page.html", title=N_("Manual"), body=markdown(text), name=name)

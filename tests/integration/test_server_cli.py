@@ -25,6 +25,21 @@ def test_init_prints_an_administrator_and_a_key_once_and_never_again(servers):
     assert "sk-llmgw-" not in again.stdout and "password" not in again.stdout
 
 
+def test_init_with_a_webhook_says_where_events_go_and_a_second_run_says_it_was_not_added(servers):
+    s = servers("cp1")
+    first = s.init("--webhook", "https://hooks.example.com/llmgw", "--webhook-format", "slack")
+    assert first.returncode == 0, first.stderr
+    assert "notifications   every event to https://hooks.example.com/llmgw (slack;" in first.stdout
+
+    again = s.init("--webhook", "https://hooks.example.com/other")
+    assert again.returncode == 0
+    assert ("The webhook was not added: this store was set up before. Add it with:\n"
+            "  llmgw ctl webhooks add https://hooks.example.com/other") in again.stdout
+    refused = servers("cp2").init("--webhook", "http://169.254.169.254/latest")
+    assert refused.returncode == 1 and "169.254.169.254 is a cloud metadata address" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_the_server_prints_a_client_api_address_a_client_on_this_machine_can_use(shared_server):
     # Printed once start-up is done, which can be a moment after /health first answers.
     said, _ = wait_for(lambda: [line for line in shared_server.output().splitlines() if " is up: " in line],
