@@ -40,6 +40,7 @@ FOLLOW_EVERY = 1.0
 LOOKBACK = 64
 EXACT_BELOW = 40_000  # passages: sqlite-vec compares a question with 40,000 of 384 dimensions in about 16 ms
 RERANK = 4  # candidates from the graph for each passage asked for, re-ranked by their exact vectors
+LOAD_PAGE = 50_000  # passages read from the store at once while a base's graph is built
 
 
 class KbIndex:
@@ -114,11 +115,11 @@ class KbIndex:
                 await self.catch_up()
             # Changes from here on are applied again over what is loaded, which is harmless: a file's
             # passages are replaced whole, a removal of one not held does nothing.
-            rows = await self.store.passage_vectors(vector_store_id)
+            rows = await self.store.passage_vectors(vector_store_id, limit=self.exact_below)
             if len(rows) < self.exact_below:
                 await self.exact.put(vector_store_id, rows)
             else:
-                self._build(vector_store_id, rows)
+                self._build(vector_store_id, rows)  # the rest read a page at a time
 
     def _build(self, vector_store_id: str, rows: list[tuple[int, str, bytes]]) -> None:
         self._building[vector_store_id] = []
@@ -127,10 +128,27 @@ class KbIndex:
         task.add_done_callback(self._builds.discard)
 
     async def _built(self, vector_store_id: str, rows: list[tuple[int, str, bytes]]) -> None:
+        """The base's graph: `rows` (its first passages, or none), then the rest from the store a page at a time.
+
+        Read whole, a million passages were 1.5 GB of vectors and as much again of Python objects at once
+        (3.9 GB of peak growth, bench kb); a page at a time, a page's worth.
+        """
         started = time.monotonic()
         try:
-            near = NearVectors(len(rows[0][2]) // 4)
-            await asyncio.to_thread(near.put, rows)
+            near: NearVectors | None = None
+            after = 0
+            while True:
+                if not rows:
+                    rows = await self.store.passage_vectors(vector_store_id, after=after, limit=LOAD_PAGE)
+                    if not rows:
+                        break
+                near = near or NearVectors(len(rows[0][2]) // 4)
+                await asyncio.to_thread(near.put, rows, False)
+                after = max(pid for pid, _, _ in rows)
+                rows = []
+            if near is None:  # emptied while it was being built
+                self._building.pop(vector_store_id, None)
+                return
             self.near[vector_store_id] = near
             queued = self._building.pop(vector_store_id, [])
             if self.exact.holds(vector_store_id):
@@ -179,7 +197,7 @@ class KbIndex:
             else:
                 await self.exact.put(vs_id, rows)
                 if self.exact.passages(vs_id) >= 2 * self.exact_below and vs_id not in self._building:
-                    self._build(vs_id, await self.store.passage_vectors(vs_id))
+                    self._build(vs_id, [])
         elif change.op == KB_REMOVE:
             if near is not None:
                 await asyncio.to_thread(near.remove_file, change.file_id)

@@ -43,13 +43,14 @@ class NearVectors:
     def passages(self) -> int:
         return sum(len(ids) for ids in self._files.values())
 
-    def put(self, rows: list[tuple[int, str, bytes]]) -> None:
-        """Passages (id, file, vector) in; a file already held is replaced whole (blocking)."""
+    def put(self, rows: list[tuple[int, str, bytes]], replace: bool = True) -> None:
+        """Passages (id, file, vector) in; a file already held is replaced whole, unless `replace` is False (a
+        base loaded a page at a time, where one file's passages may come in two pages) (blocking)."""
         import numpy as np
 
         fitting = [(pid, fid, vec) for pid, fid, vec in rows if len(vec) == self.dimensions * 4]
         with self._lock:
-            for file_id in {fid for _, fid, _ in fitting}:
+            for file_id in {fid for _, fid, _ in fitting} if replace else ():
                 self._remove_file(file_id)
             if not fitting:
                 return

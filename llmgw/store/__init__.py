@@ -427,8 +427,8 @@ class KbStore(Protocol):
                            message: str) -> bool: ...
     async def remove_kb_file(self, vector_store_id: str, file_id: str) -> bool: ...  # with its passages
     async def remove_file_from_kbs(self, file_id: str) -> list[str]: ...  # from every knowledge base
-    async def passage_vectors(self, vector_store_id: str,
-                              file_id: str | None = None) -> list[tuple[int, str, bytes]]: ...
+    async def passage_vectors(self, vector_store_id: str, file_id: str | None = None, *, after: int = 0,
+                              limit: int | None = None) -> list[tuple[int, str, bytes]]: ...  # limit: a page, by id
     async def passage_vectors_by_id(self, ids: Sequence[int]) -> list[tuple[int, bytes]]: ...  # those still there
     async def passages_by_id(self, ids: Sequence[int]) -> list[Passage]: ...  # those still there
     async def search_words(self, vector_store_ids: Sequence[str], question: str, limit: int,

@@ -312,14 +312,22 @@ class KbSQL:
 
     # passages
 
-    async def passage_vectors(self, vector_store_id: str, file_id: str | None = None) -> list[tuple[int, str, bytes]]:
-        """(id, file id, vector) of a knowledge base's passages, or of one file's."""
-        if file_id is None:
-            rows = await self._db.fetch("SELECT id, file_id, vector FROM passages WHERE vector_store_id = $1",
-                                        vector_store_id)
-        else:
-            rows = await self._db.fetch("SELECT id, file_id, vector FROM passages WHERE vector_store_id = $1 "
-                                        "AND file_id = $2", vector_store_id, file_id)
+    async def passage_vectors(self, vector_store_id: str, file_id: str | None = None, *, after: int = 0,
+                              limit: int | None = None) -> list[tuple[int, str, bytes]]:
+        """(id, file id, vector) of a knowledge base's passages, or of one file's; with `limit`, a page of them in
+        the order of their ids, those after `after`."""
+        where, args = ["vector_store_id = $1"], [vector_store_id]  # type: list[str], list[Any]
+        if file_id is not None:
+            args.append(file_id)
+            where.append(f"file_id = ${len(args)}")
+        page = ""
+        if limit is not None:
+            args.append(int(after))
+            where.append(f"id > ${len(args)}")
+            args.append(int(limit))
+            page = f" ORDER BY id LIMIT ${len(args)}"
+        rows = await self._db.fetch(f"SELECT id, file_id, vector FROM passages WHERE {' AND '.join(where)}{page}",
+                                    *args)
         return [(int(r[0]), r[1], bytes(r[2])) for r in rows]
 
     async def passage_vectors_by_id(self, ids: Sequence[int]) -> list[tuple[int, bytes]]:

@@ -166,3 +166,24 @@ async def test_a_filter_keeps_the_nearest_of_its_files_out_of_a_graph_and_one_by
         assert await search(store, index, ["vs_1"], "which", _axis(3), 3, HYBRID, nothing) == []
     finally:
         await index.stop()
+
+
+async def test_a_large_base_is_read_a_page_at_a_time_and_a_file_across_pages_is_kept_whole(store, monkeypatch):
+    from llmgw.kb import index as index_module
+
+    monkeypatch.setattr(index_module, "LOAD_PAGE", 3)  # pages of 3 passages: file-a's 10 span four of them
+    index = KbIndex(store, exact_below=4)
+    try:
+        await _base(store)
+        await _file(store, "file-a", [(f"a {n}", _axis(n)) for n in range(10)])
+        await _file(store, "file-b", [("b", _axis(11))])
+        await index.load("vs_1")
+        while index.building("vs_1"):
+            await asyncio.sleep(0.01)
+
+        assert "vs_1" in index.near and index.passages("vs_1") == 11
+        for n in (0, 5, 9):  # the first page's, a middle one's, the last's
+            hits = await search(store, index, ["vs_1"], "which", _axis(n), 1, VECTOR)
+            assert [h.passage.text for h in hits] == [f"a {n}"]
+    finally:
+        await index.stop()
