@@ -13,6 +13,7 @@ import io
 import openai
 import pytest
 
+from tests.portal.test_chat_browser import open_chat
 from tests.portal.test_knowledge_pages import gw  # noqa: F401 - the module's own server, as that module's
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # slow: a real Chromium
@@ -26,12 +27,7 @@ def test_the_chat_answers_from_a_chosen_base_and_names_the_file_it_came_from(gw,
     client = openai.OpenAI(api_key=gw.first_key["key"], base_url=gw.client_url + "/v1", max_retries=0)
     uploaded = client.files.create(file=("ports.md", io.BytesIO(PORTS.encode())), purpose="assistants")
     client.vector_stores.files.create_and_poll(uploaded.id, vector_store_id=made["id"], poll_interval_ms=100)
-    page = browsing.page
-    page.goto(gw.client_url + "/signin?next=/chat")
-    page.fill("#email", gw.administrator["email"])
-    page.fill("#password", gw.administrator["password"])
-    page.click("main button[type=submit]")
-    page.wait_for_url("**/chat")
+    page = open_chat(gw, browsing)  # signed in as the first administrator, a member of the key's project
 
     page.check(f"input[name=knowledge-base][value={made['id']}]")
     page.fill("#chat-input", "Which port does the admin API listen on? Say [1].")
