@@ -112,7 +112,11 @@ def connect(settings: LDAPSettings, url: str) -> ldap3.Connection:
     conn = ldap3.Connection(server, receive_timeout=max(1, math.ceil(timeout)), raise_exceptions=True, read_only=True,
                             auto_referrals=False)
     try:
-        conn.open()
+        # With StartTLS, the server's root DSE is read once TLS is up (start_tls reads it), not before: read
+        # first, in the clear, its search was still finishing on slapd's side when StartTLS came, and a loaded
+        # slapd refused it ("cannot start TLS when operations are outstanding"), failing the sign-in once in
+        # a suite of runs.
+        conn.open(read_server_info=scheme == "ldaps")
         if scheme == "ldap" and not conn.start_tls():
             conn.unbind()
             raise DirectoryError(N_("{host}:{port} would not start TLS; use ldaps://, or enable StartTLS on the "
