@@ -64,6 +64,10 @@ class KnowledgeBases:
         return {"knowledge_base": await self._view(vs, counts.get(vs.id)), "grants": grants,
                 "files": [_file_view(f, names) for f in files]}
 
+    async def readable_names(self, places: list[tuple[str, str]]) -> list[dict[str, str]]:
+        """The id and name of each base `readable` lists, and nothing else read: what the chat's picker shows."""
+        return [{"id": vs.id, "name": vs.name} for vs in await self.store.list_vector_stores(places, limit=100)]
+
     async def readable(self, places: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """The bases owned by or given to any of `places` (a project's org, team and project), as listed."""
         bases = await self.store.list_vector_stores(places, limit=100)

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from llmgw.errors import N_
 from llmgw.portal import i18n
-from llmgw.portal.member import readable_bases
+from llmgw.portal.member import places_of
 from llmgw.portal.web import PORTAL, Viewer, add_nav, page, render
 from llmgw.store import ProjectPath
 
@@ -82,9 +82,9 @@ async def chat(request: web.Request, viewer: Viewer | None) -> web.StreamRespons
     projects = await portal.people.projects_of(viewer.person.id)
     chosen = chosen_project(projects, request.query.get("project", ""))
     models: list[str] = []
-    bases: list[dict[str, object]] = []
+    bases: list[dict[str, str]] = []
     if chosen is not None:
-        bases = await readable_bases(portal, chosen)
+        bases = await portal.knowledge.readable_names(places_of(chosen))
         principal = await portal.plane.chat.lookup(viewer.chat_token, chosen.project.id)
         if principal is not None:
             registry = portal.plane.router.registry.models

@@ -127,7 +127,11 @@ async def key_rows(store: KeysStore, reports: UsageReports, keys: list[ApiKey], 
     return rows
 
 
+def places_of(path: ProjectPath) -> list[tuple[str, str]]:
+    """A project's places as knowledge bases are owned and given: its org, its team, itself."""
+    return [("org", path.org.id), ("team", path.team.id), ("project", path.project.id)]
+
+
 async def readable_bases(portal: Portal, path: ProjectPath) -> list[dict[str, object]]:
     """The knowledge bases every key of this project may search: its own, its team's and org's, and given to any."""
-    return await portal.knowledge.readable([("org", path.org.id), ("team", path.team.id),
-                                            ("project", path.project.id)])
+    return await portal.knowledge.readable(places_of(path))

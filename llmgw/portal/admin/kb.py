@@ -42,9 +42,7 @@ async def create(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
         view = await request.app[PORTAL].knowledge.create(viewer.actor(), kept["name"], kept["scope"], kept["place"],
                                                           kept["embedding_model"])
     except ExpectedError as e:
-        status = getattr(e, "status", 400)
-        return await _list(request, status=status if 400 <= status < 500 else 400,
-                           error=i18n.say(request[LANG], e), kept=kept)
+        return await _list(request, status=_status(e), error=i18n.say(request[LANG], e), kept=kept)
     said = i18n.gettext(request[LANG], N_("The knowledge base {name} was made."))
     return redirect(request, f"/admin/kb/{view['id']}", notice=said.format(name=view["name"]))
 
@@ -64,9 +62,7 @@ async def grant(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
         view = await request.app[PORTAL].knowledge.grant(viewer.actor(), kb_id, kept["scope"], kept["place"],
                                                          kept["access"] or "read")
     except ExpectedError as e:
-        status = getattr(e, "status", 400)
-        return await _one(request, status=status if 400 <= status < 500 else 400,
-                          error=i18n.say(request[LANG], e), kept=kept)
+        return await _one(request, status=_status(e), error=i18n.say(request[LANG], e), kept=kept)
     said = i18n.gettext(request[LANG], N_("It was given to {place}."))
     return redirect(request, f"/admin/kb/{kb_id}", notice=said.format(place=view["place"]))
 
@@ -92,6 +88,12 @@ async def delete(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
     view = await request.app[PORTAL].knowledge.delete(viewer.actor(), request.match_info["kb_id"])
     said = i18n.gettext(request[LANG], N_("The knowledge base {name} and its passages were deleted."))
     return redirect(request, "/admin/kb", notice=said.format(name=view["name"]))
+
+
+def _status(refused: ExpectedError) -> int:
+    """The page's status for a refusal the service said: its own when it is the person's to mend, else 400."""
+    status = getattr(refused, "status", 400)
+    return status if isinstance(status, int) and 400 <= status < 500 else 400
 
 
 async def _list(request: web.Request, *, status: int = 200, error: str | None = None,
