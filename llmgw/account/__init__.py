@@ -21,7 +21,9 @@ from llmgw.account.limits import (
 )
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
 from llmgw.account.people import ROLES, People, person_view
+from llmgw.account.persontokens import TOKEN_PREFIX, PersonTokens, token_view
 from llmgw.account.places import Places
+from llmgw.account.scope import CLUSTER, Scope, Walls, scope_of
 from llmgw.account.service import Accounts, key_view
 from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
 from llmgw.account.throttle import UnknownKeyThrottle
@@ -30,6 +32,13 @@ from llmgw.account.tree import TreeError, check_name, parse_project_path
 __all__ = [
     "CHAIN",
     "CHAT_PREFIX",
+    "CLUSTER",
+    "PersonTokens",
+    "Scope",
+    "TOKEN_PREFIX",
+    "Walls",
+    "scope_of",
+    "token_view",
     "KEY_PREFIX",
     "AccountError",
     "ChatTokens",

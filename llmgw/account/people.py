@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from llmgw.account import keys as keymod
 from llmgw.account.errors import AccountError, Actor
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
+from llmgw.account.scope import ADMINISTERED, CLUSTER, Scope, Walls, refuse_tenant
 from llmgw.account.tree import TreeError, parse_project_path
 from llmgw.config import PORTAL_LANGUAGES, SignupSettings
 from llmgw.errors import N_
@@ -98,17 +99,37 @@ class People:
                                404, "not_found", params={"who": ident})
         return found
 
-    async def list(self) -> list[dict[str, Any]]:
-        return [person_view(p) for p in await self.store.list_people()]
+    async def list(self, within: Scope = CLUSTER) -> builtins.list[dict[str, Any]]:
+        walls = Walls(self.store, within)
+        return [person_view(p) for p in await self.store.list_people() if await walls.sees_person(p)]
 
-    async def show(self, ident: str) -> dict[str, Any]:
+    async def show(self, ident: str, within: Scope = CLUSTER) -> dict[str, Any]:
         """The person's view with their places in the tree and their open sessions."""
-        person = await self.person(ident)
-        return await self._full_view(person)
+        person = await self._seen(ident, within)
+        return await self._full_view(person, within)
 
-    async def _full_view(self, person: Person) -> dict[str, Any]:
+    async def _seen(self, ident: str, within: Scope) -> Person:
+        """The person, when inside the walls; else the same 404 as for nobody."""
+        person = await self.person(ident)
+        if not await Walls(self.store, within).sees_person(person):
+            raise AccountError(N_("no person {who} is known here; llmgw people list shows them"),
+                               404, "not_found", params={"who": ident})
+        return person
+
+    async def _governed(self, ident: str, within: Scope) -> Person:
+        """The person, when a tenant administrator may change them (scope.py: every place of theirs inside)."""
+        person = await self._seen(ident, within)
+        if not await Walls(self.store, within).governs_person(person):
+            raise AccountError(N_("{email} has places or a role beyond what you administer; a cluster "
+                                  "administrator changes them"), 403, "forbidden", params={"email": person.email})
+        return person
+
+    async def _full_view(self, person: Person, within: Scope = CLUSTER) -> dict[str, Any]:
         view = person_view(person)
-        view["member_of"] = [await self._place_name(m) for m in await self.store.memberships(person.id)]
+        walls = Walls(self.store, within)
+        places = [m for m in await self.store.memberships(person.id) if await walls.membership(m)]
+        view["member_of"] = [await self._place_name(m) for m in places]
+        view["administers"] = [await self._place_name(m) for m in places if m.administers]
         view["identities"] = [{"source": i.source, "subject": i.subject, "seen_at": i.seen_at}
                               for i in await self.store.identities_of(person.id)]
         view["sessions"] = [
@@ -121,16 +142,25 @@ class People:
     # adding
 
     async def add(self, actor: Actor, *, email: str, name: str, role: str = "member",
-                  password: str | None = None, member_of: Sequence[str] = ()) -> tuple[dict[str, Any], str | None]:
+                  password: str | None = None, member_of: Sequence[str] = (),
+                  within: Scope = CLUSTER) -> tuple[dict[str, Any], str | None]:
         """Add a person; returns their view and the password made for them when none was given,
-        which they must change at their first sign-in."""
+        which they must change at their first sign-in. A tenant administrator adds members, each
+        to at least one place they hold."""
         email, name, role = _check_email(email), _check_name(name), _check_role(role)
+        if within.tenant:
+            if role != "member":
+                refuse_tenant(within, N_("only a cluster administrator gives the role {role}; you administer "
+                                         "{places}, and add members there"), role=role)
+            if not member_of:
+                raise AccountError(N_("say where they belong (--member-of), one of the places you administer: "
+                                      "{places}"), params={"places": ", ".join(within.places)})
         made = None
         if password is None:
             made = password = new_password()
         else:
             _check_strength(password, email)
-        places = [await self._place(p) for p in member_of]
+        places = [await self._place(p, within) for p in member_of]
         now = time.time()
         person = Person(
             id=keymod.new_id("usr"), email=email, name=name, role=role,
@@ -145,7 +175,7 @@ class People:
                                409, "conflict", params={"email": email}) from None
         for scope, scope_id, _ in places:
             await self.store.add_membership(Membership(person.id, scope, scope_id, now))
-        view = await self._full_view(person)
+        view = await self._full_view(person, within)
         await self._audit(actor, "person.create", f"person:{person.id}", None, view)
         return view, made
 
@@ -179,23 +209,25 @@ class People:
 
     # changing
 
-    async def set_role(self, actor: Actor, ident: str, role: str) -> dict[str, Any]:
+    async def set_role(self, actor: Actor, ident: str, role: str, within: Scope = CLUSTER) -> dict[str, Any]:
+        refuse_tenant(within, N_("only a cluster administrator changes roles; you administer {places}"))
         role = _check_role(role)
         before = await self.person(ident)
         return await self.change(actor, "person.role", before, replace(before, role=role))
 
-    async def suspend(self, actor: Actor, ident: str, *, lift: bool = False) -> dict[str, Any]:
+    async def suspend(self, actor: Actor, ident: str, *, lift: bool = False,
+                      within: Scope = CLUSTER) -> dict[str, Any]:
         """Suspend a person (ending every session of theirs) or, with `lift`, let them in again."""
-        before = await self.person(ident)
+        before = await self._governed(ident, within)
         view = await self.change(actor, "person.unsuspend" if lift else "person.suspend",
                                   before, replace(before, disabled=not lift, suspended_by=None if lift else "admin"))
         if not lift:
             await self.store.delete_sessions(before.id)
         return view
 
-    async def reset_password(self, actor: Actor, ident: str) -> tuple[dict[str, Any], str]:
+    async def reset_password(self, actor: Actor, ident: str, within: Scope = CLUSTER) -> tuple[dict[str, Any], str]:
         """A new password, returned once, to change at the next sign-in; every session ends."""
-        before = await self.person(ident)
+        before = await self._governed(ident, within)
         password = new_password()
         after = replace(before, password_hash=await asyncio.to_thread(hash_password, password),
                         must_change_password=True, password_changed_at=time.time())
@@ -228,20 +260,49 @@ class People:
         person = await self.person(person_id)
         await self.store.update_person(replace(person, locale=locale))
 
-    async def join(self, actor: Actor, ident: str, place: str) -> dict[str, Any]:
+    async def join(self, actor: Actor, ident: str, place: str, within: Scope = CLUSTER) -> dict[str, Any]:
         """Make the person a member of `place`: org:NAME, team:ORG/TEAM or project:ORG/TEAM/PROJECT."""
-        person = await self.person(ident)
-        scope, scope_id, label = await self._place(place)
+        person = await self._seen(ident, within)
+        scope, scope_id, label = await self._place(place, within)
         await self.store.add_membership(Membership(person.id, scope, scope_id, time.time()))
         await self._audit(actor, "person.join", f"person:{person.id}", None, {"place": label})
-        return await self._full_view(person)
+        return await self._full_view(person, within)
 
-    async def leave(self, actor: Actor, ident: str, place: str) -> dict[str, Any]:
-        person = await self.person(ident)
-        scope, scope_id, label = await self._place(place)
+    async def leave(self, actor: Actor, ident: str, place: str, within: Scope = CLUSTER) -> dict[str, Any]:
+        person = await self._seen(ident, within)
+        scope, scope_id, label = await self._place(place, within)
         await self.store.remove_membership(person.id, scope, scope_id)
         await self._audit(actor, "person.leave", f"person:{person.id}", {"place": label}, None)
-        return await self._full_view(person)
+        return await self._full_view(person, within)
+
+    async def administer(self, actor: Actor, ident: str, place: str, *, remove: bool = False,
+                         within: Scope = CLUSTER) -> dict[str, Any]:
+        """Make the person the administrator of an org or a team (a member of it too), or no longer.
+
+        A cluster administrator names any; an org's administrator names
+        administrators of its teams. Taking it away leaves them a member."""
+        person = await self._seen(ident, within) if within.tenant else await self.person(ident)
+        scope, scope_id, label = await self._place(place, within)
+        if scope not in ADMINISTERED:
+            raise AccountError(N_("an administrator is of an org or a team, not of a {scope}"),
+                               params={"scope": scope})
+        if within.tenant:
+            team = await self.store.team_by_id(scope_id) if scope == "team" else None
+            if team is None or not within.holds_org(team.org_id):
+                refuse_tenant(within, N_("only a cluster administrator, or its org's administrator, names the "
+                                         "administrators of {place}; you administer {places}"), place=label)
+        if person.disabled and not remove:
+            raise AccountError(N_("{email} is suspended; lift it before making them an administrator"),
+                               409, "conflict", params={"email": person.email})
+        if remove:
+            changed = await self.store.set_administers(person.id, scope, scope_id, False)
+        else:
+            await self.store.add_membership(Membership(person.id, scope, scope_id, time.time()))
+            changed = await self.store.set_administers(person.id, scope, scope_id, True)
+        if changed:
+            await self._audit(actor, "person.unadminister" if remove else "person.administer",
+                              f"person:{person.id}", None, {"place": label})
+        return await self._full_view(person, within)
 
     # where a person may work
 
@@ -302,8 +363,16 @@ class People:
         """A membership's place as "scope:PATH"."""
         return await self._place_name(m)
 
-    async def _place(self, place: str) -> tuple[str, str, str]:
-        """(scope, id, "scope:PATH") for "org:NAME", "team:ORG/TEAM" or "project:ORG/TEAM/PROJECT"."""
+    async def _place(self, place: str, within: Scope = CLUSTER) -> tuple[str, str, str]:
+        """(scope, id, "scope:PATH") for "org:NAME", "team:ORG/TEAM" or "project:ORG/TEAM/PROJECT";
+        a place outside `within`'s walls is missing, as one that is not there."""
+        scope, scope_id, label = await self._any_place(place)
+        if not await Walls(self.store, within).place(scope, scope_id):
+            raise AccountError(N_("there is no {scope} {path}; make it first"), 404, "not_found",
+                               params={"scope": scope, "path": place.partition(":")[2]})
+        return scope, scope_id, label
+
+    async def _any_place(self, place: str) -> tuple[str, str, str]:
         scope, colon, path = place.partition(":")
         if not colon or scope not in PLACES:
             raise AccountError(N_('"{place}" is not a place: write org:NAME, team:ORG/TEAM or '

@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from llmgw.account.errors import AccountError, Actor
+from llmgw.account.scope import CLUSTER, Scope, refuse_tenant
 from llmgw.account.service import limits_view
 from llmgw.account.tree import TreeError, check_name
 from llmgw.errors import N_
-from llmgw.store import Conflict, KeysStore
+from llmgw.store import Conflict, KeysStore, Org, Project, Team
 
 KINDS = ("org", "team", "project")
 
@@ -28,10 +29,13 @@ class Places:
         self.store = store
         self._audit = audit
 
-    async def tree(self) -> list[dict[str, Any]]:
-        """Every org, its teams and their projects, by name, each with its own limits (None: none of its own)."""
+    async def tree(self, within: Scope = CLUSTER) -> list[dict[str, Any]]:
+        """Every org, its teams and their projects, by name, each with its own limits (None: none of its own).
+
+        A tenant administrator's tree holds their places and what is below; an org is named above a team
+        they hold (its path begins with it) with its limits, the bounds theirs must keep inside."""
         store = self.store
-        orgs, teams, projects = await store.list_orgs(), await store.list_teams(), await store.list_projects()
+        orgs, teams, projects = await self.held(within)
         projects_of: dict[str, list[dict[str, Any]]] = {}
         teams_of: dict[str, list[dict[str, Any]]] = {}
         org_names = {o.id: o.name for o in orgs}
@@ -51,11 +55,24 @@ class Places:
                  "limits": limits_view(await store.get_limits("org", o.id)), "teams": teams_of.get(o.id, [])}
                 for o in sorted(orgs, key=lambda o: o.name)]
 
-    async def create(self, actor: Actor, kind: str, path: str) -> dict[str, Any]:
-        """Make one place: org NAME, team ORG/TEAM or project ORG/TEAM/PROJECT; its parent must exist."""
+    async def held(self, within: Scope = CLUSTER) -> tuple[list[Org], list[Team], list[Project]]:
+        """The orgs (named above a team held), teams and projects inside `within`'s walls, the tree's order."""
+        store = self.store
+        every_team = await store.list_teams()
+        orgs = [o for o in await store.list_orgs() if within.sees_org(o.id, every_team)]
+        teams = [t for t in every_team if within.holds_team(t)]
+        held = {t.id for t in teams}
+        return orgs, teams, [p for p in await store.list_projects() if p.team_id in held]
+
+    async def create(self, actor: Actor, kind: str, path: str, within: Scope = CLUSTER) -> dict[str, Any]:
+        """Make one place: org NAME, team ORG/TEAM or project ORG/TEAM/PROJECT; its parent must exist.
+
+        A tenant administrator makes teams in an org they hold and projects in a team they hold."""
         if kind not in KINDS:
             raise AccountError(N_('"{kind}" is not a kind of place; write org, team or project'),
                                params={"kind": kind})
+        if kind == "org":
+            refuse_tenant(within, N_("only a cluster administrator makes an org; you administer {places}"))
         names = path.split("/")
         if len(names) != KINDS.index(kind) + 1:
             raise AccountError(N_('"{path}" is not a {kind} path: write {shape}'),
@@ -73,14 +90,18 @@ class Places:
                 made = {"kind": kind, "id": org.id, "path": org.name}
             else:
                 org_ = await store.org_by_name(names[0])
-                if org_ is None:
-                    raise _missing("org", names[0])
+                seen = org_ is not None and within.sees_org(org_.id, await store.list_teams(org_.id))
+                if org_ is None or not seen:
+                    raise _missing("org", names[0])  # one outside a tenant's walls is not there for them
+                if kind == "team" and not within.holds_org(org_.id):
+                    refuse_tenant(within, N_("only the org's administrator makes teams in {org}; you administer "
+                                             "{places}"), org=org_.name)
                 if kind == "team":
                     team = await store.create_team(org_.id, names[1])
                     made = {"kind": kind, "id": team.id, "path": f"{org_.name}/{team.name}"}
                 else:
                     team_ = await store.team_by_name(org_.id, names[1])
-                    if team_ is None:
+                    if team_ is None or not within.holds_team(team_):
                         raise _missing("team", f"{names[0]}/{names[1]}")
                     made_path = await store.create_project(team_.id, names[2])
                     made = {"kind": kind, "id": made_path.project.id, "path": str(made_path)}

@@ -16,6 +16,8 @@ from llmgw.account import keys as keymod
 from llmgw.account.errors import AccountError, Actor
 from llmgw.account.limits import CHAIN, LimitError, check_narrows, format_money
 from llmgw.account.people import People
+from llmgw.account.persontokens import PersonTokens
+from llmgw.account.scope import CLUSTER, Scope, Walls
 from llmgw.account.tree import TreeError, check_name, parse_project_path
 from llmgw.account.where import project_for_key
 from llmgw.errors import N_
@@ -54,6 +56,10 @@ def limits_view(limits: Limits | None) -> dict[str, Any] | None:
     return view
 
 
+# A tenant administrator's audit log is read AUDIT_PAGE entries at a time, AUDIT_SCANNED at most (audit_log).
+AUDIT_PAGE, AUDIT_SCANNED = 500, 10_000
+
+
 class _Store(KeysStore, PeopleStore, AuditStore, Protocol):
     """What Accounts calls: the tree, keys and limits, people (through People), and the audit it writes."""
 
@@ -63,6 +69,7 @@ class Accounts:
         self.store = store
         self.events = events  # told of a key revoked (llmgw/events.py), for the webhooks
         self.people = People(store, self.audit)
+        self.tokens = PersonTokens(store, self.audit)
 
     async def audit(self, actor: Actor, action: str, target: str, before: Any, after: Any) -> None:
         await self.store.add_audit(
@@ -70,16 +77,38 @@ class Accounts:
                        target=target, before=before, after=after)
         )
 
+    async def audit_log(self, within: Scope = CLUSTER, *, limit: int = 100, offset: int = 0,
+                        since: float | None = None, target: str | None = None, actor: str | None = None,
+                        action: str | None = None) -> list[AuditEntry]:
+        """The newest entries after `offset`, of those the scope may read.
+
+        A tenant's are found by reading the log a page at a time until enough are inside the walls, at most
+        AUDIT_SCANNED entries back: an old log of a busy cluster holds few of one team's, and a page of
+        the portal must not read the whole log to say so."""
+        if within.cluster:
+            return await self.store.list_audit(limit=limit, since=since, target=target, actor=actor,
+                                               action=action, offset=offset)
+        walls, kept, read = Walls(self.store, within), list[AuditEntry](), 0
+        while read < AUDIT_SCANNED and len(kept) < offset + limit:
+            page = await self.store.list_audit(limit=AUDIT_PAGE, since=since, target=target, actor=actor,
+                                               action=action, offset=read)
+            kept += [e for e in page if await walls.audit_entry(e)]
+            read += len(page)
+            if len(page) < AUDIT_PAGE:
+                break
+        return kept[offset:offset + limit]
+
     # keys
 
     async def create_key(
         self, actor: Actor, *, name: str, project: str, ttl: float | None = None,
         band: str | None = None, person_email: str | None = None,
-        max_key_ttl: float = 0.0, create: bool = False,
+        max_key_ttl: float = 0.0, create: bool = False, within: Scope = CLUSTER,
     ) -> tuple[dict[str, Any], str]:
         """Make a key; returns its public view and the secret, which is never kept.
 
-        The project must exist unless `create` (where.py says why)."""
+        The project must exist unless `create` (where.py says why); a tenant
+        administrator's, under a team they hold (scope.py)."""
         if not name or len(name) > 128:
             raise AccountError(N_("a key needs a name of 1-128 characters"))
         try:
@@ -99,13 +128,14 @@ class Accounts:
                 )
         if band is not None:
             check_name("band", band)
+        walls = Walls(self.store, within)
         person_id = None
         if person_email:
             person = await self.store.person_by_email(person_email)
-            if person is None:
+            if person is None or not await walls.sees_person(person):
                 raise AccountError(N_("no person {who} is known here"), 404, "not_found", params={"who": person_email})
             person_id = person.id
-        path = await project_for_key(self.store, org, team, proj, create=create)
+        path = await project_for_key(self.store, org, team, proj, create=create, within=walls)
         now = time.time()
         secret = keymod.new_secret()
         key = ApiKey(
@@ -119,35 +149,38 @@ class Accounts:
         await self.audit(actor, "key.create", f"key:{key.id}", None, view)
         return view, secret
 
-    async def key(self, key_id: str) -> dict[str, Any]:
+    async def key(self, key_id: str, within: Scope = CLUSTER) -> dict[str, Any]:
         key = await self.store.key_by_id(key_id)
-        if key is None:
+        if key is None or not await Walls(self.store, within).project(key.project_id):
             raise AccountError(N_("no key {key}; llmgw keys list shows them"), 404, "not_found", params={"key": key_id})
         view = key_view(key, await self.store.project_path(key.project_id))
         view["limits"] = limits_view(await self.store.get_limits("key", key.id))
         return view
 
-    async def list_keys(self, project: str | None = None) -> list[dict[str, Any]]:
+    async def list_keys(self, project: str | None = None, within: Scope = CLUSTER) -> list[dict[str, Any]]:
+        walls = Walls(self.store, within)
         project_id = None
         if project:
             try:
                 path = await self.store.project_by_path(*parse_project_path(project))
             except TreeError as e:
                 raise AccountError(e.template, params=e.params) from None
-            if path is None:
+            if path is None or not within.holds_path(path):
                 raise AccountError(N_("no project {project}"), 404, "not_found", params={"project": project})
             project_id = path.project.id
         paths: dict[str, ProjectPath | None] = {}
         views = []
         for key in await self.store.list_keys(project_id):
+            if not await walls.project(key.project_id):
+                continue
             if key.project_id not in paths:
                 paths[key.project_id] = await self.store.project_path(key.project_id)
             views.append(key_view(key, paths[key.project_id]))
         return views
 
-    async def revoke_key(self, actor: Actor, key_id: str) -> dict[str, Any]:
+    async def revoke_key(self, actor: Actor, key_id: str, within: Scope = CLUSTER) -> dict[str, Any]:
         before = await self.store.key_by_id(key_id)
-        if before is None:
+        if before is None or not await Walls(self.store, within).project(before.project_id):
             raise AccountError(N_("no key {key}; llmgw keys list shows them"), 404, "not_found", params={"key": key_id})
         after = await self.store.revoke_key(key_id, time.time())
         path = await self.store.project_path(before.project_id)
@@ -205,8 +238,30 @@ class Accounts:
             raise AccountError(N_("no org {org}"), 404, "not_found", params={"org": ident})
         return org.id, []
 
-    async def limits(self, scope: str, ident: str) -> dict[str, Any]:
-        scope_id, above = await self.resolve_scope(scope, ident)
+    async def _resolve_within(self, scope: str, ident: str, within: Scope) -> tuple[str, list[tuple[str, str]]]:
+        """resolve_scope, with what lies outside a tenant's walls refused as not there."""
+        try:
+            scope_id, above = await self.resolve_scope(scope, ident)
+        except AccountError as e:
+            if within.tenant and e.status == 404:
+                raise _outside(scope, ident) from None
+            raise
+        walls = Walls(self.store, within)
+        held = await (walls.key(scope_id) if scope == "key" else walls.place(scope, scope_id))
+        if not held:
+            raise _outside(scope, ident)
+        return scope_id, above
+
+    @staticmethod
+    def _below_held(scope: str, scope_id: str, above: list[tuple[str, str]], within: Scope) -> bool:
+        """Whether a level lies strictly below a place the tenant administers (the walls already hold it)."""
+        if scope in ("project", "key"):
+            return True
+        return scope == "team" and any(within.holds_org(i) for s, i in above if s == "org")
+
+    async def limits(self, scope: str, ident: str, within: Scope = CLUSTER) -> dict[str, Any]:
+        """A level's own limits and those above it; a tenant administrator reads their places' and below."""
+        scope_id, above = await self._resolve_within(scope, ident, within)
         own = await self.store.get_limits(scope, scope_id)
         return {
             "scope": scope, "id": scope_id,
@@ -216,9 +271,15 @@ class Accounts:
 
     async def set_limits(
         self, actor: Actor, scope: str, ident: str, changes: dict[str, Any], *, replace_all: bool = False,
+        within: Scope = CLUSTER,
     ) -> dict[str, Any]:
         """Change only the fields in `changes` (None clears one), or with
-        `replace_all` write exactly `changes`, every other field cleared."""
+        `replace_all` write exactly `changes`, every other field cleared.
+
+        A tenant administrator sets limits below their place, never on it: a
+        team's own limits are its org's administrator's to set, as an org's
+        are a cluster administrator's, and check_narrows keeps every change
+        inside what the level above allows."""
         allowed = {"rpm", "tpm", "budget_micros", "period", "models", "expires_at", "tools"}
         unknown = sorted(set(changes) - allowed)
         if unknown:
@@ -238,7 +299,11 @@ class Accounts:
         tools = changes.get("tools")
         if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools)):
             raise AccountError(N_("tools must be a list of server.tool patterns, like jira.* or db.query"))
-        scope_id, above = await self.resolve_scope(scope, ident)
+        scope_id, above = await self._resolve_within(scope, ident, within)
+        if within.tenant and not self._below_held(scope, scope_id, above, within):
+            raise AccountError(N_("the limits of {scope} {ident} are set by the level above it; you set those of "
+                                  "the teams, projects and keys below what you administer"), 403, "forbidden",
+                               params={"scope": scope, "ident": ident})
         before = await self.store.get_limits(scope, scope_id)
         base = Limits(scope, scope_id) if replace_all or before is None else before
         after = replace(base, **changes)
@@ -263,6 +328,12 @@ class Accounts:
         person = await self.store.person_by_id(view["id"])
         assert person is not None, "a person just added is there to read"
         return person
+
+
+def _outside(scope: str, ident: str) -> AccountError:
+    """What a tenant administrator hears of a level outside their walls, whether or not it exists."""
+    return AccountError(N_("no {scope} {ident} among what you administer"), 404, "not_found",
+                        params={"scope": scope, "ident": ident})
 
 
 def _days(seconds: float) -> str:

@@ -30,7 +30,9 @@ def register(commands, common) -> None:
                "  llmgw people role bea@example.com operator\n"
                "  llmgw people suspend bea@example.com\n"
                "  llmgw people reset-password cy@example.com\n"
-               "  llmgw people link ada@example.com oidc 'https://login.example.com#248289761001'",
+               "  llmgw people link ada@example.com oidc 'https://login.example.com#248289761001'\n"
+               "  llmgw people admin bea@example.com team:Acme/Research\n"
+               "  llmgw people token bea@example.com --output bea.token",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = people.add_subparsers(dest="people_command", metavar="COMMAND")
 
@@ -88,6 +90,30 @@ def register(commands, common) -> None:
         p.add_argument("email", help="their e-mail or usr_ id")
         p.add_argument("place", help=PLACE_HELP)
         p.set_defaults(run=run_join if verb == "join" else run_leave)
+
+    admin = sub.add_parser("admin", parents=[common], help="make a person the administrator of an org or a team",
+                           description="An org's or a team's administrator adds and suspends its people, makes "
+                                       "and revokes its keys, sets limits below it and reads its usage and audit "
+                                       "log, and nothing above or beside it (docs/people.md).")
+    admin.add_argument("email", help="their e-mail or usr_ id")
+    admin.add_argument("place", help="org:NAME or team:ORG/TEAM")
+    admin.add_argument("--remove", action="store_true", help="no longer its administrator (still a member)")
+    admin.set_defaults(run=run_admin)
+
+    token = sub.add_parser("token", parents=[common], help="a token of a person's own for llmgw people, keys, ctl",
+                           description="What a tenant administrator gives --token-file, with --admin naming this "
+                                       "control plane's admin API. It acts as them, within what they administer "
+                                       "at each call. Printed once, or written to --output (0600).")
+    token.add_argument("email", help="their e-mail or usr_ id")
+    token.add_argument("--output", metavar="FILE", help="write it to a new file only its owner reads")
+    token.set_defaults(run=run_token)
+    tokens = sub.add_parser("tokens", parents=[common], help="a person's tokens (never their secrets)")
+    tokens.add_argument("email", help="their e-mail or usr_ id")
+    tokens.set_defaults(run=run_tokens)
+    revoke = sub.add_parser("revoke-token", parents=[common], help="refuse one of a person's tokens from now on")
+    revoke.add_argument("email", help="their e-mail or usr_ id")
+    revoke.add_argument("id", help="the token's pat_ id, as llmgw people tokens lists it")
+    revoke.set_defaults(run=run_revoke_token)
 
 
 def run_add(args) -> int:
@@ -178,6 +204,52 @@ def run_leave(args) -> int:
                                                         else "belongs to no place now"))
 
 
+def run_admin(args) -> int:
+    person = client(args).person_administer(args.email, args.place, remove=args.remove)
+    held = ", ".join(person.get("administers") or []) or "nothing"
+    return _said(args, person, f"{person['email']} administers {held}")
+
+
+def run_token(args) -> int:
+    made = client(args).person_token(args.email)
+    if args.output:
+        from llmgw.privatefile import create_private
+
+        if not create_private(args.output, made["token"].encode(), "the token", AdminError):
+            raise AdminError(f"{args.output} exists already; name a new file, so no token is overwritten")
+    if args.json:
+        emit_json({k: v for k, v in made.items() if k != "token" or not args.output})
+        return 0
+    if args.output:
+        print(f"The token {made['id']} ({made['prefix']}…) is in {args.output}, readable only by you. Give it "
+              "with --token-file, and this control plane's admin API with --admin.")
+        return 0
+    print(made["token"])
+    print(f"\nThe token {made['id']}: shown once and kept nowhere. Keep it in a file only you read, and give it "
+          "with --token-file.")
+    return 0
+
+
+def run_tokens(args) -> int:
+    found = client(args).person_tokens(args.email)
+    if args.json:
+        emit_json(found)
+        return 0
+    table(["id", "prefix", "state", "made", "last used"], [
+        (t["id"], t["prefix"] + "…", t["state"], ago(t["created_at"]), ago(t.get("last_used_at")))
+        for t in found])
+    return 0
+
+
+def run_revoke_token(args) -> int:
+    revoked = client(args).person_token_revoke(args.email, args.id)
+    if args.json:
+        emit_json(revoked)
+    else:
+        print(f"The token {revoked['id']} is refused from now on.")
+    return 0
+
+
 def _said(args, person: dict[str, Any], sentence: str) -> int:
     if args.json:
         emit_json(person)
@@ -190,6 +262,7 @@ def _person_fields(person: dict[str, Any]) -> None:
     fields([
         ("email", person["email"]), ("name", person["name"]), ("id", person["id"]), ("role", person["role"]),
         ("state", _state(person)), ("member of", _places(person)),
+        *([("administers", ", ".join(person["administers"]))] if person.get("administers") else []),
         ("added", ago(person["created_at"])), ("password set", ago(person.get("password_changed_at"))),
         ("language", person.get("locale") or "from the browser"),
         *([("sessions", str(len(person["sessions"])))] if "sessions" in person else []),

@@ -218,6 +218,20 @@ class AdminClient:
     def person_membership(self, ident: str, place: str, *, remove: bool = False) -> dict[str, Any]:
         return _object(self.call("POST", _person_path(ident, "memberships"), {"place": place, "remove": remove}))
 
+    def person_administer(self, ident: str, place: str, *, remove: bool = False) -> dict[str, Any]:
+        return _object(self.call("POST", _person_path(ident, "administer"), {"place": place, "remove": remove}))
+
+    def person_token(self, ident: str) -> dict[str, Any]:
+        """A new token of the person's own; "token" holds its secret, shown once."""
+        return _object(self.call("POST", _person_path(ident, "tokens"), {}))
+
+    def person_tokens(self, ident: str) -> list[dict[str, Any]]:
+        return _objects(self.call("GET", _person_path(ident, "tokens")))
+
+    def person_token_revoke(self, ident: str, token_id: str) -> dict[str, Any]:
+        path = _person_path(ident, f"tokens/{urllib.parse.quote(token_id, safe='')}/revoke")
+        return _object(self.call("POST", path, {}))
+
     # sign-in from the directory (docs/sign-in.md)
 
     def auth(self) -> dict[str, Any]:

@@ -114,8 +114,10 @@ def _ref(viewer: Viewer, session_id: str) -> str:
 
 
 async def _profile(request: web.Request, viewer: Viewer, *, status: int = 200,
-                   error: str | None = None) -> web.Response:
+                   error: str | None = None, new_token: str | None = None) -> web.Response:
     portal = request.app[PORTAL]
+    # An administrator's own tokens for llmgw on the command line (llmgw.account.persontokens).
+    tokens = await portal.accounts.tokens.of(viewer.person) if viewer.scope is not None else []
     sessions = [
         {"ref": _ref(viewer, s.id), "this": s.id == viewer.session.id, "created_at": s.created_at,
          "last_seen_at": s.last_seen_at, "address": s.address, "agent": s.agent}
@@ -123,7 +125,7 @@ async def _profile(request: web.Request, viewer: Viewer, *, status: int = 200,
     ]
     return render(request, "profile.html", status=status, title=N_("Your profile"), error=error,
                   sessions=sessions, must_change=viewer.person.must_change_password,
-                  locale=viewer.person.locale or "")
+                  locale=viewer.person.locale or "", tokens=tokens, new_token=new_token)
 
 
 @page("/profile", methods=("GET", "POST"), role=None)
@@ -154,6 +156,13 @@ async def profile(request: web.Request, viewer: Viewer | None) -> web.StreamResp
                     await portal.store.delete_session(s.id)
                     return redirect(request, "/profile", notice=N_("That session has ended."))
             return redirect(request, "/profile", notice=N_("That session had already ended."))
+        if action == "token" and viewer.scope is not None:
+            _, secret = await portal.accounts.tokens.make(viewer.actor(), viewer.person)
+            # In this answer only (no-store, as every signed-in page): never in a URL, a cookie or a log.
+            return await _profile(request, viewer, new_token=secret)
+        if action == "revoke-token" and viewer.scope is not None:
+            await portal.accounts.tokens.revoke(viewer.actor(), viewer.person, posted.get("token", ""))
+            return redirect(request, "/profile#tokens", notice=N_("That token is refused from now on."))
         if action == "end-others":
             await portal.store.delete_sessions(viewer.person.id, keep=viewer.session.id)
             return redirect(request, "/profile", notice=N_("Your other sessions have ended."))

@@ -36,7 +36,7 @@ from aiohttp import web
 from markupsafe import Markup
 from multidict import MultiDict, MultiDictProxy
 
-from llmgw.account import Accounts, Actor, People, Sessions
+from llmgw.account import CLUSTER, Accounts, Actor, People, Scope, Sessions, scope_of
 from llmgw.accounting import UsageReports
 from llmgw.auth import DirectoryAccounts, OIDCClient, Secrets
 from llmgw.control import Refusal, SettingsError
@@ -88,6 +88,9 @@ class Viewer:
     csrf: str  # the form's _csrf and fetch's X-CSRF-Token
     chat_token: str  # the chat page's credential for /v1 (docs/portal.md); never in a URL or a log
     lang: str
+    # What they administer (llmgw.account.scope): the cluster for an admin, their orgs and teams for a tenant
+    # administrator, None for everyone else.
+    scope: Scope | None = None
 
     @property
     def role(self) -> str:
@@ -96,6 +99,22 @@ class Viewer:
     def may(self, role: str) -> bool:
         """Whether this person's role is `role` or above it."""
         return ROLE_RANK.get(self.person.role, 0) >= ROLE_RANK.get(role, 99)
+
+    def may_open(self, role: str | None, tenants: bool) -> bool:
+        """Whether a page (or a nav entry) for `role`, open to tenant administrators when `tenants`, is theirs."""
+        return role is None or self.may(role) or (tenants and self.scope is not None)
+
+    @property
+    def within(self) -> Scope:
+        """The scope a tenants' page passes its services; only such a page's handler asks, after may_open."""
+        if self.scope is None:
+            raise web.HTTPForbidden(text="this page is for administrators")
+        return self.scope
+
+    @property
+    def tenant(self) -> bool:
+        """A tenant administrator, not the cluster's: their pages hide what only the cluster's may do."""
+        return self.scope is not None and self.scope.tenant
 
     def actor(self) -> Actor:
         return Actor(self.person.email, "portal")
@@ -108,6 +127,7 @@ class Page:
     methods: tuple[str, ...] = ("GET",)
     role: str | None = "member"
     public: bool = False
+    tenants: bool = False  # open to tenant administrators too, each handler passing viewer.within to its services
 
 
 @dataclass(frozen=True)
@@ -116,6 +136,7 @@ class NavItem:
     path: str
     label: str  # an N_() msgid, translated as the nav is drawn
     role: str
+    tenants: bool = False
 
 
 @dataclass
@@ -126,21 +147,21 @@ class Registry:
     nav: list[NavItem] = field(default_factory=list)
 
     def page(self, path: str, *, methods: Sequence[str] = ("GET",), role: str | None = "member",
-             public: bool = False) -> Callable[[Handler], Handler]:
+             public: bool = False, tenants: bool = False) -> Callable[[Handler], Handler]:
         if role is not None and role not in ROLE_RANK:
             raise ValueError(f"{path}: role {role!r} is not one of {', '.join(ROLE_RANK)}")
 
         def register(handler: Handler) -> Handler:
-            self.pages.append(Page(path, handler, tuple(m.upper() for m in methods), role, public))
+            self.pages.append(Page(path, handler, tuple(m.upper() for m in methods), role, public, tenants))
             return handler
 
         return register
 
-    def add_nav(self, section: str, path: str, label: str, role: str) -> None:
+    def add_nav(self, section: str, path: str, label: str, role: str, tenants: bool = False) -> None:
         if role not in ROLE_RANK:
             raise ValueError(f"nav {path}: role {role!r} is not one of {', '.join(ROLE_RANK)}")
         if all(item.path != path for item in self.nav):
-            self.nav.append(NavItem(section, path, label, role))
+            self.nav.append(NavItem(section, path, label, role, tenants))
             # The order people expect, whichever module was imported first; others after, as added.
             known = {p: i for i, p in enumerate(NAV_ORDER)}
             self.nav.sort(key=lambda item: known.get(item.path, len(known)))
@@ -154,14 +175,16 @@ PAGES = Registry()
 
 
 def page(path: str, *, methods: Sequence[str] = ("GET",), role: str | None = "member",
-         public: bool = False) -> Callable[[Handler], Handler]:
-    """Registers a page: `@page("/keys", methods=("GET", "POST"))`. role=None: anyone signed in."""
-    return PAGES.page(path, methods=methods, role=role, public=public)
+         public: bool = False, tenants: bool = False) -> Callable[[Handler], Handler]:
+    """Registers a page: `@page("/keys", methods=("GET", "POST"))`. role=None: anyone signed in;
+    tenants=True: tenant administrators too (llmgw.account.scope), the handler keeping to viewer.within."""
+    return PAGES.page(path, methods=methods, role=role, public=public, tenants=tenants)
 
 
-def add_nav(section: str, path: str, label: str, role: str) -> None:
-    """A link in the nav, shown to `role` and above: add_nav("main", "/keys", N_("Keys"), "member")."""
-    PAGES.add_nav(section, path, label, role)
+def add_nav(section: str, path: str, label: str, role: str, tenants: bool = False) -> None:
+    """A link in the nav, shown to `role` and above (and tenant administrators when `tenants`):
+    add_nav("main", "/keys", N_("Keys"), "member")."""
+    PAGES.add_nav(section, path, label, role, tenants)
 
 
 class _Store(KeysStore, PeopleStore, SignInStore, UsageStore, AuditStore, CatalogStore, Protocol):
@@ -275,6 +298,13 @@ def wrap(portal_page: Page) -> Callable[[web.Request], Awaitable[web.StreamRespo
     return handle
 
 
+async def _scope(portal: Portal, person: Person) -> Scope | None:
+    """What the person administers: an admin the cluster without a read, anyone else by their memberships."""
+    if person.role == "admin" and not person.disabled:
+        return CLUSTER
+    return await scope_of(portal.store, person)
+
+
 async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> web.StreamResponse:
     viewer: Viewer | None = None
     request[VIEWER] = None
@@ -282,19 +312,20 @@ async def _answer(request: web.Request, portal: Portal, portal_page: Page) -> we
     request[LANG] = i18n.choose(request.headers.get("Accept-Language", ""), None, default)
     try:
         current = await portal.sessions.current(request.cookies.get(security.SESSION_COOKIE, ""))
+        scope = None if current is None else await _scope(portal, current.person)
     except StoreError as e:
         log.warning("a portal page could not read its session: %s", e)
         return render_error(request, 503, N_("The gateway's store does not answer; try again in a minute."))
     if current is not None:
         lang = i18n.choose(request.headers.get("Accept-Language", ""), current.person.locale, default)
-        viewer = Viewer(current.person, current.session, current.csrf, current.chat_token, lang)
+        viewer = Viewer(current.person, current.session, current.csrf, current.chat_token, lang, scope)
         request[VIEWER], request[LANG] = viewer, lang
     if viewer is None and not portal_page.public:
         return signin_redirect(request)
     if viewer is not None and viewer.person.must_change_password and portal_page.path not in MAY_WAIT_FOR_PASSWORD:
         # A password someone else set (an administrator's reset) is changed before anything else.
         return redirect(request, "/profile", notice=N_("Choose a new password before you go on."))
-    if viewer is not None and portal_page.role is not None and not viewer.may(portal_page.role):
+    if viewer is not None and not viewer.may_open(portal_page.role, portal_page.tenants):
         return render_error(request, 403, N_("This page is not for your role; ask an administrator "
                                              "if you need it."))
     if request.method not in ("GET", "HEAD"):
@@ -413,7 +444,7 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
         return Markup('<input type="hidden" name="{}" value="{}">').format(security.CSRF_FIELD, csrf)
 
     nav = [replace(item, label=translate(item.label)) for item in portal.registry.nav
-           if viewer is not None and viewer.may(item.role)]
+           if viewer is not None and viewer.may_open(item.role, item.tenants)]
     values = {
         "_": translate, "lang": lang, "nonce": nonce, "csrf": csrf, "csrf_field": csrf_field,
         "viewer": viewer, "nav": nav, "notice": translate(notice) if notice else None,

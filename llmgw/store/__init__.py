@@ -36,6 +36,7 @@ from llmgw.store.records import (
     NodeRecord,
     Org,
     Person,
+    PersonToken,
     Project,
     ProjectCache,
     ProjectPath,
@@ -74,6 +75,7 @@ from llmgw.store.records_kb import (
 __all__ = [
     "Store", "open_store", "StoreError", "StoreUnavailable", "SchemaTooNew", "Conflict",
     "ApiKey", "AuditEntry", "Identity", "Lease", "Limits", "McpServer", "Membership", "Org", "Person", "Project",
+    "PersonToken",
     "ProjectCache",
     "ProjectPath",
     "Session", "Settings", "Team", "Usage", "UsageDay", "redact_url",
@@ -125,6 +127,16 @@ class PeopleStore(Protocol):
     async def remove_membership(self, person_id: str, scope: str, scope_id: str) -> None: ...
     async def memberships(self, person_id: str) -> list[Membership]: ...
     async def members_of(self, scope: str, scope_id: str) -> list[Membership]: ...
+    # Make the membership (scope, scope_id) an administrator's, or no longer; False when there is no such membership.
+    async def set_administers(self, person_id: str, scope: str, scope_id: str, administers: bool) -> bool: ...
+    async def administrators(self) -> list[Membership]: ...  # every membership that administers, any person
+
+    # a person's own tokens for the admin API
+    async def add_person_token(self, token: PersonToken) -> None: ...
+    async def person_token_by_digest(self, digest: bytes) -> PersonToken | None: ...
+    async def person_tokens(self, person_id: str) -> list[PersonToken]: ...  # newest first
+    async def revoke_person_token(self, token_id: str, at: float) -> PersonToken | None: ...
+    async def touch_person_token(self, token_id: str, at: float) -> None: ...
 
     # identities: a person as a directory knows them (source: oidc | ldap | scim)
     async def add_identity(self, identity: Identity) -> None: ...  # Conflict when (source, subject) is tied
@@ -241,9 +253,11 @@ class UsageStore(Protocol):
     # one): requests, errors (status >= 400), prompt_tokens, cached_tokens,
     # completion_tokens, cost_micros; most costly first. StoreError for
     # another `by`.
-    # batch_only: the rows of batch lines only (Usage.batch_id set).
+    # batch_only: the rows of batch lines only (Usage.batch_id set); project_ids: those projects' rows only
+    # (a tenant administrator's, llmgw.account.scope), none when it is empty.
     async def usage_summary(self, since: float, until: float | None = None,
-                            by: str = "key", *, batch_only: bool = False) -> list[dict[str, Any]]: ...
+                            by: str = "key", *, batch_only: bool = False,
+                            project_ids: Sequence[str] | None = None) -> list[dict[str, Any]]: ...
     # A page of an export: rows in [since, until) after (after_at, after_id),
     # the previous page's last row; oldest first; of one person, or of some
     # projects (none: no rows), when given.

@@ -69,6 +69,20 @@ class Membership:
     scope_id: str
     created_at: float = 0.0
     given_by: str | None = None  # None by hand; the directory ("oidc", "ldap", "scim") whose group gave it
+    administers: bool = False  # an org's or a team's administrator (issue 31, llmgw.account.scope)
+
+
+@dataclass(frozen=True)
+class PersonToken:
+    """A person's own token for the admin API: only its sha256 is kept, and the prefix shown to tell them apart."""
+
+    id: str
+    person_id: str
+    digest: bytes
+    prefix: str
+    created_at: float
+    last_used_at: float | None = None
+    revoked_at: float | None = None
 
 
 @dataclass

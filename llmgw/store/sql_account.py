@@ -11,14 +11,26 @@ from collections.abc import Sequence
 
 from llmgw.store.driver import Driver, Duplicate, MissingParent, Row
 from llmgw.store.errors import Conflict, StoreError
-from llmgw.store.records import ApiKey, Identity, Membership, Org, Person, Project, ProjectPath, Session, Team
+from llmgw.store.records import (
+    ApiKey,
+    Identity,
+    Membership,
+    Org,
+    Person,
+    PersonToken,
+    Project,
+    ProjectPath,
+    Session,
+    Team,
+)
 
 _PERSON = (
     "id, email, name, role, password_hash, created_at, disabled, "
     "locale, must_change_password, password_changed_at, suspended_by"
 )
 _IDENTITY = "source, subject, person_id, created_at, seen_at"
-_MEMBERSHIP = "person_id, scope, scope_id, created_at, given_by"
+_MEMBERSHIP = "person_id, scope, scope_id, created_at, given_by, administers"
+_PERSON_TOKEN = "id, person_id, digest, prefix, created_at, last_used_at, revoked_at"  # noqa: S105 - columns
 _SESSION = "id, person_id, created_at, last_seen_at, expires_at, chat_digest, address, agent"
 # Failed sign-ins older than this are forgotten on the next write: longer than any throttle window.
 _FAILURES_KEPT_S = 86400.0
@@ -33,6 +45,14 @@ _PATH = (
     "p.id, p.team_id, p.name, p.created_at"
 )
 _PATH_FROM = "projects p JOIN teams t ON t.id = p.team_id JOIN orgs o ON o.id = t.org_id"
+
+
+def _membership(r: Row) -> Membership:
+    return Membership(r[0], r[1], r[2], r[3], r[4], bool(r[5]))
+
+
+def _person_token(r: Row) -> PersonToken:
+    return PersonToken(r[0], r[1], bytes(r[2]), r[3], r[4], r[5], r[6])
 
 
 def _email_key(email: str) -> str:
@@ -200,9 +220,9 @@ class AccountSQL:
     async def add_membership(self, m: Membership) -> None:
         try:
             await self._db.execute(
-                f"INSERT INTO memberships ({_MEMBERSHIP}) VALUES ($1, $2, $3, $4, $5) "
+                f"INSERT INTO memberships ({_MEMBERSHIP}) VALUES ($1, $2, $3, $4, $5, $6) "
                 "ON CONFLICT (person_id, scope, scope_id) DO NOTHING",
-                m.person_id, m.scope, m.scope_id, m.created_at, m.given_by,
+                m.person_id, m.scope, m.scope_id, m.created_at, m.given_by, bool(m.administers),
             )
         except MissingParent:
             raise StoreError(f"there is no person with the id {m.person_id} to make a member") from None
@@ -218,14 +238,61 @@ class AccountSQL:
             f"SELECT {_MEMBERSHIP} FROM memberships WHERE person_id = $1 "
             "ORDER BY scope, scope_id", person_id,
         )
-        return [Membership(*r) for r in rows]
+        return [_membership(r) for r in rows]
 
     async def members_of(self, scope: str, scope_id: str) -> list[Membership]:
         rows = await self._db.fetch(
             f"SELECT {_MEMBERSHIP} FROM memberships WHERE scope = $1 AND scope_id = $2 "
             "ORDER BY person_id", scope, scope_id,
         )
-        return [Membership(*r) for r in rows]
+        return [_membership(r) for r in rows]
+
+    async def set_administers(self, person_id: str, scope: str, scope_id: str, administers: bool) -> bool:
+        rows = await self._db.fetch(
+            "UPDATE memberships SET administers = $4 WHERE person_id = $1 AND scope = $2 AND scope_id = $3 "
+            "RETURNING person_id", person_id, scope, scope_id, bool(administers),
+        )
+        return bool(rows)
+
+    async def administrators(self) -> list[Membership]:
+        rows = await self._db.fetch(
+            f"SELECT {_MEMBERSHIP} FROM memberships WHERE administers ORDER BY person_id, scope, scope_id")
+        return [_membership(r) for r in rows]
+
+    # a person's own tokens for the admin API
+
+    async def add_person_token(self, token: PersonToken) -> None:
+        try:
+            await self._db.execute(
+                f"INSERT INTO person_tokens ({_PERSON_TOKEN}) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                token.id, token.person_id, bytes(token.digest), token.prefix, token.created_at,
+                token.last_used_at, token.revoked_at,
+            )
+        except Duplicate:
+            raise Conflict(f"another token already has the secret of {token.prefix}…; make a new one") from None
+        except MissingParent:
+            raise StoreError(f"there is no person with the id {token.person_id} to give a token") from None
+
+    async def person_token_by_digest(self, digest: bytes) -> PersonToken | None:
+        row = await self._db.fetchrow(f"SELECT {_PERSON_TOKEN} FROM person_tokens WHERE digest = $1", bytes(digest))
+        return None if row is None else _person_token(row)
+
+    async def person_tokens(self, person_id: str) -> list[PersonToken]:
+        rows = await self._db.fetch(
+            f"SELECT {_PERSON_TOKEN} FROM person_tokens WHERE person_id = $1 ORDER BY created_at DESC, id",
+            person_id)
+        return [_person_token(r) for r in rows]
+
+    async def revoke_person_token(self, token_id: str, at: float) -> PersonToken | None:
+        await self._db.execute(
+            "UPDATE person_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", token_id, at)
+        row = await self._db.fetchrow(f"SELECT {_PERSON_TOKEN} FROM person_tokens WHERE id = $1", token_id)
+        return None if row is None else _person_token(row)
+
+    async def touch_person_token(self, token_id: str, at: float) -> None:
+        await self._db.execute(
+            "UPDATE person_tokens SET last_used_at = $2 WHERE id = $1 "
+            "AND (last_used_at IS NULL OR last_used_at < $2)", token_id, at)
 
     # identities: a person as a directory knows them
 

@@ -313,7 +313,8 @@ class UsageSQL:
         return [_usage(r) for r in rows]
 
     async def usage_summary(self, since: float, until: float | None = None,
-                            by: str = "key", *, batch_only: bool = False) -> list[dict[str, Any]]:
+                            by: str = "key", *, batch_only: bool = False,
+                            project_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         column = _SUMMARY_BY.get(by)
         if column is None:
             raise StoreError(f'usage cannot be summed by "{by}"; use one of {", ".join(_SUMMARY_BY)}')
@@ -323,20 +324,29 @@ class UsageSQL:
             args.append(until)
         if batch_only:
             where += " AND batch_id IS NOT NULL"
-        rows = await self._db.fetch(
-            f"SELECT {column}, COUNT(*), "
-            "CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), "
-            "CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), "
-            "CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), "
-            "CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), "
-            "CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) "
-            f"FROM usage WHERE {where} GROUP BY {column}",
-            *args,
-        )
+        # A tenant's projects, a chunk of them a query, the chunks' sums added by group.
+        chunks: list[Sequence[str] | None] = [None] if project_ids is None else list(_chunks(list(project_ids)))
+        sums: dict[Any, list[int]] = {}
+        for chunk in chunks:
+            clause = where if chunk is None else f"{where} AND project_id IN ({_in(len(args) + 1, len(chunk))})"
+            rows = await self._db.fetch(
+                f"SELECT {column}, COUNT(*), "
+                "CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), "
+                "CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), "
+                "CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), "
+                "CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), "
+                "CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) "
+                f"FROM usage WHERE {clause} GROUP BY {column}",
+                *args, *(chunk or ()),
+            )
+            for r in rows:
+                total = sums.setdefault(r[0], [0] * 6)
+                for i in range(6):
+                    total[i] += int(r[i + 1])
         out = [
-            {"group": r[0], "requests": int(r[1]), "errors": int(r[2]), "prompt_tokens": int(r[3]),
-             "cached_tokens": int(r[4]), "completion_tokens": int(r[5]), "cost_micros": int(r[6])}
-            for r in rows
+            {"group": group, "requests": t[0], "errors": t[1], "prompt_tokens": t[2],
+             "cached_tokens": t[3], "completion_tokens": t[4], "cost_micros": t[5]}
+            for group, t in sums.items()
         ]
         # Sorted here rather than in SQL: the two dialects order NULL and
         # text differently, and the same store must read the same either way.

@@ -138,3 +138,33 @@ def test_a_team_made_with_a_budget_shows_in_the_tree_and_people_join_and_leave_i
     assert joined.stdout.strip() == "ivy@example.com belongs to project:Acme/Research/search"
     audit = shared_server.ctl("ctl", "audit", "--limit", "2").stdout
     assert "joined project:Acme/Research/search" in audit and "left team:Acme/Research" in audit
+
+
+def test_an_orgs_administrator_runs_llmgw_with_a_token_of_her_own_and_reaches_only_her_org(shared_server, tmp_path):
+    for kind, path in (("org", "Tenco"), ("team", "Tenco/apps"), ("project", "Tenco/apps/site"), ("org", "Rival"),
+                       ("team", "Rival/core"), ("project", "Rival/core/db")):
+        assert shared_server.ctl("ctl", "tree", "add", kind, path).returncode == 0
+    add_with_password(shared_server, "tess@tenco.example", "--member-of", "org:Tenco")
+    add_with_password(shared_server, "rex@rival.example", "--member-of", "team:Rival/core")
+    made = people(shared_server, "admin", "tess@tenco.example", "org:Tenco")
+    assert made.stdout.strip() == "tess@tenco.example administers org:Tenco"
+    token_file = tmp_path / "tess.token"
+    given = people(shared_server, "token", "tess@tenco.example", "--output", str(token_file))
+    assert given.returncode == 0 and f"is in {token_file}, readable only by you" in given.stdout
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+
+    def as_tess(*args: str):
+        return llmgw(*args, "--admin", shared_server.admin, "--token-file", str(token_file))
+
+    key = as_tess("keys", "create", "site-ci", "--project", "Tenco/apps/site")
+    assert key.returncode == 0, key.stderr
+    listed = as_tess("people", "list").stdout
+    assert "tess@tenco.example" in listed and "rex@rival.example" not in listed
+    assert "Rival" not in as_tess("ctl", "tree").stdout
+    refused = as_tess("keys", "create", "mine", "--project", "Rival/core/db")
+    assert refused.returncode == 1 and "there is no project Rival/core/db" in refused.stderr
+    status = as_tess("ctl", "status")
+    assert status.returncode == 1 and "for a cluster administrator" in status.stderr
+    audit = shared_server.ctl_json("ctl", "audit", "--limit", "20")
+    [entry] = [e for e in audit if e["action"] == "key.create" and e["after"]["name"] == "site-ci"]
+    assert entry["actor"].startswith("tess@tenco.example")

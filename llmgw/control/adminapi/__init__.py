@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from llmgw import __version__
-from llmgw.account import AccountError, Actor, LimitError, parse_money
+from llmgw.account import CLUSTER, TOKEN_PREFIX, AccountError, Actor, LimitError, Scope, parse_money
 from llmgw.config import Duration
 from llmgw.control.settings import SettingsError, validated_change
 from llmgw.control.token import DEFAULT_HOLDER
@@ -34,6 +34,23 @@ if TYPE_CHECKING:
 # Typed by annotation only: ControlPlane imports this module, so it is not here at run time.
 PLANE: web.AppKey[ControlPlane] = web.AppKey("plane")
 AUTHENTICATED = "llmgw.authenticated"  # the request's key for who authenticated (see guard)
+SCOPE = "llmgw.scope"  # the request's key for what the caller may reach (llmgw.account.scope)
+# What a tenant administrator's token may call (issue 31, docs/people.md): people, keys, limits, the tree,
+# usage and the audit log, each handler passing the caller's scope to its service. Every other route is a
+# cluster administrator's, refused here before its handler runs, so a route added later is closed to tenants
+# until it is listed.
+TENANT_ROUTES = frozenset({
+    ("GET", "/api/v1/people"), ("POST", "/api/v1/people"), ("GET", "/api/v1/people/{ident}"),
+    ("POST", "/api/v1/people/{ident}/role"), ("POST", "/api/v1/people/{ident}/suspend"),
+    ("POST", "/api/v1/people/{ident}/reset-password"), ("POST", "/api/v1/people/{ident}/memberships"),
+    ("POST", "/api/v1/people/{ident}/administer"),
+    ("GET", "/api/v1/keys"), ("POST", "/api/v1/keys"), ("GET", "/api/v1/keys/{key_id}"),
+    ("POST", "/api/v1/keys/{key_id}/revoke"),
+    ("GET", "/api/v1/limits"), ("PUT", "/api/v1/limits"),
+    ("GET", "/api/v1/tree"), ("POST", "/api/v1/tree"),
+    ("GET", "/api/v1/usage"), ("GET", "/api/v1/usage/export"),
+    ("GET", "/api/v1/audit"),
+})
 # What a claimed name may hold: a login's characters; anything else is shown as "?".
 _CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
 MAX_BODY = 1024 * 1024
@@ -61,13 +78,22 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
     plane: ControlPlane = request.app[PLANE]
     given = request.headers.get("Authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
-    if not token or not hmac.compare_digest(token.encode(), plane.admin_token.secret.encode()):
-        return _error(401, "the admin API needs the admin token (Authorization: Bearer …); "
-                           "llmgw ctl reads it from the admin-token file", "unauthorized")
-    # Who authenticated, for the audit log. The seam for sessions (issue 13): a signed-in
-    # person's request sets their own name here, and actor() below is unchanged.
-    request[AUTHENTICATED] = plane.admin_token.holder
     try:
+        if token and hmac.compare_digest(token.encode(), plane.admin_token.secret.encode()):
+            # Who authenticated, for the audit log; actor() below adds what llmgw ctl claims.
+            request[AUTHENTICATED], request[SCOPE] = plane.admin_token.holder, CLUSTER
+        elif token.startswith(TOKEN_PREFIX):
+            found = await plane.accounts.tokens.authenticate(token)
+            if found is None:
+                return _error(401, "that token is unknown or revoked, or its person is suspended or administers "
+                                   "nothing; make a new one on your profile page", "unauthorized")
+            request[AUTHENTICATED], request[SCOPE] = found[0].email, found[1]
+            if found[1].tenant and _route(request) not in TENANT_ROUTES:
+                return _error(403, "this is for a cluster administrator; your token reaches the people, keys, "
+                                   "limits, usage and audit log of " + ", ".join(found[1].places), "forbidden")
+        else:
+            return _error(401, "the admin API needs the admin token (Authorization: Bearer …); "
+                               "llmgw ctl reads it from the admin-token file", "unauthorized")
         return await handler(request)
     except Refused as e:
         return _error(e.status, str(e), e.code)
@@ -82,6 +108,18 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
             return _error(e.status, f"there is no {request.method} {request.path} in the admin API",
                           "not_found")
         raise
+
+
+def _route(request: web.Request) -> tuple[str, str]:
+    """(method, the route's pattern): what TENANT_ROUTES lists."""
+    resource = request.match_info.route.resource
+    return request.method, resource.canonical if resource is not None else ""
+
+
+def within(request: web.Request) -> Scope:
+    """What the caller may reach: everything with the admin token, a tenant's places with theirs."""
+    scope: Scope = request.get(SCOPE, CLUSTER)
+    return scope
 
 
 def actor(request: web.Request) -> Actor:
@@ -265,7 +303,8 @@ async def audit(request: web.Request) -> web.Response:
         since = float(request.query["since"]) if "since" in request.query else None
     except ValueError:
         raise Refused(400, "limit and since must be numbers", "invalid_request") from None
-    entries = await plane.store.list_audit(limit=limit, since=since, target=request.query.get("target"))
+    entries = await plane.accounts.audit_log(within(request), limit=limit, since=since,
+                                             target=request.query.get("target"))
     return _json([
         {"id": e.id, "at": e.at, "actor": e.actor, "via": e.via, "action": e.action,
          "target": e.target, "before": e.before, "after": e.after}
@@ -286,23 +325,24 @@ async def keys_create(request: web.Request) -> web.Response:
     view, secret = await plane.accounts.create_key(
         actor(request), name=_field(data, "name", str, True), project=_field(data, "project", str, True),
         ttl=ttl, band=_field(data, "band", str), person_email=_field(data, "person", str),
-        max_key_ttl=float(plane.settings.current.auth.max_key_ttl), create=bool(_field(data, "create", bool)))
+        max_key_ttl=float(plane.settings.current.auth.max_key_ttl), create=bool(_field(data, "create", bool)),
+        within=within(request))
     return _json({**view, "key": secret}, 201)
 
 
 async def keys_list(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
-    return _json(await plane.accounts.list_keys(request.query.get("project")))
+    return _json(await plane.accounts.list_keys(request.query.get("project"), within(request)))
 
 
 async def keys_show(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
-    return _json(await plane.accounts.key(request.match_info["key_id"]))
+    return _json(await plane.accounts.key(request.match_info["key_id"], within(request)))
 
 
 async def keys_revoke(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
-    view = await plane.accounts.revoke_key(actor(request), request.match_info["key_id"])
+    view = await plane.accounts.revoke_key(actor(request), request.match_info["key_id"], within(request))
     plane.keys.invalidate(view["id"])
     return _json(view)
 
@@ -312,7 +352,7 @@ async def keys_revoke(request: web.Request) -> web.Response:
 async def limits_get(request: web.Request) -> web.Response:
     plane: ControlPlane = request.app[PLANE]
     scope, ident = request.query.get("scope", ""), request.query.get("id", "")
-    return _json(await plane.accounts.limits(scope, ident))
+    return _json(await plane.accounts.limits(scope, ident, within(request)))
 
 
 async def limits_put(request: web.Request) -> web.Response:
@@ -343,7 +383,7 @@ async def limits_put(request: web.Request) -> web.Response:
     if unknown:
         raise Refused(400, f"unknown limit {', '.join(unknown)}", "invalid_request")
     result = await plane.accounts.set_limits(actor(request), scope, ident, changes,
-                                             replace_all=bool(data.get("replace")))
+                                             replace_all=bool(data.get("replace")), within=within(request))
     # Limits feed every cached key's chain; a change must be in force at once here.
     plane.keys.clear()
     return _json(result)

@@ -8,6 +8,13 @@
     POST /api/v1/people/{ident}/reset-password
     POST /api/v1/people/{ident}/memberships      {place, remove?: bool}
     POST /api/v1/people/{ident}/link             {source: oidc|ldap|scim, subject}
+    POST /api/v1/people/{ident}/administer       {place: org:NAME|team:ORG/TEAM, remove?: bool}
+    GET  /api/v1/people/{ident}/tokens           their own tokens for the admin API (never the secrets)
+    POST /api/v1/people/{ident}/tokens           a new one, in the answer once as "token"
+    POST /api/v1/people/{ident}/tokens/{id}/revoke
+
+A tenant administrator's token (llmgw.account.persontokens) reaches the routes
+TENANT_ROUTES lists, each handler passing their scope to People.
 
 Each calls llmgw.account.People, which checks and audits the change as the
 token's holder (and the login `llmgw ctl` claims). A password made here is in
@@ -20,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body
+from llmgw.control.adminapi import PLANE, Refused, _field, _json, actor, body, within
 
 if TYPE_CHECKING:
     from llmgw.account import People
@@ -33,7 +40,7 @@ def _people(request: web.Request) -> People:
 
 
 async def people_list(request: web.Request) -> web.Response:
-    return _json(await _people(request).list())
+    return _json(await _people(request).list(within(request)))
 
 
 async def person_add(request: web.Request) -> web.Response:
@@ -43,24 +50,26 @@ async def person_add(request: web.Request) -> web.Response:
         raise Refused(400, '"member_of" is a list of places like team:ORG/TEAM', "invalid_request")
     view, made = await _people(request).add(
         actor(request), email=_field(data, "email", str, True), name=_field(data, "name", str, True),
-        role=_field(data, "role", str) or "member", password=_field(data, "password", str), member_of=member_of)
+        role=_field(data, "role", str) or "member", password=_field(data, "password", str), member_of=member_of,
+        within=within(request))
     return _json({**view, "password": made} if made is not None else view, 201)
 
 
 async def person_show(request: web.Request) -> web.Response:
-    return _json(await _people(request).show(request.match_info["ident"]))
+    return _json(await _people(request).show(request.match_info["ident"], within(request)))
 
 
 async def person_role(request: web.Request) -> web.Response:
     data = await body(request)
     return _json(await _people(request).set_role(actor(request), request.match_info["ident"],
-                                                 _field(data, "role", str, True)))
+                                                 _field(data, "role", str, True), within(request)))
 
 
 async def person_suspend(request: web.Request) -> web.Response:
     data = await body(request)
     lift = bool(_field(data, "lift", bool))
-    view = await _people(request).suspend(actor(request), request.match_info["ident"], lift=lift)
+    view = await _people(request).suspend(actor(request), request.match_info["ident"], lift=lift,
+                                          within=within(request))
     # Their keys are refused (or let in again) here at once; other control
     # planes and workers see it within auth.cache_ttl.
     request.app[PLANE].keys.clear()
@@ -68,7 +77,8 @@ async def person_suspend(request: web.Request) -> web.Response:
 
 
 async def person_reset_password(request: web.Request) -> web.Response:
-    view, password = await _people(request).reset_password(actor(request), request.match_info["ident"])
+    view, password = await _people(request).reset_password(actor(request), request.match_info["ident"],
+                                                           within(request))
     return _json({**view, "password": password})
 
 
@@ -77,8 +87,36 @@ async def person_memberships(request: web.Request) -> web.Response:
     people, who, ident = _people(request), actor(request), request.match_info["ident"]
     place = _field(data, "place", str, True)
     if _field(data, "remove", bool):
-        return _json(await people.leave(who, ident, place))
-    return _json(await people.join(who, ident, place))
+        return _json(await people.leave(who, ident, place, within(request)))
+    return _json(await people.join(who, ident, place, within(request)))
+
+
+async def person_administer(request: web.Request) -> web.Response:
+    """{place, remove?}: make the person the administrator of an org or a team, or no longer (issue 31)."""
+    data = await body(request)
+    return _json(await _people(request).administer(
+        actor(request), request.match_info["ident"], _field(data, "place", str, True),
+        remove=bool(_field(data, "remove", bool)), within=within(request)))
+
+
+async def person_tokens(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    person = await _people(request).person(request.match_info["ident"])
+    return _json(await plane.accounts.tokens.of(person))
+
+
+async def person_token_make(request: web.Request) -> web.Response:
+    """A token of the person's own for the admin API, in the answer once as "token"."""
+    plane: ControlPlane = request.app[PLANE]
+    person = await _people(request).person(request.match_info["ident"])
+    view, secret = await plane.accounts.tokens.make(actor(request), person)
+    return _json({**view, "token": secret}, 201)
+
+
+async def person_token_revoke(request: web.Request) -> web.Response:
+    plane: ControlPlane = request.app[PLANE]
+    person = await _people(request).person(request.match_info["ident"])
+    return _json(await plane.accounts.tokens.revoke(actor(request), person, request.match_info["token_id"]))
 
 
 async def person_link(request: web.Request) -> web.Response:
@@ -99,3 +137,7 @@ def register(r: web.UrlDispatcher) -> None:
     r.add_post("/api/v1/people/{ident}/reset-password", person_reset_password)
     r.add_post("/api/v1/people/{ident}/memberships", person_memberships)
     r.add_post("/api/v1/people/{ident}/link", person_link)
+    r.add_post("/api/v1/people/{ident}/administer", person_administer)
+    r.add_get("/api/v1/people/{ident}/tokens", person_tokens)
+    r.add_post("/api/v1/people/{ident}/tokens", person_token_make)
+    r.add_post("/api/v1/people/{ident}/tokens/{token_id}/revoke", person_token_revoke)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from llmgw.account import Places
-from llmgw.control.adminapi import PLANE, _field, _json, actor, body
+from llmgw.control.adminapi import PLANE, _field, _json, actor, body, within
 
 if TYPE_CHECKING:
     from llmgw.control.plane import ControlPlane
@@ -25,13 +25,13 @@ def _places(request: web.Request) -> Places:
 
 
 async def tree_get(request: web.Request) -> web.Response:
-    return _json({"orgs": await _places(request).tree()})
+    return _json({"orgs": await _places(request).tree(within(request))})
 
 
 async def tree_add(request: web.Request) -> web.Response:
     data = await body(request)
     made = await _places(request).create(actor(request), _field(data, "kind", str, True),
-                                         _field(data, "path", str, True))
+                                         _field(data, "path", str, True), within(request))
     return _json(made, 201)
 
 

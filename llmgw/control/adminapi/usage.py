@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from llmgw.account import format_money
+from llmgw.account import Walls, format_money
 from llmgw.accounting import FORMATS, UsageReports, nothing_shown
-from llmgw.control.adminapi import PLANE, Refused, _json
+from llmgw.control.adminapi import PLANE, Refused, _json, within
 from llmgw.control.exports import send_export
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ async def summary(request: web.Request) -> web.Response:
     if by not in BY:
         raise Refused(400, f'usage is summed by {", ".join(BY)}, not "{by}"', "invalid_request")
     batch_only = request.query.get("batch", "") in ("1", "true")
-    groups = await plane.store.usage_summary(since, until, by, batch_only=batch_only)
+    groups = await plane.store.usage_summary(since, until, by, batch_only=batch_only,
+                                             project_ids=await Walls(plane.store, within(request)).project_ids())
     names = await _names(plane, by, [g["group"] for g in groups])
     for g in groups:
         g["name"], g["project"] = names.get(g["group"], (g["group"], None))
@@ -111,7 +112,8 @@ async def export(request: web.Request) -> web.StreamResponse:
     fmt = request.query.get("format", "csv")
     if fmt not in FORMATS:
         raise Refused(400, f'exports are csv or jsonl, not "{fmt}"', "invalid_request")
-    chunks = UsageReports(plane.store).export(since=since, until=until, fmt=fmt)
+    chunks = UsageReports(plane.store).export(since=since, until=until, fmt=fmt,
+                                              project_ids=await Walls(plane.store, within(request)).project_ids())
     # The first page is read before the answer starts, so a store that is
     # away is a 503 with a sentence rather than an empty file.
     first = await anext(chunks)

@@ -6,7 +6,10 @@ Every page calls the same services the admin API and the CLI call (People,
 Accounts, the store's tree, validated_change), acting as the person reading
 the page: each change is audited as (their e-mail, "portal"). Roles: an
 admin sees every page; an operator sees models, nodes and guardrails and gets
-403 on the rest; a member gets 403 everywhere under /admin.
+403 on the rest; a member gets 403 everywhere under /admin. An org's or a
+team's administrator (llmgw.account.scope) sees people, the tree, keys, usage
+and the audit log, each page passing viewer.within to its service, so it
+shows and changes only what they administer.
 """
 
 from __future__ import annotations
@@ -54,14 +57,15 @@ def page_number(request: web.Request) -> int:
 # these come first, and the operators' pages (models, nodes, guardrails, usage) add theirs after. No entry
 # in the top row: this package is imported before every *_pages module, so it would come first there,
 # and the admin row already shows on every page for those who may use it.
-add_nav("admin", "/admin/people", N_("People"), "admin")
-add_nav("admin", "/admin/tree", N_("Orgs, teams and projects"), "admin")
-add_nav("admin", "/admin/keys", N_("All keys"), "admin")
-add_nav("admin", "/admin/audit", N_("Audit log"), "admin")
+# tenants=True: an org's or a team's administrator sees these too, each page keeping to what they administer.
+add_nav("admin", "/admin/people", N_("People"), "admin", tenants=True)
+add_nav("admin", "/admin/tree", N_("Orgs, teams and projects"), "admin", tenants=True)
+add_nav("admin", "/admin/keys", N_("All keys"), "admin", tenants=True)
+add_nav("admin", "/admin/audit", N_("Audit log"), "admin", tenants=True)
 add_nav("admin", "/admin/settings", N_("Settings"), "admin")
 
 
-@page("/admin", role="operator")
+@page("/admin", role="operator", tenants=True)
 async def index(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     # The sections are the admin row of the nav, which the frame already keeps to the viewer's role.
     return render(request, "admin/index.html", title=N_("Administration"))

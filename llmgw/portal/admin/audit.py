@@ -12,15 +12,16 @@ from llmgw.portal.web import PORTAL, Viewer, page, render
 SHOWN = 2_000  # characters of an entry's before or after: enough to read, not a page of JSON
 
 
-@page("/admin/audit", role="admin")
+@page("/admin/audit", role="admin", tenants=True)
 async def audit(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    assert viewer is not None
     portal = request.app[PORTAL]
     actor = request.query.get("actor", "").strip() or None
     action = request.query.get("action", "").strip() or None
     number = page_number(request)
     # One more than a page says whether there is a next one, without counting the whole log.
-    found = await portal.store.list_audit(limit=PER_PAGE + 1, actor=actor, action=action,
-                                          offset=(number - 1) * PER_PAGE)
+    found = await portal.accounts.audit_log(viewer.within, limit=PER_PAGE + 1, actor=actor, action=action,
+                                            offset=(number - 1) * PER_PAGE)
     more = len(found) > PER_PAGE
     entries = [
         {"at": e.at, "actor": e.actor, "via": e.via, "action": e.action, "target": e.target,

@@ -15,7 +15,7 @@ from llmgw.portal.web import LANG, PORTAL, Viewer, form, page, redirect, render
 ROLE_NAMES = {"admin": N_("admin"), "operator": N_("operator"), "member": N_("member")}
 
 
-@page("/admin/people", methods=("GET", "POST"), role="admin")
+@page("/admin/people", methods=("GET", "POST"), role="admin", tenants=True)
 async def people(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
     portal = request.app[PORTAL]
@@ -28,24 +28,31 @@ async def people(request: web.Request, viewer: Viewer | None) -> web.StreamRespo
         try:
             view, made = await portal.people.add(
                 viewer.actor(), email=added["email"], name=added["name"], role=added["role"] or "member",
-                member_of=[place] if place else [])
+                member_of=[place] if place else [], within=viewer.within)
         except AccountError as e:
             error = i18n.say(request[LANG], e)
         else:
             if made is None:
                 return redirect(request, f"/admin/people/{view['id']}", notice=N_("The person was added."))
             return _password_shown_once(request, view, made, N_("The person was added."))
-    listed = await portal.people.list()
+    listed = await portal.people.list(viewer.within)
     return render(request, "admin/people.html", status=400 if error else 200, title=N_("People"),
-                  people=listed, roles=ROLES, role_names=ROLE_NAMES, added=added, error=error)
+                  people=listed, roles=_roles(viewer), role_names=ROLE_NAMES, added=added, error=error,
+                  places=viewer.within.places)
 
 
-@page("/admin/people/{ident}", role="admin")
+@page("/admin/people/{ident}", role="admin", tenants=True)
 async def person(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    assert viewer is not None
     portal = request.app[PORTAL]
-    shown = await portal.people.show(request.match_info["ident"])
-    return render(request, "admin/person.html", title=N_("A person"), person=shown, roles=ROLES,
+    shown = await portal.people.show(request.match_info["ident"], viewer.within)
+    return render(request, "admin/person.html", title=N_("A person"), person=shown, roles=_roles(viewer),
                   role_names=ROLE_NAMES)
+
+
+def _roles(viewer: Viewer) -> tuple[str, ...]:
+    """The roles the page offers: a tenant administrator adds members, and changes no one's role."""
+    return ("member",) if viewer.tenant else ROLES
 
 
 @page("/admin/people/{ident}/role", methods=("POST",), role="admin")
@@ -56,25 +63,37 @@ async def set_role(request: web.Request, viewer: Viewer | None) -> web.StreamRes
                          lambda people, ident: people.set_role(viewer.actor(), ident, posted.get("role", "")))
 
 
-@page("/admin/people/{ident}/suspend", methods=("POST",), role="admin")
+@page("/admin/people/{ident}/suspend", methods=("POST",), role="admin", tenants=True)
 async def suspend(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
     lift = (await form(request)).get("lift") == "1"
     done = N_("The suspension was lifted.") if lift else N_("The person was suspended and signed out everywhere.")
     return await _change(request, done,
-                         lambda people, ident: people.suspend(viewer.actor(), ident, lift=lift))
+                         lambda people, ident: people.suspend(viewer.actor(), ident, lift=lift,
+                                                              within=viewer.within))
 
 
-@page("/admin/people/{ident}/places", methods=("POST",), role="admin")
+@page("/admin/people/{ident}/places", methods=("POST",), role="admin", tenants=True)
 async def places(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
     posted = await form(request)
     place, leave = posted.get("place", "").strip(), posted.get("leave") == "1"
     if leave:
         return await _change(request, N_("They left that place."),
-                             lambda people, ident: people.leave(viewer.actor(), ident, place))
+                             lambda people, ident: people.leave(viewer.actor(), ident, place, viewer.within))
     return await _change(request, N_("They joined that place."),
-                         lambda people, ident: people.join(viewer.actor(), ident, place))
+                         lambda people, ident: people.join(viewer.actor(), ident, place, viewer.within))
+
+
+@page("/admin/people/{ident}/administer", methods=("POST",), role="admin", tenants=True)
+async def administer(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    """Make the person an org's or a team's administrator, or no longer (People.administer says who may)."""
+    assert viewer is not None
+    posted = await form(request)
+    place, remove = posted.get("place", "").strip(), posted.get("remove") == "1"
+    done = N_("They no longer administer that place.") if remove else N_("They administer that place now.")
+    return await _change(request, done, lambda people, ident: people.administer(
+        viewer.actor(), ident, place, remove=remove, within=viewer.within))
 
 
 @page("/admin/people/{ident}/link", methods=("POST",), role="admin")
@@ -88,13 +107,13 @@ async def link(request: web.Request, viewer: Viewer | None) -> web.StreamRespons
                          lambda people, ident: portal.directory.link(viewer.actor(), ident, source, subject))
 
 
-@page("/admin/people/{ident}/reset-password", methods=("POST",), role="admin")
+@page("/admin/people/{ident}/reset-password", methods=("POST",), role="admin", tenants=True)
 async def reset_password(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
     assert viewer is not None
     portal = request.app[PORTAL]
     ident = request.match_info["ident"]
     try:
-        view, made = await portal.people.reset_password(viewer.actor(), ident)
+        view, made = await portal.people.reset_password(viewer.actor(), ident, viewer.within)
     except AccountError as e:
         return redirect(request, f"/admin/people/{ident}", notice=i18n.say(request[LANG], e))
     return _password_shown_once(request, view, made, N_("The password was reset; every session of theirs ended."))

@@ -6,7 +6,8 @@ rollup (0009), so a month of a busy cluster is a few thousand rows, not its
 millions of requests. The
 chart is charts.bars over the same Series the table shows. The CSV is
 UsageReports.export, the rows `llmgw usage export` writes. Admins only:
-usage is money, which an operator does not see.
+usage is money, which an operator does not see; an org's or a team's
+administrator sees their projects' alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
+from llmgw.account import Walls
 from llmgw.accounting import NOTHING_USED, Series
 from llmgw.control import send_export
 from llmgw.errors import N_
@@ -28,7 +30,7 @@ from llmgw.store import KeysStore, PeopleStore, StoreError
 
 log = logging.getLogger("llmgw.portal")
 
-add_nav("admin", "/admin/usage", N_("Usage"), "admin")
+add_nav("admin", "/admin/usage", N_("Usage"), "admin", tenants=True)
 
 DAY = 86400
 SPANS = (7, 30, 90)
@@ -91,15 +93,17 @@ def rows(series: Series, labels: dict[str, str]) -> list[UsageRow]:
             for group, days in series.groups.items()]
 
 
-@page("/admin/usage", role="admin")
+@page("/admin/usage", role="admin", tenants=True)
 async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    assert viewer is not None
     portal = request.app[PORTAL]
     lang = request[LANG]
     days = choice(request, "days", SPANS, 30)
     by = choice(request, "by", BY, "project")
     metric = choice(request, "metric", METRICS, "cost_micros")
     until = time.time()
-    series = await portal.reports.by_day(since=until - (days - 1) * DAY, until=until, by=by)
+    series = await portal.reports.by_day(since=until - (days - 1) * DAY, until=until, by=by,
+                                         project_ids=await Walls(portal.store, viewer.within).project_ids())
     title = i18n.gettext(lang, N_("{metric} a day, by {by}, over the last {days} UTC days")).format(
         metric=i18n.gettext(lang, METRICS[metric]), by=i18n.gettext(lang, BY[by]).lower(), days=days)
     # One set of names for the legend and the rows, so a colour is read against the table it sums.
@@ -113,13 +117,15 @@ async def usage(request: web.Request, viewer: Viewer | None) -> web.StreamRespon
                   first_day=series.days[0] * DAY if series.days else until)
 
 
-@page("/admin/usage.csv", role="admin")
+@page("/admin/usage.csv", role="admin", tenants=True)
 async def usage_csv(request: web.Request, viewer: Viewer | None) -> web.StreamResponse:
+    assert viewer is not None
     portal = request.app[PORTAL]
     days = choice(request, "days", SPANS, 30)
     until = time.time()
     since = (int(until // DAY) - (days - 1)) * DAY  # whole UTC days, as the page counts them
-    chunks = portal.reports.export(since=since, until=until, fmt="csv")
+    chunks = portal.reports.export(since=since, until=until, fmt="csv",
+                                   project_ids=await Walls(portal.store, viewer.within).project_ids())
     try:
         # The first page before the answer starts: a store that is away is
         # the error page, not an empty file.
