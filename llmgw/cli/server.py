@@ -250,6 +250,15 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
                         "internet, no weights), or hf:OWNER/REPO/FILE.gguf (default qwen2.5-0.5b)")
     g.add_argument("--starter-context", type=int, default=4096, metavar="TOKENS",
                    help="the starter model's context (default 4096)")
+    g.add_argument("--no-judge", action="store_true",
+                   help="leave out the guardrails' judge (else placed on this machine when it has room, and asked "
+                        "by the baseline policy: docs/guardrails.md)")
+    g.add_argument("--judge", choices=("qwen3guard-0.6b", "sim"), metavar="MODEL",
+                   help="the judge: qwen3guard-0.6b, or sim (simulated: no internet, no weights); default "
+                        "qwen3guard-0.6b, or sim beside a simulated starter")
+    g.add_argument("--judge-replicas", type=int, default=0, metavar="N",
+                   help="copies of the judge (default one on one machine, on up to four cores; two with three "
+                        "machines, two cores each)")
     g.add_argument("--mirror", action="store_true",
                    help="install the model mirror on this machine (and, with --ha, on the second): it fetches each "
                         "model from Hugging Face once and the nodes fetch from it only (docs/mirror.md)")
@@ -294,9 +303,11 @@ def run_install(args) -> int:
     choices = Choices(admin_email=args.admin_email, language=args.language, starter=args.starter,
                       starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
                       root=args.root or "/", services=args.services, mirror_dir=args.mirror_dir,
-                      mirror_listen=args.mirror_listen)
+                      mirror_listen=args.mirror_listen, judge=args.judge or "", judge_replicas=args.judge_replicas)
     choices.on.update({"node": not args.no_node, "starter": not args.no_model, "mirror": args.mirror,
                        "notify": bool(args.webhook)})
+    if args.no_judge:
+        choices.on["judge"] = False
     choices.webhook, choices.webhook_format = args.webhook or "", args.webhook_format
     choices.webhook_private = args.webhook_allow_private
     if args.no_firewall:
@@ -328,6 +339,7 @@ def _installed(args, result, standbys: list | None = None, store: str = "") -> i
         emit_json({"portal": result.portal, "client_api": result.client_api, "admin_email": result.admin_email,
                    "password": result.password, "api_key": result.api_key, "model": result.model,
                    "answer": result.answer, "admin_token_file": result.admin_token_file, "steps": result.steps,
+                   "judge": result.judge, "judge_speed": result.judge_speed,
                    **({"standbys": standbys, "store": store} if standbys is not None else {})})
         return 0
     print("\nllmgw is installed." + (" The password and key are shown once and kept nowhere: copy them now."
@@ -341,6 +353,9 @@ def _installed(args, result, standbys: list | None = None, store: str = "") -> i
     if result.model:
         answered = f", which answered: {result.answer[:60]}" if result.answer else ""
         print(f"  model           {result.model}{answered}")
+    if result.judge:
+        print(f"  judge           {result.judge}, asked by the baseline policy" + (
+            f": {result.judge_speed}" if result.judge_speed else ""))
     if standbys is not None:
         print(f"  store           {store}")
         for standby in standbys:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from llmgw.onboard.firstplane import STEP_NAMES, Result, install
     from llmgw.onboard.hainstall import HaJob, check_others, from_file, from_hosts, install_ha, install_three
     from llmgw.onboard.interfaces import check_interface, interface_toward
+    from llmgw.onboard.judge import JUDGE, JUDGES
     from llmgw.onboard.layout import Layout
     from llmgw.onboard.mirroradd import MirrorAdd, add_peer
     from llmgw.onboard.nodeadd import NodeAdd, add_node, program_file
@@ -30,7 +31,7 @@ __all__ = [
     "Stopped", "Target", "add_node", "add_peer", "add_server", "check_interface", "check_others", "command",
     "detach", "from_file", "from_hosts", "init_server", "install", "install_ha", "install_three",
     "interface_toward", "onboard_mirror", "plan", "program_file", "service_manager", "shared_parts", "stop_install",
-    "MIRROR_DIR", "MIRROR_LISTEN",
+    "MIRROR_DIR", "MIRROR_LISTEN", "JUDGE", "JUDGES",
 ]
 
 # The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
@@ -41,6 +42,7 @@ __getattr__ = lazy_face(__name__, {
     "firstplane": ("Result", "STEP_NAMES", "install"),
     "hainstall": ("HaJob", "check_others", "from_file", "from_hosts", "install_ha", "install_three"),
     "interfaces": ("check_interface", "interface_toward"),
+    "judge": ("JUDGE", "JUDGES"),
     "layout": ("Layout",),
     "mirroradd": ("MirrorAdd", "add_peer"),
     "nodeadd": ("NodeAdd", "add_node", "program_file"),

@@ -48,13 +48,14 @@ SERVER_WAIT_S = 60.0
 NODE_WAIT_S = 60.0
 POLL_S = 0.25
 
-STEPS = ("program", "user", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter", "answer")
+STEPS = ("program", "user", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter", "judge",
+         "answer")
 STEP_NAMES = {
     "program": "the program", "user": "the llmgw user and directories", "config": "server.yaml and agent.yaml",
     "store": "the store", "server": "the control plane", "mirror": "the model mirror",
     "node": "this machine as a node",
     "agent": "the node's agent", "firewall": "the firewall", "starter": "the starter model",
-    "answer": "a first answer",
+    "judge": "the guardrails' judge", "answer": "a first answer",
 }
 
 
@@ -71,6 +72,8 @@ class Result:
     answer: str = ""
     steps: dict[str, str] = field(default_factory=dict)
     knowledge: str = ""  # where knowledge bases live and what embeds them (llmgw.kb.where_line)
+    judge: str = ""  # the judge model the baseline policy asks, when one was placed
+    judge_speed: str = ""  # how its three timed judgments went, and what to do when they were slow (J8)
 
 
 def dial(address: str) -> str:
@@ -116,6 +119,8 @@ class FirstPlane:
             if step == "mirror" and not self.choices.is_on("mirror"):
                 continue
             if step in ("starter", "answer") and not self.choices.is_on("starter"):
+                continue
+            if step == "judge" and not self.choices.is_on("judge"):
                 continue
             self._say(step, "doing", "")
             try:
@@ -379,7 +384,64 @@ class FirstPlane:
             added = True
         else:
             added = False
+        self._wait_ready("starter", admin, name, engine)
+        return ("done" if added else "unchanged"), f"{name} is served and ready"
 
+    def step_judge(self) -> tuple[str, str]:
+        """The judge sized for the machine (onboard.judge), the baseline policy asking it, and its speed timed."""
+        from llmgw.onboard.first_run import BASELINE
+        from llmgw.onboard.judge import JUDGE, judge_doc, judge_name
+
+        key, copies = self.choices.judge_key(), self.choices.judge_copies()
+        name, engine = judge_name(key), JUDGE[key].engine
+        admin = self._admin()
+        added = name not in {m["name"] for m in admin.call("GET", "/api/v1/models")}
+        if added:
+            # Trusted on setup's word: the judge is a file this program names (onboard.judge), not one a person
+            # typed; the pin still checks it against Hugging Face, and the origin and the audit log say who trusted.
+            admin.call("POST", "/api/v1/models", {"spec": judge_doc(key, cpus=self.choices.cpus(), replicas=copies),
+                                                  "trust": True})
+        self._wait_ready("judge", admin, name, engine)
+        # Named by the baseline policy only once it answers: under fail: closed a judge still loading would
+        # refuse every request meanwhile.
+        policy = (admin.call("GET", "/api/v1/config", query={"path": f"guard.policies.{BASELINE}"})["value"]
+                  or {})
+        named = (policy.get("judge") or {}).get("model")
+        if named is None and policy:
+            from llmgw.guard import baseline_policy
+
+            asked = baseline_policy(name)
+            admin.call("POST", "/api/v1/config", {"set": {
+                f"guard.policies.{BASELINE}.judge": json.dumps(asked["judge"]),
+                f"guard.policies.{BASELINE}.fail": asked["fail"]}})
+        elif named is not None and named != name:
+            self.result.judge = named
+            return "unchanged", (f"{name} is served; the {BASELINE} policy asks {named}, as it was set, and is "
+                                 "left so")
+        self.result.judge = name
+        self.result.judge_speed = self._time_judge(admin)
+        state = "done" if added or named is None else "unchanged"
+        return state, f"{name} is ready and the {BASELINE} policy asks it; {self.result.judge_speed}"
+
+    def _time_judge(self, admin: Any) -> str:
+        """Three judgments one after another, set against the policy's budget (the original's J8): a machine too
+        slow for its judge is said so now, not at the first request it refuses."""
+        from llmgw.control import AdminError
+        from llmgw.onboard.first_run import BASELINE
+
+        try:
+            [check] = admin.call("POST", "/api/v1/guard/judges/check",
+                                 {"policy": BASELINE, "alone": 3, "burst": 0})["checks"]
+        except (AdminError, ValueError) as e:
+            return f"its speed was not measured ({e}); llmgw ctl guard judge check measures it"
+        times = ", ".join(f"{t:.1f}" for t in check["alone_s"]) or "none"
+        said = f"three judgments took {times} s against a budget of {check['budget_s']:g} s"
+        if check["state"] == "ok":
+            return said
+        return (f"{said}: too slow for this machine ({check['state']}); choose one of: "
+                + "; ".join(check["advice"] or check["failures"]))
+
+    def _wait_ready(self, step: str, admin: Any, name: str, engine: str) -> None:
         deadline = READY_WAIT_S.get(engine, 1800.0)
         said = [""]
 
@@ -390,13 +452,12 @@ class FirstPlane:
             states = ", ".join(sorted({str(r.get("state")) for r in replicas})) or "waiting for a replica"
             if states != said[0]:
                 said[0] = states
-                self._say("starter", "doing", f"{name}: {states}")
+                self._say(step, "doing", f"{name}: {states}")
             return False
 
-        self._wait("starter", deadline, ready,
+        self._wait(step, deadline, ready,
                    f"{name} has no ready replica after {deadline / 60:.0f} min; "
                    f"`llmgw ctl explain-placement {name}` says why")
-        return ("done" if added else "unchanged"), f"{name} is served and ready"
 
     def step_answer(self) -> tuple[str, str]:
         if not self.result.api_key:

@@ -72,8 +72,11 @@ PARTS: tuple[Part, ...] = (
          "ComfyUI on the nodes for pictures and meshes", "no pictures or 3D", built=False),
     Part("judge", "Guardrails' judge",
          "a small model that reads prompts and answers for harm",
-         "the baseline policy still refuses secrets and masks card numbers, without a judge", built=False,
-         missing="not in setup yet", docs="docs/guardrails.md"),
+         "the baseline policy still refuses secrets and masks card numbers, without a judge",
+         settings="Qwen3Guard-Gen 0.6B on this machine's CPUs, or a simulated judge that needs no internet; and "
+                  "how many copies (one on a single machine, on up to four cores; two on two cores each with three "
+                  "machines). Each keeps 2 GB and runs without a prompt cache. The baseline policy asks it about "
+                  "every prompt and answer, and refuses what it could not read in time (fail: closed)."),
     Part("firewall", "Firewall",
          "nftables: the client port open, the rest to the cluster",
          "the agent, metrics and engine ports are open to anyone who reaches this machine",
@@ -148,10 +151,17 @@ class Choices:
     webhook: str = ""
     webhook_format: str = "json"  # or "slack"
     webhook_private: bool = False  # a loopback or link-local address, meant (refused otherwise: docs/webhooks.md)
+    judge: str = ""  # a key of onboard.judge.JUDGES; empty: simulated with a simulated starter, else Qwen3Guard
+    judge_replicas: int = 0  # 0: one on a single machine, two with three (onboard.judge)
+    # This machine's memory and CPUs as the judge's room is judged; 0: read them (a test gives a small machine).
+    machine_memory: int = 0
+    machine_cpus: int = 0
 
     def is_on(self, key: str) -> bool:
         part = PART[key]
         if not part.built or not self.applies(part):
+            return False
+        if key == "judge" and self.on.get(key, self.default_on(key)) and self.judge_room() is not None:
             return False
         return part.always or self.on.get(key, self.default_on(key))
 
@@ -159,7 +169,45 @@ class Choices:
         """Whether a part nobody turned on or off is installed. The firewall is, on the machine itself only: an
         install into a directory cannot write the machine's rules, and with the firewall on by default there it
         was refused until the person found the part to turn off."""
+        if key == "judge":
+            # On this machine's node: with none here the judge would wait for one that joins later, and a
+            # judge node of its own in a three-machine install is not placed by setup yet.
+            return self.is_on("node")
         return key == "firewall" and self.root == "/"
+
+    def judge_key(self) -> str:
+        """The judge to install: the one chosen, else simulated beside a simulated starter (an install with no
+        internet, as a test or a trial is), else Qwen3Guard."""
+        from llmgw.onboard.judge import DEFAULT_JUDGE
+
+        if self.judge:
+            return self.judge
+        return "sim" if self.is_on("starter") and self.starter_source()[2] == "sim" else DEFAULT_JUDGE
+
+    def judge_copies(self) -> int:
+        return self.judge_replicas or (2 if self.machines == 3 else 1)
+
+    def cpus(self) -> int:
+        import os
+
+        return self.machine_cpus or os.cpu_count() or 1
+
+    def judge_room(self) -> str | None:
+        """Why the judge does not fit beside the rest on this machine, or None. Only a single machine is judged
+        here: with three, the judges go where the cluster has room, and the install waits for it."""
+        from llmgw.onboard.judge import JUDGE, why_no_room
+
+        if self.machines != 1 or JUDGE.get(self.judge_key(), JUDGE["sim"]).engine == "sim":
+            return None
+        memory = self.machine_memory
+        if not memory:
+            import psutil
+
+            memory = psutil.virtual_memory().total
+        starter = 0
+        if self.on.get("starter", True) and self.starter_source()[2] != "sim":
+            starter = 4 * 1024 ** 3  # what `ctl model serve` keeps until the weights' size is known
+        return why_no_room(self.cpus(), memory, starter, self.judge_copies())
 
     def applies(self, part: Part) -> bool:
         if part.three_machines_only and self.machines != 3:
@@ -177,7 +225,10 @@ class Choices:
             return f"{part.name} is always part of an install."
         if not self.applies(part):
             return f"{part.name} is for three machines."
-        self.on[key] = not self.is_on(key)
+        turning_on = not self.is_on(key)
+        self.on[key] = turning_on
+        if key == "judge" and turning_on and self.judge_room():
+            return f"The guardrails' judge does not fit here: {self.judge_room()}."
         return ""
 
     def starter_source(self) -> tuple[str, str, str]:
@@ -206,6 +257,8 @@ class Choices:
             if not self.is_on("node") and self.machines == 1:
                 raise ChoiceError("starter", "a starter model needs a node to run on; turn on "
                                              "\"This machine as a node\" or turn the starter model off.")
+        if self.is_on("judge"):
+            self._check_judge()
         if self.is_on("firewall") and self.root != "/":
             raise ChoiceError("firewall", f"an install under {self.root} cannot write this machine's firewall "
                                           "(its rules are the machine's own); turn the firewall off.")
@@ -233,6 +286,17 @@ class Choices:
                 if m.auth == "key" and not m.key_path:
                     raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with an SSH key; "
                                                   "give the key's path, or choose the SSH agent.")
+
+    def _check_judge(self) -> None:
+        from llmgw.onboard.judge import JUDGE
+
+        if self.judge and self.judge not in JUDGE:
+            raise ChoiceError("judge", f'"{self.judge}" is not a judge setup installs; choose {" or ".join(JUDGE)}.')
+        if not 1 <= self.judge_copies() <= 8:
+            raise ChoiceError("judge", f"{self.judge_replicas} copies of the judge is out of range; give 1 to 8.")
+        if not self.is_on("node") and self.machines == 1:
+            raise ChoiceError("judge", "the judge needs a node to run on; turn on \"This machine as a node\" or "
+                                       "leave the judge out.")
 
     def _check_webhook(self) -> None:
         from llmgw.notify import NotifyError, check_url
@@ -288,6 +352,9 @@ def plan(choices: Choices) -> list[PlanLine]:
             lines.append(PlanLine(part.key, False, f"{part.name}: {part.missing}; {part.without}."))
         elif choices.is_on(part.key):
             lines.append(PlanLine(part.key, True, f"{part.name}: {_installs(choices, part.key)}"))
+        elif part.key == "judge" and choices.on.get("judge", choices.default_on("judge")) and choices.judge_room():
+            lines.append(PlanLine(part.key, False, f"{part.name}: left out: {choices.judge_room()}; add one on a "
+                                                   f"larger node later (docs/guardrails.md); {part.without}."))
         else:
             lines.append(PlanLine(part.key, False, f"{part.name}: left out; {part.without}."))
     return lines
@@ -314,6 +381,17 @@ def _installs(choices: Choices, key: str) -> str:
         return f"{where}, files in {choices.mirror_dir}; nodes fetch weights from it only."
     if key == "firewall":
         return "nftables rules; the client port open to all, the cluster's ports to its networks."
+    if key == "judge":
+        from llmgw.onboard.judge import JUDGE, judge_cores, judge_name
+
+        model, copies = JUDGE[choices.judge_key()], choices.judge_copies()
+        if model.engine == "sim":
+            return (f"{judge_name(model.key)}, a simulated judge (no weights, no internet), asked by the baseline "
+                    "policy.")
+        cores = judge_cores(choices.cpus(), copies)
+        return (f"{model.key} from {model.source}: {copies} cop{'y' if copies == 1 else 'ies'}, each keeping "
+                f"{cores} core{'s' if cores > 1 else ''} and 2 GB, asked by the baseline policy; its speed is "
+                "measured once it is up.")
     if key == "notify":
         shape = "Slack messages" if choices.webhook_format == "slack" else "JSON"
         return f"every event sent to {choices.webhook} as {shape}."
@@ -340,6 +418,13 @@ def command(choices: Choices) -> str:
         argv += ["--starter", choices.starter]
         if choices.starter_context != 4096 and choices.starter_source()[2] != "sim":
             argv += ["--starter-context", str(choices.starter_context)]
+    if not choices.is_on("judge"):
+        argv.append("--no-judge")
+    else:
+        if choices.judge:
+            argv += ["--judge", choices.judge]
+        if choices.judge_replicas:
+            argv += ["--judge-replicas", str(choices.judge_replicas)]
     if choices.is_on("mirror"):
         argv.append("--mirror")
         if choices.mirror_dir != MIRROR_DIR:

@@ -153,7 +153,7 @@ class Router:
         await self.budgets.restore()
         self.budgets.start()
         self.usage.start()
-        self.reviewers = Reviewers(session, self._judge_endpoints, events=self.events)
+        self.reviewers = Reviewers(session, self.judge_endpoints, events=self.events)
         self.scraper = EngineScraper(session, self.registry.endpoints)
         self.scraper.start()
         self._keys_task = asyncio.create_task(self._watch_keys(), name="provider-keys")
@@ -189,7 +189,8 @@ class Router:
             return _started(self._providers)
         return self.session
 
-    def _judge_endpoints(self, model: str) -> list[Endpoint]:
+    def judge_endpoints(self, model: str) -> list[Endpoint]:
+        """The judge model's usable replicas, as the judge asks them (and the admin API's speed check)."""
         entry = self.registry.model(model)
         return entry.usable() if entry is not None else []
 

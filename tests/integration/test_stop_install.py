@@ -105,7 +105,7 @@ def test_llmgw_stop_ends_the_control_plane_the_agent_and_the_model_engine_of_a_d
     root, ports = installed
     pids, engine_ports = started_by(root)
     all_ports = [*ports.values(), *engine_ports]
-    # What the stop has to end: the sim model's engine among the rest, each of them listening.
+    # What the stop has to end: the sim model's engine and the judge's among the rest, each of them listening.
     assert engine_ports, "the install recorded no engine: the sim starter should be served"
     assert len(pids) >= 5 and listening(all_ports) == sorted(all_ports)
 
@@ -123,12 +123,14 @@ def test_llmgw_stop_ends_the_control_plane_the_agent_and_the_model_engine_of_a_d
     assert done.returncode == 0, done.stderr
     assert still_running(pids) == []
     assert listening(all_ports) == []
-    # It says what it stopped, in the order it did: the agent, the engine it left, the control plane.
+    # It says what it stopped, in the order it did: the agent, the engines it left (the starter's and the
+    # guardrails' judge's), the control plane.
     lines = done.stdout.splitlines()
-    assert len(lines) == 3, lines
+    assert len(lines) == 4, lines
     assert lines[0].startswith("llmgw-agent.service: stopped (pid ")
-    assert lines[1].startswith("engine ") and ": stopped (sim) (pid " in lines[1]
-    assert lines[2].startswith("llmgw-server.service: stopped (pid ")
+    engines = sorted(line.split(": stopped ", 1)[1].split(" (pid")[0] for line in lines[1:3])
+    assert all(line.startswith("engine ") for line in lines[1:3]) and engines == ["(judge-sim)", "(sim)"]
+    assert lines[3].startswith("llmgw-server.service: stopped (pid ")
     # Said once more, it finds nothing to stop.
     again = subprocess.run([sys.executable, "-m", "llmgw", "stop", "--root", str(root)], capture_output=True,
                            text=True, timeout=60, cwd=ROOT)

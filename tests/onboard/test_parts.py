@@ -46,11 +46,53 @@ def test_a_mirror_choice_that_cannot_be_installed_is_refused_naming_the_mirror(f
     assert (e.value.part, str(e.value)) == ("mirror", sentence)
 
 
-def test_a_part_built_but_not_placed_by_setup_says_where_to_add_it_afterwards():
-    c = Choices()
-    assert c.toggle("judge") == ("Guardrails' judge is not in setup yet: add it once the cluster runs "
-                                 "(docs/guardrails.md).")
+GB = 1024 ** 3
+
+
+def test_the_judge_of_one_machine_keeps_up_to_four_cores_and_two_gigabytes_and_is_in_plan_and_command():
+    c = Choices(machine_cpus=8, machine_memory=16 * GB)
+    assert c.is_on("judge")
+    assert {line.part: line for line in plan(c)}["judge"].sentence == (
+        "Guardrails' judge: qwen3guard-0.6b from hf:QuantFactory/Qwen3Guard-Gen-0.6B-GGUF/Qwen3Guard-Gen-0.6B.Q8_0.gguf"
+        ": 1 copy, each keeping 4 cores and 2 GB, asked by the baseline policy; its speed is measured once it is up.")
+    assert "judge" not in command(c)
+    c.judge_replicas = 2
+    assert "each keeping 2 cores" in {line.part: line for line in plan(c)}["judge"].sentence
+    assert command(c).endswith("--judge-replicas 2")
+    assert c.toggle("judge") == ""
+    assert not c.is_on("judge") and command(c).endswith("--no-judge")
+
+
+@pytest.mark.parametrize(("cpus", "replicas", "cores"), [(1, 1, 1), (2, 1, 2), (4, 1, 4), (16, 1, 4), (2, 2, 1),
+                                                          (4, 2, 2), (16, 2, 2)])
+def test_judge_cores_follow_the_measured_rule(cpus, replicas, cores):
+    from llmgw.onboard.judge import judge_cores
+
+    assert judge_cores(cpus, replicas) == cores
+
+
+def test_a_machine_without_room_for_the_judge_leaves_it_out_and_the_plan_says_why():
+    c = Choices(machine_cpus=2, machine_memory=6 * GB)  # the starter's 4 GB, the judge's 2, the machine's own 1
     assert not c.is_on("judge")
+    assert {line.part: line for line in plan(c)}["judge"].sentence == (
+        "Guardrails' judge: left out: this machine has 6.0 GB of memory, and the judge needs 2 GB for it beside the "
+        "rest (7.0 GB in all); add one on a larger node later (docs/guardrails.md); the baseline policy still "
+        "refuses secrets and masks card numbers, without a judge.")
+    assert command(c).endswith("--no-judge")
+    c.toggle("judge")
+    assert c.toggle("judge").startswith("The guardrails' judge does not fit here: this machine has 6.0 GB")
+    c.starter = "sim"
+    assert c.is_on("judge")  # beside a simulated starter, a simulated judge, which needs next to nothing
+    assert "judge-sim, a simulated judge" in {line.part: line for line in plan(c)}["judge"].sentence
+
+
+def test_a_judge_without_a_node_to_run_on_is_refused_naming_the_judge():
+    c = Choices(starter="sim", machine_cpus=4, machine_memory=16 * GB)
+    c.on.update({"node": False, "starter": False, "judge": True})
+    with pytest.raises(ChoiceError) as e:
+        c.check()
+    assert (e.value.part, str(e.value)) == ("judge", 'the judge needs a node to run on; turn on "This machine as a '
+                                                     'node" or leave the judge out.')
 
 
 def test_notifications_send_every_event_to_the_webhook_chosen_and_say_so_in_the_plan_and_the_command():

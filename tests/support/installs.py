@@ -18,7 +18,7 @@ from llmgw.onboard.stopping import stop_install
 from tests.support.waiting import wait_until
 
 
-def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...] = ("sim",)) -> None:
+def end_install(root: Path, admin: str, token_file: Path, models: tuple[str, ...] = ("sim", "judge-sim")) -> None:
     layout = Layout(root)
     manager = service_manager(layout, "supervised")
     try:

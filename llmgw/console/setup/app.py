@@ -61,6 +61,12 @@ class PartRow(urwid.WidgetWrap):
             box, when = ("[x]", "on") if c.is_on(self.key) else ("[ ]", "off")
             if self.key == "starter" and c.is_on(self.key):
                 when = f"on: {c.starter_source()[0]}"
+            elif self.key == "judge" and c.is_on(self.key):
+                from llmgw.onboard import JUDGE
+
+                when = f"on: {JUDGE[c.judge_key()].short}"
+            elif self.key == "judge" and c.on.get("judge", c.default_on("judge")) and c.judge_room():
+                when = "off: no room"
         line = f"{box} {part.name:<28}{when[:17]:<18}{part.what}"
         below = f"    {'':<28}{'':<18}without it: {part.without}" if part.without and not c.is_on(self.key) \
             and part.built else ""
@@ -377,6 +383,8 @@ class SetupApp:
             rows.append(("API key", r.api_key))
         if r.model:
             rows.append(("model", r.model + (f", which answered: {r.answer[:50]}" if r.answer else "")))
+        if r.judge:
+            rows.append(("judge", r.judge + (f": {r.judge_speed}" if r.judge_speed else "")))
         rows.append(("admin token", r.admin_token_file))
         if r.knowledge:
             rows.append(("knowledge bases", r.knowledge))

@@ -67,8 +67,8 @@ def part_dialog(key: str, choices: Choices, close: Callable[[], None]) -> Dialog
     if not part.built:
         said = ("Not built yet in this version: it is left out of the install. docs/not-yet-built.md says what "
                 "to do meanwhile." if part.missing == "not built yet" else
-                "This program has it, but setup does not place it yet: it is left out of the install; add it "
-                "once the cluster runs (docs/guardrails.md).")
+                f"This program has it, but setup does not place it yet: it is left out of the install; add it "
+                f"once the cluster runs ({part.docs}).")
         return Dialog(part.name, [*intro, _text(("warn", said))], lambda: "", close)
     intro.append(_text(part.settings))
     intro.append(urwid.Divider())
@@ -114,6 +114,8 @@ def _settings(key: str, choices: Choices, intro: list) -> tuple[list[urwid.Widge
         return [*intro, focusable(vip)], keep_vip
     if key == "notify":
         return _notify(choices, intro)
+    if key == "judge":
+        return _judge(choices, intro)
     if key == "limits":
         ttl = _edit("Longest key lifetime (e.g. 90d; empty: no limit): ", choices.max_key_ttl)
 
@@ -147,6 +149,27 @@ def _notify(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable
         choices.webhook_private = private.state
         return ""  # checked with the switch, by the dialog (part_dialog's keep_with_switch)
     return [*intro, focusable(url), *(focusable(b) for b in shapes.values()), focusable(private)], keep
+
+
+def _judge(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:
+    from llmgw.onboard import JUDGES
+
+    group: list[urwid.RadioButton] = []
+    chosen = choices.judge_key()
+    buttons = {j.key: urwid.RadioButton(group, j.label, state=(chosen == j.key)) for j in JUDGES}
+    copies = _edit("Copies (empty: one on one machine, two with three): ",
+                   str(choices.judge_replicas) if choices.judge_replicas else "")
+    room = choices.judge_room()
+    said = [_text(("warn", f"It does not fit here: {room}."))] if room else []
+
+    def keep() -> str:
+        text = copies.edit_text.strip()
+        if text and not text.isdigit():
+            return f'"{text}" is not a number of copies; give one such as 2, or leave it empty.'
+        choices.judge = next(k for k, b in buttons.items() if b.state)
+        choices.judge_replicas = int(text) if text else 0
+        return ""  # checked with the switch, by the dialog (part_dialog's keep_with_switch)
+    return [*intro, *said, *(focusable(b) for b in buttons.values()), urwid.Divider(), focusable(copies)], keep
 
 
 def _control(choices: Choices, intro: list) -> tuple[list[urwid.Widget], Callable[[], str]]:

@@ -429,9 +429,10 @@ def make_admin_app(plane: ControlPlane) -> web.Application:
     from llmgw.control.adminapi import webhooks
 
     webhooks.register(r)
-    from llmgw.control.adminapi import kb
+    from llmgw.control.adminapi import judges, kb
 
     kb.register(r)
+    judges.register(r)
     # Routes from a floor above (the MCP servers', llmgw.mcp): behind the same token middleware.
     extend_admin = getattr(getattr(plane, "extend", None), "admin", None)
     if extend_admin is not None:
