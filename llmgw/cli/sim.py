@@ -120,6 +120,8 @@ def register(commands) -> None:
     fail.add_argument("--cut-after", type=_count(0), metavar="N",
                       help="close the connection after N tokens: a stream ends without [DONE], "
                            "a longer non-streamed answer never comes")
+    fail.add_argument("--stall-after", type=_count(1), metavar="N",
+                      help="a stream longer than N tokens sends N, then nothing until the client hangs up")
     fail.add_argument("--hang", action="store_true",
                       help="accept completion and embedding requests and never answer them")
     p.set_defaults(run=run_sim)
@@ -143,7 +145,8 @@ def run_sim(args) -> int:
         ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
         fail_words=dict(args.fail_on),
-        cut_after=args.cut_after, hang=args.hang, embedding_model=args.embedding_model, echo=args.echo,
+        cut_after=args.cut_after, stall_after=args.stall_after, hang=args.hang,
+        embedding_model=args.embedding_model, echo=args.echo,
         guard_words=dict(args.guard), loading=args.load_seconds, headers_log=args.log_headers,
     )
     try:

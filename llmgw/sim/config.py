@@ -23,6 +23,9 @@ class SimConfig:
     # one prompt that trips an engine's bug would, while every other request is answered.
     fail_words: dict[str, int] = field(default_factory=dict)
     cut_after: int | None = None
+    # --stall-after N: a stream longer than N tokens sends N and then nothing more until the client hangs up,
+    # an answer caught mid-way for as long as a test needs it there (a Stop button's, say), however slow it runs.
+    stall_after: int | None = None
     hang: bool = False
     # A sentence-transformers model behind /v1/embeddings (semantic.py):
     # "all-MiniLM-L6-v2" or a model folder. None: the hashed vectors of embed.py.

@@ -225,6 +225,9 @@ class Engine:
         cut = cfg.cut_after is not None and cfg.cut_after < len(events)
         if cut:
             events = events[:cfg.cut_after]
+        stall = cfg.stall_after is not None and cfg.stall_after < len(events)
+        if stall:
+            events = events[:cfg.stall_after]
         loop = asyncio.get_running_loop()
         metrics = self.metrics
         metrics.running += 1
@@ -253,11 +256,13 @@ class Engine:
                     else:
                         upto = total
                     metrics.generation_tokens += (upto - sent) * per_event
-                    if upto == total and not cut:
+                    if upto == total and not (cut or stall):
                         await resp.write_eof(b"".join(events[sent:upto]) + trailer)
                         return resp
                     await resp.write(b"".join(events[sent:upto]))
                     sent = upto
+                if stall:
+                    await loop.create_future()  # cancelled as the client hangs up
                 if not cut:  # an answer of no token events still ends with its finish and [DONE]
                     await resp.write_eof(trailer)
                     return resp

@@ -20,7 +20,10 @@ LAST_ANSWER = ".message.assistant:last-of-type .body"
 
 def serving(root, **cluster):
     """A server as `server init` sets it up, in front of an echoing sim model `qwen`; stopped at the end."""
-    engine = SimEngine(root, "qwen", "--echo", "--tokens-per-second", "20").start()
+    # Past 200 tokens an answer stalls until the page hangs up: Stop is then pressed mid-way however slowly
+    # this machine runs. A timed answer (100 sentences, 20 s at 20 tokens a second) once ran to its end first
+    # on a machine with two suites at once.
+    engine = SimEngine(root, "qwen", "--echo", "--tokens-per-second", "20", "--stall-after", "200").start()
     server = Server(root, "gw", config=write_config(root / "gw.yaml", {
         "models": [{"name": "qwen", "endpoints": [engine.url]}], **cluster}))
     try:
@@ -99,7 +102,7 @@ def test_an_answer_grows_on_the_page_as_it_streams(chat):
 
 
 def test_stop_ends_an_answer_mid_way_and_the_conversation_is_kept_in_the_browser(chat):
-    send(chat, words(100))  # 20 s of answer
+    send(chat, words(100))  # stalls half way (--stall-after), until Stop
     chat.wait_for_function("() => document.querySelector('.message.assistant:last-of-type .body')"
                            "?.textContent.length > 30")
 

@@ -282,6 +282,24 @@ def test_cut_after_closes_a_longer_non_streamed_answer_and_lets_a_shorter_one_th
     assert r.choices[0].message.content == words(2)
 
 
+async def test_stall_after_sends_n_tokens_then_nothing_until_the_client_hangs_up(sims):
+    s = sims("--stall-after", "3")
+    got = b""
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{s.base_url}/chat/completions",
+                             json={"messages": USER, "max_tokens": 10, "stream": True}) as r:
+            with pytest.raises(asyncio.TimeoutError):
+                async with asyncio.timeout(1.0):
+                    async for chunk in r.content.iter_any():
+                        got += chunk
+    assert got.count(b"data: ") == 3 and b"[DONE]" not in got
+    # The answer it stalled is ended by the hang-up; a shorter one comes whole, and the engine stops cleanly.
+    short = list(client(s).chat.completions.create(model="sim", messages=USER, max_tokens=3, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in short if c.choices) == words(3)
+    assert s.stop() == 0
+    assert b"Traceback" not in s.err
+
+
 def test_hang_leaves_the_client_to_time_out_while_health_still_answers(sims):
     s = sims("--hang")
     with pytest.raises(openai.APITimeoutError):
