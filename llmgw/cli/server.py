@@ -250,6 +250,11 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
                         "internet, no weights), or hf:OWNER/REPO/FILE.gguf (default qwen2.5-0.5b)")
     g.add_argument("--starter-context", type=int, default=4096, metavar="TOKENS",
                    help="the starter model's context (default 4096)")
+    g.add_argument("--bundle", metavar="FILE",
+                   help="install from an offline bundle (`python3 build.py dist --bundle`): its program, and its "
+                        "engine wheels for the nodes, asking no registry; give --bundle-sha256 too")
+    g.add_argument("--bundle-sha256", metavar="HEX", default="",
+                   help="the bundle's sha256 as its maker published it: a file that differs is refused")
     g.add_argument("--no-judge", action="store_true",
                    help="leave out the guardrails' judge (else placed on this machine when it has room, and asked "
                         "by the baseline policy: docs/guardrails.md)")
@@ -303,11 +308,14 @@ def run_install(args) -> int:
     choices = Choices(admin_email=args.admin_email, language=args.language, starter=args.starter,
                       starter_context=args.starter_context, max_key_ttl=args.max_key_ttl,
                       root=args.root or "/", services=args.services, mirror_dir=args.mirror_dir,
-                      mirror_listen=args.mirror_listen, judge=args.judge or "", judge_replicas=args.judge_replicas)
+                      mirror_listen=args.mirror_listen, judge=args.judge or "", judge_replicas=args.judge_replicas,
+                      bundle=os.path.abspath(args.bundle) if args.bundle else "", bundle_sha256=args.bundle_sha256)
     choices.on.update({"node": not args.no_node, "starter": not args.no_model, "mirror": args.mirror,
                        "notify": bool(args.webhook)})
     if args.no_judge:
         choices.on["judge"] = False
+    if args.bundle:
+        choices.on["bundle"] = True
     choices.webhook, choices.webhook_format = args.webhook or "", args.webhook_format
     choices.webhook_private = args.webhook_allow_private
     if args.no_firewall:

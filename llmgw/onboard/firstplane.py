@@ -48,10 +48,11 @@ SERVER_WAIT_S = 60.0
 NODE_WAIT_S = 60.0
 POLL_S = 0.25
 
-STEPS = ("program", "user", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter", "judge",
-         "answer")
+STEPS = ("program", "user", "bundle", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter",
+         "judge", "answer")
 STEP_NAMES = {
-    "program": "the program", "user": "the llmgw user and directories", "config": "server.yaml and agent.yaml",
+    "program": "the program", "user": "the llmgw user and directories",
+    "bundle": "the offline bundle", "config": "server.yaml and agent.yaml",
     "store": "the store", "server": "the control plane", "mirror": "the model mirror",
     "node": "this machine as a node",
     "agent": "the node's agent", "firewall": "the firewall", "starter": "the starter model",
@@ -104,6 +105,7 @@ class FirstPlane:
         self.machine = machine
         self.client = f"http://{dial(choices.listen['client'])}"
         self.admin = dial(choices.listen["admin"])
+        self._bundle: Any = None
         self.result = Result(portal=f"{self.client}/", client_api=f"{self.client}/v1",
                              admin_email=choices.admin_email,
                              knowledge=where_line(store or f"sqlite:{layout.server_data / 'llmgw.db'}", ""))
@@ -111,25 +113,24 @@ class FirstPlane:
     # -- running the steps
 
     def run(self) -> Result:
-        for step in STEPS:
-            if step in ("node", "agent") and not self.choices.is_on("node"):
-                continue
-            if step == "firewall" and not self.choices.is_on("firewall"):
-                continue
-            if step == "mirror" and not self.choices.is_on("mirror"):
-                continue
-            if step in ("starter", "answer") and not self.choices.is_on("starter"):
-                continue
-            if step == "judge" and not self.choices.is_on("judge"):
-                continue
-            self._say(step, "doing", "")
-            try:
-                state, sentence = getattr(self, f"step_{step}")()
-            except StepFailed as e:
-                self._say(step, "failed", e.sentence)
-                raise
-            self.result.steps[step] = state
-            self._say(step, state, sentence)
+        # Steps that are a part's, skipped with it; every other step is always run.
+        part_of = {"node": "node", "agent": "node", "firewall": "firewall", "mirror": "mirror", "starter": "starter",
+                   "answer": "starter", "judge": "judge", "bundle": "bundle"}
+        try:
+            for step in STEPS:
+                if step in part_of and not self.choices.is_on(part_of[step]):
+                    continue
+                self._say(step, "doing", "")
+                try:
+                    state, sentence = getattr(self, f"step_{step}")()
+                except StepFailed as e:
+                    self._say(step, "failed", e.sentence)
+                    raise
+                self.result.steps[step] = state
+                self._say(step, state, sentence)
+        finally:
+            if self._bundle is not None:
+                shutil.rmtree(self._bundle.program.parent, ignore_errors=True)
         return self.result
 
     def _say(self, step: str, state: str, sentence: str) -> None:
@@ -140,9 +141,28 @@ class FirstPlane:
 
     # -- the steps, each (state, sentence)
 
+    def unpacked(self) -> Any:
+        """The offline bundle, unpacked once with every file checked against its sums (llmgw.release.Bundle)."""
+        if self._bundle is None:
+            import tempfile
+
+            from llmgw.release import ReleaseError, open_bundle
+
+            into = tempfile.mkdtemp(prefix="llmgw-bundle-")
+            try:
+                self._bundle = open_bundle(self.choices.bundle, into)
+            except ReleaseError as e:
+                shutil.rmtree(into, ignore_errors=True)
+                raise self._fail("program", f"{e}.") from None
+        return self._bundle
+
     def step_program(self) -> tuple[str, str]:
         target = self.layout.program
-        content, what = program_bytes()
+        if self.choices.is_on("bundle"):
+            bundle = self.unpacked()
+            content, what = bundle.program.read_bytes(), f"llmgw {bundle.version} from the bundle"
+        else:
+            content, what = program_bytes()
         if target.exists() and target.read_bytes() == content:
             return "unchanged", f"{target} is this program already"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +173,24 @@ class FirstPlane:
         tmp.chmod(0o755)
         tmp.replace(target)
         return "done", f"{what} installed as {target}"
+
+    def step_bundle(self) -> tuple[str, str]:
+        """The bundle's program and engine wheels held by the control plane, as `llmgw upgrade --from-bundle`
+        holds them: a node asks for the wheels before it first installs llama.cpp's server, and takes them from
+        here with `pip --no-index` (docs/upgrade.md, "The offline bundle")."""
+        from llmgw.release import Program, Releases, sha256_of
+
+        bundle = self.unpacked()
+        releases = Releases(self.layout.server_data / "releases")
+        digest = sha256_of(bundle.program)
+        before = (releases.sha256(bundle.version), releases.wheels())
+        releases.hold(Program(bundle.program, bundle.version, digest, {}))
+        for wheel in bundle.wheels:
+            releases.hold_wheel(wheel, wheel.name)
+        if (releases.sha256(bundle.version), releases.wheels()) == before:
+            return "unchanged", f"llmgw {bundle.version} and its engine wheels are held already"
+        return "done", (f"llmgw {bundle.version} and {len(bundle.wheels)} engine wheel(s) held for the nodes, "
+                        "every file matching its sha256")
 
     def step_user(self) -> tuple[str, str]:
         dirs = [self.layout.etc, self.layout.server_data, self.layout.agent_data, self.layout.run,

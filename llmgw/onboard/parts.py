@@ -4,8 +4,8 @@ The setup screens and `llmgw server init --install` read the same table, so
 that what a person picks on a screen and what a script passes as flags are
 one install: the plan's last line is the command that repeats it.
 
-Parts this program does not have yet (pictures and 3D, the offline bundle) are listed so that nobody looks for them
-in vain, marked as not built, and cannot be turned on.
+Parts this program does not have yet (pictures and 3D, issue 30's) are listed so that nobody looks for them in vain,
+marked as not built, and cannot be turned on.
 """
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ PARTS: tuple[Part, ...] = (
                   "long it goes unused before another may have its card (docs/models.md)."),
     Part("bundle", "Offline bundle",
          "installs from one file with no registry reachable", "the install needs nothing offline here",
-         built=False),
+         settings="A bundle made with `python3 build.py dist --bundle`: the program, and llama.cpp's engine for "
+                  "nodes that reach no package registry. Give its path, and its sha256 as whoever made it published "
+                  "it: the files inside are checked against the bundle's own list, and the whole file against "
+                  "the sha256 you give, before anything is installed."),
 )
 
 PART = {p.key: p for p in PARTS}
@@ -151,6 +154,8 @@ class Choices:
     webhook: str = ""
     webhook_format: str = "json"  # or "slack"
     webhook_private: bool = False  # a loopback or link-local address, meant (refused otherwise: docs/webhooks.md)
+    bundle: str = ""  # an offline bundle's path (`python3 build.py dist --bundle`)
+    bundle_sha256: str = ""  # the whole file's, as its maker published it
     judge: str = ""  # a key of onboard.judge.JUDGES; empty: simulated with a simulated starter, else Qwen3Guard
     judge_replicas: int = 0  # 0: one on a single machine, two with three (onboard.judge)
     # This machine's memory and CPUs as the judge's room is judged; 0: read them (a test gives a small machine).
@@ -266,6 +271,8 @@ class Choices:
             self._check_mirror()
         if self.is_on("notify"):
             self._check_webhook()
+        if self.is_on("bundle"):
+            self._check_bundle()
         if self.max_key_ttl and not re.fullmatch(r"\d+(s|m|h|d)", self.max_key_ttl):
             raise ChoiceError("limits", f'"{self.max_key_ttl}" is not a lifetime; write it as 90d, 12h or 30m, '
                                         "or leave it empty for no limit.")
@@ -297,6 +304,28 @@ class Choices:
         if not self.is_on("node") and self.machines == 1:
             raise ChoiceError("judge", "the judge needs a node to run on; turn on \"This machine as a node\" or "
                                        "leave the judge out.")
+
+    def _check_bundle(self) -> None:
+        """The bundle's file is there and is the one its maker published (the sha256 given of the whole file):
+        the sums inside a bundle would be rewritten with a file that was changed."""
+        import os
+
+        from llmgw.release import sha256_of
+
+        if not self.bundle.startswith("/") or not os.path.isfile(self.bundle):
+            raise ChoiceError("bundle", f'there is no bundle at "{self.bundle}"; give the full path of the '
+                                        "llmgw-VERSION-bundle.tar file carried in.")
+        wanted = self.bundle_sha256.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", wanted):
+            raise ChoiceError("bundle", "give the bundle's sha256 as its maker published it (64 hexadecimal "
+                                        "digits, as sha256sum prints it), so a changed file is refused.")
+        try:
+            found = sha256_of(self.bundle)
+        except OSError as e:
+            raise ChoiceError("bundle", f"{self.bundle} cannot be read: {e.strerror}.") from None
+        if found != wanted:
+            raise ChoiceError("bundle", f"{self.bundle} is not the bundle whose sha256 you gave: its own is "
+                                        f"{found}. Copy it again, or check the sha256 with whoever made it.")
 
     def _check_webhook(self) -> None:
         from llmgw.notify import NotifyError, check_url
@@ -395,6 +424,9 @@ def _installs(choices: Choices, key: str) -> str:
     if key == "notify":
         shape = "Slack messages" if choices.webhook_format == "slack" else "JSON"
         return f"every event sent to {choices.webhook} as {shape}."
+    if key == "bundle":
+        return (f"the program and the engine wheels from {choices.bundle} (sha256 {choices.bundle_sha256[:12]}…), "
+                "every file checked; nodes take llama.cpp from it, asking no registry.")
     if key == "turns":
         return "on-demand models give their card back after 2 minutes unused, unless a model says otherwise."
     if key == "limits":
@@ -439,6 +471,8 @@ def command(choices: Choices) -> str:
             argv += ["--webhook-format", choices.webhook_format]
         if choices.webhook_private:
             argv.append("--webhook-allow-private")
+    if choices.is_on("bundle"):
+        argv += ["--bundle", choices.bundle, "--bundle-sha256", choices.bundle_sha256]
     if choices.max_key_ttl:
         argv += ["--max-key-ttl", choices.max_key_ttl]
     for role, default in LISTEN_DEFAULTS.items():

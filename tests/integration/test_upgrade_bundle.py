@@ -77,3 +77,46 @@ def test_upgrade_from_a_bundle_holds_its_program_and_hands_its_wheel_to_nodes_ov
     stranger.check_hostname = False
     with pytest.raises(ReleaseError, match="did not list its wheels"):
         asyncio.run(held_wheels(agent_port, stranger))
+
+
+def test_an_install_from_a_bundle_runs_its_program_and_holds_its_wheel_for_the_nodes(bundle, tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from llmgw.control.adminclient import AdminClient
+    from tests.support.installs import end_install
+    from tests.support.pgcluster import free_port
+
+    path, wheel = bundle
+    above = Path(tempfile.mkdtemp(prefix="llmgw-bundle-install-"))
+    root, ports = above / "root", {role: free_port() for role in ("client", "agent", "admin", "metrics")}
+    listen = [arg for role, port in ports.items() for arg in (f"--listen-{role}", f"127.0.0.1:{port}")]
+    try:
+        done = subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(root),
+                               "--services", "supervised", "--starter", "sim", "--no-judge", "--bundle", str(path),
+                               "--bundle-sha256", sha256_of(path), *listen, "--json"],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["steps"]["bundle"] == "done" and result["answer"]
+        said = {p["step"]: p["sentence"] for p in map(json.loads, done.stderr.splitlines()) if p["state"] == "done"}
+        assert said["program"].startswith("llmgw 0.2.0 from the bundle installed as")
+        assert said["bundle"] == "llmgw 0.2.0 and 1 engine wheel(s) held for the nodes, every file matching its sha256"
+        # The program installed is the bundle's, and the control plane runs it and holds its wheel for the nodes.
+        assert sha256_of(root / "usr/local/bin/llmgw") == sha256_of(open_bundle(path, tmp_path / "out").program)
+        status = AdminClient(f"127.0.0.1:{ports['admin']}", str(root / "var/lib/llmgw/admin-token")).call(
+            "GET", "/api/v1/upgrade")
+        assert status["releases"] == ["0.2.0"] and list(status["wheels"]) == [wheel]
+        # A bundle that is not the one named is refused before anything is installed.
+        other = tmp_path / "other"
+        refused = subprocess.run([sys.executable, "-m", "llmgw", "server", "init", "--install", "--root", str(other),
+                                  "--services", "supervised", "--starter", "sim", "--bundle", str(path),
+                                  "--bundle-sha256", "0" * 64], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert refused.returncode == 1 and "is not the bundle whose sha256 you gave" in refused.stderr
+        assert not other.exists()
+    finally:
+        end_install(root, f"127.0.0.1:{ports['admin']}", root / "var/lib/llmgw/admin-token")
+        shutil.rmtree(above, ignore_errors=True)

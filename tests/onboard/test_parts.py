@@ -231,3 +231,32 @@ def test_every_part_of_the_reference_table_is_listed():
         "Control plane", "Store", "Control plane on all three", "Model mirror", "This machine as a node",
         "Starter model", "Pictures and 3D", "Guardrails' judge", "Firewall", "Notifications", "Limits and keys",
         "Taking turns on a card", "Offline bundle"]
+
+
+def test_an_offline_bundle_is_installed_only_when_it_is_the_file_its_sha256_names(tmp_path):
+    import hashlib
+
+    bundle = tmp_path / "llmgw-0.2.0-bundle.tar"
+    bundle.write_bytes(b"a bundle's bytes")
+    digest = hashlib.sha256(b"a bundle's bytes").hexdigest()
+    c = Choices(starter="sim", root="/tmp/r", services="supervised", machine_cpus=4, machine_memory=16 * GB)
+    assert not c.is_on("bundle")
+    assert c.toggle("bundle") == ""
+    for path, given, said in [
+        ("bundle.tar", digest, 'there is no bundle at "bundle.tar"; give the full path of the llmgw-VERSION-bundle.tar '
+                               "file carried in."),
+        (str(bundle), "", "give the bundle's sha256 as its maker published it (64 hexadecimal digits, as sha256sum "
+                          "prints it), so a changed file is refused."),
+        (str(bundle), "0" * 64, f"{bundle} is not the bundle whose sha256 you gave: its own is {digest}. Copy it "
+                                "again, or check the sha256 with whoever made it."),
+    ]:
+        c.bundle, c.bundle_sha256 = path, given
+        with pytest.raises(ChoiceError) as e:
+            c.check()
+        assert (e.value.part, str(e.value)) == ("bundle", said)
+    c.bundle_sha256 = digest.upper()  # as some tools print it
+    c.check()
+    assert {line.part: line for line in plan(c)}["bundle"].sentence == (
+        f"Offline bundle: the program and the engine wheels from {bundle} (sha256 {digest.upper()[:12]}…), every "
+        "file checked; nodes take llama.cpp from it, asking no registry.")
+    assert f"--bundle {bundle} --bundle-sha256 {digest.upper()}" in command(c)

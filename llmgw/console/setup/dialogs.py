@@ -116,6 +116,14 @@ def _settings(key: str, choices: Choices, intro: list) -> tuple[list[urwid.Widge
         return _notify(choices, intro)
     if key == "judge":
         return _judge(choices, intro)
+    if key == "bundle":
+        path = _edit("The bundle's path: ", choices.bundle)
+        digest = _edit("Its sha256: ", choices.bundle_sha256)
+
+        def keep_bundle() -> str:
+            choices.bundle, choices.bundle_sha256 = path.edit_text.strip(), digest.edit_text.strip()
+            return ""  # checked with the switch, by the dialog (part_dialog's keep_with_switch)
+        return [*intro, focusable(path), focusable(digest)], keep_bundle
     if key == "limits":
         ttl = _edit("Longest key lifetime (e.g. 90d; empty: no limit): ", choices.max_key_ttl)
 
