@@ -24,7 +24,7 @@ from llmgw.account.people import ROLES, People, person_view
 from llmgw.account.persontokens import TOKEN_PREFIX, PersonTokens, token_view
 from llmgw.account.places import Places
 from llmgw.account.scope import CLUSTER, Scope, Walls, scope_of
-from llmgw.account.service import Accounts, key_view
+from llmgw.account.service import Accounts, key_view, places_of
 from llmgw.account.sessions import CHAT_PREFIX, Current, Sessions, SignedIn
 from llmgw.account.throttle import UnknownKeyThrottle
 from llmgw.account.tree import TreeError, check_name, parse_project_path
@@ -74,4 +74,5 @@ __all__ = [
     "person_view",
     "Budget",
     "key_view",
+    "places_of",
 ]

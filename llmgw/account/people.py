@@ -354,10 +354,10 @@ class People:
             raise AccountError(N_("{email} is the last active admin; make someone else an admin first"),
                                409, "conflict", params={"email": leaving.email})
 
-    async def resolve_place(self, place: str) -> tuple[str, str, str]:
+    async def resolve_place(self, place: str, within: Scope = CLUSTER) -> tuple[str, str, str]:
         """(scope, id, "scope:PATH") for "org:NAME", "team:ORG/TEAM" or "project:ORG/TEAM/PROJECT";
-        AccountError when it is not one, or not in the tree."""
-        return await self._place(place)
+        AccountError when it is not one, or not in the tree (or not inside `within`'s walls)."""
+        return await self._place(place, within)
 
     async def place_name(self, m: Membership) -> str:
         """A membership's place as "scope:PATH"."""

@@ -190,7 +190,7 @@ class Accounts:
             if self.events is not None:
                 self.events.emit("key_revoked", subject=key_id, key_id=key_id, key_name=before.name,
                                  project=str(path) if path is not None else before.project_id,
-                                 by=actor.name, via=actor.via)
+                                 by=actor.name, via=actor.via, **places_of(path))
         return view
 
     # limits
@@ -328,6 +328,12 @@ class Accounts:
         person = await self.store.person_by_id(view["id"])
         assert person is not None, "a person just added is there to read"
         return person
+
+
+def places_of(path: ProjectPath | None) -> dict[str, str]:
+    """The org and team an event about something of a project's names, for the tenants' webhooks
+    (llmgw.notify.delivery.wants): they are sent the events of their own place."""
+    return {} if path is None else {"org_id": path.org.id, "team_id": path.team.id}
 
 
 def _outside(scope: str, ident: str) -> AccountError:

@@ -176,6 +176,8 @@ class Budgets:
         return [(scope, scope_id, period, self.spent(scope, scope_id, period, now) / amount if amount else 0.0)
                 for (scope, scope_id, period), amount in list(self._amounts.items())]
     def _tell_crossing(self, principal: Principal, budget: Budget, start: float, before: int, after: int) -> None:
+        """A budget's 80 % or 100 % crossed, told once a period; named by its org and team (for the tenants'
+        webhooks), an org's budget by its org alone: a team's administrator is not told of the level above."""
         assert self._events is not None
         for percent in (100, 80):
             line = budget.micros * percent // 100
@@ -188,7 +190,7 @@ class Budgets:
                     kind, subject=subject, once=f"{kind}:{subject}",
                     level=budget.scope, level_id=budget.scope_id, level_name=level_name(principal, budget.scope),
                     period=budget.period, period_start=start, budget=format_money(budget.micros),
-                    spent=format_money(after), percent=percent)
+                    spent=format_money(after), percent=percent, **_places(principal, budget.scope))
                 return  # one charge past both lines says 100 %, not 80 % too
 
     # sharing spend between workers
@@ -336,3 +338,8 @@ class Budgets:
             if self._store_away:
                 log.info("budgets caught up with the store again")
             self._store_away = False
+
+
+def _places(principal: Principal, level: str) -> dict[str, str]:
+    path = principal.path
+    return {"org_id": path.org.id} if level == "org" else {"org_id": path.org.id, "team_id": path.team.id}

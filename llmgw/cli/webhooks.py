@@ -30,6 +30,9 @@ def register(sub, common) -> None:
                           "is sealed in the store and never shown again")
     add.add_argument("--allow-private", action="store_true",
                      help="let the URL be on this machine or at a link-local address")
+    add.add_argument("--place", metavar="PLACE",
+                     help="only the events of org:NAME or team:ORG/TEAM (its budgets, keys and guardrails); a "
+                          "tenant administrator's webhook names one of theirs (docs/people.md)")
     add.set_defaults(run=run_add)
 
     listing = actions.add_parser("list", parents=[shared()], help="the webhooks")
@@ -52,6 +55,8 @@ def register(sub, common) -> None:
 
 def run_add(args) -> int:
     body: dict = {"url": args.url, "format": args.format, "allow_private": args.allow_private}
+    if args.place:
+        body["place"] = args.place
     if args.events:
         body["events"] = [e.strip() for e in args.events.split(",") if e.strip()]
     if args.secret_file:
@@ -66,7 +71,8 @@ def run_add(args) -> int:
     if args.json:
         emit_json(hook)
         return 0
-    print(f"added webhook {hook['id']}: {hook['url']} ({_events(hook)}, {hook['format']}"
+    whose = f", of {args.place} only" if args.place else ""
+    print(f"added webhook {hook['id']}: {hook['url']} ({_events(hook)}{whose}, {hook['format']}"
           f"{', signed' if hook['signed'] else ''}); `llmgw ctl webhooks test {hook['id']}` tries it")
     return 0
 

@@ -13,14 +13,14 @@ from collections.abc import Callable
 
 from llmgw.config import NotifySettings
 from llmgw.events import Events
-from llmgw.notify.delivery import Answer, Recorder, Sender, backoff
+from llmgw.notify.delivery import Answer, Recorder, Sender, backoff, wants
 from llmgw.notify.signing import sign, verify
 from llmgw.notify.targets import NotifyError, check_url
 from llmgw.notify.webhooks import Webhooks, delivery_view, read_secret_file, webhook_view
 from llmgw.store import WebhookStore
 
 __all__ = ["Notifier", "Recorder", "Sender", "Webhooks", "NotifyError", "Answer", "backoff", "sign", "verify",
-           "check_url", "webhook_view", "delivery_view", "read_secret_file"]
+           "check_url", "webhook_view", "delivery_view", "read_secret_file", "wants"]
 
 
 class Notifier:

@@ -59,8 +59,18 @@ def backoff(attempts: int, first: float) -> float:
     return first * step
 
 
-def wants(hook: Webhook, kind: str) -> bool:
-    return hook.enabled and ("*" in hook.events or kind in hook.events)
+def wants(hook: Webhook, event: Event) -> bool:
+    """Whether `hook` is sent `event`: of a kind it asks for, and for a tenant's webhook, about its place.
+
+    A tenant administrator's webhook (place "org:ID" or "team:ID") is sent only events that name that place
+    among their org_id and team_id: a budget, key or guardrail of theirs, never the cluster's own (a node
+    lost, a leader changed), which name none."""
+    if not hook.enabled or not ("*" in hook.events or event.kind in hook.events):
+        return False
+    if not hook.place:
+        return True
+    level, _, place_id = hook.place.partition(":")
+    return bool(place_id) and event.fields.get(f"{level}_id") == place_id
 
 
 def new_delivery_id() -> str:
@@ -78,7 +88,7 @@ class Recorder:
 
     async def __call__(self, event: Event) -> None:
         try:
-            hooks = [h for h in await self.store.list_webhooks() if wants(h, event.kind)]
+            hooks = [h for h in await self.store.list_webhooks() if wants(h, event)]
             if not hooks:
                 return
             now = self._clock()

@@ -38,6 +38,7 @@ class WebhookView(TypedDict):
     allow_private: bool
     enabled: bool
     created_at: float
+    place: str  # "org:ID" or "team:ID" for a tenant administrator's, sent only that place's events; "" the cluster's
 
 
 class DeliveryView(TypedDict):
@@ -63,7 +64,7 @@ def webhook_view(hook: Webhook) -> WebhookView:
     """A webhook as `ctl webhooks list` and the audit log show it: whether it signs, never its secret."""
     return {"id": hook.id, "url": hook.url, "events": list(hook.events), "format": hook.format,
             "signed": hook.secret_sealed is not None, "allow_private": hook.allow_private,
-            "enabled": hook.enabled, "created_at": hook.created_at}
+            "enabled": hook.enabled, "created_at": hook.created_at, "place": hook.place}
 
 
 def delivery_view(d: Delivery) -> DeliveryView:
@@ -90,7 +91,9 @@ class Webhooks:
         self._clock = clock
 
     async def add(self, url: str, *, events: Sequence[str] | None = None, format: str = "json",
-                  secret: str | None = None, allow_private: bool = False) -> WebhookView:
+                  secret: str | None = None, allow_private: bool = False, place: str = "") -> WebhookView:
+        """A webhook for every event of the kinds given; with `place` ("org:ID", "team:ID"), only that place's
+        (llmgw.notify.delivery.wants)."""
         check_url(url, allow_private)
         if format not in FORMATS:
             raise NotifyError(N_('--format is json or slack, not "{format}"'), params={"format": format})
@@ -110,7 +113,7 @@ class Webhooks:
                 raise NotifyError(N_("the signing secret cannot be sealed here: {reason}"),
                                   status=503, code="master_key", params={"reason": str(e)}) from None
             sealed = key.seal(secret.encode(), secret_purpose(hook_id))
-        hook = Webhook(hook_id, url, kinds, format, sealed, allow_private, True, self._clock())
+        hook = Webhook(hook_id, url, kinds, format, sealed, allow_private, True, self._clock(), place)
         await self.store.add_webhook(hook)
         return webhook_view(hook)
 

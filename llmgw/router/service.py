@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import aiohttp
 from prometheus_client import CollectorRegistry
 
+from llmgw.account import places_of
 from llmgw.accounting import Budgets, RateLimiter, UsageWriter, batch_cost, cost
 from llmgw.config import ClusterSettings, OwnSecrets
 from llmgw.events import Event, Events
@@ -226,7 +227,8 @@ class Router:
         key = principal.key
         if key.expires_at is not None and key.expires_at <= now and key.revoked_at is None:
             self.events.emit("key_expired", subject=key.id, once=f"key_expired:{key.id}", key_id=key.id,
-                             key_name=key.name, project=str(principal.path), expired_at=key.expires_at)
+                             key_name=key.name, project=str(principal.path), expired_at=key.expires_at,
+                             **places_of(principal.path))
 
     def guard_blocked(self, principal: Principal, policies: Sequence[str], decisions: Iterable[Decision]) -> None:
         """A request or an answer stopped by a guardrail: the policies and rules, never the text.
@@ -237,7 +239,7 @@ class Router:
         project = principal.path.project.id
         self.events.emit("guardrail_blocked", subject=project, project=str(principal.path), project_id=project,
                          key_id=principal.key.id, policies=list(policies), rules=sorted({d.rule for d in blocks}),
-                         direction=blocks[0].direction, blocks=len(blocks))
+                         direction=blocks[0].direction, blocks=len(blocks), **places_of(principal.path))
 
     def settle(self, call: Call) -> None:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""

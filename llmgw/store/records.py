@@ -451,6 +451,7 @@ class Webhook:
     allow_private: bool = False
     enabled: bool = True
     created_at: float = 0.0
+    place: str = ""  # "org:ID" or "team:ID": a tenant administrator's, sent only that place's events
 
 
 @dataclass(frozen=True)

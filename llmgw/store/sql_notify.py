@@ -17,7 +17,7 @@ from llmgw.store.errors import Conflict, StoreError
 from llmgw.store.records import Delivery, Webhook
 from llmgw.store.sql_json import dump_json, load_json
 
-_HOOK = "id, url, events, format, secret_sealed, allow_private, enabled, created_at"
+_HOOK = "id, url, events, format, secret_sealed, allow_private, enabled, created_at, place"
 _DELIVERY = ("id, webhook_id, event_kind, body, once_key, attempts, next_attempt_at, state, last_status, last_error, "
              "created_at, delivered_at")
 
@@ -25,7 +25,7 @@ _DELIVERY = ("id, webhook_id, event_kind, body, once_key, attempts, next_attempt
 def _hook(r: Row) -> Webhook:
     sealed = r[4]
     return Webhook(r[0], r[1], tuple(load_json(r[2]) or ("*",)), r[3], None if sealed is None else bytes(sealed),
-                   bool(r[5]), bool(r[6]), float(r[7]))
+                   bool(r[5]), bool(r[6]), float(r[7]), r[8] or "")
 
 
 def _delivery(r: Row) -> Delivery:
@@ -41,9 +41,9 @@ class NotifySQL:
     async def add_webhook(self, hook: Webhook) -> None:
         try:
             await self._db.execute(
-                f"INSERT INTO webhooks ({_HOOK}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                f"INSERT INTO webhooks ({_HOOK}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 hook.id, hook.url, dump_json(list(hook.events)), hook.format, hook.secret_sealed,
-                bool(hook.allow_private), bool(hook.enabled), float(hook.created_at))
+                bool(hook.allow_private), bool(hook.enabled), float(hook.created_at), hook.place)
         except Duplicate:
             raise Conflict(f"there is already a webhook with the id {hook.id}") from None
 

@@ -266,6 +266,8 @@ async def test_a_budget_at_80_and_100_percent_is_told_once_per_level_and_period(
         ("budget_80", "team", 80), ("budget_100", "team", 100)]
     eighty, full = told
     assert eighty.fields["level_id"] == key.path.team.id and eighty.fields["level_name"] == "the team Acme/ml"
+    # Named by its org and team, so the team's own webhooks are sent it (docs/webhooks.md).
+    assert (eighty.fields["org_id"], eighty.fields["team_id"]) == (key.path.org.id, key.path.team.id)
     assert eighty.fields["period"] == "month" and eighty.fields["period_start"] == utc(2026, 3, 1)
     assert eighty.fields["budget"] == "10.00" and eighty.fields["spent"] == "8.00"
     assert full.fields["spent"] == "10.50"

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from llmgw.account import Accounts
+from llmgw.config.notify import NotifySettings
 from llmgw.control.adminapi import TENANT_ROUTES, make_admin_app
 from llmgw.control.settings import ClusterSettingsWatcher
+from llmgw.events import Event
+from llmgw.notify import Sender, Webhooks, wants
 from llmgw.store import Usage
 from tests.control.test_adminapi_people import Api, Plane
 
@@ -41,9 +45,11 @@ class Tenancy:
 
 
 @pytest.fixture
-async def tenancy(store):
+async def tenancy(store, tmp_path):
     plane = Plane(store, Accounts(store))
     plane.settings = ClusterSettingsWatcher(store)  # type: ignore[attr-defined]  # keys read auth.max_key_ttl
+    sender = Sender(store, NotifySettings, str(tmp_path), leading=lambda: True)
+    plane.notify = SimpleNamespace(webhooks=Webhooks(store, sender))  # type: ignore[attr-defined]
     client = TestClient(TestServer(make_admin_app(plane)))  # type: ignore[arg-type]
     await client.start_server()
     t = Tenancy(Api(client), plane)
@@ -238,3 +244,45 @@ async def test_a_token_for_someone_who_administers_nothing_is_not_made(tenancy):
     t = tenancy
     status, refused = await t.api.call("POST", "/api/v1/people/bob@beta.example/tokens", {})
     assert status == 409 and "administers nothing" in refused["error"]["message"]
+
+
+async def test_an_orgs_administrator_adds_webhooks_for_a_place_of_theirs_and_sees_no_other(tenancy, store):
+    t = tenancy
+    hook = "https://hooks.example.com/acme-ml"
+    status, added = await t.as_acme("POST", "/api/v1/webhooks", {"url": hook, "place": "team:Acme/ml"})
+    assert status == 201 and added["webhook"]["place"] == f"team:{t.ids['Acme/ml']}"
+    status, refused = await t.as_acme("POST", "/api/v1/webhooks", {"url": hook})
+    assert status == 400 and "--place" in refused["error"]["message"]
+    status, refused = await t.as_acme("POST", "/api/v1/webhooks", {"url": "http://127.0.0.1:9/x", "place": "org:Acme",
+                                                                   "allow_private": True})
+    assert status == 403
+    # Beta's place is not there for Acme's administrator, as Zeta is not.
+    beta = await t.as_acme("POST", "/api/v1/webhooks", {"url": hook, "place": "team:Beta/ops"})
+    zeta = await t.as_acme("POST", "/api/v1/webhooks", {"url": hook, "place": "team:Zeta/ops"})
+    assert (beta[0], beta[1]["error"]["message"].replace("Beta", "Zeta")) == (zeta[0], zeta[1]["error"]["message"])
+    cluster_hook = (await t.as_cluster("POST", "/api/v1/webhooks", {"url": "https://hooks.example.com/ops"}))
+    beta_hook = (await t.as_cluster("POST", "/api/v1/webhooks", {"url": "https://hooks.example.com/beta",
+                                                                  "place": "team:Beta/ops"}))
+    _, listed = await t.as_acme("GET", "/api/v1/webhooks")
+    assert [h["url"] for h in listed["webhooks"]] == [hook]
+    for other in (cluster_hook, beta_hook):
+        status, _ = await t.as_acme("DELETE", f"/api/v1/webhooks/{other['webhook']['id']}")
+        assert status == 404
+    status, refused = await t.as_acme("GET", f"/api/v1/webhooks/deliveries?webhook={beta_hook['webhook']['id']}")
+    assert status == 404
+    assert len((await t.as_cluster("GET", "/api/v1/webhooks"))["webhooks"]) == 3
+
+
+def test_a_places_webhook_is_sent_its_places_events_and_none_of_the_clusters_or_the_level_above():
+    from llmgw.store import Webhook
+
+    team_hook, org_hook, cluster_hook = (Webhook("wh_t", "https://t", place="team:team_ml"),
+                                         Webhook("wh_o", "https://o", place="org:org_acme"), Webhook("wh_c", "https://c"))
+    key_revoked = Event("key_revoked", "key_1", 0.0, {"org_id": "org_acme", "team_id": "team_ml"})
+    elsewhere = Event("key_revoked", "key_2", 0.0, {"org_id": "org_acme", "team_id": "team_web"})
+    org_budget = Event("budget_80", "org:org_acme", 0.0, {"org_id": "org_acme"})
+    node_lost = Event("node_lost", "node_1", 0.0, {"node": "gpu-1"})
+    sent = {e.subject: [h.id for h in (team_hook, org_hook, cluster_hook) if wants(h, e)]
+            for e in (key_revoked, elsewhere, org_budget, node_lost)}
+    assert sent == {"key_1": ["wh_t", "wh_o", "wh_c"], "key_2": ["wh_o", "wh_c"], "org:org_acme": ["wh_o", "wh_c"],
+                    "node_1": ["wh_c"]}

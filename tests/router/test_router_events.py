@@ -32,7 +32,7 @@ async def test_a_revoked_key_is_told_once_with_who_revoked_it_and_never_its_secr
 
     assert [(e.kind, e.subject) for e in told] == [("key_revoked", key.key.id)]
     assert told[0].fields == {"key_id": key.key.id, "key_name": "ci", "project": "Acme/ml/chat",
-                              "by": "root", "via": "cli"}
+                              "by": "root", "via": "cli", "org_id": key.path.org.id, "team_id": key.path.team.id}
 
 
 async def test_an_expired_key_used_is_told_once_for_the_key(store):
@@ -65,7 +65,7 @@ async def test_a_guardrail_block_is_told_with_policies_and_rules_never_the_text(
     assert [(e.kind, e.subject) for e in told] == [("guardrail_blocked", key.path.project.id)]
     assert told[0].fields == {"project": "Acme/ml/chat", "project_id": key.path.project.id, "key_id": key.key.id,
                               "policies": ["strict"], "rules": ["secrets:github"], "direction": "input",
-                              "blocks": 1}
+                              "blocks": 1, "org_id": key.path.org.id, "team_id": key.path.team.id}
 
 
 async def test_the_embedding_budget_set_in_the_settings_is_the_one_a_question_waits(store):

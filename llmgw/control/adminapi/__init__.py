@@ -50,6 +50,8 @@ TENANT_ROUTES = frozenset({
     ("GET", "/api/v1/tree"), ("POST", "/api/v1/tree"),
     ("GET", "/api/v1/usage"), ("GET", "/api/v1/usage/export"),
     ("GET", "/api/v1/audit"),
+    ("GET", "/api/v1/webhooks"), ("POST", "/api/v1/webhooks"), ("GET", "/api/v1/webhooks/deliveries"),
+    ("DELETE", "/api/v1/webhooks/{hook_id}"), ("POST", "/api/v1/webhooks/{hook_id}/test"),
 })
 # What a claimed name may hold: a login's characters; anything else is shown as "?".
 _CLAIM = re.compile(r"[^A-Za-z0-9._@+-]")
@@ -90,7 +92,8 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
             request[AUTHENTICATED], request[SCOPE] = found[0].email, found[1]
             if found[1].tenant and _route(request) not in TENANT_ROUTES:
                 return _error(403, "this is for a cluster administrator; your token reaches the people, keys, "
-                                   "limits, usage and audit log of " + ", ".join(found[1].places), "forbidden")
+                                   "limits, usage, audit log and webhooks of " + ", ".join(found[1].places),
+                              "forbidden")
         else:
             return _error(401, "the admin API needs the admin token (Authorization: Bearer …); "
                                "llmgw ctl reads it from the admin-token file", "unauthorized")
