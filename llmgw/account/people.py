@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from llmgw.account import keys as keymod
 from llmgw.account.errors import AccountError, Actor
 from llmgw.account.passwords import check_password, check_password_strength, hash_password, new_password
-from llmgw.account.scope import ADMINISTERED, CLUSTER, Scope, Walls, refuse_tenant
+from llmgw.account.scope import ADMINISTERED, CLUSTER, Scope, Walls, places_said
 from llmgw.account.tree import TreeError, parse_project_path
 from llmgw.config import PORTAL_LANGUAGES, SignupSettings
 from llmgw.errors import N_
@@ -150,8 +150,9 @@ class People:
         email, name, role = _check_email(email), _check_name(name), _check_role(role)
         if within.tenant:
             if role != "member":
-                refuse_tenant(within, N_("only a cluster administrator gives the role {role}; you administer "
-                                         "{places}, and add members there"), role=role)
+                raise AccountError(N_("only a cluster administrator gives the role {role}; you administer "
+                                      "{places}, and add members there"), 403, "forbidden",
+                                   params={"role": role, "places": places_said(within)})
             if not member_of:
                 raise AccountError(N_("say where they belong (--member-of), one of the places you administer: "
                                       "{places}"), params={"places": ", ".join(within.places)})
@@ -210,7 +211,9 @@ class People:
     # changing
 
     async def set_role(self, actor: Actor, ident: str, role: str, within: Scope = CLUSTER) -> dict[str, Any]:
-        refuse_tenant(within, N_("only a cluster administrator changes roles; you administer {places}"))
+        if within.tenant:
+            raise AccountError(N_("only a cluster administrator changes roles; you administer {places}"), 403,
+                               "forbidden", params={"places": places_said(within)})
         role = _check_role(role)
         before = await self.person(ident)
         return await self.change(actor, "person.role", before, replace(before, role=role))
@@ -289,8 +292,9 @@ class People:
         if within.tenant:
             team = await self.store.team_by_id(scope_id) if scope == "team" else None
             if team is None or not within.holds_org(team.org_id):
-                refuse_tenant(within, N_("only a cluster administrator, or its org's administrator, names the "
-                                         "administrators of {place}; you administer {places}"), place=label)
+                raise AccountError(N_("only a cluster administrator, or its org's administrator, names the "
+                                      "administrators of {place}; you administer {places}"), 403, "forbidden",
+                                   params={"place": label, "places": places_said(within)})
         if person.disabled and not remove:
             raise AccountError(N_("{email} is suspended; lift it before making them an administrator"),
                                409, "conflict", params={"email": person.email})

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from llmgw.account.errors import AccountError, Actor
-from llmgw.account.scope import CLUSTER, Scope, refuse_tenant
+from llmgw.account.scope import CLUSTER, Scope, places_said
 from llmgw.account.service import limits_view
 from llmgw.account.tree import TreeError, check_name
 from llmgw.errors import N_
@@ -71,8 +71,9 @@ class Places:
         if kind not in KINDS:
             raise AccountError(N_('"{kind}" is not a kind of place; write org, team or project'),
                                params={"kind": kind})
-        if kind == "org":
-            refuse_tenant(within, N_("only a cluster administrator makes an org; you administer {places}"))
+        if kind == "org" and within.tenant:
+            raise AccountError(N_("only a cluster administrator makes an org; you administer {places}"), 403,
+                               "forbidden", params={"places": places_said(within)})
         names = path.split("/")
         if len(names) != KINDS.index(kind) + 1:
             raise AccountError(N_('"{path}" is not a {kind} path: write {shape}'),
@@ -94,8 +95,9 @@ class Places:
                 if org_ is None or not seen:
                     raise _missing("org", names[0])  # one outside a tenant's walls is not there for them
                 if kind == "team" and not within.holds_org(org_.id):
-                    refuse_tenant(within, N_("only the org's administrator makes teams in {org}; you administer "
-                                             "{places}"), org=org_.name)
+                    raise AccountError(N_("only the org's administrator makes teams in {org}; you administer "
+                                          "{places}"), 403, "forbidden",
+                                       params={"org": org_.name, "places": places_said(within)})
                 if kind == "team":
                     team = await store.create_team(org_.id, names[1])
                     made = {"kind": kind, "id": team.id, "path": f"{org_.name}/{team.name}"}

@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmgw.account.errors import AccountError
 from llmgw.store import AuditEntry, KeysStore, Membership, PeopleStore, Person, ProjectPath, Team
 
 ADMINISTERED = ("org", "team")  # the places a person may administer; a project's people are its team's
@@ -172,7 +171,6 @@ class Walls:
         return await self.place(kind, ident)
 
 
-def refuse_tenant(scope: Scope, template: str, **params: str) -> None:
-    """Refuse what only a cluster administrator does: `template` says what, with {places} the tenant's."""
-    if scope.tenant:
-        raise AccountError(template, 403, "forbidden", params={**params, "places": ", ".join(scope.places)})
+def places_said(scope: Scope) -> str:
+    """The tenant's places, as a refusal of what only a cluster administrator does names them."""
+    return ", ".join(scope.places)
