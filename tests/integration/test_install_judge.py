@@ -33,8 +33,9 @@ def _install(root: Path, ports: dict[str, int]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def installed():
+    """One install for the module: the second test runs it again, which is what it is about."""
     above = Path(tempfile.mkdtemp(prefix="llmgw-judge-"))
     root = above / "root"
     ports = {role: free_port() for role in ROLES}

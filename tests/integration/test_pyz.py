@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.pgcluster import free_port
-from tests.support.pyz import wheels_cache
+from tests.support.pyz import built_pyz
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,22 +37,12 @@ def load_build():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """`python3 build.py dist` with its default versions, built once, into this test's own folders."""
-    build = load_build()
-    work = tmp_path_factory.mktemp("dist")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "BUILD", work / "build")
-        patch.setattr(build, "DIST", work / "dist")
-        # 3.11's wheels as the suite's own archive installed them, when it was built first.
-        patch.setattr(build, "WHEELS_CACHE", wheels_cache(tmp_path_factory))
-        # The tests run in .venv already; making it again is not what is tested.
-        patch.setattr(build, "ensure_venv", lambda *a, **k: None)
-        started = time.monotonic()
-        assert build.cmd_dist([]) == 0
-        seconds = time.monotonic() - started
-    pyz = work / "dist" / "llmgw.pyz"
-    print(f"\ndist: {pyz.stat().st_size / 1e6:.1f} MB, built and checked in {seconds:.0f} s")
-    return build, pyz
+    """`python3 build.py dist` with its default versions: the suite's own archive (tests/support/pyz.py), which
+    every test that runs the program shares, built once."""
+    started = time.monotonic()
+    pyz = built_pyz(tmp_path_factory)
+    print(f"\ndist: {pyz.stat().st_size / 1e6:.1f} MB, built (or found built) in {time.monotonic() - started:.0f} s")
+    return load_build(), pyz
 
 
 def bare(python: str, pyz: Path, *args: str, home: str, **kwargs):
