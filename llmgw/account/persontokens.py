@@ -6,7 +6,10 @@ on a control plane. A tenant administrator instead holds a token of their own,
 cluster administrator (`llmgw people token EMAIL`), shown once and kept only
 as its sha256. It acts as its person with their scope as it is at each call
 (scope.py): a grant taken away, or the person suspended, is in force at the
-next command. A token of a person who administers nothing is refused.
+next command. A token of a person who administers nothing is refused, and so
+is one of a cluster administrator: their power is the admin token's, kept in a
+file on the control plane, and a token a portal session could mint must not
+carry it.
 """
 
 from __future__ import annotations
@@ -46,10 +49,15 @@ class PersonTokens:
 
     async def make(self, actor: Actor, person: Person) -> tuple[dict[str, Any], str]:
         """A new token for `person`; its view and the secret, which is shown once and never kept."""
-        if await scope_of(self.store, person) is None:
+        scope = await scope_of(self.store, person)
+        if scope is None:
             raise AccountError(N_("{email} administers nothing, so a token for the admin API would do nothing; "
                                   "make them an administrator first (llmgw people admin)"), 409, "conflict",
                                params={"email": person.email})
+        if scope.cluster:
+            raise AccountError(N_("{email} is a cluster administrator, who uses the admin token (llmgw ctl reads it "
+                                  "from the admin-token file); tokens of one's own are for the administrators of "
+                                  "orgs and teams"), 409, "conflict", params={"email": person.email})
         secret = TOKEN_PREFIX + keymod.new_secret()[len(keymod.KEY_PREFIX):]
         token = PersonToken(id=keymod.new_id("pat"), person_id=person.id, digest=keymod.digest(secret),
                             prefix=secret[:len(TOKEN_PREFIX) + keymod.SHOWN_CHARS], created_at=time.time())
@@ -81,7 +89,9 @@ class PersonTokens:
             return None
         person = await self.store.person_by_id(token.person_id)
         scope = None if person is None else await scope_of(self.store, person)
-        if person is None or scope is None:
+        # Never the cluster's: a token is a tenant's, and one whose person was made an admin since is refused
+        # rather than grown into the admin token, which a portal session could otherwise mint.
+        if person is None or scope is None or scope.cluster:
             return None
         now = time.time()
         if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY_S:

@@ -117,7 +117,7 @@ async def _profile(request: web.Request, viewer: Viewer, *, status: int = 200,
                    error: str | None = None, new_token: str | None = None) -> web.Response:
     portal = request.app[PORTAL]
     # An administrator's own tokens for llmgw on the command line (llmgw.account.persontokens).
-    tokens = await portal.accounts.tokens.of(viewer.person) if viewer.scope is not None else []
+    tokens = await portal.accounts.tokens.of(viewer.person) if viewer.tenant else []
     sessions = [
         {"ref": _ref(viewer, s.id), "this": s.id == viewer.session.id, "created_at": s.created_at,
          "last_seen_at": s.last_seen_at, "address": s.address, "agent": s.agent}
@@ -156,11 +156,11 @@ async def profile(request: web.Request, viewer: Viewer | None) -> web.StreamResp
                     await portal.store.delete_session(s.id)
                     return redirect(request, "/profile", notice=N_("That session has ended."))
             return redirect(request, "/profile", notice=N_("That session had already ended."))
-        if action == "token" and viewer.scope is not None:
+        if action == "token" and viewer.tenant:
             _, secret = await portal.accounts.tokens.make(viewer.actor(), viewer.person)
             # In this answer only (no-store, as every signed-in page): never in a URL, a cookie or a log.
             return await _profile(request, viewer, new_token=secret)
-        if action == "revoke-token" and viewer.scope is not None:
+        if action == "revoke-token" and viewer.tenant:
             await portal.accounts.tokens.revoke(viewer.actor(), viewer.person, posted.get("token", ""))
             return redirect(request, "/profile#tokens", notice=N_("That token is refused from now on."))
         if action == "end-others":

@@ -66,6 +66,8 @@ async def tenancy(store, tmp_path):
                                                   "member_of": ["team:Acme/ml"]})
     await t.as_cluster("POST", "/api/v1/people/ada@acme.example/administer", {"place": "org:Acme"})
     t.ids["ada"] = ada["id"]
+    root = await t.as_cluster("POST", "/api/v1/people", {"email": "root@example.com", "name": "Root", "role": "admin"})
+    t.ids["root"] = root["id"]
     t.acme_token = (await t.as_cluster("POST", "/api/v1/people/ada@acme.example/tokens"))["token"]
     beta_key = await t.as_cluster("POST", "/api/v1/keys", {"name": "key-of-beta", "project": "Beta/ops/pager"})
     t.ids["beta_key"] = beta_key["id"]
@@ -244,6 +246,18 @@ async def test_a_token_for_someone_who_administers_nothing_is_not_made(tenancy):
     t = tenancy
     status, refused = await t.api.call("POST", "/api/v1/people/bob@beta.example/tokens", {})
     assert status == 409 and "administers nothing" in refused["error"]["message"]
+
+
+async def test_a_token_never_carries_a_cluster_administrators_power(tenancy):
+    t = tenancy
+    status, refused = await t.api.call("POST", f"/api/v1/people/{t.ids['root']}/tokens", {})
+    assert status == 409 and "uses the admin token" in refused["error"]["message"]
+    # A tenant made an admin since: their token is refused, not grown into the admin token.
+    await t.as_cluster("POST", "/api/v1/people/ada@acme.example/role", {"role": "admin"})
+    status, refused = await t.as_acme("GET", "/api/v1/status")
+    assert status == 401
+    status, _ = await t.as_acme("GET", "/api/v1/people")
+    assert status == 401
 
 
 async def test_an_orgs_administrator_adds_webhooks_for_a_place_of_theirs_and_sees_no_other(tenancy, store):
