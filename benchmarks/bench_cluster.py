@@ -46,7 +46,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ import psutil
 
 from llmgw.agent.link import ClusterLink
 from llmgw.control.adminclient import AdminClient, AdminError
+from llmgw.ports import unused_port
 from llmgw.protocol import Heartbeat, Host, NodeLogs, ShardLoad, ShardStatus, Storage
 from llmgw.store import open_store
 from llmgw.trust import TrustError, client_ssl_context, join, node_identity, pki, read_master_key
@@ -69,10 +69,16 @@ from llmgw.trust.tls import node_files
 TB = 10**12
 
 
+# Ports this bench gave out: a port bound to 0 and let go at once could come back for the next role, and did
+# beside another suite (listen.metrics took listen.client's port; the loaded fresh-clone run v05 of 16d3f80).
+_GIVEN: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing holds, from outside the kernel's ephemeral range (llmgw.ports), never one given already."""
+    port = unused_port(also=lambda p: p not in _GIVEN)
+    _GIVEN.add(port)
+    return port
 
 
 # --- the simulated node ------------------------------------------------------------------------
