@@ -23,6 +23,7 @@ import configparser
 import fcntl
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -1522,7 +1523,9 @@ def measure_slow() -> int:
     header, kept = "#", set()
     if MEASURED_SLOW.exists():
         text = MEASURED_SLOW.read_text()
-        header = text.split("\n\n", 1)[0].rstrip("\n")
+        # The header is the comment lines it starts with, a blank line after them or not (an edit by hand
+        # had taken the blank line away, and the whole list was then kept as the header: 2026-12-07).
+        header = "\n".join(itertools.takewhile(lambda line: line.startswith("#"), text.splitlines())) or "#"
         # A test the reports do not time (left out by --quick, or by a run of one file) keeps its line.
         for line in text.splitlines():
             seconds, tab, node = line.partition("\t")

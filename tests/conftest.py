@@ -25,6 +25,7 @@ import pytest
 from llmgw.store import open_store
 from tests.support.pgcluster import PgCluster
 from tests.support.pyz import prune
+from tests.support.schedule import LongestFirstScheduling, measured_slow
 from tests.support.servers import InitCopies
 
 # The browser's fixtures and its --screenshots option, for any test that asks for `browsing`.
@@ -46,7 +47,7 @@ def pytest_configure(config):
 
     if catalogues.stale():
         catalogues.compile_all()
-    config.stash[_MEASURED_SLOW] = _measured_slow()
+    config.stash[_MEASURED_SLOW] = measured_slow()
     # Every llmgw.pyz the suite runs with this environment (the archive's own smoke test in `build.py dist`,
     # among others) unpacks itself once per build, and each run of the suite builds a new one: in the user's
     # ~/.cache/llmgw they were never removed (84 folders, 1 GB, on this project's machine after a day). The
@@ -55,14 +56,6 @@ def pytest_configure(config):
 
 
 _MEASURED_SLOW = pytest.StashKey[dict[str, float]]()
-
-
-def _measured_slow() -> dict[str, float]:
-    """The ids tests/measured_slow.txt lists (tests that took 1 s or more in a whole run), with their seconds."""
-    path = os.path.join(os.path.dirname(__file__), "measured_slow.txt")
-    with open(path, encoding="utf-8") as f:
-        rows = (line.rstrip("\n").split("\t", 1) for line in f if "\t" in line and line[0] != "#")
-        return {node: float(seconds) for seconds, node in rows}
 
 
 def pytest_itemcollected(item):
@@ -168,3 +161,21 @@ async def store(store_url):
     opened = await open_store(store_url)
     yield opened
     await opened.close()
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """The parallel phase's `--dist loadfile`, starting llmgw.pyz's build first (tests/support/schedule.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    scheduler = LongestFirstScheduling(config, log, measured=config.stash[_MEASURED_SLOW])
+    config.stash[_SCHEDULER] = scheduler
+    return scheduler
+
+
+_SCHEDULER = pytest.StashKey[LongestFirstScheduling]()
+
+
+def pytest_sessionfinish(session):
+    scheduler = session.config.stash.get(_SCHEDULER, None)
+    if scheduler is not None:
+        scheduler.stop_build()

@@ -184,6 +184,15 @@ def test_measure_slow_lists_each_test_of_a_second_or_more_by_the_id_pytest_gives
         "9.0\ttests/old.py::test_not_run_this_time\n"  # left out of this run (--quick, one file): kept
         "2.0\ttests/portal/test_pages.py::TestAdmin::test_the_page_shows\n")  # test_a_key_is_kept: now fast
 
+    # A list whose header has lost the blank line after it is read the same, and written with one again.
+    build.MEASURED_SLOW.write_text("# what this list is\n9.0\ttests/old.py::test_not_run_this_time\n")
+    assert build.measure_slow() == 0
+    assert build.MEASURED_SLOW.read_text() == (
+        "# what this list is\n\n"
+        "12.3\ttests/integration/test_ha.py::test_a_leader_is_elected[pg]\n"
+        "9.0\ttests/old.py::test_not_run_this_time\n"
+        "2.0\ttests/portal/test_pages.py::TestAdmin::test_the_page_shows\n")
+
 
 def test_every_collected_test_the_measured_list_names_is_marked_slow(request):
     # This run's own collection: each listed test it holds carries `slow`, so `-m "not slow"` (--quick)

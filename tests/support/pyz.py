@@ -19,6 +19,7 @@ e4e2401); the one build of all three costs the second alone.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import hashlib
 import importlib.util
@@ -53,11 +54,6 @@ def _inputs_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def wheels_cache(tmp_path_factory) -> Path:
-    """Where this run's builds keep the dependencies' wheels for each version, shared by every worker."""
-    return tmp_path_factory.getbasetemp().parent / "llmgw-dist-wheels"
-
-
 def _build(work: Path, wheels: Path) -> Path:
     spec = importlib.util.spec_from_file_location("build_for_tests_pyz", ROOT / "build.py")
     build = importlib.util.module_from_spec(spec)
@@ -88,7 +84,15 @@ def prune(folder: Path, days: float = 2) -> Path:
 
 def built_pyz(tmp_path_factory) -> Path:
     """The checkout's llmgw.pyz, built now or found built for the same content."""
-    builds = tmp_path_factory.getbasetemp().parent / "llmgw-pyz-cache"
+    # The session's own folder: under xdist each worker's basetemp is a folder of the controller's, which
+    # starts the build early (tests/support/schedule.py) into the same place.
+    return build_at(tmp_path_factory.getbasetemp().parent)
+
+
+def build_at(root: Path) -> Path:
+    """The archive in ROOT/llmgw-pyz-cache, built unless a build for the same content is there; the
+    dependencies' wheels kept in ROOT/llmgw-dist-wheels for the next build."""
+    builds = root / "llmgw-pyz-cache"
     cache = builds / _inputs_digest()
     cache.mkdir(parents=True, exist_ok=True)
     # One build for each content the suite ran on, 100-300 MB each: those no run used for two days go.
@@ -98,9 +102,18 @@ def built_pyz(tmp_path_factory) -> Path:
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            made = _build(cache / "work", wheels_cache(tmp_path_factory))
+            made = _build(cache / "work", root / "llmgw-dist-wheels")
             os.replace(made, done)
     return done
+
+
+def uses_pyz(source: str) -> bool:
+    """Whether a test module's source runs the archive: it imports the `pyz` fixture or `built_pyz`."""
+    if "tests.support.pyz" not in source:
+        return False  # most of the suite's 500 modules, without parsing them
+    return any(isinstance(node, ast.ImportFrom) and node.module == "tests.support.pyz"
+               and {alias.name for alias in node.names} & {"pyz", "built_pyz"}
+               for node in ast.walk(ast.parse(source)))
 
 
 @pytest.fixture(scope="session")
@@ -190,3 +203,9 @@ def broken(pyz: Path, dest: Path, version: str | None = None) -> Path:
                         f'        print("llmgw: {BROKEN_SENTENCE}", file=sys.stderr)\n'
                         f'        return 1\n')
     return rewrite(source, dest, {"lib/llmgw/cli/main.py": main.replace(anchor, failing).encode()})
+
+
+if __name__ == "__main__":
+    # `python -m tests.support.pyz ROOT`: the build the parallel phase's controller starts before any worker
+    # asks for it (tests/support/schedule.py).
+    print(build_at(Path(sys.argv[1])), flush=True)

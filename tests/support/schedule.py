@@ -1,0 +1,110 @@
+"""The parallel phase's scheduler: xdist's loadfile, the longest modules first, and those that run llmgw.pyz
+held back until it is built.
+
+Twelve modules run the release archive (tests/support/pyz.py), which takes
+one core for 73 s to build (three Pythons' wheels, then 145 MB zipped) and
+longer beside the suite. Built by the first test that asked, it kept every
+other worker that drew one of those modules waiting at its first fixture: in
+the CI run of e4f6761, 96 s, 69 s, 60 s and 33 s of setup, while one core
+did the build and the other had little to do; the parallel phase took 780 s.
+
+Here the controller starts the build as soon as it knows a module will want
+it, and until the build has ended it hands each worker the first module in
+the queue that does not want it. A worker waits only where nothing else is
+left.
+
+The queue is in the order of the modules' measured seconds (the sum of
+their tests' in tests/measured_slow.txt, FAST_TEST for each test not
+listed there), longest first. xdist's own order, the modules with the most
+tests first, left the long ones with few tests to the end: vLLM's 120 s
+test, the upgrade's 135 s, on one worker while the other three had ended.
+The same run's last three minutes left 30-47% of the two cores idle.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from xdist.scheduler import LoadFileScheduling
+
+from tests.support.pyz import ROOT, uses_pyz
+
+MEASURED_SLOW = ROOT / "tests" / "measured_slow.txt"
+# The mean of the tests under 1 s in a whole run (4,279 of 4,651: 373 s; the CI run of e4f6761).
+FAST_TEST = 0.09
+
+
+def measured_slow(path: Path = MEASURED_SLOW) -> dict[str, float]:
+    """The ids tests/measured_slow.txt lists (tests that took 1 s or more in a whole run), with their seconds."""
+    with open(path, encoding="utf-8") as f:
+        rows = (line.rstrip("\n").split("\t", 1) for line in f if "\t" in line and line[0] != "#")
+        return {node: float(seconds) for seconds, node in rows}
+
+
+class LongestFirstScheduling(LoadFileScheduling):
+    def __init__(self, config: pytest.Config, log=None,
+                 start_build: Callable[[pytest.Config], subprocess.Popen] | None = None,
+                 measured: dict[str, float] | None = None) -> None:
+        super().__init__(config, log)
+        self._start_build = start_build or build_for_session
+        self._measured = measured if measured is not None else measured_slow()
+        self._wants_pyz: dict[str, bool] = {}
+        self._build: subprocess.Popen | None = None
+        self._ordered = False
+
+    def schedule(self) -> None:
+        if self.collection is None and self._build is None and self.collection_is_completed:
+            # Before LoadScopeScheduling.schedule() fills the queue and hands out the first modules at once.
+            collection = next(iter(self.registered_collections.values()), [])
+            if any(self._needs_pyz(scope) for scope in {self._split_scope(nodeid) for nodeid in collection}):
+                self._build = self._start_build(self.config)
+        super().schedule()
+
+    def _assign_work_unit(self, node) -> None:
+        if not self._ordered:
+            # The first call: LoadScopeScheduling.schedule() has just filled the queue.
+            self._ordered = True
+            seconds: dict[str, float] = {}
+            for nodeid in self.collection or ():
+                scope = self._split_scope(nodeid)
+                seconds[scope] = seconds.get(scope, 0.0) + self._measured.get(nodeid, FAST_TEST)
+            for scope in sorted(self.workqueue, key=lambda scope: -seconds.get(scope, 0.0)):
+                self.workqueue.move_to_end(scope)
+        if self._build is not None and self._build.poll() is None:
+            ready = next((scope for scope in self.workqueue if not self._needs_pyz(scope)), None)
+            if ready is not None:
+                self.workqueue.move_to_end(ready, last=False)
+        super()._assign_work_unit(node)
+
+    def _needs_pyz(self, scope: str) -> bool:
+        if scope not in self._wants_pyz:
+            path = Path(self.config.rootpath) / scope
+            self._wants_pyz[scope] = path.suffix == ".py" and path.is_file() and uses_pyz(path.read_text())
+        return self._wants_pyz[scope]
+
+    def stop_build(self) -> None:
+        """Ends a build still going when the session ends first (-x, an interrupt)."""
+        if self._build is not None and self._build.poll() is None:
+            # The build's own group: pip and the smoke tests under it go too.
+            os.killpg(self._build.pid, signal.SIGTERM)
+            try:
+                self._build.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._build.pid, signal.SIGKILL)
+                self._build.wait()
+
+
+def build_for_session(config: pytest.Config) -> subprocess.Popen:
+    """`python -m tests.support.pyz BASETEMP`: the archive built into the folder whose subfolders are the
+    workers' basetemps, where their `pyz` fixture looks (tests/support/pyz.py, built_pyz)."""
+    root = Path(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined] - pytest's own, set at start
+    with open(root / "pyz-build.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "tests.support.pyz", str(root)], cwd=ROOT,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
