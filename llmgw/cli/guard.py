@@ -100,14 +100,38 @@ def run_judge_check(args) -> int:
     if not 1 <= args.burst <= 64:
         print("llmgw: --burst must be between 1 and 64", file=sys.stderr)
         return 2
-    settings = client(args).call("GET", "/api/v1/config")["value"]
-    plans = [(names, judge, endpoints_of(settings, judge.model, args.endpoint))
-             for names, judge in judges_in(settings, args.policy)]
+    api = client(args)
+    settings = api.call("GET", "/api/v1/config")["value"]
+    chosen = judges_in(settings, args.policy)
+    placed = not args.endpoint and any(
+        not any(m.get("name") == judge.model for m in settings.get("models") or []) for _, judge in chosen)
+    if placed:
+        # A judge the cluster places (as setup's is) has no endpoints in the settings: the control plane
+        # times it through its own replicas (POST /api/v1/guard/judges/check).
+        return _checked_by_the_control_plane(api, args)
+    plans = [(names, judge, endpoints_of(settings, judge.model, args.endpoint)) for names, judge in chosen]
     reports = asyncio.run(_check_all(plans, args.burst, quiet=args.json))
     if args.json:
         checks = [{"policies": names, **r.to_dict()} for (names, _, _), r in zip(plans, reports, strict=True)]
         emit_json({"checks": checks})
     return 0 if all(r.state in ("ok", "tight") for r in reports) else 1
+
+
+def _checked_by_the_control_plane(api, args) -> int:
+    from types import SimpleNamespace
+
+    body = {"burst": args.burst, **({"policy": args.policy} if args.policy else {})}
+    checks = api.call("POST", "/api/v1/guard/judges/check", body)["checks"]
+    if args.json:
+        emit_json({"checks": checks})
+    else:
+        for check in checks:
+            print(f"{check['model']}, {check['replicas']} replica(s), a request waits {check['budget_s']:.1f} s for it "
+                  f"(policy {check['policies']}), timed by the control plane")
+            print_report(SimpleNamespace(alone=check["alone_s"], burst=check["burst"], burst_times=check["burst_s"],
+                                         per_second=check["per_second"], failures=check["failures"],
+                                         state=check["state"], budget=check["budget_s"], advice=check["advice"]))
+    return 0 if all(c["state"] in ("ok", "tight") for c in checks) else 1
 
 
 async def _check_all(plans, burst: int, quiet: bool):

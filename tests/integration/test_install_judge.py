@@ -75,3 +75,15 @@ def test_an_install_run_again_leaves_its_judge_and_the_policy_as_they_are(instal
     assert again.returncode == 0, again.stderr
     result = json.loads(again.stdout)
     assert result["steps"]["judge"] == "unchanged" and result["judge"] == "judge-sim"
+
+
+def test_ctl_guard_judge_check_times_a_judge_the_cluster_places_through_the_control_plane(installed):
+    root, ports, _ = installed
+    done = subprocess.run([sys.executable, "-m", "llmgw", "ctl", "guard", "judge", "check", "--burst", "2",
+                           "--admin", f"127.0.0.1:{ports['admin']}", "--token-file",
+                           str(root / "var/lib/llmgw/admin-token")], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("judge-sim, 1 replica(s), a request waits 5.0 s for it (policy baseline), timed "
+                                  "by the control plane\nalone: ")
+    assert "2 at once: slowest" in done.stdout and "ok: judgments keep within the budget" in done.stdout
