@@ -1567,10 +1567,8 @@ def suite_phases(quick: bool, seed: int, workers: int, run: Path) -> list[tuple[
     slow = " and not slow" if quick else ""
     order = ["-p", "randomly", f"--randomly-seed={seed}"]
     return [
-        # xdist's loadfile hands out the modules with the most tests first (its loadscope reorder). The heaviest
-        # modules first instead (--no-loadscope-reorder, measured_slow.txt's order) made the phase no faster on
-        # two cores: 711 s against 700, its heavy tests slower for running all at once (the suite's test time
-        # 2,644 s against 2,314).
+        # --dist loadfile: a file to a worker, in the order tests/support/schedule.py gives (the longest modules
+        # first, those that run llmgw.pyz once it is built): docs/building.md, "The parallel suite".
         (f"parallel ({workers} workers)", ["-n", str(workers), "--dist", "loadfile", "-m", f"not serial{slow}",
                                            *order, f"--basetemp={run / 'p'}"]),
         ("serial", ["-n", "0", "-m", f"serial{slow}", *order, f"--basetemp={run / 's'}", *serial_files()]),
