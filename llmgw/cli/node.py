@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import sys
 import time
 
 from llmgw.cli.output import emit_json, when
@@ -30,6 +33,7 @@ def register(commands, common) -> None:
     add.add_argument("--control-plane", action="append", metavar="HOST:PORT", dest="control_planes",
                      help="an agent address the node dials, instead of the ones the control planes "
                           "recorded (repeat for several); for a node that reaches them by another name")
+    label_option(add, "the node's agent.yaml (with --ssh), or the `llmgw join` command printed")
     from llmgw.cli.sshinstall import ssh_options
 
     ssh_options(add, "the node")
@@ -50,8 +54,34 @@ def register(commands, common) -> None:
                                      "(default: the host name)")
     join.add_argument("--force", action="store_true",
                       help="join again though this node has a certificate; it gets a new id")
+    label_option(join, "agent.yaml")
     join.add_argument("--json", action="store_true", help="print one JSON document")
     join.set_defaults(run=run_join)
+
+
+# Kubernetes' shape, less its length limits: what a node selector and a Prometheus label both read plainly.
+_LABEL_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)?")
+
+
+def label_option(parser, where: str) -> None:
+    parser.add_argument("--label", action="append", metavar="KEY=VALUE", dest="labels",
+                        help=f"a label of the node, which a model's node_selector can ask for (repeat for "
+                             f"several), written into {where}; `llmgw.role=judge` keeps the node for the "
+                             f"guardrails' judges")
+
+
+def labels_given(args) -> dict[str, str] | None:
+    """--label's KEY=VALUE pairs, or None after saying which one is not."""
+    labels: dict[str, str] = {}
+    for item in getattr(args, "labels", None) or []:
+        key, eq, value = item.partition("=")
+        if not eq or not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
+            print(f"llmgw: --label {item!r}: write KEY=VALUE, letters, digits and . _ - (and / in the key), "
+                  "each starting and ending with a letter or digit, e.g. --label llmgw.role=judge", file=sys.stderr)
+            return None
+        labels[key] = value
+    return labels
 
 
 def run_add(args) -> int:
@@ -61,12 +91,17 @@ def run_add(args) -> int:
         from llmgw.cli.sshinstall import run_node_add_ssh
 
         return run_node_add_ssh(args, client(args))
+    labels = labels_given(args)
+    if labels is None:
+        return 2
     from llmgw.cli.sshinstall import ssh_flags_without_ssh
 
     if ssh_flags_without_ssh(args):
         return 2
     made = client(args).call("POST", "/api/v1/nodes/join-codes",
                              {"name": args.name, "ttl": args.ttl, "control_planes": args.control_planes})
+    # The labels are the node's own, in its agent.yaml: the code carries none, the command says them.
+    made["command"] += "".join(f" --label {shlex.quote(f'{k}={v}')}" for k, v in labels.items())
     if args.json:
         emit_json(made)
         return 0
@@ -98,17 +133,21 @@ def run_join(args) -> int:
     from llmgw.config import AgentConfig, load_agent_config
     from llmgw.trust import join
 
+    labels = labels_given(args)
+    if labels is None:
+        return 2
     config = args.config or SYSTEM_AGENT_CONFIG
     configured = load_agent_config(config).data_dir if os.path.exists(config) else AgentConfig().data_dir
     data_dir = os.path.abspath(args.data_dir) if args.data_dir else configured
     done = join(args.code, data_dir, config, name=args.name, force=args.force,
-                write_data_dir=data_dir != configured)
+                write_data_dir=data_dir != configured, labels=labels)
     if args.json:
         emit_json(done.as_dict())
         return 0
     print(f"Joined the cluster as {done.name} ({done.node_id}); {done.control_plane} signed its certificate.")
     print(f"  certificate  {os.path.join(done.data_dir, 'node.crt')} (its key, node.key, was made here and "
           f"never left this machine)")
-    print(f"  agent.yaml   {done.config}: the control planes are now those of the code")
+    print(f"  agent.yaml   {done.config}: the control planes are now those of the code"
+          + (f"; labels {', '.join(f'{k}={v}' for k, v in labels.items())}" if labels else ""))
     print(f"Start the agent: llmgw agent --config {done.config}")
     return 0

@@ -290,6 +290,9 @@ def _install_flags(init: argparse.ArgumentParser) -> None:
                          "(docs/ha.md#a-floating-address-with-keepalived)")
     ha.add_argument("--vip-interface", metavar="IF",
                     help="the interface for the floating address (default: the one that holds the route to it)")
+    ha.add_argument("--judge-node", action="append", metavar="USER@HOST", dest="judge_nodes",
+                    help="a machine for the guardrails' judges alone (up to two, repeat): added as a node "
+                         "labelled llmgw.role=judge, one judge on each (in --machines FILE: role: judge)")
     sshinstall.login_options(ha)
     sshinstall.copy_options(ha, "each standby control plane")
 
@@ -326,8 +329,9 @@ def run_install(args) -> int:
     if args.ha or args.machines:
         return _install_ha(args, choices)
     if any(getattr(args, flag) for flag in HA_ONLY):
-        print("llmgw: --address, --vip, --key, --password, --sudo-password, --program and --known-hosts are for "
-              "three machines; give --ha USER@HOST2,USER@HOST3 too", file=sys.stderr)
+        print("llmgw: --address, --vip, --key, --password, --sudo-password, --program, --known-hosts and "
+              "--judge-node are for three machines; give --ha USER@HOST2,USER@HOST3 too (on one machine, add a "
+              "judge's machine later: llmgw node add --ssh USER@HOST --label llmgw.role=judge)", file=sys.stderr)
         return 2
     choices.check()
     layout = Layout(Path(choices.root))
@@ -371,7 +375,8 @@ def _installed(args, result, standbys: list | None = None, store: str = "") -> i
     return 0
 
 
-HA_ONLY = ("address", "vip", "vip_interface", "key", "password", "sudo_password", "program", "known_hosts")
+HA_ONLY = ("address", "vip", "vip_interface", "key", "password", "sudo_password", "program", "known_hosts",
+           "judge_nodes")
 
 
 def _install_ha(args, choices) -> int:
@@ -379,19 +384,35 @@ def _install_ha(args, choices) -> int:
     from pathlib import Path
 
     from llmgw.cli.sshinstall import credentials
-    from llmgw.onboard import HaJob, Layout, Machine, from_file, from_hosts, install_ha, program_file
+    from llmgw.onboard import (
+        MOST_JUDGE_MACHINES,
+        HaJob,
+        Layout,
+        Machine,
+        from_file,
+        from_hosts,
+        install_ha,
+        judges_from_hosts,
+        program_file,
+    )
 
     if args.ha and args.machines:
         print("llmgw: give the other two machines either with --ha or in --machines FILE, not both", file=sys.stderr)
         return 2
-    machines = (from_file(Path(args.machines)) if args.machines
-                else from_hosts([h.strip() for h in args.ha.split(",") if h.strip()], args.address))
+    machines, judges = (from_file(Path(args.machines)) if args.machines
+                        else (from_hosts([h.strip() for h in args.ha.split(",") if h.strip()], args.address), []))
+    judges += judges_from_hosts(args.judge_nodes or [])
+    if len(judges) > MOST_JUDGE_MACHINES:
+        print(f"llmgw: {len(judges)} machines are given for the judges (--judge-node and role: judge in "
+              f"--machines); up to {MOST_JUDGE_MACHINES} take them", file=sys.stderr)
+        return 2
     here = machines[0]
     login = credentials(args, "the other two machines' login")
     auth = "key" if args.key else "password" if args.password else "agent"
     # What the setup screens ask of the other two, filled from the flags: the same checks for both.
     choices.machines = 3
     choices.vip = args.vip
+    choices.judge_nodes = [str(j.ssh) for j in judges]
     choices.others = [Machine(address=m.ssh.host, user=m.ssh.user, auth=auth, key_path=args.key or "",
                               password=login.password or "", sudo_password=login.sudo_password or "")
                       for m in machines[1:] if m.ssh is not None]
@@ -406,7 +427,7 @@ def _install_ha(args, choices) -> int:
     job = HaJob(machines=machines, credentials=login,
                 known_hosts=known_hosts, program=program_file(args.program),
                 services=args.services or ("supervised" if any(m.root != "/" for m in machines[1:]) else None),
-                wait=args.wait, vip_interface=args.vip_interface)
+                wait=args.wait, vip_interface=args.vip_interface, judges=judges)
     if args.json:
         def report(p) -> None:
             print(p.line(), file=sys.stderr, flush=True)

@@ -125,7 +125,12 @@ def run_node_add_ssh(args, admin) -> int:
 
     if _systemd_in_a_directory(args):
         return 2
-    job = _job(args, Path(admin.token_path).parent, control_planes=args.control_planes)
+    from llmgw.cli.node import labels_given
+
+    labels = labels_given(args)
+    if labels is None:
+        return 2
+    job = _job(args, Path(admin.token_path).parent, control_planes=args.control_planes, labels=labels)
     steps: list[Progress] = []
     node = asyncio.run(add_node(job, admin, _reporter(args, steps)))
     if args.json:

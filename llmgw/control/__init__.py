@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from llmgw.control.catalog.explain import action_line
     from llmgw.control.catalog.placement import GONE
     from llmgw.control.catalog.service import Catalog
-    from llmgw.control.catalog.spec import SpecError, parse_spec_text
+    from llmgw.control.catalog.spec import ROLE_LABEL, SpecError, parse_spec_text
     from llmgw.control.engineloads import engine_figures
     from llmgw.control.exports import send_export
     from llmgw.control.plane import ControlPlane, serve
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdminClient", "AdminError", "Catalog", "ClusterSettingsWatcher",
-    "ControlPlane", "DEFAULT_HOLDER", "GONE", "KINDS", "Refusal", "Refused",
+    "ControlPlane", "DEFAULT_HOLDER", "GONE", "KINDS", "ROLE_LABEL", "Refusal", "Refused",
     "SettingsError", "SignInSetup", "SpecError", "Worker", "WorkerFailed", "action_line", "catalog_of",
     "engine_figures", "ensure_token", "load_server_plugins", "node_logs_of", "parse_spec_text", "read_token",
     "run_worker",
@@ -56,7 +56,7 @@ __getattr__ = lazy_face(__name__, {
     "catalog.explain": ("action_line",),
     "catalog.placement": ("GONE",),
     "catalog.service": ("Catalog",),
-    "catalog.spec": ("SpecError", "parse_spec_text"),
+    "catalog.spec": ("ROLE_LABEL", "SpecError", "parse_spec_text"),
     "engineloads": ("engine_figures",),
     "exports": ("send_export",),
     "plane": ("ControlPlane", "serve"),

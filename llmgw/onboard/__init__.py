@@ -10,7 +10,16 @@ if TYPE_CHECKING:
     from llmgw.onboard.defaults import LISTEN_DEFAULTS, MIRROR_DIR, MIRROR_LISTEN, STARTERS
     from llmgw.onboard.first_run import FirstWebhook, init_server
     from llmgw.onboard.firstplane import STEP_NAMES, Result, install
-    from llmgw.onboard.hainstall import HaJob, check_others, from_file, from_hosts, install_ha, install_three
+    from llmgw.onboard.hainstall import (
+        MOST_JUDGE_MACHINES,
+        HaJob,
+        check_others,
+        from_file,
+        from_hosts,
+        install_ha,
+        install_three,
+        judges_from_hosts,
+    )
     from llmgw.onboard.interfaces import check_interface, interface_toward
     from llmgw.onboard.judge import JUDGE, JUDGES
     from llmgw.onboard.layout import Layout
@@ -29,9 +38,9 @@ __all__ = [
     "ChoiceError", "Choices", "Credentials", "FirstWebhook", "HaJob", "LISTEN_DEFAULTS", "Layout", "Machine",
     "MirrorAdd", "NodeAdd", "PART", "PARTS", "Progress", "Result", "STARTERS", "STEP_NAMES", "ServerAdd", "StepFailed",
     "Stopped", "Target", "add_node", "add_peer", "add_server", "check_interface", "check_others", "command",
-    "detach", "from_file", "from_hosts", "init_server", "install", "install_ha", "install_three",
+    "detach", "from_file", "from_hosts", "init_server", "install", "install_ha", "install_three", "judges_from_hosts",
     "interface_toward", "onboard_mirror", "plan", "program_file", "service_manager", "shared_parts", "stop_install",
-    "MIRROR_DIR", "MIRROR_LISTEN", "JUDGE", "JUDGES",
+    "MIRROR_DIR", "MIRROR_LISTEN", "JUDGE", "JUDGES", "MOST_JUDGE_MACHINES",
 ]
 
 # The face's names, each imported from its module when first asked for (llmgw/lazyface.py): importing
@@ -40,7 +49,8 @@ __getattr__ = lazy_face(__name__, {
     "defaults": ("LISTEN_DEFAULTS", "MIRROR_DIR", "MIRROR_LISTEN", "STARTERS"),
     "first_run": ("FirstWebhook", "init_server"),
     "firstplane": ("Result", "STEP_NAMES", "install"),
-    "hainstall": ("HaJob", "check_others", "from_file", "from_hosts", "install_ha", "install_three"),
+    "hainstall": ("HaJob", "MOST_JUDGE_MACHINES", "check_others", "from_file", "from_hosts", "install_ha",
+                  "install_three", "judges_from_hosts"),
     "interfaces": ("check_interface", "interface_toward"),
     "judge": ("JUDGE", "JUDGES"),
     "layout": ("Layout",),

@@ -49,14 +49,14 @@ NODE_WAIT_S = 60.0
 POLL_S = 0.25
 
 STEPS = ("program", "user", "bundle", "config", "store", "server", "mirror", "node", "agent", "firewall", "starter",
-         "judge", "answer")
+         "judge_nodes", "judge", "answer")
 STEP_NAMES = {
     "program": "the program", "user": "the llmgw user and directories",
     "bundle": "the offline bundle", "config": "server.yaml and agent.yaml",
     "store": "the store", "server": "the control plane", "mirror": "the model mirror",
     "node": "this machine as a node",
     "agent": "the node's agent", "firewall": "the firewall", "starter": "the starter model",
-    "judge": "the guardrails' judge", "answer": "a first answer",
+    "judge_nodes": "the judges' machines", "judge": "the guardrails' judge", "answer": "a first answer",
 }
 
 
@@ -89,8 +89,12 @@ def dial(address: str) -> str:
 class FirstPlane:
     def __init__(self, choices: Choices, layout: Layout, services: ServiceManager,
                  report: Callable[[Progress], None], machine: str = "this machine", store: str = "",
-                 name: str = "", address: str = "", mirror_peer: str = ""):
+                 name: str = "", address: str = "", mirror_peer: str = "", judge_nodes: list[Any] | None = None):
         self.choices = choices
+        # The machines given for the judges alone (nodeadd.NodeAdd jobs, labelled llmgw.role=judge), added as
+        # nodes before the judge is placed on them; their node records once they report.
+        self.judge_nodes = judge_nodes or []
+        self.judge_machines: list[dict[str, Any]] = []
         # Three machines: this machine's address as the other two reach it, and the second machine's
         # mirror, this one's peer. One machine: its own address on its default route, no peer.
         self.address = address
@@ -115,10 +119,12 @@ class FirstPlane:
     def run(self) -> Result:
         # Steps that are a part's, skipped with it; every other step is always run.
         part_of = {"node": "node", "agent": "node", "firewall": "firewall", "mirror": "mirror", "starter": "starter",
-                   "answer": "starter", "judge": "judge", "bundle": "bundle"}
+                   "answer": "starter", "judge": "judge", "judge_nodes": "judge", "bundle": "bundle"}
         try:
             for step in STEPS:
                 if step in part_of and not self.choices.is_on(part_of[step]):
+                    continue
+                if step == "judge_nodes" and not self.judge_nodes:
                     continue
                 self._say(step, "doing", "")
                 try:
@@ -425,19 +431,56 @@ class FirstPlane:
         self._wait_ready("starter", admin, name, engine)
         return ("done" if added else "unchanged"), f"{name} is served and ready"
 
+    def step_judge_nodes(self) -> tuple[str, str]:
+        """Each machine given for the judges installed as a node over SSH, labelled llmgw.role=judge (`llmgw node
+        add --ssh --label llmgw.role=judge`), and reporting to the leader."""
+        from llmgw.onboard.nodeadd import STEP_CHECK, add_node
+        from llmgw.onboard.ssh import STEP_LOGIN
+
+        admin = self._admin()
+        changed = False
+
+        def relay(progress: Progress) -> None:
+            nonlocal changed
+            # Logging in and checking the machine are "done" on every run: they change nothing there.
+            changed = changed or (progress.state == "done" and progress.step not in (STEP_LOGIN, STEP_CHECK))
+            self.report(progress)
+
+        self.judge_machines = []
+        for job in self.judge_nodes:
+            try:
+                node = asyncio.run(add_node(job, admin, relay))
+            except StepFailed as e:
+                raise self._fail("judge_nodes", f"{job.target.host}: {e.sentence}") from None
+            self.judge_machines.append(admin.call("GET", f"/api/v1/nodes/{node['id']}"))
+        said = ", ".join(f"{m['name']} ({m['cores']} cores, {m['memory_mb'] / 1024:.1f} GB)"
+                         for m in self.judge_machines)
+        return "done" if changed else "unchanged", f"{said}: nodes kept for the judges (llmgw.role=judge)"
+
     def step_judge(self) -> tuple[str, str]:
-        """The judge sized for the machine (onboard.judge), the baseline policy asking it, and its speed timed."""
+        """The judge sized for the machine (onboard.judge), or for the machines given for it, the baseline policy
+        asking it, and its speed timed."""
         from llmgw.onboard.first_run import BASELINE
-        from llmgw.onboard.judge import JUDGE, judge_doc, judge_name
+        from llmgw.onboard.judge import JUDGE, judge_doc, judge_name, why_no_room
 
         key, copies = self.choices.judge_key(), self.choices.judge_copies()
         name, engine = judge_name(key), JUDGE[key].engine
+        cpus, own = self.choices.cpus(), len(self.judge_machines)
+        if own:
+            on_each = -(-copies // own)
+            for machine in self.judge_machines:
+                why = None if engine == "sim" else why_no_room(machine["cores"], machine["memory_mb"] * 1024 ** 2,
+                                                               0, on_each, machine["name"])
+                if why:
+                    raise self._fail("judge", f"{why}; give a larger machine for the judges, or fewer copies "
+                                              "(--judge-replicas)")
+            cpus = min(machine["cores"] for machine in self.judge_machines)
         admin = self._admin()
         added = name not in {m["name"] for m in admin.call("GET", "/api/v1/models")}
         if added:
             # Trusted on setup's word: the judge is a file this program names (onboard.judge), not one a person
             # typed; the pin still checks it against Hugging Face, and the origin and the audit log say who trusted.
-            admin.call("POST", "/api/v1/models", {"spec": judge_doc(key, cpus=self.choices.cpus(), replicas=copies),
+            admin.call("POST", "/api/v1/models", {"spec": judge_doc(key, cpus=cpus, replicas=copies, own_nodes=own),
                                                   "trust": True})
         self._wait_ready("judge", admin, name, engine)
         # Named by the baseline policy only once it answers: under fail: closed a judge still loading would

@@ -56,6 +56,8 @@ ALL_THREE = "all three"
 # loopback; the packages' install on a real machine comes before this wait.
 STORE_WAIT_S = 300.0
 HA_FILE_KEYS = {"name", "address", "ssh", "root", "postgres", "ports", "listen"}
+JUDGE_FILE_KEYS = {"name", "ssh", "root", "role"}  # a machine for the judges alone: `role: judge`
+MOST_JUDGE_MACHINES = 2
 
 Report = Callable[[Progress], None]
 
@@ -76,6 +78,15 @@ class HaMachine:
     credentials: Credentials | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True)
+class JudgeMachine:
+    """A machine for the guardrails' judges alone, added as a node labelled llmgw.role=judge (the original's J3)."""
+
+    name: str
+    ssh: Target
+    root: str = "/"
+
+
 @dataclass
 class HaJob:
     machines: list[HaMachine]
@@ -85,6 +96,24 @@ class HaJob:
     services: str | None = None
     wait: float = 120.0
     vip_interface: str | None = None  # where not the one that holds the route toward the floating address
+    judges: list[JudgeMachine] = field(default_factory=list)
+
+    def judge_jobs(self) -> list[NodeAdd]:
+        """Each judge machine's `node add --ssh --label llmgw.role=judge`, with the three's login."""
+        from llmgw.control import ROLE_LABEL
+        from llmgw.onboard.judge import JUDGE_ROLE
+
+        return [NodeAdd(target=j.ssh, credentials=self.credentials, known_hosts=self.known_hosts,
+                        program=self.program, root=j.root, services=self.services, name=j.name, wait=self.wait,
+                        labels={ROLE_LABEL: JUDGE_ROLE}) for j in self.judges]
+
+
+def judges_from_hosts(given: list[str], port: int | None = None) -> list[JudgeMachine]:
+    """`--judge-node USER@HOST` (up to two): named judge-1, judge-2."""
+    if len(given) > MOST_JUDGE_MACHINES:
+        raise StepFailed("the judges' machines", f"--judge-node is given {len(given)} times; up to "
+                                                 f"{MOST_JUDGE_MACHINES} machines take the judges")
+    return [JudgeMachine(f"judge-{i + 1}", Target.parse(text, port)) for i, text in enumerate(given)]
 
 
 def address_toward(host: str) -> str:
@@ -163,6 +192,14 @@ async def check_there(job: HaJob, machine: HaMachine) -> str:
     finally:
         session.close()
     return "; ".join([*(p.sentence for p in said if p.state == "done"), reached(machine.store.name, targets, results)])
+
+
+async def check_judge_machine(there: NodeAdd) -> str:
+    """A judge machine logged in to and checked before anything is installed, as `node add --ssh` begins."""
+    said: list[Progress] = []
+    session, _ = await checked(there, said.append)
+    session.close()
+    return "; ".join(p.sentence for p in said if p.state == "done")
 
 
 # Run on each of the three (python3 -c, as the login, no root needed): each ADDRESS:PORT given tried once.
@@ -244,9 +281,10 @@ def install_three(choices: Choices, report: Report) -> Result:
     return result
 
 
-def from_file(path: Path) -> list[HaMachine]:
+def from_file(path: Path) -> tuple[list[HaMachine], list[JudgeMachine]]:
     """`--machines FILE`: the three as a YAML list, this machine first (no ssh:), each with its name and
-    address and, where they are not the defaults, its store's ports, install root and listeners."""
+    address and, where they are not the defaults, its store's ports, install root and listeners; after them,
+    up to two machines for the judges alone (`role: judge`, with name, ssh and root)."""
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as e:
@@ -256,8 +294,11 @@ def from_file(path: Path) -> list[HaMachine]:
     if not isinstance(doc, list) or not all(isinstance(m, dict) for m in doc):
         raise StepFailed("the three machines", f"--machines {path}: write a list of three machines, each with "
                                                "name:, address: and (but for this one) ssh: USER@HOST")
-    machines = []
+    machines, judges = [], []
     for i, entry in enumerate(doc):
+        if "role" in entry:
+            judges.append(_judge_entry(path, i, entry))
+            continue
         unknown = sorted(set(entry) - HA_FILE_KEYS)
         if unknown:
             raise StepFailed("the three machines", f"--machines {path}: machine {i + 1} has {', '.join(unknown)}, "
@@ -282,7 +323,19 @@ def from_file(path: Path) -> list[HaMachine]:
         machines.append(HaMachine(store, Target.parse(str(ssh)) if ssh else None, str(entry.get("root") or "/"),
                                   listen, mirror_listen))
     patroni.check_machines([m.store for m in machines])
-    return machines
+    if len(judges) > MOST_JUDGE_MACHINES:
+        raise StepFailed("the three machines", f"--machines {path} gives {len(judges)} machines with role: judge; "
+                                               f"up to {MOST_JUDGE_MACHINES} take the judges")
+    return machines, judges
+
+
+def _judge_entry(path: Path, i: int, entry: dict[str, Any]) -> JudgeMachine:
+    unknown = sorted(set(entry) - JUDGE_FILE_KEYS)
+    if entry["role"] != "judge" or unknown or not entry.get("ssh") or not entry.get("name"):
+        raise StepFailed("the three machines", f"--machines {path}: machine {i + 1} is not the three's, and a "
+                                               "machine for the judges has role: judge, name: and ssh: USER@HOST"
+                                               "[:PORT] (and root: where not /), nothing else")
+    return JudgeMachine(str(entry["name"]), Target.parse(str(entry["ssh"])), str(entry.get("root") or "/"))
 
 
 async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, Any]:
@@ -296,6 +349,8 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     for machine in job.machines[1:]:
         assert machine.ssh is not None
         report(Progress(machine.store.name, STEP_REACH, "done", await check_there(job, machine)))
+    for there in job.judge_jobs():
+        report(Progress(there.name or there.target.host, STEP_REACH, "done", await check_judge_machine(there)))
     secrets_ = StoreSecrets.load_or_make(layout.at(patroni.SECRETS_DIR))
 
     plan = hastore.StorePlan.make(machines, here.store, secrets_, choices.services)
@@ -310,7 +365,7 @@ async def install_ha(choices: Choices, job: HaJob, report: Report) -> dict[str, 
     mirrors = mirror_urls(choices, job.machines)
     plane = FirstPlane(choices, layout, service_manager(layout, choices.services), report,
                        machine=here.store.name, store=url, name=here.store.name, address=here.store.address,
-                       mirror_peer=mirrors[1] if mirrors else "")
+                       mirror_peer=mirrors[1] if mirrors else "", judge_nodes=job.judge_jobs())
     result: Result = await asyncio.to_thread(plane.run)
     if choices.vip:
         await asyncio.to_thread(floating.setup, layout, choices.vip, job.vip_interface, choices.listen["client"],

@@ -11,7 +11,11 @@ The figures are the Go original's, measured on its installs (its J2, J5, J8):
   judge never reads the same text twice, so it runs without one (the
   catalog's `role: judge` gives llama.cpp `--cache-ram 0`) and keeps 2 GB;
 - on a machine too slow for it, the install says so before the first
-  refused request (firstplane's judge step times three judgments).
+  refused request (firstplane's judge step times three judgments);
+- on a 4-core control plane that was also a node, 38 of 60 requests under
+  load went unjudged; with the judges on a node of their own, 2 (its J3):
+  machines given for them join as nodes labelled `llmgw.role=judge`,
+  which the placement keeps for judges, and the judge selects that label.
 
 A simulated judge (sim-engine answering as Qwen3Guard does, refusing a few
 words) stands in where there is no internet, as the simulated starter does.
@@ -21,7 +25,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from llmgw.control import ROLE_LABEL
+
 GB = 1024 ** 3
+JUDGE_ROLE = "judge"  # the llmgw.role label of a judge's own machine
 
 
 class JudgeModel(NamedTuple):
@@ -62,26 +69,30 @@ def judge_cores(cpus: int, replicas: int) -> int:
     return CORES_EACH if cpus >= 2 * CORES_EACH else 1
 
 
-def why_no_room(cpus: int, memory: int, others: int, replicas: int) -> str | None:
-    """Why this machine cannot also hold the judge, or None when it can.
+def why_no_room(cpus: int, memory: int, others: int, replicas: int, machine: str = "this machine") -> str | None:
+    """Why `machine` cannot also hold the judge, or None when it can.
 
     `others` is what the rest of the install keeps of its memory (the
     starter's); a machine keeps 1 GB for itself besides."""
     needed = replicas * JUDGE_MEMORY + others + GB
     if memory < needed:
         copies = "it" if replicas == 1 else f"each of its {replicas} copies"
-        return (f"this machine has {memory / GB:.1f} GB of memory, and the judge needs {JUDGE_MEMORY // GB} GB for "
+        return (f"{machine} has {memory / GB:.1f} GB of memory, and the judge needs {JUDGE_MEMORY // GB} GB for "
                 f"{copies} beside the rest ({needed / GB:.1f} GB in all)")
     if cpus < 1:
-        return "this machine reports no CPUs to run the judge on"
+        return f"{machine} reports no CPUs to run the judge on"
     return None
 
 
-def judge_doc(key: str, *, cpus: int, replicas: int) -> dict[str, Any]:
-    """The catalog entry of the judge, as `llmgw ctl model add` takes it."""
+def judge_doc(key: str, *, cpus: int, replicas: int, own_nodes: int = 0) -> dict[str, Any]:
+    """The catalog entry of the judge, as `llmgw ctl model add` takes it; with `own_nodes`, placed only on the
+    nodes labelled llmgw.role=judge (which take no other model), `cpus` the fewest of theirs."""
     model = JUDGE[key]
-    profile: dict[str, Any] = {"engine": model.engine, "cpu_cores": judge_cores(cpus, replicas),
+    on_each = -(-replicas // own_nodes) if own_nodes else replicas  # the copies one judge node holds
+    profile: dict[str, Any] = {"engine": model.engine, "cpu_cores": judge_cores(cpus, on_each),
                                "memory": f"{JUDGE_MEMORY // GB}GB"}
+    if own_nodes:
+        profile["node_selector"] = {ROLE_LABEL: JUDGE_ROLE}
     if model.engine == "sim":
         profile["memory"], profile["cpu_cores"] = "64MB", 0  # answers at a set speed: it needs no cores
         profile["args"] = [arg for word in SIM_JUDGE_WORDS for arg in ("--guard", word)]

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -45,6 +45,7 @@ class NodePlan:
     advertise: str = ""  # the address the control planes reach this node's engines at
     services: str | None = None  # "systemd" | "supervised" | None for this machine's default
     program_changed: bool = False  # a new program was copied: a running service is restarted to run it
+    labels: dict[str, str] = field(default_factory=dict)  # merged into agent.yaml's labels (llmgw.role: judge)
 
     @classmethod
     def from_json(cls, text: str) -> NodePlan:
@@ -159,6 +160,8 @@ def agent_settings(layout: Layout, plan: NodePlan) -> dict[str, Any]:
         wanted["name"] = plan.name
     if plan.advertise:
         wanted["advertise"] = plan.advertise
+    if plan.labels:
+        wanted["labels"] = dict(plan.labels)  # merged with those written by hand, as a dict is below
     if not layout.real:
         # An install into a directory keeps its weights there too, and runs
         # its engines as the installing user: the machine's own accounts

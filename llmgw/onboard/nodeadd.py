@@ -18,7 +18,7 @@ import secrets
 import time
 import zipfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,6 +67,7 @@ class NodeAdd:
     name: str | None = None
     control_planes: list[str] | None = None
     wait: float = 120.0
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def program_file(given: str | None) -> Path:
@@ -133,7 +134,7 @@ async def add_node(job: NodeAdd, admin: Admin, report: Callable[[Progress], None
                                            {"name": job.name, "ttl": "30m", "control_planes": job.control_planes})
             code = made["code"]
         plan = NodePlan(machine=host, name=job.name, code=code, advertise=host, services=job.services,
-                        program_changed=machine["copied"])
+                        program_changed=machine["copied"], labels=job.labels)
         node = await run_there(session, job, layout, "node", asdict(plan), noted)
     finally:
         session.close()

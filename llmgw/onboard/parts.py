@@ -157,7 +157,11 @@ class Choices:
     bundle: str = ""  # an offline bundle's path (`python3 build.py dist --bundle`)
     bundle_sha256: str = ""  # the whole file's, as its maker published it
     judge: str = ""  # a key of onboard.judge.JUDGES; empty: simulated with a simulated starter, else Qwen3Guard
-    judge_replicas: int = 0  # 0: one on a single machine, two with three (onboard.judge)
+    judge_replicas: int = 0  # 0: one on a single machine, two with three, one on each judge machine (onboard.judge)
+    # Machines for the judges alone (USER@HOST[:PORT]), added as nodes labelled llmgw.role=judge (the original's
+    # J3: on a control plane that was also a node, 38 of 60 requests went unjudged under load; on a node of
+    # their own, 2).
+    judge_nodes: list[str] = field(default_factory=list)
     # This machine's memory and CPUs as the judge's room is judged; 0: read them (a test gives a small machine).
     machine_memory: int = 0
     machine_cpus: int = 0
@@ -175,9 +179,9 @@ class Choices:
         install into a directory cannot write the machine's rules, and with the firewall on by default there it
         was refused until the person found the part to turn off."""
         if key == "judge":
-            # On this machine's node: with none here the judge would wait for one that joins later, and a
-            # judge node of its own in a three-machine install is not placed by setup yet.
-            return self.is_on("node")
+            # On machines of its own, or on this machine's node: with neither, the judge would wait for a node
+            # that joins later.
+            return bool(self.judge_nodes) or self.is_on("node")
         return key == "firewall" and self.root == "/"
 
     def judge_key(self) -> str:
@@ -190,7 +194,7 @@ class Choices:
         return "sim" if self.is_on("starter") and self.starter_source()[2] == "sim" else DEFAULT_JUDGE
 
     def judge_copies(self) -> int:
-        return self.judge_replicas or (2 if self.machines == 3 else 1)
+        return self.judge_replicas or len(self.judge_nodes) or (2 if self.machines == 3 else 1)
 
     def cpus(self) -> int:
         import os
@@ -199,10 +203,11 @@ class Choices:
 
     def judge_room(self) -> str | None:
         """Why the judge does not fit beside the rest on this machine, or None. Only a single machine is judged
-        here: with three, the judges go where the cluster has room, and the install waits for it."""
+        here: with three, the judges go where the cluster has room, and the install waits for it; on machines
+        of their own, those are judged once they have joined (FirstPlane.step_judge)."""
         from llmgw.onboard.judge import JUDGE, why_no_room
 
-        if self.machines != 1 or JUDGE.get(self.judge_key(), JUDGE["sim"]).engine == "sim":
+        if self.machines != 1 or self.judge_nodes or JUDGE.get(self.judge_key(), JUDGE["sim"]).engine == "sim":
             return None
         memory = self.machine_memory
         if not memory:
@@ -304,6 +309,9 @@ class Choices:
         if not self.is_on("node") and self.machines == 1:
             raise ChoiceError("judge", "the judge needs a node to run on; turn on \"This machine as a node\" or "
                                        "leave the judge out.")
+        if self.judge_nodes and self.machines != 3:
+            raise ChoiceError("judge", "machines of the judges' own are for three machines; on one, add one once "
+                                       "the cluster runs: llmgw node add --ssh USER@HOST --label llmgw.role=judge.")
 
     def _check_bundle(self) -> None:
         """The bundle's file is there and is the one its maker published (the sha256 given of the whole file):
@@ -417,6 +425,10 @@ def _installs(choices: Choices, key: str) -> str:
         if model.engine == "sim":
             return (f"{judge_name(model.key)}, a simulated judge (no weights, no internet), asked by the baseline "
                     "policy.")
+        if choices.judge_nodes:
+            return (f"{model.key} from {model.source}: {copies} cop{'y' if copies == 1 else 'ies'} on "
+                    f"{' and '.join(choices.judge_nodes)}, machines of their own (llmgw.role=judge), each keeping "
+                    "up to 4 cores and 2 GB, asked by the baseline policy; its speed is measured once it is up.")
         cores = judge_cores(choices.cpus(), copies)
         return (f"{model.key} from {model.source}: {copies} cop{'y' if copies == 1 else 'ies'}, each keeping "
                 f"{cores} core{'s' if cores > 1 else ''} and 2 GB, asked by the baseline policy; its speed is "
@@ -457,6 +469,8 @@ def command(choices: Choices) -> str:
             argv += ["--judge", choices.judge]
         if choices.judge_replicas:
             argv += ["--judge-replicas", str(choices.judge_replicas)]
+        for machine in choices.judge_nodes:
+            argv += ["--judge-node", machine]
     if choices.is_on("mirror"):
         argv.append("--mirror")
         if choices.mirror_dir != MIRROR_DIR:

@@ -138,9 +138,10 @@ def request_certificate(code: JoinCode, ca_pem: str, address: str, name: str) ->
     return answer, pki.key_pem(key)
 
 
-def update_agent_config(path: str, control_planes: list[str], data_dir: str | None, name: str | None) -> None:
-    """Write `control_planes` (and the data directory and name when given)
-    into agent.yaml, keeping its other keys; checked as the agent will read it."""
+def update_agent_config(path: str, control_planes: list[str], data_dir: str | None, name: str | None,
+                        labels: dict[str, str] | None = None) -> None:
+    """Write `control_planes` (and the data directory, name and labels when given)
+    into agent.yaml, keeping its other keys and labels; checked as the agent will read it."""
     from llmgw.config import AgentConfig, ConfigError, from_dict, parse_yaml
 
     doc: dict[str, Any] = {}
@@ -154,6 +155,8 @@ def update_agent_config(path: str, control_planes: list[str], data_dir: str | No
         doc["data_dir"] = data_dir
     if name:
         doc["name"] = name
+    if labels:
+        doc["labels"] = {**(doc.get("labels") or {}), **labels}
     try:
         from_dict(AgentConfig, doc)
     except ConfigError as e:
@@ -168,7 +171,7 @@ def update_agent_config(path: str, control_planes: list[str], data_dir: str | No
 
 
 def join(code_text: str, data_dir: str, config_path: str, *, name: str | None = None,
-         force: bool = False, write_data_dir: bool = False) -> JoinResult:
+         force: bool = False, write_data_dir: bool = False, labels: dict[str, str] | None = None) -> JoinResult:
     """Join the cluster in `code_text`: certificate into `data_dir`, control planes into agent.yaml."""
     code = decode_code(code_text)
     ca_file, cert_file, key_file = node_files(data_dir)
@@ -189,5 +192,6 @@ def join(code_text: str, data_dir: str, config_path: str, *, name: str | None = 
     # The name goes into agent.yaml only when the administrator chose it
     # (node add --name, or join --name): a host name stays the default.
     chosen = answer["name"] if answer["name"] != suggested or name else None
-    update_agent_config(config_path, list(code.control_planes), data_dir if write_data_dir else None, chosen)
+    update_agent_config(config_path, list(code.control_planes), data_dir if write_data_dir else None, chosen,
+                        labels)
     return JoinResult(answer["node_id"], answer["name"], address, data_dir, config_path, code.ca_fingerprint)

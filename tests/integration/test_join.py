@@ -41,6 +41,18 @@ def test_node_add_prints_the_join_line_to_run_on_the_node(shared_server):
     assert "lets in one node" in done.stdout and f"127.0.0.1:{shared_server.ports['agent']}" in done.stdout
 
 
+def test_node_add_with_labels_prints_them_on_the_join_line_and_a_bad_one_is_refused(shared_server):
+    done = shared_server.ctl("node", "add", "--label", "llmgw.role=judge", "--label", "rack=r1")
+    assert done.returncode == 0, done.stderr
+    line = next(out.strip() for out in done.stdout.splitlines() if out.strip().startswith("llmgw join "))
+    assert line.split()[3:] == ["--label", "llmgw.role=judge", "--label", "rack=r1"]
+
+    bad = shared_server.ctl("node", "add", "--label", "rack")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr == ("llmgw: --label 'rack': write KEY=VALUE, letters, digits and . _ - (and / in the key), "
+                          "each starting and ending with a letter or digit, e.g. --label llmgw.role=judge\n")
+
+
 def test_a_joined_node_opens_mutual_tls_to_the_agent_port_and_is_known_by_its_id(server, tmp_path):
     made = node_add(server, "--name", "gpu-1")
     done = join(made["code"], tmp_path, "--json")
@@ -56,6 +68,15 @@ def test_a_joined_node_opens_mutual_tls_to_the_agent_port_and_is_known_by_its_id
     status, who = asyncio.run(agent_port_get(server, "/whoami", client_ssl_context(str(data))))
     assert status == 200
     assert who == {"kind": "node", "id": joined["node_id"], "control_plane": "cp1", "version": __version__}
+
+
+def test_a_node_joined_with_a_label_has_it_in_agent_yaml_beside_those_written_there_by_hand(server, tmp_path):
+    (tmp_path / "agent.yaml").write_text("labels:\n  rack: r1\n  zone: a\n")
+    done = join(node_add(server)["code"], tmp_path, "--label", "llmgw.role=judge", "--label", "zone=b")
+    assert done.returncode == 0, done.stderr
+    assert "labels llmgw.role=judge, zone=b" in done.stdout
+    config = yaml.safe_load((tmp_path / "agent.yaml").read_text())
+    assert config["labels"] == {"rack": "r1", "zone": "b", "llmgw.role": "judge"}
 
 
 def test_the_same_code_joins_one_node_and_is_refused_to_the_next(server, tmp_path):

@@ -97,7 +97,7 @@ def ask(server, model: str):
 
 def test_node_add_over_ssh_installs_a_node_that_serves_a_model_and_a_second_run_changes_nothing(
         server, sshd, node_root, pyz, tmp_path):
-    done = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--json")
+    done = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--label", "rack=r1", "--json")
     assert done.returncode == 0, done.stderr + sshd.output()
     first = json.loads(done.stdout)
     states = {step["step"]: step["state"] for step in first["steps"]}
@@ -116,6 +116,9 @@ def test_node_add_over_ssh_installs_a_node_that_serves_a_model_and_a_second_run_
     config = yaml.safe_load(layout.agent_config.read_text())
     assert config["data_dir"] == str(layout.agent_data) and config["name"] == "ssh-node"
     assert config["control_planes"] == [f"127.0.0.1:{server.ports['agent']}"]
+    assert config["labels"] == {"rack": "r1"}
+    node = next(n for n in server.ctl_json("ctl", "nodes") if n["name"] == "ssh-node")
+    assert node["labels"] == {"rack": "r1"}
 
     spec = tmp_path / "simmy.yaml"
     spec.write_text(yaml.safe_dump({"name": "simmy", "profiles": [{"engine": "sim", "cpu_cores": 1,
@@ -126,7 +129,7 @@ def test_node_add_over_ssh_installs_a_node_that_serves_a_model_and_a_second_run_
 
     before = snapshot(node_root)
     pid = SupervisedManager(layout).status(UNIT).pid
-    again = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--json")
+    again = node_add(server, sshd, node_root, pyz, "--name", "ssh-node", "--label", "rack=r1", "--json")
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
     changing = {step["step"]: step["state"] for step in second["steps"]

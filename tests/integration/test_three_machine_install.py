@@ -1,5 +1,6 @@
 """`llmgw server init --install --machines FILE`: three machines made from the first, two of them over a real
-sshd, each with its etcd, Patroni's PostgreSQL and a control plane, on loopback; run again and nothing changes.
+sshd, each with its etcd, Patroni's PostgreSQL and a control plane, and a fourth for the guardrails' judge alone,
+on loopback; run again and nothing changes.
 
 The three are three install roots on this machine, each with ports of its own
 (--machines gives them); the store's services run from Debian's own units
@@ -31,6 +32,7 @@ from llmgw.onboard.patroni import StoreMachine, StorePorts
 from llmgw.onboard.services import SupervisedManager
 from llmgw.onboard.ssh import Credentials, Target
 from llmgw.onboard.steps import StepFailed
+from llmgw.onboard.stopping import stop_install
 from tests.support.pgcluster import free_port
 from tests.support.pyz import pyz  # noqa: F401 - a fixture
 from tests.support.servers import llmgw
@@ -45,8 +47,9 @@ SERVER_UNIT = "llmgw-server.service"
 
 @pytest.fixture
 def three(sshd):
-    """The three machines' entries for --machines, and their roots; everything they run is stopped at the end:
-    the control planes, then Patroni (which stops its PostgreSQL), then etcd."""
+    """The three machines' entries for --machines, and their roots, and a fourth's for the judge alone;
+    everything they run is stopped at the end: the judge's agent and engine, the control planes, then Patroni
+    (which stops its PostgreSQL), then etcd."""
     if os.geteuid() != 0:
         pytest.fail("the three-machine install runs Patroni as postgres and etcd as etcd, which takes root "
                     "(CI runs as root)", pytrace=False)
@@ -63,7 +66,13 @@ def three(sshd):
         if i:
             entry["ssh"] = f"root@127.0.0.1:{sshd.port}"
         machines.append(entry)
+    judge_root = Path(tempfile.mkdtemp(prefix="llmgw-judge-"))
+    judge_root.chmod(0o755)
+    machines.append({"name": "guard-1", "role": "judge", "ssh": f"root@127.0.0.1:{sshd.port}",
+                     "root": str(judge_root)})
     yield machines, roots
+    stop_install(Layout(judge_root), SupervisedManager(Layout(judge_root)))
+    shutil.rmtree(judge_root, ignore_errors=True)
     for unit in (mirrorpart.MIRROR_UNIT, SERVER_UNIT, hastore.PATRONI_UNIT, hastore.ETCD_UNIT):
         for root in roots:
             layout = Layout(root)
@@ -90,23 +99,29 @@ def an_interface() -> str:
 
 def install(machines_file: Path, sshd, program: Path):
     return llmgw("server", "init", "--install", "--machines", str(machines_file), "--key", str(sshd.client_key),
-                 "--program", str(program), "--no-node", "--no-model", "--no-firewall", "--mirror", "--admin-email",
+                 "--program", str(program), "--no-node", "--no-model", "--judge", "sim", "--no-firewall", "--mirror",
+                 "--admin-email",
                  "ops@example.com", "--vip", VIP, "--vip-interface", an_interface(), "--wait", "90", "--json",
                  timeout=480)
 
 
-def status(entry: dict) -> dict:
-    done = llmgw("ctl", "status", "--json", "--admin", entry["listen"]["admin"], "--token-file",
+def ctl(entry: dict, *args: str):
+    done = llmgw("ctl", *args, "--json", "--admin", entry["listen"]["admin"], "--token-file",
                  str(Layout(Path(entry["root"])).server_data / "admin-token"))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
+def status(entry: dict) -> dict:
+    return ctl(entry, "status")
+
+
 def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one_patroni_store(
         three, sshd, pyz, tmp_path):
-    machines, roots = three
+    entries, roots = three
+    machines, judge = entries[:3], entries[3]
     machines_file = tmp_path / "machines.yaml"
-    machines_file.write_text(yaml.safe_dump(machines))
+    machines_file.write_text(yaml.safe_dump(entries))
 
     done = install(machines_file, sshd, pyz)
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout
@@ -126,7 +141,7 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
     first_written = next(i for i, p in enumerate(progress) if p["step"] == "etcd's configuration")
     assert first_reached < first_written
     reach = {p["machine"]: p["sentence"] for p in progress if p["step"] == "reach it"}
-    assert set(reach) == {"cp-1", "cp-2", "cp-3"}
+    assert set(reach) == {"cp-1", "cp-2", "cp-3", "guard-1"}
     assert reach["cp-1"] == "reaches cp-2 and cp-3" and reach["cp-2"].endswith("; reaches cp-1 and cp-3")
 
     # Every server.yaml names the three PostgreSQL hosts; the password in it is for root and llmgw alone.
@@ -170,6 +185,18 @@ def test_three_machines_are_installed_from_the_first_each_a_control_plane_on_one
     assert setting.returncode == 0, setting.stderr
     value = json.loads(setting.stdout)["value"]
     assert (value["url"], value["peers"]) == (mirrors[0], [mirrors[1]])
+
+    # The judge on its own machine: reached with the others before anything was done, added as a node labelled
+    # llmgw.role=judge, and the judge's every replica there; the baseline policy asks it.
+    assert reach["guard-1"].startswith(f"root@127.0.0.1:{sshd.port}; host key ")
+    assert result["judge"] == "judge-sim"
+    [node] = [n for n in ctl(machines[0], "nodes") if n["name"] == "guard-1"]
+    assert node["labels"] == {"llmgw.role": "judge"}
+    assert yaml.safe_load(Layout(Path(judge["root"])).agent_config.read_text())["labels"] == {"llmgw.role": "judge"}
+    placed = ctl(machines[0], "replicas", "--model", "judge-sim")
+    assert placed and {r["node_id"] for r in placed} == {node["id"]}
+    said_judge = next(p["sentence"] for p in progress if p["step"] == "judge_nodes" and p["state"] == "done")
+    assert said_judge.startswith("guard-1 (") and said_judge.endswith(": nodes kept for the judges (llmgw.role=judge)")
 
     again = install(machines_file, sshd, pyz)
     assert again.returncode == 0, again.stderr[-4000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmgw.onboard.parts import PART, ChoiceError, Choices, command, plan
+from llmgw.onboard.parts import PART, ChoiceError, Choices, Machine, command, plan
 
 
 def test_a_part_not_built_yet_cannot_be_turned_on_and_says_so():
@@ -260,3 +260,43 @@ def test_an_offline_bundle_is_installed_only_when_it_is_the_file_its_sha256_name
         f"Offline bundle: the program and the engine wheels from {bundle} (sha256 {digest.upper()[:12]}…), every "
         "file checked; nodes take llama.cpp from it, asking no registry.")
     assert f"--bundle {bundle} --bundle-sha256 {digest.upper()}" in command(c)
+
+
+def test_judges_on_machines_of_their_own_are_one_on_each_selecting_the_judge_label_and_said_in_plan_and_command():
+    from llmgw.onboard.judge import judge_doc
+
+    c = Choices(machines=3, machine_cpus=2, machine_memory=4 * GB,
+                others=[Machine(address="10.0.0.2", auth="agent"), Machine(address="10.0.0.3", auth="agent")],
+                judge_nodes=["root@10.0.0.21", "root@10.0.0.22"])
+    c.on["node"] = False  # the three are control planes only: the judges have machines of their own
+    assert c.is_on("judge") and c.judge_copies() == 2 and c.judge_room() is None
+    c.check()
+    assert {line.part: line for line in plan(c)}["judge"].sentence == (
+        "Guardrails' judge: qwen3guard-0.6b from hf:QuantFactory/Qwen3Guard-Gen-0.6B-GGUF/Qwen3Guard-Gen-0.6B.Q8_0.gguf"
+        ": 2 copies on root@10.0.0.21 and root@10.0.0.22, machines of their own (llmgw.role=judge), each keeping "
+        "up to 4 cores and 2 GB, asked by the baseline policy; its speed is measured once it is up.")
+    assert command(c).count("--judge-node") == 2 and "--judge-node root@10.0.0.22" in command(c)
+
+    # One on each machine, on up to four of its cores; the node selector keeps it off every other node.
+    [profile] = judge_doc("qwen3guard-0.6b", cpus=8, replicas=2, own_nodes=2)["profiles"]
+    assert profile["cpu_cores"] == 4 and profile["node_selector"] == {"llmgw.role": "judge"}
+    [shared] = judge_doc("qwen3guard-0.6b", cpus=4, replicas=2, own_nodes=1)["profiles"]
+    assert shared["cpu_cores"] == 2  # two on one 4-core machine: two cores each, as the original measured
+    assert "node_selector" not in judge_doc("qwen3guard-0.6b", cpus=8, replicas=1)["profiles"][0]
+
+
+def test_machines_for_the_judges_on_one_machine_are_refused_saying_how_to_add_one_later():
+    c = Choices(starter="sim", judge_nodes=["root@10.0.0.21"])
+    with pytest.raises(ChoiceError) as e:
+        c.check()
+    assert str(e.value) == ("machines of the judges' own are for three machines; on one, add one once the cluster "
+                            "runs: llmgw node add --ssh USER@HOST --label llmgw.role=judge.")
+
+
+def test_a_judge_machine_too_small_is_named_in_the_sentence_that_refuses_it():
+    from llmgw.onboard.judge import why_no_room
+
+    assert why_no_room(4, 2 * GB, 0, 1, "guard-1") == (
+        "guard-1 has 2.0 GB of memory, and the judge needs 2 GB for it beside the rest (3.0 GB in all)")
+    assert why_no_room(0, 8 * GB, 0, 1, "guard-1") == "guard-1 reports no CPUs to run the judge on"
+    assert why_no_room(4, 8 * GB, 0, 2, "guard-1") is None
