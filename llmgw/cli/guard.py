@@ -121,7 +121,15 @@ def _checked_by_the_control_plane(api, args) -> int:
     from types import SimpleNamespace
 
     body = {"burst": args.burst, **({"policy": args.policy} if args.policy else {})}
-    checks = api.call("POST", "/api/v1/guard/judges/check", body)["checks"]
+    try:
+        checks = api.call("POST", "/api/v1/guard/judges/check", body)["checks"]
+    except AdminError as e:
+        if e.status != 404 or e.code is not None:
+            raise
+        # No such route, as opposed to a refusal of this request (which names its own code): a control plane
+        # older than this program, as during an upgrade.
+        raise AdminError("this control plane does not time the judges it places (its llmgw is older than this "
+                         "one); give them with --endpoint URL, the judge replicas' addresses") from None
     if args.json:
         emit_json({"checks": checks})
     else:

@@ -487,6 +487,10 @@ async def test_ctl_guard_judge_check_says_what_is_missing(admin_api):
     admin_api["settings"] = {"guard": {"policies": {"plain": {}}}}
     with pytest.raises(AdminError, match="the guard policy plain has no judge"):
         await asyncio.to_thread(ctl, ["guard", "judge", "check", "--policy", "plain", *admin_api["args"]])
+    # A judge the settings give no endpoints is one the cluster places, which the control plane times; this
+    # stand-in is a control plane without that route, as an older llmgw is during an upgrade.
     admin_api["settings"] = {"guard": {"policies": {"p": {"judge": {"model": "qwen3guard"}}}}}
-    with pytest.raises(AdminError, match="give them with --endpoint"):
+    with pytest.raises(AdminError) as older:
         await asyncio.to_thread(ctl, ["guard", "judge", "check", *admin_api["args"]])
+    assert str(older.value) == ("this control plane does not time the judges it places (its llmgw is older than "
+                                "this one); give them with --endpoint URL, the judge replicas' addresses")
