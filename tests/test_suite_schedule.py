@@ -96,3 +96,20 @@ def test_a_module_measured_longer_is_handed_out_before_one_with_more_tests():
     scheduler.add_node_collection(worker, collection)
     scheduler.schedule()
     assert collection[worker.sent[0]] == f"{THIRD}::test_long"
+
+
+def test_no_more_than_two_modules_of_a_minute_or_more_run_at_once_and_the_others_take_light_ones():
+    config = SimpleNamespace(getvalue={"tx": ["popen"] * 3}.get, option=SimpleNamespace(loadscopereorder=True),
+                             rootpath=ROOT)
+    heavy = ["tests/integration/test_upgrade.py", "tests/integration/test_ha.py", "tests/integration/test_cluster.py"]
+    collection = [f"{module}::test_long" for module in heavy] + [f"{OTHER}::test_{i}" for i in range(3)]
+    measured = {f"{module}::test_long": seconds for module, seconds in zip(heavy, (130.0, 120.0, 90.0), strict=True)}
+    scheduler = LongestFirstScheduling(config, start_build=lambda config: None, measured=measured)
+    workers = [Worker(f"gw{i}") for i in range(3)]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    first = [collection[w.sent[0]].split("::")[0] for w in workers]
+    # The two longest first; the third worker is given the light module, not the third heavy one.
+    assert first == [heavy[0], heavy[1], OTHER]

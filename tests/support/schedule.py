@@ -1,5 +1,5 @@
-"""The parallel phase's scheduler: xdist's loadfile, the longest modules first, and those that run llmgw.pyz
-held back until it is built.
+"""The parallel phase's scheduler: xdist's loadfile, the longest modules first but two heavy ones at most at
+once, and those that run llmgw.pyz held back until it is built.
 
 Twelve modules run the release archive (tests/support/pyz.py), which takes
 one core for 73 s to build (three Pythons' wheels, then 145 MB zipped) and
@@ -18,7 +18,9 @@ their tests' in tests/measured_slow.txt, FAST_TEST for each test not
 listed there), longest first. xdist's own order, the modules with the most
 tests first, left the long ones with few tests to the end: vLLM's 120 s
 test, the upgrade's 135 s, on one worker while the other three had ended.
-The same run's last three minutes left 30-47% of the two cores idle.
+The same run's last three minutes left 30-47% of the two cores idle. But
+no more than HEAVY_AT_ONCE modules of a minute or more run at once: the
+other workers take the lighter ones meanwhile.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ from tests.support.pyz import ROOT, uses_pyz
 MEASURED_SLOW = ROOT / "tests" / "measured_slow.txt"
 # The mean of the tests under 1 s in a whole run (4,279 of 4,651: 373 s; the CI run of e4f6761).
 FAST_TEST = 0.09
+# A module of a minute or more is heavy (ten of them: vLLM, the upgrade, the setup screens, three machines,
+# HA, …), and no more than two run at once. Handed out all at once, longest first, two suites side by side ran
+# all their heaviest together: vLLM's start starved its agent's heartbeats, its node was lost and its engine
+# started a dozen times, and 7 tests failed of the pair (2026-12-07).
+HEAVY_SECONDS = 60.0
+HEAVY_AT_ONCE = 2
 
 
 def measured_slow(path: Path = MEASURED_SLOW) -> dict[str, float]:
@@ -57,6 +65,7 @@ class LongestFirstScheduling(LoadFileScheduling):
         self._wants_pyz: dict[str, bool] = {}
         self._build: subprocess.Popen | None = None
         self._ordered = False
+        self._seconds: dict[str, float] = {}  # each module's measured seconds
 
     def schedule(self) -> None:
         if self.collection is None and self._build is None and self.collection_is_completed:
@@ -70,17 +79,27 @@ class LongestFirstScheduling(LoadFileScheduling):
         if not self._ordered:
             # The first call: LoadScopeScheduling.schedule() has just filled the queue.
             self._ordered = True
-            seconds: dict[str, float] = {}
             for nodeid in self.collection or ():
                 scope = self._split_scope(nodeid)
-                seconds[scope] = seconds.get(scope, 0.0) + self._measured.get(nodeid, FAST_TEST)
-            for scope in sorted(self.workqueue, key=lambda scope: -seconds.get(scope, 0.0)):
+                self._seconds[scope] = self._seconds.get(scope, 0.0) + self._measured.get(nodeid, FAST_TEST)
+            for scope in sorted(self.workqueue, key=lambda scope: -self._seconds.get(scope, 0.0)):
                 self.workqueue.move_to_end(scope)
-        if self._build is not None and self._build.poll() is None:
-            ready = next((scope for scope in self.workqueue if not self._needs_pyz(scope)), None)
-            if ready is not None:
-                self.workqueue.move_to_end(ready, last=False)
+        building = self._build is not None and self._build.poll() is None
+        crowded = self._heavy_under_way() >= HEAVY_AT_ONCE
+
+        def held(scope: str) -> bool:
+            return ((building and self._needs_pyz(scope))
+                    or (crowded and self._seconds.get(scope, 0.0) >= HEAVY_SECONDS))
+
+        ready = next((scope for scope in self.workqueue if not held(scope)), None)
+        if ready is not None:
+            self.workqueue.move_to_end(ready, last=False)
         super()._assign_work_unit(node)
+
+    def _heavy_under_way(self) -> int:
+        """The heavy modules handed out and not finished, on every worker."""
+        return sum(1 for units in self.assigned_work.values() for scope, tests in units.items()
+                   if self._seconds.get(scope, 0.0) >= HEAVY_SECONDS and not all(tests.values()))
 
     def _needs_pyz(self, scope: str) -> bool:
         if scope not in self._wants_pyz:
