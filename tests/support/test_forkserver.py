@@ -110,3 +110,34 @@ def test_a_command_whose_interpreter_would_start_differently_is_execd_not_forked
     assert isinstance(execd, subprocess.Popen)
     assert execd.wait(timeout=30) == 0
 
+
+
+def test_a_forked_command_is_killed_when_its_wait_is_cut_short_by_an_exception(monkeypatch):
+    # pytest-timeout's Failed, or a ^C, raised inside run()'s wait: the command must not run on past its test,
+    # as subprocess.run's does not.
+    started = []
+    original = forkserver.popen
+
+    def recorded(*args, **kwargs):
+        started.append(original(*args, **kwargs))
+        return started[-1]
+
+    class CutShort(Exception):
+        pass
+
+    def cut_short(signum, frame):
+        raise CutShort
+
+    monkeypatch.setattr(forkserver, "popen", recorded)
+    forkserver._server()  # up before the clock starts: its own start takes about a second
+    previous = signal.signal(signal.SIGALRM, cut_short)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(CutShort):
+            forkserver.run(llmgw_argv("sim-engine", "--port", "0"), timeout=60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    [proc] = started
+    assert isinstance(proc, forkserver.ForkedProcess)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
