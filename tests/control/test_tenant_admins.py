@@ -203,6 +203,14 @@ async def test_every_route_not_listed_for_tenants_is_refused_before_its_handler(
     assert tried > 40  # the cluster's own routes: status, config, models, nodes, sign-in, upgrades, …
 
 
+async def test_a_path_the_admin_api_does_not_have_is_answered_with_a_tenants_token_as_with_the_admin_token(tenancy):
+    t = tenancy
+    for method, path in (("GET", "/api/v1/nowhere"), ("DELETE", "/api/v1/people")):
+        status, answer = await t.as_acme(method, path, None)
+        assert (status, answer) == await t.api.call(method, path, None), (method, path)
+        assert status in (404, 405) and answer["error"]["message"] == f"there is no {method} {path} in the admin API"
+
+
 async def test_a_teams_administrator_sets_its_projects_limits_but_not_the_teams_own(tenancy):
     t = tenancy
     await t.as_cluster("POST", "/api/v1/people/cy@acme.example/administer", {"place": "team:Acme/ml"})
