@@ -7,7 +7,7 @@ import subprocess
 from types import SimpleNamespace
 
 from tests.support.pyz import ROOT, uses_pyz
-from tests.support.schedule import LongestFirstScheduling
+from tests.support.schedule import LongestFirstScheduling, mostly_waits
 
 NEEDS = "tests/release/test_program.py"  # imports the `pyz` fixture
 OTHER = "tests/test_pyz_inputs.py"  # imports ROOT and _inputs_digest from the same module, and builds nothing
@@ -113,3 +113,29 @@ def test_no_more_than_two_modules_of_a_minute_or_more_run_at_once_and_the_others
     first = [collection[w.sent[0]].split("::")[0] for w in workers]
     # The two longest first; the third worker is given the light module, not the third heavy one.
     assert first == [heavy[0], heavy[1], OTHER]
+
+
+def test_a_module_marked_waits_is_not_counted_among_the_heavy_ones():
+    config = SimpleNamespace(getvalue={"tx": ["popen"] * 3}.get, option=SimpleNamespace(loadscopereorder=True),
+                             rootpath=ROOT)
+    # The rate limits' module is marked `waits`: a client sending at a set rate for 70 s.
+    long = ["tests/integration/test_upgrade.py", "tests/integration/test_rate_limits.py",
+            "tests/integration/test_cluster.py"]
+    collection = [f"{module}::test_long" for module in long] + [f"{OTHER}::test_{i}" for i in range(3)]
+    measured = {f"{module}::test_long": seconds for module, seconds in zip(long, (130.0, 120.0, 90.0), strict=True)}
+    scheduler = LongestFirstScheduling(config, start_build=lambda config: None, measured=measured)
+    workers = [Worker(f"gw{i}") for i in range(3)]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    assert [collection[w.sent[0]].split("::")[0] for w in workers] == long
+
+
+def test_waits_is_read_from_the_modules_own_pytestmark_alone_or_in_a_list():
+    assert mostly_waits((ROOT / "tests/integration/test_rate_limits.py").read_text())
+    assert mostly_waits("import pytest\npytestmark = [pytest.mark.integration, pytest.mark.waits]\n")
+    assert not mostly_waits("import pytest\npytestmark = pytest.mark.serial\n")
+    # A test marked alone does not make its module wait, nor a mention in a string.
+    assert not mostly_waits("import pytest\n@pytest.mark.waits\ndef test_x():\n    pass\n")
+    assert not mostly_waits('"""pytest.mark.waits is for modules."""\n')

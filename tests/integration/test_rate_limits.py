@@ -22,6 +22,10 @@ from tests.support.servers import Server, write_config
 BODY = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 1}).encode()
 RPM = 60
 
+# Its minute is a client sending 20 requests a second for 70 s, mostly waiting: the scheduler does not count it
+# among the heavy modules (tests/support/schedule.py).
+pytestmark = pytest.mark.waits
+
 
 @pytest.fixture
 def limited(servers, tmp_path, engines):

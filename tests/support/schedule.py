@@ -20,11 +20,13 @@ tests first, left the long ones with few tests to the end: vLLM's 120 s
 test, the upgrade's 135 s, on one worker while the other three had ended.
 The same run's last three minutes left 30-47% of the two cores idle. But
 no more than HEAVY_AT_ONCE modules of a minute or more run at once: the
-other workers take the lighter ones meanwhile.
+other workers take the lighter ones meanwhile. A module marked `waits`
+(a client sending at a set rate for a minute) is not counted among them.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -44,6 +46,9 @@ FAST_TEST = 0.09
 # HA, …), and no more than two run at once. Handed out all at once, longest first, two suites side by side ran
 # all their heaviest together: vLLM's start starved its agent's heartbeats, its node was lost and its engine
 # started a dozen times, and 7 tests failed of the pair (2026-12-07).
+# The cap costs time alone: the heavy modules' 1,120 s made a chain of two at a time, and the phase took 685 s
+# against 616 s without it (03aaa8c against efaa315). Of that chain, the rate limits' 77 s and HA's rpm test's
+# 60 s were clients sending at a set rate, marked `waits` now and run beside the heavy ones.
 HEAVY_SECONDS = 60.0
 HEAVY_AT_ONCE = 2
 
@@ -63,6 +68,7 @@ class LongestFirstScheduling(LoadFileScheduling):
         self._start_build = start_build or build_for_session
         self._measured = measured if measured is not None else measured_slow()
         self._wants_pyz: dict[str, bool] = {}
+        self._waits: dict[str, bool] = {}
         self._build: subprocess.Popen | None = None
         self._ordered = False
         self._seconds: dict[str, float] = {}  # each module's measured seconds
@@ -88,8 +94,7 @@ class LongestFirstScheduling(LoadFileScheduling):
         crowded = self._heavy_under_way() >= HEAVY_AT_ONCE
 
         def held(scope: str) -> bool:
-            return ((building and self._needs_pyz(scope))
-                    or (crowded and self._seconds.get(scope, 0.0) >= HEAVY_SECONDS))
+            return (building and self._needs_pyz(scope)) or (crowded and self._heavy(scope))
 
         ready = next((scope for scope in self.workqueue if not held(scope)), None)
         if ready is not None:
@@ -99,13 +104,25 @@ class LongestFirstScheduling(LoadFileScheduling):
     def _heavy_under_way(self) -> int:
         """The heavy modules handed out and not finished, on every worker."""
         return sum(1 for units in self.assigned_work.values() for scope, tests in units.items()
-                   if self._seconds.get(scope, 0.0) >= HEAVY_SECONDS and not all(tests.values()))
+                   if self._heavy(scope) and not all(tests.values()))
+
+    def _heavy(self, scope: str) -> bool:
+        """A module of HEAVY_SECONDS or more that is not marked `waits`."""
+        if self._seconds.get(scope, 0.0) < HEAVY_SECONDS:
+            return False
+        if scope not in self._waits:
+            self._waits[scope] = mostly_waits(self._source(scope))
+        return not self._waits[scope]
 
     def _needs_pyz(self, scope: str) -> bool:
         if scope not in self._wants_pyz:
-            path = Path(self.config.rootpath) / scope
-            self._wants_pyz[scope] = path.suffix == ".py" and path.is_file() and uses_pyz(path.read_text())
+            self._wants_pyz[scope] = uses_pyz(self._source(scope))
         return self._wants_pyz[scope]
+
+    def _source(self, scope: str) -> str:
+        """The module's text ("" for a scope that is not a Python file: a doctest's text file)."""
+        path = Path(self.config.rootpath) / scope
+        return path.read_text() if path.suffix == ".py" and path.is_file() else ""
 
     def stop_build(self) -> None:
         """Ends a build still going when the session ends first (-x, an interrupt)."""
@@ -117,6 +134,18 @@ class LongestFirstScheduling(LoadFileScheduling):
             except subprocess.TimeoutExpired:
                 os.killpg(self._build.pid, signal.SIGKILL)
                 self._build.wait()
+
+
+def mostly_waits(source: str) -> bool:
+    """Whether a test module's own `pytestmark` (one mark or a list) holds `pytest.mark.waits`."""
+    if "mark.waits" not in source:
+        return False  # nearly every module, without parsing it
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark"
+                                                for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            return any(isinstance(mark, ast.Attribute) and mark.attr == "waits" for mark in marks)
+    return False
 
 
 def build_for_session(config: pytest.Config) -> subprocess.Popen:
