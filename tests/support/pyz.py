@@ -1,7 +1,8 @@
 """dist/llmgw.pyz for tests: built once, as `python3 build.py dist` makes it, and copies made different on purpose.
 
-Building the archive takes a minute or more (pip fetches the wheels), so it
-is built once per content of the checkout (llmgw/, packaging/, systemd/,
+Building the archive takes a minute or more (the dependencies' wheels for
+three Pythons, installed once a machine: wheels_cache()), so it is built once
+per content of the checkout (llmgw/, packaging/, systemd/,
 build.py, setup.cfg) into a cache beside pytest's own temporary folders, and
 shared by every test and session that asks for the same content; a lock
 keeps two sessions from building the same one at once.
@@ -89,9 +90,22 @@ def built_pyz(tmp_path_factory) -> Path:
     return build_at(tmp_path_factory.getbasetemp().parent)
 
 
+def wheels_cache() -> Path:
+    """Where the dependencies' wheels installed for each Python are kept between runs of the suite, as pip keeps
+    its downloads: ~/.cache/llmgw/dist-wheels (XDG_CACHE_HOME's where set).
+
+    They are the same files for as long as the pins are (build.py, installed_for, keys each set by them), and
+    installing them was 74 s of the archive's 110 s build in every run (three Pythons' pip, on a loaded core;
+    2026-12-07), while the suite's cores had no time to spare. Kept in the run's own folder, each fresh run
+    paid it again; kept here, the first run on a machine does, and a set no build used for a week goes.
+    """
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return prune(base / "llmgw" / "dist-wheels", days=7)
+
+
 def build_at(root: Path) -> Path:
     """The archive in ROOT/llmgw-pyz-cache, built unless a build for the same content is there; the
-    dependencies' wheels kept in ROOT/llmgw-dist-wheels for the next build."""
+    dependencies' wheels kept in wheels_cache() for the next build."""
     builds = root / "llmgw-pyz-cache"
     cache = builds / _inputs_digest()
     cache.mkdir(parents=True, exist_ok=True)
@@ -102,7 +116,7 @@ def build_at(root: Path) -> Path:
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            made = _build(cache / "work", root / "llmgw-dist-wheels")
+            made = _build(cache / "work", wheels_cache())
             os.replace(made, done)
     return done
 
