@@ -59,7 +59,7 @@ def register(commands, common) -> None:
     join.set_defaults(run=run_join)
 
 
-# Kubernetes' shape, less its length limits: what a node selector and a Prometheus label both read plainly.
+# A Kubernetes label's shape, less its length limits, and the same on the command line, in YAML and in the logs.
 _LABEL_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)?")
 
