@@ -461,13 +461,13 @@ class FirstPlane:
         """The judge sized for the machine (onboard.judge), or for the machines given for it, the baseline policy
         asking it, and its speed timed."""
         from llmgw.onboard.first_run import BASELINE
-        from llmgw.onboard.judge import JUDGE, judge_doc, judge_name, why_no_room
+        from llmgw.onboard.judge import JUDGE, copies_on_each, judge_doc, judge_name, why_no_room
 
         key, copies = self.choices.judge_key(), self.choices.judge_copies()
         name, engine = judge_name(key), JUDGE[key].engine
         cpus, own = self.choices.cpus(), len(self.judge_machines)
         if own:
-            on_each = -(-copies // own)
+            on_each = copies_on_each(copies, own)
             for machine in self.judge_machines:
                 why = None if engine == "sim" else why_no_room(machine["cores"], machine["memory_mb"] * 1024 ** 2,
                                                                0, on_each, machine["name"])

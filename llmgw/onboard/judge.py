@@ -84,11 +84,16 @@ def why_no_room(cpus: int, memory: int, others: int, replicas: int, machine: str
     return None
 
 
+def copies_on_each(replicas: int, own_nodes: int) -> int:
+    """The copies one of the judges' own machines holds: `replicas` spread over them, rounded up."""
+    return -(-replicas // own_nodes)
+
+
 def judge_doc(key: str, *, cpus: int, replicas: int, own_nodes: int = 0) -> dict[str, Any]:
     """The catalog entry of the judge, as `llmgw ctl model add` takes it; with `own_nodes`, placed only on the
     nodes labelled llmgw.role=judge (which take no other model), `cpus` the fewest of theirs."""
     model = JUDGE[key]
-    on_each = -(-replicas // own_nodes) if own_nodes else replicas  # the copies one judge node holds
+    on_each = copies_on_each(replicas, own_nodes) if own_nodes else replicas
     profile: dict[str, Any] = {"engine": model.engine, "cpu_cores": judge_cores(cpus, on_each),
                                "memory": f"{JUDGE_MEMORY // GB}GB"}
     if own_nodes:
