@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ class JudgeMachine:
     name: str
     ssh: Target
     root: str = "/"
+    # The setup screens log in to it as to machine 2; from the command line, the job's one login.
+    credentials: Credentials | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -103,7 +105,7 @@ class HaJob:
         from llmgw.control import ROLE_LABEL
         from llmgw.onboard.judge import JUDGE_ROLE
 
-        return [NodeAdd(target=j.ssh, credentials=self.credentials, known_hosts=self.known_hosts,
+        return [NodeAdd(target=j.ssh, credentials=j.credentials or self.credentials, known_hosts=self.known_hosts,
                         program=self.program, root=j.root, services=self.services, name=j.name, wait=self.wait,
                         labels={ROLE_LABEL: JUDGE_ROLE}) for j in self.judges]
 
@@ -248,13 +250,17 @@ def job_from_choices(choices: Choices) -> HaJob:
     """The setup screens' three as a job: the program this runs from (llmgw.pyz) copied to the other two,
     their host keys kept beside the admin token."""
     layout = Layout(Path(choices.root))
-    return HaJob(machines=from_choices(choices), credentials=Credentials(None, None, None),
+    machines = from_choices(choices)
+    # The judges' machines are logged in to as machine 2 is (the screens ask only their USER@HOST[:PORT]).
+    judges = [replace(judge, credentials=machines[1].credentials) for judge in judges_from_hosts(choices.judge_nodes)]
+    return HaJob(machines=machines, credentials=Credentials(None, None, None),
                  known_hosts=layout.server_data / "known_hosts", program=program_file(None),
-                 services=choices.services)
+                 services=choices.services, judges=judges)
 
 
 def check_others(choices: Choices) -> list[Check]:
-    """The setup screens' checks of the other two: "reach" for each, as the install will log in."""
+    """The setup screens' checks of the other two and the judges' machines: "reach" for each, as the install will
+    log in."""
     try:
         job = job_from_choices(choices)
     except StepFailed as e:
@@ -271,6 +277,11 @@ def check_others(choices: Choices) -> list[Check]:
             found.append(Check(chosen.label(), "reach", "ok", asyncio.run(check_there(job, machine))))
         except StepFailed as e:
             found.append(Check(chosen.label(), "reach", "fail", e.sentence))
+    for there, given in zip(job.judge_jobs(), choices.judge_nodes, strict=True):
+        try:
+            found.append(Check(given, "reach", "ok", asyncio.run(check_judge_machine(there))))
+        except StepFailed as e:
+            found.append(Check(given, "reach", "fail", e.sentence))
     return found
 
 

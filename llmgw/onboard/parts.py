@@ -298,6 +298,26 @@ class Choices:
                 if m.auth == "key" and not m.key_path:
                     raise ChoiceError("machines", f"machine {i} ({m.label()}) is to be reached with an SSH key; "
                                                   "give the key's path, or choose the SSH agent.")
+            self._check_judge_machines()
+
+    def _check_judge_machines(self) -> None:
+        """The judges' machines as the screens take them: USER@HOST[:PORT] each, none of them one of the three."""
+        from llmgw.onboard.ssh import Target
+        from llmgw.onboard.steps import StepFailed
+
+        if self.judge_nodes and not self.is_on("judge"):
+            raise ChoiceError("machines", "machines are given for the judges, but the guardrails' judge is off; "
+                                          "turn it on among the parts, or leave the judges' machines empty.")
+        three = {m.address.rpartition(":")[0] if m.address.count(":") == 1 else m.address for m in self.others}
+        for i, given in enumerate(self.judge_nodes, start=1):
+            try:
+                target = Target.parse(given)
+            except StepFailed:
+                raise ChoiceError("machines", f'the judges\' machine {i}, "{given}", is not USER@HOST[:PORT]; '
+                                              "write it as root@10.0.0.9, or leave it empty.") from None
+            if target.host in three:
+                raise ChoiceError("machines", f"the judges' machine {i} ({given}) is one of the three; a judge's "
+                                              "machine is one of its own, or leave it empty.")
 
     def _check_judge(self) -> None:
         from llmgw.onboard.judge import JUDGE

@@ -408,11 +408,12 @@ def test_run_from_llmgw_pyz_the_install_puts_that_very_file_in_place_and_serves_
     assert (root / "usr/local/bin/llmgw").read_bytes() == pyz.read_bytes()
 
 
-def test_the_setup_screens_for_three_machines_log_in_to_the_other_two_and_show_the_command_for_scripts(
+def test_the_setup_screens_for_three_machines_log_in_to_the_other_two_and_a_judges_machine_and_show_the_command(
         install_root, pyz, tmp_path):
     root, ports = install_root
-    # 127.0.0.2 and 127.0.0.3 stand for the other two machines: one sshd listens on both.
-    sshd = Sshd(tmp_path, addresses=("127.0.0.1", "127.0.0.2", "127.0.0.3")).start()
+    # 127.0.0.2 and 127.0.0.3 stand for the other two machines, 127.0.0.4 for one for the judges alone: one sshd
+    # listens on all three.
+    sshd = Sshd(tmp_path, addresses=("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")).start()
     argv = [sys.executable, str(pyz), "setup", "--root", str(root), "--services", "supervised",
             *listen_flags(ports)]
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
@@ -432,13 +433,16 @@ def test_the_setup_screens_for_three_machines_log_in_to_the_other_two_and_show_t
             term.keys(*["Down"] * 5)
             term.type(str(sshd.client_key))
             term.keys(*["Down"] * 3)
+        # Past machine 3's sudo password: the first of the judges' machines, logged in to as machine 2 is.
+        term.type(f"root@127.0.0.4:{sshd.port}")
         term.keys("F2")
         checks = term.wait_for("Every check passed.", timeout=120)
-        for address in ("127.0.0.2", "127.0.0.3"):
+        for address in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
             assert re.search(rf"root@{address}:{sshd.port}\s+reach\s+root@{address}:{sshd.port}; host key SHA256:",
                              checks), checks
         term.keys("n")
         planned = " ".join(term.wait_for("The same install from a script:").split())
+        assert f"--judge-node root@127.0.0.4:{sshd.port}" in planned, planned
         assert (f"--ha root@127.0.0.2:{sshd.port},root@127.0.0.3:{sshd.port} --key {sshd.client_key}"
                 in planned), planned
         term.keys("q")

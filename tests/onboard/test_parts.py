@@ -293,6 +293,25 @@ def test_machines_for_the_judges_on_one_machine_are_refused_saying_how_to_add_on
                             "runs: llmgw node add --ssh USER@HOST --label llmgw.role=judge.")
 
 
+def test_a_judges_machine_that_is_not_user_at_host_or_is_one_of_the_three_is_refused_on_the_machines_screen():
+    others = [Machine(address="10.0.0.2:2222", auth="agent"), Machine(address="10.0.0.3", auth="agent")]
+    for given, said in [
+        (["10.0.0.21"], 'the judges\' machine 1, "10.0.0.21", is not USER@HOST[:PORT]; write it as root@10.0.0.9, '
+                        "or leave it empty."),
+        (["root@10.0.0.21", "root@10.0.0.2"], "the judges' machine 2 (root@10.0.0.2) is one of the three; a judge's "
+                                              "machine is one of its own, or leave it empty."),
+    ]:
+        c = Choices(machines=3, starter="sim", others=others, judge_nodes=given)
+        with pytest.raises(ChoiceError) as e:
+            c.check()
+        assert (e.value.part, str(e.value)) == ("machines", said)
+    c = Choices(machines=3, starter="sim", others=others, judge_nodes=["admin@10.0.0.21:2200"])
+    c.check()
+    c.on["judge"] = False
+    with pytest.raises(ChoiceError, match="machines are given for the judges, but the guardrails' judge is off"):
+        c.check()
+
+
 def test_a_judge_machine_too_small_is_named_in_the_sentence_that_refuses_it():
     from llmgw.onboard.judge import why_no_room
 

@@ -233,6 +233,8 @@ class SetupApp:
         self.open_dialog(part_dialog(key, self.choices, self.close_dialog))
 
     def screen_others(self) -> None:
+        from llmgw.onboard import MOST_JUDGE_MACHINES
+
         fields: list[urwid.Widget] = [urwid.Text("The other two machines, reached over SSH. Passwords are held in "
                                                  "memory for this run only."), urwid.Divider()]
         readers = []
@@ -250,6 +252,12 @@ class SetupApp:
                        *(focusable(w) for w in inputs),
                        urwid.Divider()]
             readers.append((m, address, user, ways, key_path, password, sudo))
+        given = [*self.choices.judge_nodes, "", ""]
+        judges = [urwid.Edit(("dim", f"Judges' machine {i + 1}: "), given[i]) for i in range(MOST_JUDGE_MACHINES)]
+        fields += [urwid.Text(("title", "Machines for the guardrails' judges alone (if any)")),
+                   urwid.Text("Up to two, as USER@HOST[:PORT], logged in to as machine 2 is. Each becomes a node "
+                              "that runs the judges and nothing else; left empty, the judges run on the three."),
+                   *(focusable(j) for j in judges), urwid.Divider()]
 
         def keep() -> None:
             for m, address, user, ways, key_path, password, sudo in readers:
@@ -257,6 +265,7 @@ class SetupApp:
                 m.auth = next(w for w, b in ways.items() if b.state)
                 m.key_path = key_path.edit_text.strip()
                 m.password, m.sudo_password = password.edit_text, sudo.edit_text
+            self.choices.judge_nodes = [j.edit_text.strip() for j in judges if j.edit_text.strip()]
 
         def next_() -> None:
             keep()
