@@ -308,14 +308,21 @@ class Choices:
         if self.judge_nodes and not self.is_on("judge"):
             raise ChoiceError("machines", "machines are given for the judges, but the guardrails' judge is off; "
                                           "turn it on among the parts, or leave the judges' machines empty.")
-        three = {m.address.rpartition(":")[0] if m.address.count(":") == 1 else m.address for m in self.others}
+        # Host and port: three machines and a judge's on one host, each its own sshd, are a test or a trial.
+        three = set()
+        for m in self.others:
+            try:
+                other = Target.parse(f"{m.user or 'root'}@{m.address}")
+            except StepFailed:
+                continue  # machine N's own address is refused above
+            three.add((other.host, other.port))
         for i, given in enumerate(self.judge_nodes, start=1):
             try:
                 target = Target.parse(given)
             except StepFailed:
                 raise ChoiceError("machines", f'the judges\' machine {i}, "{given}", is not USER@HOST[:PORT]; '
                                               "write it as root@10.0.0.9, or leave it empty.") from None
-            if target.host in three:
+            if (target.host, target.port) in three:
                 raise ChoiceError("machines", f"the judges' machine {i} ({given}) is one of the three; a judge's "
                                               "machine is one of its own, or leave it empty.")
 

@@ -298,14 +298,17 @@ def test_a_judges_machine_that_is_not_user_at_host_or_is_one_of_the_three_is_ref
     for given, said in [
         (["10.0.0.21"], 'the judges\' machine 1, "10.0.0.21", is not USER@HOST[:PORT]; write it as root@10.0.0.9, '
                         "or leave it empty."),
-        (["root@10.0.0.21", "root@10.0.0.2"], "the judges' machine 2 (root@10.0.0.2) is one of the three; a judge's "
-                                              "machine is one of its own, or leave it empty."),
+        (["root@10.0.0.21", "root@10.0.0.2:2222"], "the judges' machine 2 (root@10.0.0.2:2222) is one of the three; "
+                                                   "a judge's machine is one of its own, or leave it empty."),
     ]:
         c = Choices(machines=3, starter="sim", others=others, judge_nodes=given)
         with pytest.raises(ChoiceError) as e:
             c.check()
         assert (e.value.part, str(e.value)) == ("machines", said)
     c = Choices(machines=3, starter="sim", others=others, judge_nodes=["admin@10.0.0.21:2200"])
+    c.check()
+    # The same host as machine 2 on another sshd's port: one host standing for several machines, as in a trial.
+    c = Choices(machines=3, starter="sim", others=others, judge_nodes=["root@10.0.0.2:2223", "root@10.0.0.3:2222"])
     c.check()
     c.on["judge"] = False
     with pytest.raises(ChoiceError, match="machines are given for the judges, but the guardrails' judge is off"):
