@@ -1346,7 +1346,8 @@ POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 CREATECLUSTER_CONF = Path("/etc/postgresql-common/createcluster.conf")
 
 # The npm folders the tests run programs from, each installed from its lock file.
-NPM_FOLDERS = (ROOT / "tests" / "support" / "oidc", ROOT / "tests" / "support" / "editors")
+NPM_FOLDERS = (ROOT / "tests" / "support" / "oidc", ROOT / "tests" / "support" / "editors",
+               ROOT / "tests" / "support" / "vscode")
 
 
 def present_here(kind: str, what: str) -> bool:

@@ -10,6 +10,9 @@ the choices are links and forms.
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlencode
+
 from aiohttp import web
 
 from llmgw.account import AccountError
@@ -24,6 +27,10 @@ add_nav("main", "/connect", N_("Connect your editor"), "member")
 
 # Shown until the catalog serves a model, so the snippets still show where the name goes.
 NO_MODEL = "MODEL"
+# VS Code's address for the extension's URI handler: vscode://PUBLISHER.NAME/PATH.
+VSCODE_URI = "vscode://llmgw.llmgw/signin"
+# The state llmgw: Sign In makes (32 hexadecimal digits); anything else is dropped, never echoed.
+_STATE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
 @page("/connect", methods=("GET", "POST"))
@@ -33,6 +40,7 @@ async def connect(request: web.Request, viewer: Viewer | None) -> web.StreamResp
     query = request.query
     tool = query.get("tool", TOOLS[0])
     chosen_key, model = query.get("key", ""), query.get("model", "")
+    state = query.get("state", "")
     secret: str | None = None
     made: dict[str, object] | None = None
     error: str | None = None
@@ -40,6 +48,7 @@ async def connect(request: web.Request, viewer: Viewer | None) -> web.StreamResp
     if request.method == "POST":
         posted = await form(request)
         tool, model = posted.get("tool", tool), posted.get("model", model)
+        state = posted.get("state", state)
         try:
             path = await own_project(portal, viewer, posted.get("project", ""))
             made, secret = await portal.accounts.create_key(
@@ -55,14 +64,24 @@ async def connect(request: web.Request, viewer: Viewer | None) -> web.StreamResp
     model = model if model in models else (models[0] if models else NO_MODEL)
     key = secret if secret is not None else placeholder(picked.prefix if picked else None)
     base = address(request)
+    state = state if _STATE.fullmatch(state) else ""
     response = render(
         request, "connect.html", status=201 if secret else status,
         title=N_("Connect your editor"), base=base, tool=tool, tools=tools(base=base, model=model, key=key),
         key_step=key_step(key), keys=keys, picked=picked, models=models, model=model, secret=secret,
-        made=made, error=error, projects=await portal.people.projects_of(viewer.person.id))
+        made=made, error=error, projects=await portal.people.projects_of(viewer.person.id), state=state,
+        open_in_vscode=_open_in_vscode(base, secret, state) if secret and tool == "vscode" else None)
     if secret is not None:
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def _open_in_vscode(base: str, secret: str, state: str) -> str:
+    """The link that hands a new key to llmgw for VS Code (its URI handler, llmgw/portal/vscode/extension.js):
+    with the state its llmgw: Sign In put in this page's address, it is taken at once; without, the
+    extension asks first, naming the gateway."""
+    query = {"gateway": base, "key": secret, **({"state": state} if state else {})}
+    return f"{VSCODE_URI}?{urlencode(query)}"
 
 
 def _pick(keys: list[ApiKey], key_id: str) -> ApiKey | None:

@@ -42,6 +42,15 @@ class Tool:
 
 # (tool id, name, [(sentence, template, language, path)]) in the order the page lists them.
 _TOOLS: tuple[tuple[str, str, tuple[tuple[str, str, str, str], ...]], ...] = (
+    # First: llmgw's own extension, which this gateway makes with its address in it (vscode_pages.py).
+    ("vscode", N_("VS Code"), (
+        (N_("Download llmgw's extension for VS Code from this gateway and install it (--force puts it over an "
+            "older one):"), "vscode.sh.jinja", "shell", ""),
+        (N_("In VS Code, run llmgw: Sign In from the Command Palette. This page opens with VS Code chosen; make "
+            "a key, and Open in VS Code hands it to the extension, which keeps it in VS Code's secret storage. "
+            "llmgw: Enter API Key takes a key pasted instead. The gateway's models are then in the chat's model "
+            "picker, and any extension that asks VS Code for a model can use them."), "", "text", ""),
+    )),
     ("python", N_("OpenAI Python"), (
         (N_("Install the library with pip install openai, then run:"), "python.py.jinja", "python", ""),)),
     ("javascript", N_("OpenAI JavaScript"), (
@@ -66,7 +75,7 @@ _TOOLS: tuple[tuple[str, str, tuple[tuple[str, str, str, str], ...]], ...] = (
             "Start it like this:"), "claude.sh.jinja", "shell", ""),)),
 )
 # These take the key in a file or form of their own rather than from the environment.
-_OWN_KEY_FIELD = ("continue", "cline")
+_OWN_KEY_FIELD = ("vscode", "continue", "cline")
 TOOLS = tuple(tool for tool, _, _ in _TOOLS)
 NAMES = {tool: name for tool, name, _ in _TOOLS}  # N_() msgids
 
@@ -86,7 +95,8 @@ def tools(*, base: str, model: str, key: str) -> list[Tool]:
     base = base.rstrip("/")
     values = {"base": base, "v1": base + "/v1", "model": model, "key": key}
     env = _env()
-    return [Tool(ident, name, tuple(Step(say, env.get_template(template).render(values), language, path)
+    return [Tool(ident, name, tuple(Step(say, env.get_template(template).render(values) if template else "",
+                                         language, path)
                                     for say, template, language, path in steps), ident not in _OWN_KEY_FIELD)
             for ident, name, steps in _TOOLS]
 
