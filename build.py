@@ -1326,6 +1326,11 @@ DEBIAN_PACKAGES = (
     # The portal's JavaScript is checked by node; the OpenID provider and the coding agents are npm's.
     ("nodejs", "program", "node"),
     ("npm", "program", "npm"),
+    # VS Code (code-server) for llmgw's extension: its native modules built from source, and the ripgrep its
+    # search runs (tests/support/codeserver.py).
+    ("g++", "program", "g++"),
+    ("make", "program", "make"),
+    ("ripgrep", "program", "rg"),
     # The directory sign-in tests start a slapd of their own and load it with ldapadd.
     ("slapd", "file", "/usr/sbin/slapd"),
     ("ldap-utils", "program", "ldapadd"),

@@ -61,6 +61,8 @@ def test_every_package_ci_installed_is_asked_for(build):
           "npm", "slapd", "ldap-utils", "python3-venv"}
     # promtool and amtool check the shipped alerts, nginx and Caddy run the shipped proxies (issue 31).
     since = {"prometheus", "prometheus-alertmanager", "nginx-light", "caddy"}
+    # code-server's native modules are built here, and VS Code's search runs ripgrep (issue 30).
+    since |= {"g++", "make", "ripgrep"}
     nothing = build.missing_packages(lambda kind, what: False)
     assert sorted(nothing) == sorted(ci | since)
 
