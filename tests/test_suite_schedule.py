@@ -98,29 +98,11 @@ def test_a_module_measured_longer_is_handed_out_before_one_with_more_tests():
     assert collection[worker.sent[0]] == f"{THIRD}::test_long"
 
 
-def test_no_more_than_two_modules_of_a_minute_or_more_run_at_once_and_the_others_take_light_ones():
+def first_modules(long: list[str]) -> list[str]:
+    """The module each of three workers is handed first, given three long modules (130, 120 and 90 s measured)
+    and a light one of three tests."""
     config = SimpleNamespace(getvalue={"tx": ["popen"] * 3}.get, option=SimpleNamespace(loadscopereorder=True),
                              rootpath=ROOT)
-    heavy = ["tests/integration/test_upgrade.py", "tests/integration/test_ha.py", "tests/integration/test_cluster.py"]
-    collection = [f"{module}::test_long" for module in heavy] + [f"{OTHER}::test_{i}" for i in range(3)]
-    measured = {f"{module}::test_long": seconds for module, seconds in zip(heavy, (130.0, 120.0, 90.0), strict=True)}
-    scheduler = LongestFirstScheduling(config, start_build=lambda config: None, measured=measured)
-    workers = [Worker(f"gw{i}") for i in range(3)]
-    for worker in workers:
-        scheduler.add_node(worker)
-        scheduler.add_node_collection(worker, collection)
-    scheduler.schedule()
-    first = [collection[w.sent[0]].split("::")[0] for w in workers]
-    # The two longest first; the third worker is given the light module, not the third heavy one.
-    assert first == [heavy[0], heavy[1], OTHER]
-
-
-def test_a_module_marked_waits_is_not_counted_among_the_heavy_ones():
-    config = SimpleNamespace(getvalue={"tx": ["popen"] * 3}.get, option=SimpleNamespace(loadscopereorder=True),
-                             rootpath=ROOT)
-    # The rate limits' module is marked `waits`: a client sending at a set rate for 70 s.
-    long = ["tests/integration/test_upgrade.py", "tests/integration/test_rate_limits.py",
-            "tests/integration/test_cluster.py"]
     collection = [f"{module}::test_long" for module in long] + [f"{OTHER}::test_{i}" for i in range(3)]
     measured = {f"{module}::test_long": seconds for module, seconds in zip(long, (130.0, 120.0, 90.0), strict=True)}
     scheduler = LongestFirstScheduling(config, start_build=lambda config: None, measured=measured)
@@ -129,7 +111,20 @@ def test_a_module_marked_waits_is_not_counted_among_the_heavy_ones():
         scheduler.add_node(worker)
         scheduler.add_node_collection(worker, collection)
     scheduler.schedule()
-    assert [collection[w.sent[0]].split("::")[0] for w in workers] == long
+    return [collection[w.sent[0]].split("::")[0] for w in workers]
+
+
+def test_no_more_than_two_modules_of_a_minute_or_more_run_at_once_and_the_others_take_light_ones():
+    heavy = ["tests/integration/test_upgrade.py", "tests/integration/test_ha.py", "tests/integration/test_cluster.py"]
+    # The two longest first; the third worker is given the light module, not the third heavy one.
+    assert first_modules(heavy) == [heavy[0], heavy[1], OTHER]
+
+
+def test_a_module_marked_waits_is_not_counted_among_the_heavy_ones():
+    # The rate limits' module is marked `waits`: a client sending at a set rate for 70 s.
+    long = ["tests/integration/test_upgrade.py", "tests/integration/test_rate_limits.py",
+            "tests/integration/test_cluster.py"]
+    assert first_modules(long) == long
 
 
 def test_waits_is_read_from_the_modules_own_pytestmark_alone_or_in_a_list():
