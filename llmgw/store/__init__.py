@@ -52,6 +52,7 @@ from llmgw.store.records import (
     Webhook,
 )
 from llmgw.store.records_batch import Batch, BatchLine, LineResult, StoredFile
+from llmgw.store.records_jobs import ENDED_JOB, JOB_STATUSES, OPEN_JOB, Job
 from llmgw.store.records_kb import (
     KB_ACCESS,
     KB_ADD,
@@ -82,9 +83,11 @@ __all__ = [
     "CatalogModel", "NodeRecord", "Replica", "ScimGroup", "ScimUser",
     "ClusterCA", "ControlPlaneAddress", "UpgradeRecord", "JoinToken", "NodeCertificate",
     "Batch", "BatchLine", "LineResult", "StoredFile", "Webhook", "Delivery",
+    "Job", "JOB_STATUSES", "OPEN_JOB", "ENDED_JOB",
     # the Store's parts, one a domain: each consumer takes the narrowest that covers what it calls
     "ConnectionStore", "PeopleStore", "SecretsStore", "ScimStore", "SignInStore", "KeysStore", "UsageStore",
     "AuditStore", "LeaseStore", "SettingsStore", "TrustStore", "CatalogStore", "WebhookStore", "BatchStore", "KbStore",
+    "JobStore",
     "KB_ACCESS", "KB_ADD", "KB_DROP", "KB_FILE_IN_PROGRESS", "KB_FILE_STATUSES", "KB_GRANT_SCOPES",
     "KB_OWNER_SCOPES", "KB_REMOVE", "KbChange", "KbCounts",
     "KbFile", "KbGrant", "NewPassage", "PASSAGES_SUFFIX", "Passage", "VectorStore", "shown_name",
@@ -409,6 +412,25 @@ class BatchStore(Protocol):
     async def batch_lines(self, batch_id: str, state: str | None = None) -> list[BatchLine]: ...
 
 
+class JobStore(Protocol):
+    """Workflow jobs: ComfyUI workflows run by POST /v1/workflows/runs (sql_jobs.py)."""
+
+    async def add_job(self, job: Job) -> None: ...
+    async def job_by_id(self, job_id: str) -> Job | None: ...
+    # A project's jobs, newest first, after the job `after` (a page's last), of one model when given.
+    async def list_jobs(self, project_id: str, *, limit: int = 20, after: str | None = None,
+                        model: str | None = None) -> list[Job]: ...
+    async def open_jobs(self) -> list[Job]: ...  # queued and running, oldest first: the leader's runner's
+    # Compare and set: the status (and JOB_CHANGES columns, JSON ones dumped) only if it is one of
+    # from_statuses; False when it was not. StoreError for a column not in JOB_CHANGES.
+    async def move_job(self, job_id: str, from_statuses: Sequence[str], status: str,
+                       changes: dict[str, Any] | None = None) -> bool: ...
+    async def set_job_progress(self, job_id: str, progress: dict[str, Any]) -> None: ...  # only while running
+    # Ended jobs made before `before`, oldest first: what retention deletes, with their output files.
+    async def old_jobs(self, before: float, limit: int = 500) -> list[Job]: ...
+    async def delete_job(self, job_id: str) -> bool: ...  # False when there was none
+
+
 class KbStore(Protocol):
     """Knowledge bases: OpenAI's vector stores, their files and passages (sql_kb.py, docs/knowledge.md)."""
 
@@ -467,8 +489,8 @@ class McpStore(Protocol):
 
 
 class Store(ConnectionStore, PeopleStore, SecretsStore, ScimStore, SignInStore, KeysStore, UsageStore, AuditStore,
-            LeaseStore, SettingsStore, TrustStore, CatalogStore, WebhookStore, BatchStore, KbStore, McpStore,
-            Protocol):
+            LeaseStore, SettingsStore, TrustStore, CatalogStore, WebhookStore, BatchStore, JobStore, KbStore,
+            McpStore, Protocol):
     """The whole store, every domain's part. What owns the store (the control plane, a router
     worker) holds it as this and hands each consumer the store typed by the part, or the parts
     together, that consumer calls: the accounting's UsageWriter is given a UsageStore, and so can

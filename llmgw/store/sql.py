@@ -10,8 +10,8 @@ sql_account.py (people, sessions, the tenancy tree, API keys), sql_usage.py
 (limits, the answer cache's setting, usage rows), sql_cluster.py (audit,
 leases, settings, trust), sql_catalog.py (models, nodes, replicas),
 sql_scim.py (SCIM provisioning's users and groups), sql_batch.py (files and
-batches), sql_notify.py (the notification webhooks and their deliveries) and
-sql_mcp.py (the company's MCP servers).
+batches), sql_jobs.py (workflow jobs), sql_notify.py (the notification
+webhooks and their deliveries) and sql_mcp.py (the company's MCP servers).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from llmgw.store.sql_account import AccountSQL
 from llmgw.store.sql_batch import BatchSQL
 from llmgw.store.sql_catalog import CatalogSQL
 from llmgw.store.sql_cluster import ClusterSQL
+from llmgw.store.sql_jobs import JobSQL
 from llmgw.store.sql_kb import KbSQL
 from llmgw.store.sql_mcp import McpSQL
 from llmgw.store.sql_notify import NotifySQL
@@ -30,7 +31,8 @@ from llmgw.store.sql_scim import ScimSQL
 from llmgw.store.sql_usage import UsageSQL
 
 
-class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, KbSQL, NotifySQL, McpSQL):
+class SQLStore(AccountSQL, ScimSQL, UsageSQL, ClusterSQL, CatalogSQL, BatchSQL, JobSQL, KbSQL, NotifySQL,
+               McpSQL):
     """The Store protocol over a Driver. See llmgw.store.Store for each method."""
 
     def __init__(self, db: Driver) -> None:
