@@ -32,8 +32,10 @@ def shell(tmp_path, text: str) -> None:
 
 
 def test_every_tool_the_page_promises_has_steps():
-    assert TOOLS == ("python", "javascript", "curl", "continue", "codex", "cline", "claude")
-    assert all(s.code for t in steps().values() for s in t)
+    assert TOOLS == ("vscode", "python", "javascript", "curl", "continue", "codex", "cline", "claude")
+    # VS Code's second step is what to do in VS Code itself: a sentence, with no code to copy.
+    assert all(t and t[0].code for t in steps().values())
+    assert all(s.code or s.language == "text" for t in steps().values() for s in t)
 
 
 def test_the_python_snippet_compiles_and_names_the_v1_address_and_model():
