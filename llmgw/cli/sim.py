@@ -1,4 +1,4 @@
-"""`llmgw sim-engine`: an OpenAI-compatible engine for tests and benchmarks."""
+"""`llmgw sim-engine`: an OpenAI-compatible engine for tests and benchmarks, or (--comfyui) a ComfyUI stand-in."""
 
 from __future__ import annotations
 
@@ -56,14 +56,16 @@ def _fail_word(text: str) -> tuple[str, int]:
 
 def register(commands) -> None:
     p = commands.add_parser(
-        "sim-engine", help="run an OpenAI-compatible engine that answers at a set speed, for tests and benches",
+        "sim-engine", help="run an OpenAI-compatible engine that answers at a set speed (or a ComfyUI "
+                           "stand-in), for tests and benches",
         description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health and "
                     "/metrics as vLLM does, answering deterministic words at a set speed, until SIGINT or "
-                    "SIGTERM. The failure options make it refuse, fail, cut or hang as engines do. "
-                    "docs/sim-engine.md has the rules it answers by.")
+                    "SIGTERM. The failure options make it refuse, fail, cut or hang as engines do. With --comfyui "
+                    "it is a ComfyUI stand-in instead. docs/sim-engine.md has the rules it answers by.")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=_count(0), default=8000,
-                   help="the port to listen on (default 8000; 0 picks a free one, shown in the line it prints)")
+    p.add_argument("--port", type=_count(0), default=None,
+                   help="the port to listen on (default 8000, with --comfyui 8188 as ComfyUI's; 0 picks a free one, "
+                        "shown in the line it prints)")
     p.add_argument("--model", default="sim", help="the one model it serves (default sim); others get 404")
     p.add_argument("--tokens-per-second", type=_rate, default=0.0, metavar="R",
                    help="each stream's speed, independently of the others (default 0: every token at once)")
@@ -124,7 +126,43 @@ def register(commands) -> None:
                       help="a stream longer than N tokens sends N, then nothing until the client hangs up")
     fail.add_argument("--hang", action="store_true",
                       help="accept completion and embedding requests and never answer them")
+    comfy = p.add_argument_group(
+        "a ComfyUI stand-in, for the comfyui engine and the gateway's pictures (docs/sim-engine.md)")
+    comfy.add_argument("--comfyui", action="store_true",
+                       help="speak ComfyUI's API instead of OpenAI's: /prompt, /history, /view, /upload/image, "
+                            "/object_info, /system_stats and the /ws messages, running workflows of its core nodes "
+                            "into real PNGs whose pixels are a pattern of the prompt and seed (no diffusion)")
+    comfy.add_argument("--listen", nargs="?", const="0.0.0.0", metavar="HOST",  # noqa: S104 - ComfyUI's own const
+                       help="ComfyUI's flag for --host, as the agent gives it (alone: 0.0.0.0)")
+    comfy.add_argument("--cpu", action="store_true",
+                       help="ComfyUI's flag for running on CPUs: taken, and shown in /system_stats's device")
+    comfy.add_argument("--step-seconds", type=_rate, default=0.02, metavar="S",
+                       help="time a sampler step takes, one progress message each (default 0.02)")
+    comfy.add_argument("--fail-word", default="explode", metavar="WORD",
+                       help="a KSampler whose prompt holds WORD fails halfway through its steps with an "
+                            "execution_error (default explode; '' for none)")
+    comfy.add_argument("--preview-method", choices=["none", "auto", "latent2rgb", "taesd"], default="none",
+                       help="ComfyUI's flag: other than none, each sampler step also sends a small PNG preview "
+                            "as a binary websocket frame (default none, as ComfyUI's)")
     p.set_defaults(run=run_sim)
+    _DEFAULTS.update({name: p.get_default(name) for name in _OPENAI_ONLY + _COMFYUI_ONLY})
+
+
+# The OpenAI sim's flags, which mean nothing to the ComfyUI stand-in, and the stand-in's, which mean nothing to it.
+_OPENAI_ONLY = ("model", "tokens_per_second", "ttft", "max_tokens_default", "context_length", "embedding_model",
+                "echo", "guard", "load_seconds", "log_headers", "tokenizer", "block_size", "cache_blocks",
+                "prefill_tokens_per_second", "kv_events_config", "api_key", "refuse_key", "fail_status", "fail_on",
+                "cut_after", "stall_after", "hang")
+_COMFYUI_ONLY = ("listen", "cpu", "step_seconds", "fail_word", "preview_method")
+
+
+# Each of them as the parser has it when not given, filled in by register().
+_DEFAULTS: dict[str, object] = {}
+
+
+def _misplaced(args, names: tuple[str, ...]) -> list[str]:
+    """The flags of `names` given on this command line (that is, not at their defaults)."""
+    return ["--" + n.replace("_", "-") for n in names if n in _DEFAULTS and getattr(args, n) != _DEFAULTS[n]]
 
 
 def _guard_word(text: str) -> tuple[str, str]:
@@ -136,12 +174,19 @@ def _guard_word(text: str) -> tuple[str, str]:
 
 @stopsignals.taken_by_the_program
 def run_sim(args) -> int:
+    if args.comfyui:
+        return run_comfyui(args)
+    wrong = _misplaced(args, _COMFYUI_ONLY)
+    if wrong:
+        print(f"llmgw: sim-engine: {', '.join(wrong)} are for the ComfyUI stand-in; add --comfyui", file=sys.stderr)
+        return 2
     import asyncio
 
     from llmgw.sim import SimConfig, SimError, bind, serve
 
     cfg = SimConfig(
-        host=args.host, port=args.port, model=args.model, tokens_per_second=args.tokens_per_second,
+        host=args.host, port=8000 if args.port is None else args.port, model=args.model,
+        tokens_per_second=args.tokens_per_second,
         ttft=args.ttft, max_tokens_default=args.max_tokens_default, context_length=args.context_length,
         api_keys=frozenset(args.api_key), refused_keys=dict(args.refuse_key), fail_status=args.fail_status,
         fail_words=dict(args.fail_on),
@@ -197,3 +242,36 @@ def _prefix_cache(args):
             raise ValueError(f"--kv-events-config: cannot publish there: {e}") from None
     return PrefixCache(args.tokenizer, args.block_size, args.cache_blocks, publisher,
                        args.prefill_tokens_per_second)
+
+
+def run_comfyui(args) -> int:
+    """`sim-engine --comfyui`: the ComfyUI stand-in, launched as the agent launches ComfyUI's main.py."""
+    import asyncio
+    import os
+
+    from llmgw.sim import ComfyConfig, SimError, bind, serve_comfyui
+
+    wrong = _misplaced(args, _OPENAI_ONLY)
+    if wrong:
+        print(f"llmgw: sim-engine: {', '.join(wrong)} are the OpenAI sim's; the ComfyUI stand-in (--comfyui) "
+              "takes --listen, --port, --cpu, --step-seconds, --fail-word and --preview-method", file=sys.stderr)
+        return 2
+    cfg = ComfyConfig(
+        host=args.listen or args.host, port=8188 if args.port is None else args.port, cpu=args.cpu,
+        step_seconds=args.step_seconds, fail_word=args.fail_word or None, previews=args.preview_method != "none",
+        # As the agent hands ComfyUI the fetched model (engines/comfyui.py, MODEL_ENV).
+        model_path=os.environ.get("LLMGW_COMFYUI_MODEL") or None,
+    )
+    try:
+        sock = bind(cfg.host, cfg.port)
+    except SimError as e:
+        print(f"llmgw: sim-engine: {e}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # not built for this platform; asyncio's own loop does the same work
+        pass
+    asyncio.run(serve_comfyui(cfg, sock))
+    return 0
