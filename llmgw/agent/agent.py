@@ -130,6 +130,8 @@ def _named(cfg: AgentConfig, engine: str):
     if engine == "strata":
         # A Strata installed by hand: its interpreter, source and engine (engines.strata).
         return cfg.engines.strata.located()
+    if engine == "comfyui":
+        return cfg.engines.comfyui.dir or None  # its main.py's directory; the adapter finds its environment
     if engine in PYTHON_ENGINES:
         return getattr(cfg.engines, engine).binary or None
     return None

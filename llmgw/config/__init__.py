@@ -39,6 +39,7 @@ from llmgw.config.loader import (
     to_dict,
     unset_path,
 )
+from llmgw.config.media import FILE_TYPES, ComfyUIModel, InputValueError, License, WorkflowInput
 from llmgw.config.mirror import MirrorConfig, MirrorSettings, check_mirror_url, load_mirror_config
 from llmgw.config.notify import NotifySettings
 from llmgw.config.router import AdmissionSettings, ModelSettings, Price, RouterSettings, Timeouts
@@ -62,6 +63,11 @@ from llmgw.config.telemetry import TelemetrySettings
 from llmgw.config.types import Address, AddressOrOff, Duration, Size
 
 __all__ = [
+    "FILE_TYPES",
+    "ComfyUIModel",
+    "InputValueError",
+    "License",
+    "WorkflowInput",
     "Address",
     "AddressOrOff",
     "AgentConfig",

@@ -122,6 +122,18 @@ class StrataSettings:
 
 
 @dataclass(frozen=True)
+class ComfyUISettings:
+    dir: str = ""
+    """ComfyUI's directory, where its main.py is: a ComfyUI installed on this node (docs/media.md). It runs with the
+    Python of its own environment beside main.py (.venv or venv), else the agent's. Empty: none, and the node offers
+    no ComfyUI."""
+
+    def validate(self) -> None:
+        if self.dir and not os.path.isabs(self.dir):
+            raise Invalid("dir", N_('"{ref}" is not an absolute path'), params={"ref": describe(self.dir)})
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     user: str = "llmgw-engine"
     """The unprivileged user engines run as when the agent runs as root (made when missing). Empty runs them as the
@@ -147,6 +159,9 @@ class EngineSettings:
     strata: StrataSettings = field(default_factory=StrataSettings)
     """Strata, for a few mixture-of-experts models with their experts in RAM and the rest on one card
     (docs/engines.md#strata)."""
+
+    comfyui: ComfyUISettings = field(default_factory=ComfyUISettings)
+    """ComfyUI, for picture and workflow models (docs/media.md)."""
 
     def validate(self) -> None:
         for i, name in enumerate(self.disabled):

@@ -13,21 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-Capability = Literal["chat", "completions", "embeddings", "vision", "tools", "thinking"]
-CAPABILITIES: tuple[str, ...] = ("chat", "completions", "embeddings", "vision", "tools", "thinking")
+Capability = Literal["chat", "completions", "embeddings", "vision", "tools", "thinking", "images", "workflows"]
+CAPABILITIES: tuple[str, ...] = ("chat", "completions", "embeddings", "vision", "tools", "thinking", "images",
+                                 "workflows")
 
 # What a model on each engine does unless its entry says otherwise. Vision is
 # left out of the language engines: it needs a multimodal model (and, for
 # llama.cpp, its projector), and an image sent to a text model fails in the
 # engine. Thinking is in: a model that does not think answers without it.
-# The sim answers every endpoint and part, so tests can ask for anything.
+# The sim answers every endpoint and part of a language model's, so tests can ask for anything of one; pictures
+# and workflows are ComfyUI's (a ComfyUI model making pictures does images too: PICTURES).
 _LANGUAGE = ("chat", "completions", "tools", "thinking")
 ENGINE_DEFAULTS: Mapping[str, tuple[str, ...]] = {
     "llamacpp": _LANGUAGE, "vllm": _LANGUAGE, "sglang": _LANGUAGE, "trtllm": _LANGUAGE,
     "strata": _LANGUAGE, "freetoken": _LANGUAGE,
-    "comfyui": (),
-    "sim": CAPABILITIES,
+    "comfyui": ("workflows",),
+    "sim": ("chat", "completions", "embeddings", "vision", "tools", "thinking"),
 }
+PICTURES = ("images", "workflows")
 # An embedding model (role: embedding) serves /v1/embeddings and nothing else.
 EMBEDDING = ("embeddings",)
 
@@ -48,16 +51,19 @@ def duplicate(names: Iterable[str]) -> str | None:
     return None
 
 
-def for_catalog(declared: list[str], engines: Iterable[str], role: str) -> tuple[str, ...]:
+def for_catalog(declared: list[str], engines: Iterable[str], role: str, output: str = "") -> tuple[str, ...]:
     """A catalog model's capabilities: as declared, else what every engine of its profiles does.
 
     Only what all its profiles do counts, since a request may land on a
-    replica of any of them.
+    replica of any of them. `output` is what a ComfyUI model makes: one
+    making pictures answers /v1/images/generations too.
     """
     if declared:
         return ordered(declared)
     if role == "embedding":
         return EMBEDDING
+    if output == "pictures":
+        return PICTURES
     common = set(CAPABILITIES)
     for engine in engines:
         common &= set(ENGINE_DEFAULTS.get(engine, CAPABILITIES))

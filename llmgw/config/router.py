@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from llmgw.config.capabilities import CAPABILITIES, Capability, duplicate, ordered
+from llmgw.config.capabilities import CAPABILITIES, PICTURES, Capability, duplicate, ordered
 from llmgw.config.loader import Invalid
+from llmgw.config.media import ComfyUIModel
 from llmgw.config.targets import host_refusal
 from llmgw.config.types import Duration, Size, describe
 from llmgw.errors import N_
@@ -218,6 +219,32 @@ class BatchSettings:
 
 
 @dataclass(frozen=True)
+class JobSettings:
+    """Workflow runs as jobs on `/v1/workflows/runs` (docs/media.md)."""
+
+    retain_days: int = 30
+    """How long an ended run and the files it made are kept: the leader deletes, once an hour, runs that ended and
+    were made longer ago than this, with their files. 0 keeps them until deleted."""
+
+    per_model: int = 1
+    """Runs of one model at a time on one of its replicas: a ComfyUI replica runs one workflow at a time, and a run
+    waiting behind another on its card would hold up a run of another model that could start now."""
+
+    per_node: int = 8
+    """Runs at once on one node, over all its models."""
+
+    max_open: int = 100
+    """Runs one project may have queued or running at once; one more is refused with 429 until some end."""
+
+    def validate(self) -> None:
+        for key in ("retain_days", "per_model", "per_node", "max_open"):
+            least = 0 if key == "retain_days" else 1
+            if getattr(self, key) < least:
+                raise Invalid(key, N_("must be {least} or more, got {value}"),
+                              params={"least": least, "value": getattr(self, key)})
+
+
+@dataclass(frozen=True)
 class RouterSettings:
     cache: CacheSettings = field(default_factory=CacheSettings)
     """The answer cache: answers kept in memory, for projects that turned it on, and given again for the same
@@ -270,6 +297,9 @@ class RouterSettings:
 
     batch: BatchSettings = field(default_factory=BatchSettings)
     """Files and batches: how large, how many at once (docs/batches.md)."""
+
+    jobs: JobSettings = field(default_factory=JobSettings)
+    """Workflow runs as jobs: how many at once, how long kept (docs/media.md)."""
 
     knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
     """Knowledge bases: which model embeds them (docs/knowledge.md)."""
@@ -422,9 +452,13 @@ class ModelSettings:
     field; empty sends nothing."""
 
     capabilities: list[Capability] = field(default_factory=list)
-    """What it does, of chat, completions, embeddings, vision, tools and thinking; clients see it in /v1/models, and a
-    request for anything else is refused with 400 before an engine is asked. Empty: all of them (an engine llmgw did
-    not start answers for itself)."""
+    """What it does, of chat, completions, embeddings, vision, tools, thinking, images and workflows; clients see it in
+    /v1/models, and a request for anything else is refused with 400 before an engine is asked. Empty: all but workflows
+    (an engine llmgw did not start answers for itself), or, with `comfyui`, images and workflows."""
+
+    comfyui: ComfyUIModel | None = None
+    """Its `endpoints` are ComfyUI servers, which make pictures from this workflow (docs/media.md): requests to
+    /v1/images/generations and /v1/workflows/runs become the workflow's runs there."""
 
     def validate(self) -> None:
         if not self.name.strip():
@@ -458,4 +492,9 @@ class ModelSettings:
     @functools.cached_property
     def can(self) -> tuple[str, ...]:
         """Its capabilities in force: as given, or all of them when none are (kept: read on every request)."""
-        return ordered(self.capabilities) if self.capabilities else CAPABILITIES
+        if self.capabilities:
+            return ordered(self.capabilities)
+        if self.comfyui is not None:
+            return PICTURES if self.comfyui.output == "pictures" else ("workflows",)
+        # Workflows are ComfyUI's alone: an engine of the settings' own does all the rest, or says it does not.
+        return tuple(c for c in CAPABILITIES if c != "workflows")

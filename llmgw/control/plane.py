@@ -51,7 +51,7 @@ from llmgw.kb import KnowledgeBases
 from llmgw.notify import Notifier
 from llmgw.plugins import Plugins
 from llmgw.release import confirm
-from llmgw.router import BatchRunner, Router, make_client_app
+from llmgw.router import BatchRunner, JobRunner, Router, make_client_app
 from llmgw.store import Person, Store, StoreError, open_store
 from llmgw.telemetry import Tracing
 from llmgw.trust import ClusterTrust, make_agent_app
@@ -162,6 +162,8 @@ class ControlPlane:
         # Batches' lines are sent by the leader through its own router (docs/batches.md); with workers
         # this process has none, and the first worker sends them (control/workers/worker.py).
         self.batches = BatchRunner(self, leading=lambda: self.lease.leading) if self._router else None
+        # Workflow runs likewise (docs/media.md).
+        self.jobs = JobRunner(self, leading=lambda: self.lease.leading) if self._router else None
         self._runners: list[web.AppRunner] = []
 
     @property
@@ -282,6 +284,8 @@ class ControlPlane:
         self.upgrader.start()
         if self.batches:
             self.batches.start()
+        if self.jobs:
+            self.jobs.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
         # Serving: what a watchdog of an upgrade into this version waits for (docs/upgrade.md).
@@ -298,6 +302,8 @@ class ControlPlane:
             await self.workers.stop()
         if self.batches:
             await self.batches.stop()  # lines in flight stay pending, for whichever leads next
+        if self.jobs:
+            await self.jobs.stop()  # runs in flight stay running, for whichever leads next to queue again
         await self.upgrader.stop()
         await self.tokenizers.stop()
         await self.exchange.stop()

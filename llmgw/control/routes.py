@@ -19,6 +19,7 @@ router's registry, or every worker process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any, Protocol, TypeGuard
 
 import aiohttp
 
-from llmgw.config import CAPABILITIES, Capability, ModelSettings
+from llmgw.config import CAPABILITIES, Capability, ComfyUIModel, ModelSettings, from_dict, to_dict
 from llmgw.control.catalog import Entry, ModelSpec
 from llmgw.control.tokenizers import hub_folder
 from llmgw.protocol import CachedBlocks
@@ -80,10 +81,19 @@ def placed_models(entries: Iterable[Entry], replicas: Iterable[Replica], key: st
                         if profiles[shard] < len(spec.profiles))
         for name in (spec.name, *spec.aliases):
             settings = ModelSettings(name=name, context_length=spec.context_length, max_output_tokens=spec.max_output,
-                                     capabilities=[c for c in spec.can() if _is_capability(c)])
+                                     capabilities=[c for c in spec.can() if _is_capability(c)],
+                                     comfyui=comfyui_of(spec))
             placed[name] = Placed(settings, found, key, upstream=spec.name, on_demand=entry.on_demand,
                                   stopped=entry.stopped, engines=engines, tokenizer=tokenizer_of(spec, tokenizers))
     return placed
+
+
+def comfyui_of(spec: ModelSpec) -> ComfyUIModel | None:
+    """A ComfyUI model's workflow as its router runs it: the checkpoint named, from its source when not given."""
+    media = spec.comfyui
+    if media is None or media.checkpoint:
+        return media
+    return dataclasses.replace(media, checkpoint=spec.source.rstrip("/").rpartition("/")[2].partition("@")[0])
 
 
 def tokenizer_of(spec: ModelSpec, tokenizers: Path | None = None) -> str:
@@ -153,7 +163,8 @@ def to_doc(routes: Routes) -> dict[str, Any]:
                           "capabilities": list(p.settings.capabilities),
                           "replicas": [list(r) for r in p.replicas], "upstream": p.upstream,
                           "on_demand": p.on_demand, "stopped": p.stopped,
-                          "engines": [list(e) for e in p.engines], "tokenizer": p.tokenizer}
+                          "engines": [list(e) for e in p.engines], "tokenizer": p.tokenizer,
+                          **({"comfyui": to_dict(p.settings.comfyui)} if p.settings.comfyui is not None else {})}
                    for name, p in routes.placed.items()},
         "waits": dict(routes.waits), "loading": dict(routes.loading),
     }
@@ -164,7 +175,8 @@ def from_doc(doc: dict[str, Any], key: str | None) -> Routes:
     for name, p in (doc.get("placed") or {}).items():
         settings = ModelSettings(name=name, context_length=int(p.get("context_length") or 0),
                                  max_output_tokens=int(p.get("max_output_tokens") or 0),
-                                 capabilities=[c for c in map(str, p.get("capabilities") or []) if _is_capability(c)])
+                                 capabilities=[c for c in map(str, p.get("capabilities") or []) if _is_capability(c)],
+                                 comfyui=from_dict(ComfyUIModel, p["comfyui"]) if p.get("comfyui") else None)
         replicas = tuple((str(shard), str(url)) for shard, url in p.get("replicas") or [])
         engines = tuple((str(shard), str(engine)) for shard, engine in p.get("engines") or [])
         placed[name] = Placed(settings, replicas, key, str(p.get("upstream") or ""), bool(p.get("on_demand")),

@@ -84,6 +84,20 @@ def texts(body: dict[str, Any], api: str) -> Iterator[Text]:
     if api == "embeddings":
         yield from _prompts(body.get("input"), "input")
         return
+    if api == "workflows":
+        # A run's typed values; its files (under "files") are bytes no rule reads.
+        inputs = body.get("inputs")
+        if isinstance(inputs, dict):
+            for key, value in inputs.items():
+                if isinstance(value, str):
+                    yield Text([(("inputs", key), value)], "user")
+        return
+    if api == "images":
+        # What to picture is the user's; a negative prompt the model reads as much.
+        for key in ("prompt", "negative_prompt"):
+            if isinstance(body.get(key), str):
+                yield Text([((key,), body[key])], "user" if key == "prompt" else "")
+        return
     for key in ("system", "instructions"):
         yield from _content(body.get(key), (key,), "system")
     if api == "responses" and "messages" not in body:

@@ -31,8 +31,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from llmgw.account import Principal
 from llmgw.mcp.guarding import Guarding, GuardRefusal
+from llmgw.mcp.media import MediaTools
 from llmgw.mcp.plane import McpPlane
-from llmgw.mcp.servers import IN_PROCESS, STDIO, ServerError, Servers
+from llmgw.mcp.servers import IN_PROCESS, MEDIA, STDIO, ServerError, Servers
 from llmgw.mcp.stdio import stdio_upstream
 from llmgw.mcp.upstream import HttpUpstream, InProcessUpstream, Progress, Upstream, UpstreamError
 from llmgw.router import providers_session
@@ -189,6 +190,8 @@ class Gateway:
     def _upstream(self, record: McpServer) -> Upstream:
         if record.url == IN_PROCESS:
             return InProcessUpstream(self.plane)
+        if record.url == MEDIA:
+            return MediaTools(self.plane)
         if record.url.startswith(STDIO):
             return stdio_upstream(record, self.servers)
         session = self._open if record.allow_private else self._guarded
@@ -299,7 +302,10 @@ class Gateway:
         except GuardRefusal as e:
             raise CallRefused(f"the arguments were refused before they left: {e}", "guardrail_blocked") from None
         try:
-            result = await served.upstream.call_tool(tool, arguments, progress, _caller(principal))
+            if isinstance(served.upstream, MediaTools):  # answered here, as the caller's own requests
+                result = await served.upstream.call_as(principal, tool, arguments, progress)
+            else:
+                result = await served.upstream.call_tool(tool, arguments, progress, _caller(principal))
         except UpstreamError as e:
             self._failed(served)
             raise CallRefused(str(e), "failed") from None

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
+from llmgw.router import ClientPlane
 
+if TYPE_CHECKING:
     from llmgw.config import ServerConfig
-    from llmgw.guard import Resolver
-    from llmgw.router import KeyLookup, LiveSettings
     from llmgw.store import Store
 
 
@@ -31,22 +29,7 @@ class ServersPlane(Protocol):
     def cfg(self) -> ServerConfig: ...  # data_dir, for the master key; the admin listener, for a worker's way in
 
 
-class GuardedRouter(Protocol):
-    @property
-    def guards(self) -> Resolver: ...  # the caller's guardrail policies, cached per settings version
-
-
-class McpPlane(ServersPlane, Protocol):
-    """The process serving /mcp, as the gateway reads it."""
-
-    @property
-    def settings(self) -> LiveSettings: ...  # the guardrails' settings in force, and their version
-
-    @property
-    def keys(self) -> KeyLookup: ...  # the caller's key, with its grants
-
-    @property
-    def router(self) -> GuardedRouter: ...
-
-    @property
-    def registry(self) -> CollectorRegistry: ...  # the tool calls' metrics are kept in it
+class McpPlane(ServersPlane, ClientPlane, Protocol):
+    """The process serving /mcp, as the gateway reads it: the process serving the client port (its settings, the
+    caller's key with its grants, the router's guardrails), since the media tools make their requests through its
+    router as the caller (mcp/media.py)."""

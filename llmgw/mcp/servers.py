@@ -32,6 +32,7 @@ from llmgw.store import AuditEntry, AuditStore, McpServer, McpStore, SecretsStor
 from llmgw.trust import TrustError
 
 IN_PROCESS = "llmgw:admin"  # the cluster's own read-only tools, answered in the control plane's process
+MEDIA = "llmgw:media"  # pictures and workflows as tools, answered as the caller (mcp/media.py)
 STDIO = "stdio:"  # a server run on the control plane: stdio:COMMAND ARGS… (llmgw.mcp.stdio)
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
@@ -87,7 +88,7 @@ def view(server: McpServer) -> ServerView:
 
 def check_url(url: str, allow_private: bool) -> str:
     url = url.strip()
-    if url == IN_PROCESS:
+    if url in (IN_PROCESS, MEDIA):
         return url
     if url.startswith(STDIO):
         from llmgw.mcp.stdio import command_of
@@ -100,7 +101,8 @@ def check_url(url: str, allow_private: bool) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServerError(f'"{url}" is not an MCP server\'s address: give http(s)://HOST/PATH, stdio:COMMAND for '
-                          f"one run on the control plane, or {IN_PROCESS} for this cluster's own tools")
+                          f"one run on the control plane, {IN_PROCESS} for this cluster's own tools, or {MEDIA} "
+                          "for pictures and workflows")
     why = None if allow_private else host_refusal(parts.hostname)
     if why:
         raise ServerError(f"{why}; an MCP server there is refused unless it is added with --allow-private")

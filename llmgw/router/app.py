@@ -24,6 +24,7 @@ from llmgw.router.connguard import ConnectionGuard
 from llmgw.router.errors import api_error, in_anthropic_shape, speaks_anthropic
 from llmgw.router.handlers import add_routes
 from llmgw.router.knowledge import add_routes as add_kb_routes
+from llmgw.router.media.jobs import add_routes as add_job_routes
 from llmgw.router.passon import pass_on
 from llmgw.router.plane import ClientPlane
 from llmgw.store import StoreError
@@ -299,6 +300,7 @@ def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None
     add_routes(app)
     add_batch_routes(app)  # /v1/files and /v1/batches (docs/batches.md)
     add_kb_routes(app)  # /v1/vector_stores (docs/knowledge.md)
+    add_job_routes(app)  # /v1/workflows (docs/media.md)
     # SCIM provisioning (issue 14): before the portal's catch-all, and outside /v1, so no key check or
     # standby pass-on touches it; it answers 404 in SCIM's shape while auth.scim.enabled is off.
     mount_scim(app, plane)

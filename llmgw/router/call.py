@@ -71,6 +71,10 @@ class Call:
     # ("prompt_tokens", "completion_tokens"): router.tally.
     estimated: tuple[str, ...] = ()
     delivered_tokens: int | None = None  # of completion_tokens, those that reached the client
+    images: int = 0  # pictures made, each charged at the model's price.per_image
+    # A workflow job's run (handlers.Inside): its progress's listener, and the replica its runner chose for it.
+    on_progress: Callable[[Any], Any] | None = None
+    pinned: str | None = None  # an endpoint's id
     ttft: float | None = None
     first_token_at: float | None = None
     retries: list[dict[str, Any]] = field(default_factory=list)
@@ -142,6 +146,8 @@ class Call:
             detail["delivered_tokens"] = self.delivered_tokens
         if self.tools_dropped:
             detail["tools_dropped"] = list(self.tools_dropped)
+        if self.images:
+            detail["images"] = self.images
         if self.max_tokens_lowered is not None:
             detail["max_tokens_lowered"] = {"asked": self.max_tokens_lowered[0], "sent": self.max_tokens_lowered[1]}
         decisions = list(self.guard_decisions)

@@ -36,6 +36,9 @@ from llmgw.router.clientaddr import client_address
 from llmgw.router.engineerror import refusal_message
 from llmgw.router.fit import fit_max_tokens
 from llmgw.router.guarded import ChunkGuard, guard_whole
+from llmgw.router.media import images as media_images
+from llmgw.router.media import workflows as media_workflows
+from llmgw.router.media.runs import OnProgress
 from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
 from llmgw.router.relay import CUT_EVENT, StreamScanner, relay
@@ -73,7 +76,7 @@ def _model_name(body: JSON) -> str:
     return model
 
 
-def _find_model(plane: ClientPlane, principal: Principal, name: str) -> ModelEntry:
+def find_model(plane: ClientPlane, principal: Principal, name: str) -> ModelEntry:
     entry = plane.router.registry.model(name)
     if entry is None or not principal.limits.allows_model(name):
         if entry is not None:
@@ -139,6 +142,9 @@ class Inside:
     band: str | None
     batch_id: str | None = None  # a batch's line is priced at its model's batch discount
     keep: Callable[[Usage], None] | None = None  # None: the usage row goes to the usage writer, as a client's
+    # A workflow job's run: told each step of its progress, and sent to the replica its runner chose.
+    on_progress: OnProgress | None = None
+    pinned: str | None = None  # an endpoint's id
 
 
 async def serve(plane: ClientPlane, shape: Shape, principal: Principal, request_id: str,
@@ -209,7 +215,7 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
         assert request is not None
         body = await read_json(request, int(settings.max_body))
     name = _model_name(body)
-    entry = _find_model(plane, principal, name)
+    entry = find_model(plane, principal, name)
     retrieved = None
     augmenting = plane.router.augmenting
     if augmenting is not None and augmenting.asks(shape.api, body):
@@ -245,6 +251,7 @@ async def _begin(plane: ClientPlane, request: web.Request | None, shape: Shape, 
                 band=band, client_body=body, span=span, trace_parent=client_trace)
     if inside is not None:
         call.batch_id, call.keep_usage = inside.batch_id, inside.keep
+        call.on_progress, call.pinned = inside.on_progress, inside.pinned
     call.max_tokens_lowered = lowered
     call.tools_dropped = dropped
     call.retrieved = retrieved
@@ -389,6 +396,18 @@ async def _route(plane: ClientPlane, request: web.Request | None, shape: Shape,
     try:
         if served.failing():  # its breakers opened while it waited its turn
             raise replicas_failing(served)
+        if served.settings.comfyui is not None:
+            # A ComfyUI model's requests are runs of its workflow, not an OpenAI body passed on (router.media).
+            if shape.api == "images":
+                async with asyncio.timeout(float(settings.timeouts.total)):
+                    return await media_images.answer(plane, request, call, served)
+            if shape.api == "workflows":
+                return await media_workflows.answer(plane, call, served)
+            raise Refuse(400, f"{served.name} runs a ComfyUI workflow; send it /v1/images/generations or "
+                              "/v1/workflows/runs", "unsupported_capability", param="model")
+        if shape.api == "workflows":
+            raise Refuse(400, f"{served.name} runs no workflow; GET /v1/workflows lists the models that do",
+                         "unsupported_capability", param="model")
         blocks, cached = await cached_prefix(router.registry, served, call.upstream_body, call.profile)
         candidates = scheduler.choose(served.usable(), call.profile, call.session_key, prompt_blocks=blocks,
                                       cached=cached)
@@ -568,4 +587,5 @@ async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
 
 def add_routes(app: web.Application) -> None:
     for shape in SHAPES:
-        app.router.add_post(shape.route, handler(shape))
+        if shape.route:  # a workflow's run has none: it is made as a job (router/media/jobs.py)
+            app.router.add_post(shape.route, handler(shape))

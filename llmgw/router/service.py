@@ -245,7 +245,8 @@ class Router:
         """The call is over: count its tokens and money and queue its usage row. Never awaits."""
         model = call.model
         served = self.registry.model(call.served_model or model.name) or model
-        spent = cost(served.settings.price, call.prompt_tokens, call.cached_tokens, call.completion_tokens)
+        spent = cost(served.settings.price, call.prompt_tokens, call.cached_tokens, call.completion_tokens,
+                     images=call.images)
         if call.batch_id:
             spent = batch_cost(served.settings.price, spent)
         principal = call.principal

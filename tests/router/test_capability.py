@@ -40,7 +40,7 @@ def test_a_capability_that_is_not_one_is_refused_naming_the_ones_there_are():
     with pytest.raises(SpecError) as refused:
         _spec(capabilities=["chat", "embedings"])
     assert str(refused.value) == ("capabilities[1]: expected one of chat|completions|embeddings|vision|tools|"
-                                  'thinking, got "embedings"')
+                                  'thinking|images|workflows, got "embedings"')
     with pytest.raises(SpecError, match="capabilities: chat is given twice"):
         _spec(capabilities=["chat", "chat"])
 
@@ -53,8 +53,10 @@ def test_capabilities_reach_every_alias_and_cross_to_workers_and_standbys():
     assert back.placed["qwen"].settings.can == LANGUAGE
 
 
-def test_a_model_from_the_settings_with_none_set_does_everything():
-    assert ModelSettings(name="remote").can == ("chat", "completions", "embeddings", "vision", "tools", "thinking")
+def test_a_model_from_the_settings_with_none_set_does_everything_but_run_workflows():
+    # Workflows are ComfyUI's: only a model with a comfyui block runs them.
+    assert ModelSettings(name="remote").can == ("chat", "completions", "embeddings", "vision", "tools", "thinking",
+                                                "images")
 
 
 def test_an_anthropic_image_and_thinking_ask_for_vision_and_thinking():

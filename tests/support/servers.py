@@ -265,6 +265,40 @@ class SimEngine:
             self.log.close()
 
 
+class ComfySim(SimEngine):
+    """A real `llmgw sim-engine --comfyui` process, ComfyUI's stand-in (docs/sim-engine.md), on a free port."""
+
+    def __init__(self, root: Path, *flags: str):
+        super().__init__(root, "comfyui", *flags)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> ComfySim:
+        self.log = open(self.log_path, "ab")
+        self.proc = forkserver.popen([sys.executable, "-m", "llmgw", "sim-engine", "--comfyui", "--listen",
+                                      "127.0.0.1", "--port", str(self.port), *self.flags],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sim-engine --comfyui exited with {self.proc.returncode}; it said:\n"
+                                     f"{self.output()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/system_stats", timeout=1):
+                    return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.05)
+        said = self.output()
+        self.stop()
+        raise AssertionError(f"sim-engine --comfyui did not answer /system_stats in {timeout:g} s; it said:\n{said}")
+
+    def history(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/history", timeout=5) as r:
+            return json.loads(r.read())
+
+
 def write_config(path: Path, doc: dict) -> str:
     import yaml
 

@@ -30,7 +30,17 @@ from typing import Any, Literal
 
 import orjson
 
-from llmgw.config import KNOWN_ENGINES, Capability, ConfigError, Invalid, capabilities, from_dict, parse_yaml, to_dict
+from llmgw.config import (
+    KNOWN_ENGINES,
+    Capability,
+    ComfyUIModel,
+    ConfigError,
+    Invalid,
+    capabilities,
+    from_dict,
+    parse_yaml,
+    to_dict,
+)
 from llmgw.config.types import Duration, Size, describe
 from llmgw.errors import N_
 from llmgw.protocol import EngineProfile
@@ -257,9 +267,10 @@ class ModelSpec:
     """What it is for: a judge runs without a prompt cache, an embedding model serves /v1/embeddings."""
 
     capabilities: list[Capability] = field(default_factory=list)
-    """What it does, of chat, completions, embeddings, vision, tools and thinking (shown in /v1/models; a request for
-    anything else is refused with 400). Empty: what its engine does — chat, completions, tools and thinking on the
-    language engines, everything on sim, embeddings alone with role: embedding."""
+    """What it does, of chat, completions, embeddings, vision, tools, thinking, images and workflows (shown in
+    /v1/models; a request for anything else is refused with 400). Empty: what its engine does — chat, completions, tools
+    and thinking on the language engines, all of a language model's on sim, embeddings alone with role: embedding,
+    workflows on ComfyUI (and images where it makes pictures)."""
 
     profiles: list[Profile] = field(default_factory=list)
     """Ways to run a replica, best first."""
@@ -296,6 +307,10 @@ class ModelSpec:
     template): the router cuts each prompt with it to route by what each replica has cached (docs/routing.md).
     Empty: for a model from Hugging Face, the pinned commit's, which each control plane fetches; else the source,
     where that is a folder path; none for the rest."""
+
+    comfyui: ComfyUIModel | None = None
+    """For a model on ComfyUI: its workflow, the inputs a run may set, what it makes and its licence (docs/media.md).
+    A ComfyUI profile needs it."""
 
     origin: Origin | None = None
     """Set by the control plane for a model from Hugging Face: the commit it is pinned to and each file's
@@ -345,6 +360,22 @@ class ModelSpec:
                                      "loaded; use the model's safetensors or GGUF, or set allow_pickle: true if its "
                                      'files were checked and it has no other form'),
                                   params={"pickled": pickled[0], "extensions": ', '.join(PICKLE_EXTENSIONS)})
+        comfy = [p.engine == "comfyui" for p in self.profiles]
+        if any(comfy) and not all(comfy):
+            raise Invalid("profiles", N_("a ComfyUI model's profiles are all comfyui: its requests are workflows, "
+                                         "which no other engine runs"))
+        if any(comfy) and self.comfyui is None:
+            raise Invalid("comfyui", N_("a model on ComfyUI needs comfyui: {workflow: text-to-image} (or a workflow "
+                                        "file of its own)"))
+        if self.comfyui is not None and not any(comfy):
+            raise Invalid("comfyui", N_("only a model whose profiles run comfyui takes a workflow"))
+        if self.comfyui is not None:
+            from llmgw.engines import WorkflowError, load_workflow
+
+            try:
+                load_workflow(self.comfyui)
+            except WorkflowError as e:
+                raise Invalid(f"comfyui.{e.param or 'workflow'}", N_("{problem}"), params={"problem": str(e)}) from None
         if self.origin is not None and self.origin.commit:
             named = self.source.rpartition("@")[2] if self.source.startswith("hf:") else ""
             if named != self.origin.commit:
@@ -394,7 +425,8 @@ class ModelSpec:
     def can(self) -> tuple[str, ...]:
         """Its capabilities in force: as declared, else its engines' (config/capabilities.py)."""
         # A list[str] of them: for_catalog's parameter is a list, invariant, and theirs are Capability literals.
-        return capabilities.for_catalog(list(self.capabilities), (p.engine for p in self.profiles), self.role)
+        output = self.comfyui.output if self.comfyui is not None else ""
+        return capabilities.for_catalog(list(self.capabilities), (p.engine for p in self.profiles), self.role, output)
 
     def weights(self) -> list[str]:
         """The sources a node keeps for it (RemoveWeights names them)."""

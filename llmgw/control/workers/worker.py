@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from llmgw.account import ChatTokens, KeyCache, Principal, UnknownKeyThrottle
     from llmgw.config import ClusterSettings, ServerConfig
     from llmgw.control.settings import ClusterSettingsWatcher
-    from llmgw.router import BatchRunner, Router
+    from llmgw.router import BatchRunner, JobRunner, Router
     from llmgw.store import Store
 
 log = logging.getLogger("llmgw.workers")
@@ -165,6 +165,7 @@ class Worker:
         self._ChatTokens = ChatTokens
         self._runner: web.AppRunner | None = None
         self._batches: BatchRunner | None = None  # the first worker's: it sends batches' lines while the plane leads
+        self._jobs: JobRunner | None = None  # and runs the workflow jobs
         self._tasks: list[asyncio.Task[None]] = []
         self.closed = asyncio.Event()  # the main process went away
         self._serve = asyncio.Event()  # the main process says: accept connections
@@ -224,10 +225,12 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._report(), name="worker-report"))
         if self.index == 0:
             # The main process has no router: the first worker sends batches' lines (docs/batches.md).
-            from llmgw.router import BatchRunner
+            from llmgw.router import BatchRunner, JobRunner
 
             self._batches = BatchRunner(self, leading=lambda: self.lease.leading)
             self._batches.start()
+            self._jobs = JobRunner(self, leading=lambda: self.lease.leading)
+            self._jobs.start()
         self.channel.send(Ready(os.getpid()))
         waits = [asyncio.create_task(e.wait()) for e in (self._serve, self.closed, self.stopping)]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -241,6 +244,8 @@ class Worker:
     async def stop(self) -> None:
         if self._batches:
             await self._batches.stop()  # lines in flight stay pending, for whichever sends next
+        if self._jobs:
+            await self._jobs.stop()
         if self._runner:
             await self._runner.cleanup()
         await cancel_and_wait(*self._tasks)

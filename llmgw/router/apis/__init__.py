@@ -8,12 +8,14 @@ from llmgw.router.apis.base import Prepared, Shape
 from llmgw.router.apis.chat import CHAT
 from llmgw.router.apis.completions import COMPLETIONS
 from llmgw.router.apis.embeddings import EMBEDDINGS
+from llmgw.router.apis.images import IMAGES
 from llmgw.router.apis.messages import MESSAGES
 from llmgw.router.apis.responses import RESPONSES
+from llmgw.router.apis.workflows import WORKFLOWS
 
-SHAPES: tuple[Shape, ...] = (CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, RESPONSES)
+SHAPES: tuple[Shape, ...] = (CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, RESPONSES, IMAGES, WORKFLOWS)
 _BY_API = {shape.api: shape for shape in SHAPES}
-_BY_ROUTE = {shape.route: shape for shape in SHAPES}
+_BY_ROUTE = {shape.route: shape for shape in SHAPES if shape.route}
 
 
 def by_api(api: str) -> Shape:
@@ -26,5 +28,17 @@ def by_route(route: str) -> Shape:
     return _BY_ROUTE[route]
 
 
-__all__ = ["CHAT", "COMPLETIONS", "EMBEDDINGS", "MESSAGES", "RESPONSES", "SHAPES", "Prepared", "Shape", "by_api",
-           "by_route"]
+__all__ = [
+    "CHAT",
+    "COMPLETIONS",
+    "EMBEDDINGS",
+    "IMAGES",
+    "MESSAGES",
+    "RESPONSES",
+    "SHAPES",
+    "WORKFLOWS",
+    "Prepared",
+    "Shape",
+    "by_api",
+    "by_route",
+]

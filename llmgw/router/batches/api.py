@@ -27,7 +27,7 @@ from llmgw.store import Batch, StoredFile
 
 WINDOW = "24h"  # the one completion window, as OpenAI's
 WINDOW_SECONDS = 86400.0
-UPLOAD_PURPOSES = ("batch", "assistants", "user_data")
+UPLOAD_PURPOSES = ("batch", "assistants", "user_data", "vision")
 # The purposes whose files are documents for knowledge bases (docs/knowledge.md): read when one is added to a base.
 DOCUMENT_PURPOSES = ("assistants", "user_data")
 MAX_METADATA = 16  # pairs, as OpenAI takes them: keys of 64 characters at most, values of 512
@@ -84,10 +84,12 @@ async def upload(request: web.Request, plane: ClientPlane, principal: Principal)
         raise Refuse(400, 'the upload needs "purpose": batch', "invalid_request", param="purpose")
     if purpose not in UPLOAD_PURPOSES:
         raise Refuse(400, f'purpose must be one of {", ".join(UPLOAD_PURPOSES)}, got {purpose!r}; this gateway '
-                          "takes files for batches (batch) and documents for knowledge bases (assistants)",
+                          "takes files for batches (batch), documents for knowledge bases (assistants) and pictures "
+                          "for workflows (vision)",
                      "invalid_request", param="purpose")
     if content is None or filename is None:
-        what = "a document" if purpose in DOCUMENT_PURPOSES else "the JSON lines of a batch"
+        what = ("a document" if purpose in DOCUMENT_PURPOSES else "a picture" if purpose == "vision"
+                else "the JSON lines of a batch")
         raise Refuse(400, f'the upload needs "file": {what}', "invalid_request", param="file")
     if purpose == "batch":
         try:
@@ -177,8 +179,17 @@ async def file_content(request: web.Request, plane: ClientPlane, principal: Prin
     if content is None:
         raise Refuse(404, f"the bytes of {file.id} are not on this control plane's disk; it was kept by a leader "
                           "that no longer leads (docs/batches.md)", "file_not_found")
-    return web.Response(body=content, content_type="application/jsonl" if file.filename.endswith(".jsonl")
-                        else "application/octet-stream")
+    return web.Response(body=content, content_type=_content_type(file.filename, content))
+
+
+# What a picture or a mesh a workflow made is served as, so a browser shows it and a download keeps its kind.
+_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"glTF", "model/gltf-binary"))
+
+
+def _content_type(filename: str, content: bytes) -> str:
+    if filename.endswith(".jsonl"):
+        return "application/jsonl"
+    return next((kind for sig, kind in _SIGNATURES if content.startswith(sig)), "application/octet-stream")
 
 
 # -- batches -----------------------------------------------------------------
