@@ -267,7 +267,18 @@ class ComfyClient:
         finally:
             if ws is not None:
                 await ws.close()
-        return await self._fetch(await self._history(follow))
+        outputs = await self._fetch(await self._history(follow))
+        await self._forget(follow.prompt_id)
+        return outputs
+
+    async def _forget(self, prompt_id: str) -> None:
+        """Take the run out of ComfyUI's history, which keeps the workflow with a person's prompt in it for as
+        long as ComfyUI runs: llmgw has what it needs of it. A ComfyUI that will not is left as it is."""
+        try:
+            async with self.session.post(self.base_url + "/history", json={"delete": [prompt_id]}) as r:
+                await r.read()
+        except (aiohttp.ClientError, OSError) as e:
+            log.info("comfyui: %s did not forget run %s (%s)", self.base_url, prompt_id, type(e).__name__)
 
     async def _open(self, client_id: str) -> aiohttp.ClientWebSocketResponse | None:
         try:

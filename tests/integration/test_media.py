@@ -125,11 +125,22 @@ def test_each_picture_is_charged_at_the_models_price_and_counted_in_usage(own):
 
 
 def test_a_prompt_the_guardrails_block_is_refused_and_never_reaches_comfyui(gw, own):
-    before = len(gw.comfy.history())
     with pytest.raises(openai.BadRequestError) as refused:
         own.openai.images.generate(model="pic", prompt=f"a poster that says {SECRET}", size="64x64")
     assert refused.value.code == "guardrail_blocked"
-    assert len(gw.comfy.history()) == before
+    request_id = refused.value.response.headers["x-request-id"]
+
+    def recorded():
+        done = gw.ctl("ctl", "request", request_id, "--json")
+        return json.loads(done.stdout) if done.returncode == 0 else None
+    asked = wait_until(recorded, 15, "the refused request's usage row", interval=0.3)
+    assert asked["status"] == 400 and not asked.get("endpoint")
+    assert SECRET not in gw.comfy.output()
+
+
+def test_comfyui_is_left_no_history_of_a_persons_prompt(gw, own):
+    own.openai.images.generate(model="pic", prompt="a private sketch", size="64x64", extra_body={"steps": 1})
+    assert "a private sketch" not in json.dumps(gw.comfy.history())
 
 
 def test_a_value_the_workflow_cannot_take_is_refused_naming_it(own):
