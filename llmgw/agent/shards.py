@@ -236,7 +236,8 @@ class ShardRunner:
                                      shard_id=shard_id, api_key_file=key_file)
             spec = EngineSpec(shard_id, launch.argv, launch.model or profile.model,
                               url=f"http://{_host(self.advertise)}:{port}", port=port, env=dict(launch.env),
-                              api_key_file=key_file or "", kv_events=launch.kv_events)
+                              api_key_file=key_file or "", kv_events=launch.kv_events,
+                              health_path=launch.health_path)
             if spans is not None:
                 # Until the engine answers its health check: the weights read, the model loaded.
                 spans.step("engine load", {"llmgw.port": port})

@@ -58,7 +58,8 @@ class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
-    """Where the engine says it is up; readiness also wants the model listed (supervisor/readiness.py)."""
+    """Where the engine says it is up. At /health readiness also wants the model listed in /v1/models; at any other
+    path (an engine that is no OpenAI server, as ComfyUI) a 200 is enough (agent/supervisor/readiness.py)."""
     model: str = ""
     """The name the engine serves the model under: what /v1/models lists and requests name."""
     metrics_path: str = ""

@@ -20,18 +20,23 @@ _MAX_BODY = 64 << 10
 
 
 async def check(session: aiohttp.ClientSession, url: str, model: str, api_key: str = "",
-                timeout_s: float = 2.0) -> str:
-    """"" when the engine at url (its root, no /v1) serves model; otherwise what it is waiting for, in words."""
+                timeout_s: float = 2.0, health_path: str = "/health") -> str:
+    """"" when the engine at url (its root, no /v1) serves model; otherwise what it is waiting for, in words.
+
+    An engine whose adapter names another `health_path` than /health is no OpenAI server (ComfyUI answers
+    /system_stats once it can take work, and lists no models): a 200 there is the whole check."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     base = url.rstrip("/")
     try:
-        async with session.get(base + "/health", headers=headers, timeout=timeout) as r:
+        async with session.get(base + health_path, headers=headers, timeout=timeout) as r:
             body = await r.content.read(_MAX_BODY)
             if r.status != 200:
-                return f"/health answers {r.status}"
+                return f"{health_path} answers {r.status}"
     except (aiohttp.ClientError, TimeoutError, OSError) as e:
-        return f"/health does not answer ({type(e).__name__})"
+        return f"{health_path} does not answer ({type(e).__name__})"
+    if health_path != "/health":
+        return ""
     text = body.decode("utf-8", errors="replace")
     status = _json_status(text)
     if status in _NOT_READY:

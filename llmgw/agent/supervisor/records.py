@@ -56,6 +56,8 @@ class ShardRecord:
     """The value of LLMGW_ENGINE_RUN in the engine's environment, which every process it starts inherits."""
     kv_events: str = ""
     """Where the engine publishes its KV-cache events, followed again by an agent that adopts it."""
+    health_path: str = "/health"
+    """Where the engine says it is up, for the readiness check of an adopted engine (supervisor/readiness.py)."""
     descendants: list[tuple[int, float]] = field(default_factory=list)
     """(pid, create_time) of processes the engine started, as last seen: one that left the group and lost its
     parent is found by no walk of the tree, and must still be stopped."""

@@ -172,7 +172,7 @@ class Shard:
     async def _readiness(self) -> None:
         while self.state == "starting" and not self.ended.is_set():
             waiting = await readiness.check(self._session(), self.record.url, self.record.model,
-                                            read_key(self.record.api_key_file))
+                                            read_key(self.record.api_key_file), health_path=self.record.health_path)
             if not waiting and self.state == "starting" and not self.stopping and not self.ended.is_set():
                 await self.set_state("ready")
                 return

@@ -55,6 +55,9 @@ class EngineSpec:
     """The engine's API key, for the readiness check; only the path is written down."""
     kv_events: str = ""
     """Where its KV-cache events are published, for the agent to follow (agent/kvfeed.py)."""
+    health_path: str = "/health"
+    """Where it says it is up (readiness.py): /health for the OpenAI engines, which must list the model too; another
+    path (ComfyUI's /system_stats) is the whole check, for an engine that lists no model."""
 
 
 class Supervisor:
@@ -252,7 +255,8 @@ class Supervisor:
         rec = ShardRecord(shard_id=spec.shard_id, pid=proc.pid, pgid=proc.pid, create_time=create_time,
                           command=list(spec.command), boot_start=leader.start, boot_id=procs.boot_id(),
                           port=spec.port, url=spec.url, model=spec.model, started_at=time.time(),
-                          user=run_as.name, api_key_file=spec.api_key_file, mark=mark, kv_events=spec.kv_events)
+                          user=run_as.name, api_key_file=spec.api_key_file, mark=mark, kv_events=spec.kv_events,
+                          health_path=spec.health_path)
         try:
             await asyncio.to_thread(records.write, self.data_dir, rec)
         except OSError as e:
@@ -294,7 +298,8 @@ class Supervisor:
         shard = Shard(rec, self.data_dir, self.limits, proc=None, adopted=True, emit=self._emit,
                       session=self._session)
         shard.output().seed()
-        waiting = await readiness.check(self._session(), rec.url, rec.model, read_key(rec.api_key_file))
+        waiting = await readiness.check(self._session(), rec.url, rec.model, read_key(rec.api_key_file),
+                                        health_path=rec.health_path)
         if not waiting:
             shard.state = "ready"
         shard.message = waiting

@@ -110,3 +110,18 @@ main()
         await asyncio.sleep(0.1)
     assert shard.status().state == "starting"
     assert shard.status().message == "/v1/models does not list asked-for"
+
+
+async def test_an_engine_that_is_no_openai_server_is_ready_when_its_own_health_path_answers(supervisor, tmp_path):
+    # ComfyUI answers /system_stats once it takes work, and has neither /health nor /v1/models.
+    spec = script_spec(tmp_path, "comfy", "", model="pictures")
+    spec.health_path = "/system_stats"
+    (tmp_path / "comfy.py").write_text(f"""
+import sys
+sys.argv = ["llmgw", "sim-engine", "--comfyui", "--listen", "127.0.0.1", "--port", "{spec.port}"]
+from llmgw.cli.main import main
+main()
+""")
+    await supervisor.start(spec)
+    ready = await next_state(supervisor, "comfy", "ready", timeout=20)
+    assert ready.message == ""
