@@ -33,13 +33,13 @@ def prompt_tokens_read(engine) -> float:
                if line.startswith("vllm:prompt_tokens_total"))
 
 
-def test_models_list_what_each_can_do_as_set_or_everything_when_not_set(gateway, engines):
+def test_models_list_what_each_can_do_as_set_or_all_but_workflows_when_not_set(gateway, engines):
     engine = engines("qwen")
     gw = gateway([{"name": "qwen", "endpoints": [engine.url], "capabilities": ["completions", "chat"]},
                   {"name": "other", "endpoints": [engine.url]}])
     listed = {m.id: m.model_extra["capabilities"] for m in gw.openai.models.list().data}
     assert listed == {"qwen": ["chat", "completions"],
-                      "other": ["chat", "completions", "embeddings", "vision", "tools", "thinking"]}
+                      "other": ["chat", "completions", "embeddings", "vision", "tools", "thinking", "images"]}
 
 
 def test_embeddings_to_a_chat_model_are_refused_with_what_it_does_and_chat_still_answers(gateway, engines):
