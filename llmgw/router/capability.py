@@ -54,7 +54,7 @@ def _always(_client: JSON, _upstream: JSON) -> bool:
 def _ask(shape: Shape) -> Asked:
     # The endpoint the shape is to the engine: Messages and Responses are chat.
     endpoint = shape.engine_api
-    if endpoint in ("embeddings", "images"):
+    if endpoint in ("embeddings", "images", "workflows"):
         return ((endpoint, "model", _always),)
     return ((endpoint, "model", _always),
             ("vision", "messages", lambda _, up: _has_images(up.get("messages"))),
