@@ -268,3 +268,33 @@ def test_the_media_tools_make_a_picture_and_run_a_workflow_as_the_caller(gw, req
     assert ran.structured_content["outputs"][0]["content_type"] == "image/png"
     # Both were the caller's requests: two pictures charged to its project.
     assert project_usage(own, 2)["cost_micros"] == 2 * PER_IMAGE
+
+
+def test_a_key_at_its_request_limit_gets_no_picture_and_no_run(gw, request):
+    own = _own(gw, request.node.name)
+    done = gw.ctl("keys", "limits", "--scope", "key", "--id", own.key_id, "--rpm", "1")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: _limited(own), 15, "the key's limit of one request a minute in force", interval=0.5)
+    status, answer = own.post("/v1/workflows/runs", {"model": "pic", "inputs": {"prompt": "a bird"}})
+    assert status == 429 and answer["error"]["code"] == "rate_limited"
+
+
+def _limited(own: Own) -> bool:
+    try:
+        own.openai.images.generate(model="pic", prompt="a small bird", size="64x64", extra_body={"steps": 1})
+    except openai.RateLimitError:
+        return True
+    return False
+
+
+def test_one_run_of_a_model_at_a_time_on_its_replica_the_next_waiting_for_it(own):
+    runs = [own.post("/v1/workflows/runs", {"model": "pic", "inputs": {
+        "prompt": f"a tree, take {n}", "steps": 30, "width": 64, "height": 64}})[1] for n in (1, 2)]
+
+    def ended():
+        docs = [json.loads(own.get(f"/v1/workflows/runs/{r['id']}")[2]) for r in runs]
+        return docs if all(d["status"] == "succeeded" for d in docs) else None
+    first, second = wait_until(ended, 60, "both runs ended")
+    # router.jobs.per_model is 1: the second started once the first had ended, not beside it on ComfyUI's queue
+    # (whole seconds, as the API gives them: a start after an end is never a smaller second).
+    assert second["started_at"] >= first["ended_at"]
