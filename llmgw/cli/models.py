@@ -88,6 +88,27 @@ def register(sub, common) -> None:
     update.add_argument("--apply", action="store_true", help="move the model to the commit its revision is now")
     update.set_defaults(run=run_update)
 
+    presets = msub.add_parser(
+        "presets", parents=[common], help="llmgw's own picture models: where each stands, add one, presets.auto",
+        description="Without an ACTION, lists the models that come with llmgw (FLUX.1 schnell, SDXL-Turbo on "
+                    "ComfyUI), each with what "
+                    "it makes, the card it needs and where it stands: in the catalog, declined (its model was "
+                    "removed), fits no node, or would be added. With presets.auto on, the leader adds one, on demand, "
+                    "where a node offers ComfyUI with a card it fits and the catalog makes nothing of its kind "
+                    "(docs/media.md, \"Presets\").")
+    psub = presets.add_subparsers(dest="presets_command", metavar="ACTION")
+    padd = psub.add_parser("add", parents=[common], help="add a preset now, whatever the leader would do",
+                           description="Adds the preset to the catalog (pinned to Hugging Face's commit, on demand: "
+                                       "nothing is fetched until it is asked for) and takes it off presets.declined.")
+    padd.add_argument("preset", metavar="NAME")
+    padd.set_defaults(run=run_preset_add)
+    pauto = psub.add_parser("auto", parents=[common], help="whether the leader adds presets by itself",
+                            description="Sets presets.auto: on, the leader adds a preset where it fits and the "
+                                        "catalog makes nothing of its kind; off, only by hand.")
+    pauto.add_argument("switch", choices=("on", "off"))
+    pauto.set_defaults(run=run_presets_auto)
+    presets.set_defaults(run=run_presets)
+
     for name, text in (("stop", "stop its replicas; it stays in the catalog with its files and scaling"),
                        ("start", "run a stopped model again, scaled as it was")):
         p = msub.add_parser(name, parents=[common], help=text)
@@ -383,6 +404,47 @@ def run_update(args) -> int:
             print(f"  {note}")
     else:
         print(f"  llmgw ctl model update {name} --apply moves it")
+    return 0
+
+
+# What each preset's state is called in the table; its sentence is said under it.
+_PRESET_STATES = {"in_catalog": "in the catalog", "declined": "declined", "made": "made by another",
+                  "kind_declined": "kind declined", "no_node": "fits no node", "to_add": "would be added",
+                  "fits": "fits (auto off)"}
+
+
+def run_presets(args) -> int:
+    answer = _client(args).call("GET", "/api/v1/presets")
+    if args.json:
+        emit_json(answer)
+        return 0
+    presets = answer["presets"]
+    table(["name", "makes", "card", "state"],
+          [(p["name"], p["makes"], p["card"], _PRESET_STATES.get(p["state"], p["state"])) for p in presets])
+    print()
+    for p in presets:
+        print(f"{p['name']}: {p['what']}; {p['said']}")
+        if p.get("error"):
+            print(f"  its last try failed: {p['error']}")
+    print()
+    if answer["auto"]:
+        print("presets.auto is on: the leader adds a preset where a node with ComfyUI fits it and the catalog makes "
+              "nothing of its kind (llmgw ctl model presets auto off)")
+    else:
+        print("presets.auto is off: a preset is added only by hand (llmgw ctl model presets add NAME)")
+    return 0
+
+
+def run_preset_add(args) -> int:
+    return _changed(args, _client(args).call("POST", "/api/v1/presets/" + quote(args.preset, safe=""), {}))
+
+
+def run_presets_auto(args) -> int:
+    answer = _client(args).call("POST", "/api/v1/presets/auto", {"on": args.switch == "on"})
+    if args.json:
+        emit_json(answer)
+        return 0
+    print(f"presets.auto: {'on' if answer['auto'] else 'off'}")
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -43,6 +44,7 @@ __all__ = [
     "LogSettings",
     "MACHINE_KEYS",
     "ModelSettings",
+    "PresetSettings",
     "RouterSettings",
     "ServerConfig",
     "cluster_keys_in",
@@ -216,6 +218,31 @@ class PortalSettings:
                                      params={"address": self.address})
 
 
+_PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class PresetSettings:
+    auto: bool = True
+    """The leading control plane adds one of llmgw's own models (`llmgw ctl model presets`) where a node offers
+    ComfyUI with a card that fits it and the catalog makes nothing of that kind yet; on demand, so nothing is
+    fetched until somebody asks for it. Looked at every 30 seconds (docs/media.md, "Presets")."""
+
+    declined: list[str] = field(default_factory=list)
+    """Presets not to add again: a preset's model removed from the catalog is put here. `llmgw ctl model presets add
+    NAME` takes one off and adds it."""
+
+    def validate(self) -> None:
+        seen: set[str] = set()
+        for i, name in enumerate(self.declined):
+            if not _PRESET_NAME.match(name):
+                raise Invalid(f"declined[{i}]", N_("{name} is not a preset's name, such as flux-schnell"),
+                              params={"name": describe(name)})
+            if name in seen:
+                raise Invalid(f"declined[{i}]", N_("{name} is given twice"), params={"name": name})
+            seen.add(name)
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """The cluster's settings: the same on every control plane, kept in the store once the cluster exists."""
@@ -250,6 +277,10 @@ class ClusterSettings:
     mirror: MirrorSettings = field(default_factory=MirrorSettings)
     """The model mirrors the nodes fetch from instead of Hugging Face, kept in step with the catalog's pins
     (docs/mirror.md)."""
+
+    presets: PresetSettings = field(default_factory=PresetSettings)
+    """llmgw's own picture models and whether the leader adds them where a node fits one (docs/media.md,
+    "Presets")."""
 
     def validate(self) -> None:
         first: dict[str, int] = {}

@@ -1,9 +1,9 @@
-"""Models: the catalog, each model's state and replicas; add, serve, scale, stop and start.
+"""Models: the catalog, each model's state and replicas; add, serve, scale, stop and start; llmgw's presets.
 
-The same admin API calls as `llmgw ctl models` and `llmgw ctl model add |
-serve | scale | stop | start` (llmgw/cli/models.py): the rules and their
-sentences are the control plane's, so a refusal here reads as it does in
-a shell.
+The same admin API calls as `llmgw ctl models`, `llmgw ctl model add |
+serve | scale | stop | start` and `llmgw ctl model presets [add]`
+(llmgw/cli/models.py): the rules and their sentences are the control
+plane's, so a refusal here reads as it does in a shell.
 """
 
 from __future__ import annotations
@@ -52,28 +52,60 @@ def read_model_file(path: str) -> dict[str, Any]:
     return doc
 
 
+# What each preset's state is called on the screen (llmgw ctl model presets calls them the same).
+PRESET_STATES = {"in_catalog": "in catalog", "declined": "declined", "made": "made by other",
+                 "kind_declined": "kind declined", "no_node": "fits no node", "to_add": "to be added",
+                 "fits": "fits"}
+PRESET_COLOUR = {"in_catalog": "good", "to_add": "warn", "fits": "warn", "no_node": "dim", "declined": "dim",
+                 "made": "dim", "kind_declined": "dim"}
+_PRESET = "preset:"  # a preset's rows in `names`, apart from the models'
+
+
 class Models:
     title = "Models"
-    command = "llmgw ctl models; llmgw ctl model add|serve|scale|stop|start"
-    keys = "↑↓ choose  a add  v serve  s scale  t stop  r start"
+    command = "llmgw ctl models; llmgw ctl model add|serve|scale|stop|start|presets"
+    keys = "↑↓ choose  a add  v serve  s scale  t stop  r start  p add the preset"
     chooses_focus = True  # show() puts the focus back on the model chosen
 
     def __init__(self, client: AdminClient) -> None:
         self.client = client
         self.walker: urwid.SimpleFocusListWalker | None = None
-        self.names: list[str] = []  # the model on each row of the walker ("" for rows that are not one)
+        self.names: list[str] = []  # the model or preset:NAME on each row of the walker ("" for rows that are neither)
         self.chosen = ""
+        self.shown: set[str] | None = None  # the models the last show() listed
 
-    def load(self) -> list[dict[str, Any]]:
-        return self.client.call("GET", "/api/v1/models")
+    def load(self) -> dict[str, Any]:
+        models = self.client.call("GET", "/api/v1/models")
+        try:
+            presets = self.client.call("GET", "/api/v1/presets")
+        except AdminError as e:
+            if e.status != 404:
+                raise
+            presets = None  # a control plane from before presets
+        return {"models": models, "presets": presets}
 
-    def selected(self) -> str:
+    def _row(self) -> str:
         if self.walker is not None and self.walker.focus is not None and self.names:
             return self.names[self.walker.focus]
         return ""
 
-    def show(self, models: list[dict[str, Any]]) -> urwid.Widget:
-        self.chosen = self.selected() or self.chosen
+    def selected(self) -> str:
+        """The model on the row in focus, or ""."""
+        row = self._row()
+        return "" if row.startswith(_PRESET) else row
+
+    def selected_preset(self) -> str:
+        row = self._row()
+        return row[len(_PRESET):] if row.startswith(_PRESET) else ""
+
+    def show(self, data: dict[str, Any]) -> urwid.Widget:
+        models = data["models"]
+        self.chosen = self._row() or self.chosen
+        # A model just added or served takes the focus, so the next key (s, t, r) acts on it.
+        added = [m["name"] for m in models if self.shown is not None and m["name"] not in self.shown]
+        self.shown = {m["name"] for m in models}
+        if added:
+            self.chosen = added[0]
         rows: list[urwid.Widget] = [urwid.Text(("dim", f"  {'state':<10}{'name':<30}{'replicas':<12}"
                                                        f"{'engine':<12}source"))]
         self.names = [""]
@@ -92,15 +124,41 @@ class Models:
             rows.append(urwid.Text(("dim", "  No models yet: a adds one from a model file, v serves weights "
                                            "from a path, https:// or hf: source.")))
             self.names.append("")
+        if data.get("presets"):
+            self._presets(data["presets"], rows)
         self.walker = urwid.SimpleFocusListWalker(rows)
-        if self.chosen in self.names:
+        if self.chosen and self.chosen in self.names:
             self.walker.set_focus(self.names.index(self.chosen))
-        elif len(self.names) > 1:
-            self.walker.set_focus(1)
+        elif any(self.names):
+            self.walker.set_focus(next(i for i, n in enumerate(self.names) if n))
         return urwid.ListBox(self.walker)
+
+    def _presets(self, presets: dict[str, Any], rows: list[urwid.Widget]) -> None:
+        auto = "on: the leader adds one where it fits" if presets["auto"] else "off: only by hand"
+        rows += [urwid.Divider(), urwid.Text([("title", "  Presets"), ("dim", f"  llmgw's own models; presets.auto "
+                                                                               f"{auto}")])]
+        self.names += ["", ""]
+        for p in presets["presets"]:
+            state = PRESET_STATES.get(p["state"], p["state"])
+            text: list[Any] = [(PRESET_COLOUR.get(p["state"], ""), f"  {state:<14}"),
+                               f"{p['name']:<16}{p['makes']:<10}{p['card']}"]
+            rows.append(urwid.AttrMap(urwid.SelectableIcon(text, cursor_position=0), None, "focus"))
+            self.names.append(_PRESET + p["name"])
+            said = p["said"] + (f"; its last try failed: {p['error']}" if p.get("error") else "")
+            rows.append(urwid.Text(("bad" if p.get("error") else "dim", f"      {said}")))
+            self.names.append(_PRESET + p["name"])
 
     def keypress(self, app: App, key: str) -> bool:
         name = self.selected()
+        preset = self.selected_preset()
+        if key == "p":
+            if not preset:
+                app.say("choose a preset first: they are listed under the models", bad=True)
+                return True
+            app.say(f"adding {preset}: Hugging Face is asked for its commit…")
+            app.work(lambda: self.client.call("POST", "/api/v1/presets/" + quote(preset, safe=""), {}),
+                     lambda answer: self._done(app, answer))
+            return True
         if key == "a":
             app.form("Add a model from a model file (docs/models.md)", [("file", "model file", "")],
                      lambda v: self.client.call("POST", "/api/v1/models", {"spec": read_model_file(v["file"])}),

@@ -30,13 +30,15 @@ from llmgw.account import Accounts, ChatTokens, KeyCache, Principal, UnknownKeyT
 from llmgw.auth import DirectoryAccounts, LdapSync, Secrets
 from llmgw.config import ClusterSettings, HubSettings, ServerConfig, cluster_part, own_secrets
 from llmgw.control.adminapi import make_admin_app
+from llmgw.control.adminapi.models import catalog_of
 from llmgw.control.announce import announcement
-from llmgw.control.catalog import Demand
+from llmgw.control.catalog import Demand, Policy
 from llmgw.control.cluster import Cluster
 from llmgw.control.exchange import Exchange, RouterCounts, merged_asks
 from llmgw.control.lease import LeaseKeeper
 from llmgw.control.listeners import LISTEN_BACKLOG, bind, client_site, share_port, shown
 from llmgw.control.mirrors import hub_client
+from llmgw.control.presets import Presets
 from llmgw.control.routes import RouteBoard, Routes, from_store, probed
 from llmgw.control.scrapetargets import ScrapeTargets
 from llmgw.control.settings import ClusterSettingsWatcher
@@ -164,6 +166,9 @@ class ControlPlane:
         self.batches = BatchRunner(self, leading=lambda: self.lease.leading) if self._router else None
         # Workflow runs likewise (docs/media.md).
         self.jobs = JobRunner(self, leading=lambda: self.lease.leading) if self._router else None
+        # llmgw's own picture models, added by the leader where a node fits one (control/presets.py).
+        self.presets = Presets(store, lambda: catalog_of(self), self.settings, leading=lambda: self.lease.leading,
+                               policy=lambda: Policy(lost_after=float(self.settings.current.control.node_lost_after)))
         self._runners: list[web.AppRunner] = []
 
     @property
@@ -225,6 +230,8 @@ class ControlPlane:
         if leading:
             self.events.emit("leader_changed", subject=self.name, leader=self.name, address=self.advertise())
         self.cluster.leadership_changed(leading)
+        if leading:
+            self.presets.wake()
         if self.workers:
             self.workers.lease_changed()
 
@@ -286,6 +293,7 @@ class ControlPlane:
             self.batches.start()
         if self.jobs:
             self.jobs.start()
+        self.presets.start()
         log.info("llmgw %s serving: %s", __version__,
                  ", ".join(f"{r} {a}" for r, a in self.listen_addresses.items()))
         # Serving: what a watchdog of an upgrade into this version waits for (docs/upgrade.md).
@@ -305,6 +313,7 @@ class ControlPlane:
         if self.jobs:
             await self.jobs.stop()  # runs in flight stay running, for whichever leads next to queue again
         await self.upgrader.stop()
+        await self.presets.stop()
         await self.tokenizers.stop()
         await self.exchange.stop()
         await self.ldap_sync.stop()

@@ -33,7 +33,7 @@ from llmgw.lazyface import lazy_face
 if TYPE_CHECKING:
     from llmgw.engines.base import Binary, Engine, EngineError, Launch, ProfileError, UnknownEngine
     from llmgw.engines.comfyclient import ComfyClient, ComfyError, Output, Progress
-    from llmgw.engines.comfyworkflows import BUILT_IN, Workflow, WorkflowError, load_workflow
+    from llmgw.engines.comfyworkflows import BUILT_IN, SAMPLERS, SCHEDULERS, Workflow, WorkflowError, load_workflow
     from llmgw.engines.engineenv import (
         SGLANG,
         VLLM,
@@ -85,7 +85,8 @@ __all__ = [
     "env_python", "installed_env", "PICKLE_EXTENSIONS", "is_pickle", "gguf_metadata", "StrataPlan", "parse_listen",
     "serve_strata", "KV_TOPIC", "BadBatch", "Chains", "Change", "chain", "decode_batch", "encode_batch",
     "kv_events_flag", "Cleared", "Removed", "Stored",
-    "ComfyClient", "ComfyError", "Output", "Progress", "BUILT_IN", "Workflow", "WorkflowError", "load_workflow",
+    "ComfyClient", "ComfyError", "Output", "Progress", "BUILT_IN", "SAMPLERS", "SCHEDULERS", "Workflow",
+    "WorkflowError", "load_workflow",
 ]
 
 
@@ -170,7 +171,7 @@ __getattr__ = lazy_face(__name__, {
     "modelinfo": ("gguf_metadata",),
     "strata_serve": ("StrataPlan", "parse_listen", "serve_strata"),
     "comfyclient": ("ComfyClient", "ComfyError", "Output", "Progress"),
-    "comfyworkflows": ("BUILT_IN", "Workflow", "WorkflowError", "load_workflow"),
+    "comfyworkflows": ("BUILT_IN", "SAMPLERS", "SCHEDULERS", "Workflow", "WorkflowError", "load_workflow"),
     "kvevents": ("KV_TOPIC", "BadBatch", "Chains", "Change", "Cleared", "Removed", "Stored", "chain", "decode_batch",
                  "encode_batch", "kv_events_flag"),
 })

@@ -31,6 +31,12 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*(?:\|([^}]*))?\}\}")
 # Bounds the built-in workflows keep a run within: a 2048-pixel square at eight a batch is already more than
 # most cards hold, and a sampler past 150 steps adds nothing a person sees.
 _SIDE = {"type": "integer", "default": 1024, "min": 64, "max": 2048}
+# KSampler's own names (ComfyUI's comfy/samplers.py), those that every ComfyUI since 2024 has: a model family wants
+# its own pair (Flux schnell euler and simple, SDXL-Turbo euler_ancestral and sgm_uniform), and a name a ComfyUI
+# lacks is refused by it at /prompt, naming the input.
+SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "dpm_2_ancestral", "lms", "dpmpp_2s_ancestral", "dpmpp_sde",
+            "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_3m_sde", "lcm", "ddim", "uni_pc")
+SCHEDULERS = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta")
 
 TEXT_TO_IMAGE: Graph = {
     "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "{{checkpoint}}"}},
@@ -39,8 +45,8 @@ TEXT_TO_IMAGE: Graph = {
     "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "{{prompt}}", "clip": ["4", 1]}},
     "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "{{negative_prompt}}", "clip": ["4", 1]}},
     "3": {"class_type": "KSampler",
-          "inputs": {"seed": "{{seed}}", "steps": "{{steps}}", "cfg": "{{cfg}}", "sampler_name": "euler",
-                     "scheduler": "normal", "denoise": 1.0, "model": ["4", 0], "positive": ["6", 0],
+          "inputs": {"seed": "{{seed}}", "steps": "{{steps}}", "cfg": "{{cfg}}", "sampler_name": "{{sampler}}",
+                     "scheduler": "{{scheduler}}", "denoise": 1.0, "model": ["4", 0], "positive": ["6", 0],
                      "negative": ["7", 0], "latent_image": ["5", 0]}},
     "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "llmgw", "images": ["8", 0]}},
@@ -53,8 +59,8 @@ IMAGE_TO_IMAGE: Graph = {
     "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "{{prompt}}", "clip": ["4", 1]}},
     "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "{{negative_prompt}}", "clip": ["4", 1]}},
     "3": {"class_type": "KSampler",
-          "inputs": {"seed": "{{seed}}", "steps": "{{steps}}", "cfg": "{{cfg}}", "sampler_name": "euler",
-                     "scheduler": "normal", "denoise": "{{strength}}", "model": ["4", 0], "positive": ["6", 0],
+          "inputs": {"seed": "{{seed}}", "steps": "{{steps}}", "cfg": "{{cfg}}", "sampler_name": "{{sampler}}",
+                     "scheduler": "{{scheduler}}", "denoise": "{{strength}}", "model": ["4", 0], "positive": ["6", 0],
                      "negative": ["7", 0], "latent_image": ["11", 0]}},
     "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "llmgw", "images": ["8", 0]}},
@@ -67,6 +73,10 @@ _COMMON: dict[str, dict[str, Any]] = {
     "steps": {"type": "integer", "default": 20, "min": 1, "max": 150, "description": "Sampler steps."},
     "cfg": {"type": "number", "default": 7.0, "min": 0, "max": 30,
             "description": "How closely it follows the prompt."},
+    "sampler": {"type": "choice", "default": "euler", "choices": list(SAMPLERS),
+                "description": "How each step moves from noise towards the picture."},
+    "scheduler": {"type": "choice", "default": "normal", "choices": list(SCHEDULERS),
+                  "description": "How the steps are spaced: simple suits Flux, sgm_uniform the turbo models."},
 }
 BUILT_IN: dict[str, tuple[Graph, dict[str, dict[str, Any]]]] = {
     "text-to-image": (TEXT_TO_IMAGE, {

@@ -4,8 +4,8 @@ The setup screens and `llmgw server init --install` read the same table, so
 that what a person picks on a screen and what a script passes as flags are
 one install: the plan's last line is the command that repeats it.
 
-Parts this program does not have yet (pictures and 3D, issue 30's) are listed so that nobody looks for them in vain,
-marked as not built, and cannot be turned on.
+Parts this program does not have yet, or has but setup does not place (ComfyUI, for pictures and 3D), are listed so
+that nobody looks for them in vain, marked as such, and cannot be turned on.
 """
 
 from __future__ import annotations
@@ -68,8 +68,13 @@ PARTS: tuple[Part, ...] = (
          "/chat has no model to offer until one is added",
          settings="Which model: a simulated one that needs no internet and no weights, a Qwen GGUF from "
                   "Hugging Face, or any GGUF there (hf:OWNER/REPO/FILE.gguf); and its context in tokens."),
+    # Setup cannot place ComfyUI: it is on no package registry and has no wheel, so it is installed on a node by
+    # hand. Once a node names it (engines.comfyui.dir), the leader adds a picture preset that fits (presets.auto).
     Part("media", "Pictures and 3D",
-         "ComfyUI on the nodes for pictures and meshes", "no pictures or 3D", built=False),
+         "ComfyUI on the nodes for pictures and meshes",
+         "no pictures or 3D until a node names its ComfyUI in engines.comfyui.dir", built=False,
+         missing="installed by hand",
+         docs="docs/media.md#presets"),
     Part("judge", "Guardrails' judge",
          "a small model that reads prompts and answers for harm",
          "the baseline policy still refuses secrets and masks card numbers, without a judge",

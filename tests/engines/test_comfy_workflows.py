@@ -102,3 +102,16 @@ def test_the_catalog_refuses_a_comfyui_model_whose_inputs_and_workflow_disagree(
 def test_a_picture_model_does_images_and_workflows_and_a_mesh_model_workflows_alone():
     assert load_spec(_spec({})).can() == ("images", "workflows")
     assert load_spec(_spec({"output": "meshes"})).can() == ("workflows",)
+
+
+def test_the_sampler_and_schedule_are_inputs_a_model_sets_its_own_defaults_for():
+    flow = load_workflow(ComfyUIModel())
+    sampler = flow.fill({"prompt": "x"}, "m.safetensors")["3"]["inputs"]
+    assert (sampler["sampler_name"], sampler["scheduler"]) == ("euler", "normal")
+    assert flow.fill({"prompt": "x", "scheduler": "karras"}, "m")["3"]["inputs"]["scheduler"] == "karras"
+    with pytest.raises(WorkflowError, match=r"^scheduler: expected one of normal, karras, .*, got"):
+        flow.values({"prompt": "x", "scheduler": "fast"})
+    flux = load_spec({"name": "f", "source": "/m/f.safetensors", "profiles": [{"engine": "comfyui"}],
+                      "comfyui": {"inputs": {"scheduler": {"type": "choice", "choices": ["normal", "simple"],
+                                                           "default": "simple"}}}})
+    assert load_workflow(flux.comfyui).fill({"prompt": "x"}, "f")["3"]["inputs"]["scheduler"] == "simple"

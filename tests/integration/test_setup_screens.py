@@ -90,7 +90,7 @@ def test_the_setup_screens_install_one_machine_from_nothing_to_a_first_answer(in
         in_the_guide(machines, "one machine or three")
         term.keys("n")
         parts = term.wait_for("the parts of an install")
-        assert "[ ] Model mirror" in parts and "[-] Pictures and 3D" in parts and "not built yet" in parts
+        assert "[ ] Model mirror" in parts and "[-] Pictures and 3D             installed by hand" in parts
         # An install into a directory cannot write the machine's firewall: it starts off, and the next step works.
         assert "[x] Starter model" in parts and "[ ] Firewall" in parts
         shots.joinpath("2-parts.txt").write_text(parts)
@@ -174,7 +174,7 @@ def test_the_parts_list_shows_which_row_has_the_focus_and_keeps_it_there_after_a
         term.keys("Down", "Down", "Down", "Down")
         assert focused(term, "[x] Starter model") == [
             "[x] Starter model               on: qwen2.5-0.5b  a model that answers as soon as setup ends"]
-        # A row written dim (a part not built yet) is highlighted too.
+        # A row written dim (a part setup does not place) is highlighted too.
         term.keys("Down")
         assert len(focused(term, "[-] Pictures and 3D")) == 1
         term.keys("Up")

@@ -7,11 +7,14 @@ import pytest
 from llmgw.onboard.parts import PART, ChoiceError, Choices, Machine, command, plan
 
 
-def test_a_part_not_built_yet_cannot_be_turned_on_and_says_so():
+def test_pictures_cannot_be_turned_on_in_setup_and_say_what_is_still_needed():
     c = Choices()
     said = c.toggle("media")
-    assert said == "Pictures and 3D is not built yet in this version (docs/not-yet-built.md)."
+    assert said == "Pictures and 3D is installed by hand: add it once the cluster runs (docs/media.md#presets)."
     assert not c.is_on("media")
+    assert {line.part: line for line in plan(c)}["media"].sentence == (
+        "Pictures and 3D: installed by hand; no pictures or 3D until a node names its ComfyUI in "
+        "engines.comfyui.dir.")
 
 
 def test_the_model_mirror_is_left_out_unless_chosen_and_once_chosen_is_in_the_plan_and_the_command():

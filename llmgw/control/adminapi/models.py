@@ -15,6 +15,9 @@
     GET    /api/v1/nodes, /api/v1/nodes/{node}
     GET    /api/v1/replicas?model=&node=&engine=1
     GET    /api/v1/mirrors                     the model mirrors and the files on them (docs/mirror.md)
+    GET    /api/v1/presets                     llmgw's own models, each with where it stands (docs/media.md)
+    POST   /api/v1/presets/auto                {"on": true|false}: presets.auto
+    POST   /api/v1/presets/{name}              add a preset by hand (and take it off presets.declined)
 
 Every change is in the audit log as model.add, model.scale, … with target
 model:NAME and the spec before and after.
@@ -150,7 +153,32 @@ async def model_show(request: web.Request) -> web.Response:
 @refusals
 async def model_remove(request: web.Request) -> web.Response:
     purge = request.query.get("purge", "").lower() in ("1", "true", "yes")
-    return _json(await catalog(request).remove(actor(request), request.match_info["name"], purge=purge))
+    who = actor(request)
+    answer = await catalog(request).remove(who, request.match_info["name"], purge=purge)
+    presets = getattr(request.app[PLANE], "presets", None)
+    if presets is not None:
+        # A preset removed is declined, or the leader's next presets pass would add it back.
+        said = await presets.removed(who, answer["model"])
+        if said:
+            answer["notes"].append(said)
+    return _json(answer)
+
+
+@refusals
+async def presets_list(request: web.Request) -> web.Response:
+    return _json(await request.app[PLANE].presets.view())
+
+
+@refusals
+async def preset_add(request: web.Request) -> web.Response:
+    return _json(await request.app[PLANE].presets.add(actor(request), request.match_info["name"]), 201)
+
+
+@refusals
+async def presets_auto(request: web.Request) -> web.Response:
+    data = await body(request)
+    _known(data, "on")
+    return _json(await request.app[PLANE].presets.set_auto(actor(request), _field(data, "on", bool, required=True)))
 
 
 @refusals
@@ -252,6 +280,9 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get("/api/v1/plan", model_plan)
     router.add_get("/api/v1/explore", model_explore)
     router.add_get("/api/v1/mirrors", mirrors_view)
+    router.add_get("/api/v1/presets", presets_list)
+    router.add_post("/api/v1/presets/auto", presets_auto)
+    router.add_post("/api/v1/presets/{name}", preset_add)
     router.add_post("/api/v1/models/{name}/update", model_update)
     router.add_get("/api/v1/models/{name}/placement", model_placement)
     router.add_get("/api/v1/nodes", nodes_list)
