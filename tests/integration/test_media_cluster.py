@@ -71,7 +71,11 @@ def test_a_comfyui_model_is_placed_on_a_node_and_makes_pictures_and_runs(cluster
         wait_until(ready, 60, "dreamy's ComfyUI replica answered /system_stats", interval=0.5)
     except AssertionError as e:
         replicas = cluster.ctl_json("ctl", "replicas", "--model", "dreamy", "--all")
-        raise AssertionError(f"{e}\nreplicas: {replicas}\nagent said:\n{cluster.agent_process.output()[-4000:]}")
+        raise AssertionError(f"{e}\nreplicas: {replicas}\nagent said:\n{cluster.agent_process.output()[-4000:]}") \
+            from None
+
+    listed = {m["name"]: m for m in cluster.ctl_json("ctl", "models")}
+    assert listed["dreamy"]["capabilities"] == ["images", "workflows"]
 
     # The checkpoint ComfyUI is asked for is the weights the agent fetched: the stand-in lists only those.
     made = wait_until(lambda: _picture(cluster), 30, "a picture from dreamy", interval=0.5)

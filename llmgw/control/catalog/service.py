@@ -160,7 +160,7 @@ class Catalog:
             "name": record.name, "aliases": spec.get("aliases") or [], "state": state, "engines": engines,
             "capabilities": list(capabilities.for_catalog(spec.get("capabilities") or [],
                                                           [e for e in engines if isinstance(e, str)],
-                                                          spec.get("role") or "")),
+                                                          spec.get("role") or "", _output(spec))),
             "source": spec.get("source", ""), "context_length": spec.get("context_length", 0),
             "max_output": spec.get("max_output", 0), "slots": spec.get("slots", 0),
             "scaling": {"min": lo, "max": int(scaling.get("max", 0)) or lo, "on_demand": on_demand},
@@ -563,3 +563,13 @@ def _restart_notes(spec: ModelSpec, count: int) -> list[str]:
                      f"(llmgw ctl explain-placement {spec.name})")
     notes.append(f"llmgw ctl replicas --model {spec.name} shows how far it has got")
     return notes
+
+
+def _output(spec: dict[str, Any]) -> str:
+    """What a ComfyUI model's document says it makes (pictures unless it says otherwise); "" for any other."""
+    media = spec.get("comfyui")
+    if not isinstance(media, dict):
+        return ""
+    output = media.get("output", "pictures")
+    return output if isinstance(output, str) else ""
+
