@@ -118,6 +118,19 @@ class ChatTokens:
                 pass  # the next use tries again; the request need not fail for it
         return principal
 
+    async def for_work(self, person_id: str, project_id: str) -> Principal | None:
+        """The principal a person's chat credential has in a project, for work it left to run later: a workflow run
+        made on the portal's page, which the leader starts after the request that made it has ended and which has
+        no key row to read. None when the person is gone or suspended, or no longer a member of the project (as a
+        key's run fails when its key is revoked). Read from the store each time; the caller keeps the answer."""
+        person = await self.store.person_by_id(person_id)
+        if person is None or person.disabled:
+            return None
+        for path in await self._people.projects_of(person.id):
+            if path.project.id == project_id:
+                return await self._principal(person, path)
+        return None
+
     def _ended(self, entry: _Entry, now: float) -> bool:
         """Sessions' own rule (Sessions.current): past its absolute end, or unused for auth.session_idle."""
         return (now >= entry.session.expires_at or now - entry.seen >= self._idle()

@@ -72,6 +72,8 @@ class ChatLookup(Protocol):
 
     async def lookup(self, secret: str, project_id: str | None) -> Principal | None: ...
 
+    async def for_work(self, person_id: str, project_id: str) -> Principal | None: ...  # a run made with it
+
 
 class ClientPlane(Protocol):
     """The process serving the client API, as its handlers and middlewares read it."""

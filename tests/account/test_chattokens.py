@@ -136,6 +136,24 @@ async def test_leaving_a_project_takes_it_away_from_chat_within_the_cache_ttl(wo
         await chat.lookup(signed.chat_token, "Acme/ml/code")
 
 
+async def test_a_run_made_with_the_credential_runs_as_the_person_in_its_project_while_they_are_its_member(
+        world, store):
+    accounts, sessions, signed, chat, ada = world
+    code = await store.project_by_path("Acme", "ml", "code")
+    secret = await store.project_by_path("Acme", "ml", "secret")
+    await sessions.sign_out(signed.token)  # a run outlives the page that made it: the session is not asked
+
+    principal = await chat.for_work(ada, code.project.id)
+
+    assert principal is not None and principal.key.id == f"chat_{ada}" and str(principal.path) == "Acme/ml/code"
+    assert await chat.for_work(ada, secret.project.id) is None  # not hers
+    await accounts.people.leave(ROOT, "ada@example.com", "project:Acme/ml/code")
+    assert await chat.for_work(ada, code.project.id) is None
+    await accounts.people.suspend(ROOT, "ada@example.com")
+    assert await chat.for_work(ada, (await store.project_by_path("Acme", "ml", "chat")).project.id) is None
+    assert await chat.for_work("psn_nobody", code.project.id) is None
+
+
 async def test_a_session_left_idle_ends_its_credential_as_it_ends_the_cookie(world, clock):
     _, sessions, signed, chat, _ = world
     assert await chat.lookup(signed.chat_token, None) is not None

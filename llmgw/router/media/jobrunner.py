@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from llmgw.account import Principal, principal_of
+from llmgw.account import Principal, chat_key_id, principal_of
 from llmgw.engines import Progress
 from llmgw.router.apis import WORKFLOWS
 from llmgw.router.batches.keeper import FileKeeper
@@ -143,7 +143,7 @@ class JobRunner:
 
     async def _run(self, job: Job, endpoint: Endpoint) -> None:
         store = self.plane.store
-        who = await self._principal(job.key_id)
+        who = await self._principal(job)
         refusal = "the key that made this run is gone" if who is None else who.refusal(time.time())
         if refusal is not None or who is None:
             await store.move_job(job.id, ("running",), "failed", {
@@ -191,15 +191,23 @@ class JobRunner:
             if file is not None:
                 await self.keeper.delete(file)
 
-    async def _principal(self, key_id: str | None) -> Principal | None:
+    async def _principal(self, job: Job) -> Principal | None:
+        key_id = job.key_id
         if key_id is None:
             return None
-        held = self._principals.get(key_id)
+        # A person's chat credential is a key in each of their projects, so what is held is per project.
+        held_as = f"{key_id} {job.project_id}"
+        held = self._principals.get(held_as)
         if held is not None and time.monotonic() - held[0] < PRINCIPAL_TTL:
             return held[1]
-        key = await self.plane.store.key_by_id(key_id)
-        who = None if key is None else await principal_of(self.plane.store, key)
-        self._principals[key_id] = (time.monotonic(), who)
+        if job.person_id and key_id == chat_key_id(job.person_id):
+            # Made on the portal's Workflows page with the chat credential, which has no key row: the person in
+            # the project, as long as they are still active and its member.
+            who = await self.plane.chat.for_work(job.person_id, job.project_id)
+        else:
+            key = await self.plane.store.key_by_id(key_id)
+            who = None if key is None else await principal_of(self.plane.store, key)
+        self._principals[held_as] = (time.monotonic(), who)
         return who
 
     async def sweep(self, now: float) -> int:
