@@ -84,7 +84,8 @@ class WorkflowInput:
                 raise InputValueError(f"expected a {kind}: a file-… id from /v1/files, a data URL or base64")
             return value
         if kind in ("integer", "seed"):
-            if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+            # Up to 20 digits: a seed is up to 2^64-1, which a browser sends as its digits (a number would round).
+            if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value.strip()):
                 value = int(value)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise InputValueError(f"expected a whole number, got {describe(value)}")

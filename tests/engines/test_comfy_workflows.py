@@ -43,6 +43,14 @@ def test_a_seed_given_makes_the_same_graph_twice():
     assert one == two and one["3"]["inputs"]["seed"] == 7
 
 
+def test_a_seed_sent_as_its_digits_is_taken_up_to_two_to_the_64_less_one():
+    # The portal's pages send a seed past 2^53 as its digits: a JavaScript number would round it.
+    flow = load_workflow(ComfyUIModel())
+    assert flow.fill({"prompt": "x", "seed": str(2 ** 64 - 1)}, "m")["3"]["inputs"]["seed"] == 2 ** 64 - 1
+    with pytest.raises(WorkflowError, match=r"^seed: a seed is from 0 to 2\^64-1, got 18446744073709551616$"):
+        flow.values({"prompt": "x", "seed": str(2 ** 64)})
+
+
 def test_a_site_workflow_file_takes_its_placeholders_defaults_by_the_declared_type(tmp_path):
     path = tmp_path / "upscale.json"
     path.write_text(json.dumps({
