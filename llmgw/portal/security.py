@@ -40,7 +40,9 @@ def content_security_policy(nonce: str) -> str:
         "default-src 'self'",
         f"script-src 'self' 'nonce-{nonce}'",
         f"style-src 'self' 'nonce-{nonce}'",
-        "img-src 'self' data:",
+        # blob: for the pictures the Workflows page fetched with its credential: only the page's own scripts make
+        # one, and an <img> cannot send the Authorization header that fetching the file needs (docs/portal.md).
+        "img-src 'self' data: blob:",
         "connect-src 'self'",
         "frame-ancestors 'none'",
         "form-action 'self'",

@@ -70,9 +70,9 @@ PRE_CSRF = web.RequestKey("pre_csrf", str)  # the browser's llmgw_csrf cookie, o
 NEW_PRE_CSRF = web.RequestKey("new_pre_csrf", bool)
 # The form as request.post() reads it: text, or bytes and files for a multipart body.
 FORM = web.RequestKey[MultiDictProxy[str | bytes | bytearray | web.FileField]]("form")
-NAV_ORDER = ("/chat", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree", "/admin/keys",
-             "/admin/models", "/admin/nodes", "/admin/mirror", "/admin/guardrails", "/admin/mcp", "/admin/usage",
-             "/admin/audit", "/admin/sign-in", "/admin/settings")
+NAV_ORDER = ("/chat", "/images", "/workflows", "/keys", "/usage", "/connect", "/admin/people", "/admin/tree",
+             "/admin/keys", "/admin/models", "/admin/nodes", "/admin/mirror", "/admin/guardrails", "/admin/mcp",
+             "/admin/usage", "/admin/audit", "/admin/sign-in", "/admin/settings")
 MAY_WAIT_FOR_PASSWORD = ("/profile", "/signout", "/signin")  # pages open while a password must be changed
 NOTICE_MAX = 400  # characters: a notice is one sentence, and a cookie is small
 

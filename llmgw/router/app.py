@@ -271,14 +271,24 @@ def _missing_v1(served: dict[str, list[str]]) -> Callable[[web.Request], Awaitab
 
 
 def _add_missing_v1(app: web.Application) -> None:
-    """Route each /v1 endpoint's path without /v1 to `_missing_v1`, before the portal's catch-all takes it."""
+    """Route each /v1 endpoint's path without /v1 to `_missing_v1`, unless a page of the floor above has it.
+
+    The portal's Workflows page is /workflows, which is also /v1/workflows
+    without /v1: a person opening the page got the JSON 404. A path a page
+    serves is the page's. The portal's catch-all does not hide the rest, though
+    it was added first: aiohttp (pinned) tries the most specific path first,
+    and the catch-all's is "/".
+    """
     served: dict[str, list[str]] = {}
+    pages: set[str] = set()
     for route in app.router.routes():
         path = route.resource.canonical if route.resource is not None else ""
         if path.startswith("/v1/") and route.method not in ("HEAD", "*"):
             served.setdefault(path[len("/v1"):], []).append(route.method)
+        elif "{" not in path:
+            pages.add(path)
     answer = _missing_v1({path: sorted(set(methods)) for path, methods in served.items()})
-    for path in sorted(served):
+    for path in sorted(served.keys() - pages):
         app.router.add_route("*", path, answer)
 
 
@@ -304,8 +314,8 @@ def make_client_app(plane: ClientPlane, extend: Callable[[web.Application], None
     # SCIM provisioning (issue 14): before the portal's catch-all, and outside /v1, so no key check or
     # standby pass-on touches it; it answers 404 in SCIM's shape while auth.scim.enabled is off.
     mount_scim(app, plane)
-    _add_missing_v1(app)  # /chat/completions and the rest without /v1: a JSON 404 naming the path, not a page
     if extend is not None:
         extend(app)
+    _add_missing_v1(app)  # /chat/completions and the rest without /v1: a JSON 404 naming the path, not a page
     app.router.add_route("*", "/v1/{tail:.*}", not_found)
     return app

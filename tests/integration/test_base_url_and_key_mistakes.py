@@ -97,6 +97,11 @@ def test_a_messages_call_without_v1_is_answered_in_anthropics_shape_with_both_ba
 def test_the_portals_pages_are_still_the_portals(gateway):
     status, kind, _ = raw(gateway, "GET", "/chat")
     assert (status, kind) == (200, "text/html")  # the sign-in page it sends a stranger to
+    # /v1/workflows without /v1 is the portal's Workflows page; its runs without /v1 are still told the path.
+    status, kind, _ = raw(gateway, "GET", "/workflows")
+    assert (status, kind) == (200, "text/html")
+    status, kind, doc = raw(gateway, "POST", "/workflows/runs", {"model": "qwen"})
+    assert (status, kind) == (404, "application/json") and "POST /v1/workflows/runs" in doc["error"]["message"]
     status, kind, _ = raw(gateway, "GET", "/no-such-page")
     assert (status, kind) == (404, "text/html")
 
