@@ -7,6 +7,7 @@ Shared by /v1/images/generations (images.py) and the workflow jobs
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -17,11 +18,13 @@ import orjson
 
 from llmgw.config import ComfyUIModel, to_dict
 from llmgw.engines import ComfyClient, ComfyError, Output, Progress, Workflow, WorkflowError, load_workflow
-from llmgw.media import with_text
+from llmgw.media import is_glb, with_extras, with_text
 from llmgw.router import scheduler
 from llmgw.router.call import Refuse
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.registry import ModelEntry
+
+log = logging.getLogger("llmgw.router")
 
 OnProgress = Callable[[Progress], Awaitable[None] | None]
 # What a picture carries of where it came from, in its PNG text chunks.
@@ -71,13 +74,23 @@ def license_text(model: str, media: ComfyUIModel) -> dict[str, str]:
 
 
 def marked(outputs: list[Output], model: str, media: ComfyUIModel) -> list[Output]:
-    """The outputs with the model's licence in each PNG (a mesh's GLB is marked where it is made)."""
+    """The outputs with the model's licence in each: a PNG's text chunks, a GLB's asset.extras. Other files are
+    answered with it beside them only."""
     text = license_text(model, media)
+    glb_extras: dict[str, Any] = {"source": text[SOURCE_KEY]}
+    if media.license is not None:
+        glb_extras[LICENSE_KEY] = media.license.fields()
     out = []
     for o in outputs:
-        if o.data.startswith(b"\x89PNG\r\n\x1a\n"):
-            o = Output(o.node, o.filename, o.subfolder, o.kind, with_text(o.data, text))
-        out.append(o)
+        data = o.data
+        try:
+            if data.startswith(b"\x89PNG\r\n\x1a\n"):
+                data = with_text(data, text)
+            elif is_glb(data):
+                data = with_extras(data, glb_extras)
+        except ValueError as e:
+            log.warning("the %s %s made could not be marked with its licence: %s", o.filename, model, e)
+        out.append(Output(o.node, o.filename, o.subfolder, o.kind, data) if data is not o.data else o)
     return out
 
 
