@@ -78,6 +78,11 @@ class JobRunner:
     async def _watch(self) -> None:
         while True:
             try:
+                if not self.leading() and self._runs:
+                    # No longer the leader: the next one queues these runs again and runs them; this one's
+                    # would only race it to the same rows.
+                    for task in self._runs.values():
+                        task.cancel()
                 if self.leading():
                     await self.look()
                     if time.monotonic() - self._swept >= SWEEP_EVERY:
