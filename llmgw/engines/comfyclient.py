@@ -75,13 +75,15 @@ class Progress:
 class ComfyError(ExpectedError):
     """Refused or failed: .status (HTTP status for our client to give: 400 a bad graph/inputs, 502 ComfyUI failed
     or cut, 504 timed out), .message (a sentence a person can act on, naming the node and its class where ComfyUI
-    says), .node_errors (dict, may be empty)."""
+    says), .node_errors (dict, may be empty), .ran (the workflow ran and a node of it failed: ComfyUI did its part,
+    and the workflow or its inputs were at fault, not the replica)."""
 
-    def __init__(self, status: int, message: str, node_errors: dict[str, Any] | None = None):
+    def __init__(self, status: int, message: str, node_errors: dict[str, Any] | None = None, *, ran: bool = False):
         super().__init__(message)
         self.status = status
         self.message = message
         self.node_errors = node_errors or {}
+        self.ran = ran
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -355,7 +357,7 @@ class ComfyClient:
                 return True
             elif event in ("execution_error", "execution_interrupted"):
                 follow.finished = True  # nothing of it left to take off the queue
-                raise ComfyError(502, failure_sentence(event, data))
+                raise ComfyError(502, failure_sentence(event, data), ran=True)
         return False
 
     async def _poll(self, follow: _Follow) -> None:
@@ -391,8 +393,9 @@ class ComfyClient:
             for event, data in status.get("messages") or []:
                 if event in ("execution_error", "execution_interrupted") and isinstance(data, dict):
                     follow.finished = True
-                    raise ComfyError(502, failure_sentence(event, data))
-            raise ComfyError(502, f"ComfyUI at {self.base_url} ended the workflow with an error it did not describe")
+                    raise ComfyError(502, failure_sentence(event, data), ran=True)
+            raise ComfyError(502, f"ComfyUI at {self.base_url} ended the workflow with an error it did not describe",
+                             ran=True)
         return entry
 
     async def _fetch(self, entry: dict[str, Any]) -> list[Output]:

@@ -54,6 +54,8 @@ ERRORS = {
     "file_not_found": N_("A file this run needs is not here any more: {detail}"),
     "run_not_found": N_("This run is not here any more; runs are deleted some days after they end."),
     "upstream_error": N_("The model failed: {detail}"),
+    "workflow_failed": N_("The workflow failed on these values: {detail}"),
+    "no_replica": N_("This model has nowhere to run just now. Try again in a moment."),
     "upstream_invalid": N_("The model answered with no picture: {detail}"),
     "storage": N_("This browser would not keep the picture among the recent ones; it is shown until the page "
                   "closes."),

@@ -208,7 +208,7 @@ def test_a_run_that_fails_in_comfyui_says_why_and_its_error_is_the_runs(own):
         return doc if doc["status"] not in ("queued", "running") else None
     doc = wait_until(ended, 60, "the run ended")
     assert doc["status"] == "failed" and doc["outputs"] == []
-    assert doc["error"]["code"] == "upstream_error" and "KSampler" in doc["error"]["message"]
+    assert doc["error"]["code"] == "workflow_failed" and "KSampler" in doc["error"]["message"]
 
 
 def test_a_run_is_refused_before_it_is_queued_when_its_inputs_do_not_fit(own):
@@ -298,3 +298,14 @@ def test_one_run_of_a_model_at_a_time_on_its_replica_the_next_waiting_for_it(own
     # router.jobs.per_model is 1: the second started once the first had ended, not beside it on ComfyUI's queue
     # (whole seconds, as the API gives them: a start after an end is never a smaller second).
     assert second["started_at"] >= first["ended_at"]
+
+
+def test_a_workflow_failing_on_its_inputs_does_not_take_the_replica_out(own):
+    # More failures than open a replica's breaker (router.breaker.failures, 5): they are the inputs' fault.
+    for _ in range(6):
+        with pytest.raises(openai.APIStatusError) as failed:
+            own.openai.images.generate(model="pic", prompt="explode", size="64x64", extra_body={"steps": 2})
+        assert failed.value.status_code == 502 and failed.value.code == "workflow_failed"
+        assert "KSampler" in failed.value.message
+    made = own.openai.images.generate(model="pic", prompt="a calm sea", size="64x64", extra_body={"steps": 1})
+    assert size(base64.b64decode(made.data[0].b64_json)) == (64, 64)

@@ -129,6 +129,11 @@ async def run(session: aiohttp.ClientSession, entry: ModelEntry, values: Mapping
                 endpoint.breaker.success()  # the replica answered: the graph was at fault
                 raise Refuse(400, f"{entry.name}'s workflow refused these inputs: {e.message}", "invalid_request",
                              decided_by="engine") from None
+            if e.ran:
+                # A node failed on these inputs: the replica did its part, and another would fail the same way.
+                endpoint.breaker.success()
+                raise Refuse(502, f"{entry.name}'s workflow failed: {e.message}", "workflow_failed",
+                             decided_by="engine") from None
             endpoint.breaker.failure(e.message)
             last = e
             if e.status == 504:
