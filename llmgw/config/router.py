@@ -207,7 +207,8 @@ class BatchSettings:
 
     retain_days: int = 30
     """How long files and ended batches are kept: the leader deletes, once an hour, files made longer ago than this
-    that no running batch uses, and batches that ended and were made longer ago. 0 keeps them until deleted."""
+    that no running batch uses, and batches that ended and were made longer ago. 0 keeps them until deleted. Pictures
+    and workflow runs' files are kept for `router.jobs.retain_days` instead."""
 
     def validate(self) -> None:
         if self.concurrency < 1:
@@ -223,8 +224,9 @@ class JobSettings:
     """Workflow runs as jobs on `/v1/workflows/runs` (docs/media.md)."""
 
     retain_days: int = 30
-    """How long an ended run and the files it made are kept: the leader deletes, once an hour, runs that ended and
-    were made longer ago than this, with their files. 0 keeps them until deleted."""
+    """How long an ended run and the files it made are kept, and a picture answered as a url: the leader deletes, once
+    an hour, runs that ended and were made longer ago than this, with their files, and such pictures and files that
+    old (a file a queued or running run was given stays until it ends). 0 keeps them until deleted."""
 
     per_model: int = 1
     """Runs of one model at a time on one of its replicas: a ComfyUI replica runs one workflow at a time, and a run

@@ -94,14 +94,24 @@ class BatchSQL:
             file_id, *OPEN_BATCH)
         return None if found is None else str(found)
 
-    async def old_files(self, before: float, limit: int = 500) -> list[StoredFile]:
+    async def old_files(self, before: float, limit: int = 500, *, purposes: Sequence[str] | None = None,
+                        exclude: Sequence[str] = ()) -> list[StoredFile]:
         """Files made before `before` that no batch still running reads or writes, oldest first. A file in a
-        knowledge base stays while it is there: its passages are answered from, and shown by its name."""
+        knowledge base stays while it is there: its passages are answered from, and shown by its name.
+        `purposes`: only files of these; `exclude`: none of these (each kept for as long as its own owner says)."""
+        args: list[Any] = [before, int(limit), *OPEN_BATCH]
+        narrow = ""
+        if purposes is not None:
+            narrow += f" AND f.purpose IN ({_places(len(args) + 1, len(purposes))})" if purposes else " AND FALSE"
+            args += list(purposes)
+        if exclude:
+            narrow += f" AND f.purpose NOT IN ({_places(len(args) + 1, len(exclude))})"
+            args += list(exclude)
         rows = await self._db.fetch(
             f"SELECT {_FILE} FROM files f WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM batches b "
             f"WHERE b.status IN ({_places(3, len(OPEN_BATCH))}) AND f.id IN (b.input_file_id, b.output_file_id, "
-            "b.error_file_id)) AND NOT EXISTS (SELECT 1 FROM vector_store_files v WHERE v.file_id = f.id) "
-            "ORDER BY created_at, id LIMIT $2", before, int(limit), *OPEN_BATCH)
+            "b.error_file_id)) AND NOT EXISTS (SELECT 1 FROM vector_store_files v WHERE v.file_id = f.id)"
+            f"{narrow} ORDER BY created_at, id LIMIT $2", *args)
         return [_file(r) for r in rows]
 
     # batches

@@ -33,6 +33,7 @@ from llmgw.router.batches.inputs import Line, read_lines
 from llmgw.router.batches.keeper import FileKeeper, place_for
 from llmgw.router.call import new_request_id
 from llmgw.router.handlers import Inside, serve
+from llmgw.router.media import MEDIA_PURPOSES
 from llmgw.router.plane import ClientPlane
 from llmgw.router.wire import JSON
 from llmgw.store import Batch, BatchLine, LineResult, StoredFile, StoreError, Usage
@@ -105,7 +106,8 @@ class BatchRunner:
             return 0, 0
         before = now - days * 86400.0
         files = 0
-        while old := await self.plane.store.old_files(before):
+        # Pictures and runs' files are the job runner's to delete, after router.jobs.retain_days.
+        while old := await self.plane.store.old_files(before, exclude=MEDIA_PURPOSES):
             for file in old:
                 files += await self.keeper.delete(file)
         batches = await self.plane.store.delete_ended_batches(before)

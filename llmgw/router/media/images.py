@@ -13,7 +13,7 @@ from aiohttp import web
 from llmgw.router.apis.images import IGNORED, size_of
 from llmgw.router.batches.keeper import FileKeeper, new_file_id, place_for
 from llmgw.router.call import Call, Refuse, changed_headers
-from llmgw.router.media import runs
+from llmgw.router.media import IMAGE_PURPOSE, runs
 from llmgw.router.media.inputs import read_file_input
 from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
@@ -22,8 +22,8 @@ from llmgw.store import StoredFile
 # OpenAI's own fields of the request, each read here (or left aside: IGNORED); any other field must be one of the
 # workflow's inputs.
 _OPENAI = ("model", "prompt", "n", "size", "response_format", "output_format", "stream", *IGNORED)
-# Where a picture answered as a URL is kept: a file of the caller's project, for router.batch.retain_days.
-PURPOSE = "image_generation"
+# Where a picture answered as a URL is kept: a file of the caller's project, for router.jobs.retain_days.
+PURPOSE = IMAGE_PURPOSE
 
 
 def values_of(body: dict[str, Any], flow_inputs: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from llmgw.router.batches.runner import PRINCIPAL_TTL, lowest_band
 from llmgw.router.call import new_request_id
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.handlers import Inside, serve
+from llmgw.router.media import MEDIA_PURPOSES
 from llmgw.router.plane import ClientPlane
 from llmgw.store import Job, StoreError
 from llmgw.tasks import cancel_and_wait
@@ -215,16 +216,27 @@ class JobRunner:
         self._principals[held_as] = (time.monotonic(), who)
         return who
 
-    async def sweep(self, now: float) -> int:
-        """Delete ended runs older than router.jobs.retain_days, with the files they made; how many runs."""
+    async def sweep(self, now: float) -> tuple[int, int]:
+        """Delete ended runs older than router.jobs.retain_days with the files they made, and the pictures and
+        runs' files that old (a picture answered as a url, a picture a run was sent); (runs, files) deleted. A
+        file an open run was given is kept until it ends."""
         days = self.plane.settings.current.router.jobs.retain_days
         if not days:
-            return 0
-        gone = 0
-        while old := await self.plane.store.old_jobs(now - days * 86400.0):
+            return 0, 0
+        store = self.plane.store
+        before = now - days * 86400.0
+        runs = 0
+        while old := await store.old_jobs(before):
             for job in old:
                 await self._drop_outputs(job.outputs)
-                gone += await self.plane.store.delete_job(job.id)
-        if gone:
-            log.info("jobs: deleted %d run(s) older than %d days (router.jobs.retain_days)", gone, days)
-        return gone
+                runs += await store.delete_job(job.id)
+        given = {v for j in await store.open_jobs() for v in j.inputs.values() if isinstance(v, str)}
+        files = 0
+        # What is deleted leaves the next page; a page of files all in use ends it (they go once their runs end).
+        while deletable := [f for f in await store.old_files(before, purposes=MEDIA_PURPOSES) if f.id not in given]:
+            for file in deletable:
+                files += await self.keeper.delete(file)
+        if runs or files:
+            log.info("jobs: deleted %d run(s) and %d file(s) older than %d days (router.jobs.retain_days)", runs,
+                     files, days)
+        return runs, files

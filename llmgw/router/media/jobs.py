@@ -28,7 +28,7 @@ from llmgw.router.batches.keeper import FileKeeper, is_file_id, new_file_id, pla
 from llmgw.router.body import read_json
 from llmgw.router.call import Refuse
 from llmgw.router.handlers import find_model
-from llmgw.router.media import runs
+from llmgw.router.media import INPUT_PURPOSE, runs
 from llmgw.router.media.inputs import read_file_input
 from llmgw.router.plane import ClientPlane
 from llmgw.router.refusing import refusing
@@ -36,8 +36,6 @@ from llmgw.store import ENDED_JOB, OPEN_JOB, Job, StoredFile
 
 _refusals = refusing("workflow runs")
 _RUN_ID = re.compile(r"^run_[0-9a-f]{24}$")
-# A file input sent inline is kept as a file of the project under this purpose, so a job holds its id, not its bytes.
-INPUT_PURPOSE = "workflow_input"
 STREAM_POLL = 0.5  # seconds between looks at a followed run
 MAX_METADATA = 16
 
@@ -181,6 +179,7 @@ def _guard(plane: ClientPlane, principal: Principal, typed: dict[str, Any]) -> N
 async def _keep_input(plane: ClientPlane, keeper: FileKeeper, principal: Principal, filename: str,
                       data: bytes) -> str:
     settings = plane.settings.current.router.batch
+    # Kept as a file of the project, so the job holds its id and not its bytes.
     file = StoredFile(new_file_id(), principal.path.project.id, principal.key.id, INPUT_PURPOSE, filename, len(data),
                       time.time(), place_for(len(data), int(settings.store_below)))
     await keeper.keep(file, data)

@@ -11,14 +11,14 @@ from aiohttp import web
 
 from llmgw.router.batches.keeper import FileKeeper, new_file_id, place_for
 from llmgw.router.call import Call, Refuse
-from llmgw.router.media import runs
+from llmgw.router.media import OUTPUT_PURPOSE, runs
 from llmgw.router.media.inputs import read_file_input
 from llmgw.router.plane import ClientPlane
 from llmgw.router.registry import ModelEntry
 from llmgw.store import StoredFile
 
 # The purpose of a file a workflow made: listed with the project's other files, deleted with its run.
-PURPOSE = "workflow_output"
+PURPOSE = OUTPUT_PURPOSE
 _SUFFIX = {b"\x89PNG\r\n\x1a\n": "image/png", b"glTF": "model/gltf-binary"}
 
 
