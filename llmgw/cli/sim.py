@@ -58,8 +58,9 @@ def register(commands) -> None:
     p = commands.add_parser(
         "sim-engine", help="run an OpenAI-compatible engine that answers at a set speed (or a ComfyUI "
                            "stand-in), for tests and benches",
-        description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health and "
-                    "/metrics as vLLM does, answering deterministic words at a set speed, until SIGINT or "
+        description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/images/generations, "
+                    "/v1/models, /health and /metrics as vLLM does, answering deterministic words at a set speed, "
+                    "until SIGINT or "
                     "SIGTERM. The failure options make it refuse, fail, cut or hang as engines do. With --comfyui "
                     "it is a ComfyUI stand-in instead. docs/sim-engine.md has the rules it answers by.")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")

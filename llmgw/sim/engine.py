@@ -16,7 +16,7 @@ import time
 import orjson
 from aiohttp import web
 
-from llmgw.sim import plans, wire
+from llmgw.sim import pictures, plans, wire
 from llmgw.sim.config import SimConfig
 from llmgw.sim.metrics import Metrics
 from llmgw.sim.plans import Refused
@@ -48,6 +48,7 @@ class Engine:
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/completions"): self._completions,
             ("POST", "/v1/embeddings"): self._embeddings,
+            ("POST", "/v1/images/generations"): self._images,
             ("GET", "/v1/models"): self._list_models,
             ("GET", "/health"): self._health,
             ("GET", "/metrics"): self._metrics,
@@ -61,7 +62,8 @@ class Engine:
             if request.path in self._paths:
                 return _error(405, f"{request.path} does not take {request.method}.")
             return _error(404, f"The sim-engine has no {request.path}; it serves /v1/chat/completions, "
-                               "/v1/completions, /v1/embeddings, /v1/models, /health and /metrics.")
+                               "/v1/completions, /v1/embeddings, /v1/images/generations, /v1/models, /health and "
+                               "/metrics.")
         if self.cfg.headers_log and request.path.startswith("/v1/"):
             self._log_headers(request)
         if request.path.startswith("/v1/") and (self.cfg.api_keys or self.cfg.refused_keys):
@@ -183,6 +185,12 @@ class Engine:
         finally:
             self.metrics.running -= 1
         return web.Response(body=wire.semantic_embedding_body(self.cfg.model, plan, vectors), headers=_JSON)
+
+    async def _images(self, request: web.BaseRequest) -> web.StreamResponse:
+        """An outside provider's pictures in OpenAI's shape, for the router's pass-through: `n` PNGs of `size`, a
+        pattern of the prompt (pictures.py)."""
+        body = await self._body(request)
+        return web.Response(body=pictures.images_body(body, self.cfg.model), headers=_JSON)
 
     async def _list_models(self, request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(body=self._models, headers=_JSON)

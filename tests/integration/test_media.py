@@ -42,7 +42,10 @@ def gw(tmp_path_factory):
              "comfyui": {"workflow": "text-to-image", "checkpoint": "sim.safetensors", "license": LICENSE}},
             {"name": "redraw", "endpoints": [comfy.url],
              "comfyui": {"workflow": "image-to-image", "checkpoint": "sim.safetensors"}},
-            {"name": "qwen", "endpoints": [chat.url], "capabilities": ["chat", "completions"]}],
+            {"name": "qwen", "endpoints": [chat.url], "capabilities": ["chat", "completions"]},
+            # An OpenAI-compatible images endpoint of its own (the sim speaks OpenAI's): passed the request as it came.
+            {"name": "painter", "endpoints": [chat.url], "capabilities": ["images"],
+             "price": {"per_image": PER_IMAGE}}],
         "guard": {"default": ["secrets"],
                   "policies": {"secrets": {"mode": "enforce", "input": {"secrets": "block"}}}}})
     server = serving_with_first_key(Server(root, "gw", config=config))
@@ -309,3 +312,11 @@ def test_a_workflow_failing_on_its_inputs_does_not_take_the_replica_out(own):
         assert "KSampler" in failed.value.message
     made = own.openai.images.generate(model="pic", prompt="a calm sea", size="64x64", extra_body={"steps": 1})
     assert size(base64.b64decode(made.data[0].b64_json)) == (64, 64)
+
+
+def test_a_picture_asked_of_an_openai_compatible_endpoint_is_passed_on_and_charged_each(own):
+    made = own.openai.images.generate(model="painter", prompt="a red kite", n=3, size="40x30")
+    assert len(made.data) == 3
+    assert {size(base64.b64decode(p.b64_json)) for p in made.data} == {(40, 30)}
+    row = project_usage(own, 1)
+    assert row["cost_micros"] == 3 * PER_IMAGE
