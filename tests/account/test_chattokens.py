@@ -217,3 +217,21 @@ async def test_credentials_of_closed_browsers_do_not_pile_up_in_memory(world, cl
     assert await chat.lookup(signed.chat_token, None) is not None
 
     assert len(chat._known) <= 2 and chat.remembers(signed.chat_token)
+
+
+async def test_a_batch_or_run_made_with_the_credential_is_done_as_its_person_while_they_may(world, store):
+    from types import SimpleNamespace
+
+    from llmgw.router.batches.runner import principal_for_work
+
+    accounts, sessions, signed, chat, ada = world
+    code = await store.project_by_path("Acme", "ml", "code")
+    # What a leader's runner reads of its control plane: the store, and the credentials' lookup.
+    plane = SimpleNamespace(store=store, chat=chat)
+    await sessions.sign_out(signed.token)
+
+    who = await principal_for_work(plane, f"chat_{ada}", code.project.id)
+    assert who is not None and who.key.person_id == ada and str(who.path) == "Acme/ml/code"
+    await accounts.people.suspend(ROOT, "ada@example.com")
+    assert await principal_for_work(plane, f"chat_{ada}", code.project.id) is None
+    assert await principal_for_work(plane, "key_0123456789abcdef", code.project.id) is None  # a key gone

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import orjson
 
-from llmgw.account import Principal, principal_of
+from llmgw.account import Principal, chat_key_id, principal_of
 from llmgw.config import AdmissionSettings
 from llmgw.router.apis import by_route
 from llmgw.router.batches.inputs import Line, read_lines
@@ -48,6 +48,7 @@ FLUSH_EVERY = 0.5  # seconds a result waits at most before it is recorded
 SWEEP_EVERY = 3600.0  # seconds between deletions of what router.batch.retain_days no longer keeps
 PRINCIPAL_TTL = 30.0  # a key revoked, or its limits changed, is seen by its batch within this
 PROFILE = "batch"
+CHAT_KEY = chat_key_id("")  # the front of a person's portal credential's key id: chat_ and the person's id
 MAX_LINES_READ = 10 ** 7  # the file was checked against router.batch.max_lines at upload
 
 
@@ -173,7 +174,7 @@ class BatchRunner:
         tasks: set[asyncio.Task[LineResult]] = set()
         recorded: list[LineResult] = []
         flushed = time.monotonic()
-        principal = _Principal(self.plane, batch.key_id)
+        principal = _Principal(self.plane, batch.key_id, batch.project_id)
         try:
             while (todo and self._sends(batch.id)) or tasks:
                 most = self.plane.settings.current.router.batch.concurrency
@@ -274,8 +275,8 @@ def _failed_line(custom_id: str, code: str, message: str) -> JSON:
 class _Principal:
     """The batch's key as a request with it is held to, read again every PRINCIPAL_TTL."""
 
-    def __init__(self, plane: ClientPlane, key_id: str) -> None:
-        self.plane, self.key_id = plane, key_id
+    def __init__(self, plane: ClientPlane, key_id: str, project_id: str) -> None:
+        self.plane, self.key_id, self.project_id = plane, key_id, project_id
         self._read_at = -PRINCIPAL_TTL
         self._principal: Principal | None = None
         self._lock = asyncio.Lock()
@@ -283,7 +284,16 @@ class _Principal:
     async def get(self) -> Principal | None:
         async with self._lock:
             if time.monotonic() - self._read_at >= PRINCIPAL_TTL:
-                key = await self.plane.store.key_by_id(self.key_id)
-                self._principal = None if key is None else await principal_of(self.plane.store, key)
+                self._principal = await principal_for_work(self.plane, self.key_id, self.project_id)
                 self._read_at = time.monotonic()
             return self._principal
+
+
+async def principal_for_work(plane: ClientPlane, key_id: str, project_id: str) -> Principal | None:
+    """Whom work left to run later is done as (a batch's lines, a workflow run): its key, as it is now; or, for work
+    made with a person's portal credential, which has no key row, the person in the project while they are still
+    active and its member. None when neither is there any more."""
+    if key_id.startswith(CHAT_KEY):
+        return await plane.chat.for_work(key_id.removeprefix(CHAT_KEY), project_id)
+    key = await plane.store.key_by_id(key_id)
+    return None if key is None else await principal_of(plane.store, key)

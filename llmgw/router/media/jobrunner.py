@@ -27,11 +27,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from llmgw.account import Principal, chat_key_id, principal_of
+from llmgw.account import Principal
 from llmgw.engines import Progress
 from llmgw.router.apis import WORKFLOWS
 from llmgw.router.batches.keeper import FileKeeper
-from llmgw.router.batches.runner import PRINCIPAL_TTL, lowest_band
+from llmgw.router.batches.runner import PRINCIPAL_TTL, lowest_band, principal_for_work
 from llmgw.router.call import new_request_id
 from llmgw.router.endpoint import Endpoint
 from llmgw.router.handlers import Inside, serve
@@ -198,21 +198,14 @@ class JobRunner:
                 await self.keeper.delete(file)
 
     async def _principal(self, job: Job) -> Principal | None:
-        key_id = job.key_id
-        if key_id is None:
+        if job.key_id is None:
             return None
-        # A person's chat credential is a key in each of their projects, so what is held is per project.
-        held_as = f"{key_id} {job.project_id}"
+        # A person's portal credential is a key in each of their projects, so what is held is per project.
+        held_as = f"{job.key_id} {job.project_id}"
         held = self._principals.get(held_as)
         if held is not None and time.monotonic() - held[0] < PRINCIPAL_TTL:
             return held[1]
-        if job.person_id and key_id == chat_key_id(job.person_id):
-            # Made on the portal's Workflows page with the chat credential, which has no key row: the person in
-            # the project, as long as they are still active and its member.
-            who = await self.plane.chat.for_work(job.person_id, job.project_id)
-        else:
-            key = await self.plane.store.key_by_id(key_id)
-            who = None if key is None else await principal_of(self.plane.store, key)
+        who = await principal_for_work(self.plane, job.key_id, job.project_id)
         self._principals[held_as] = (time.monotonic(), who)
         return who
 
