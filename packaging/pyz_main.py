@@ -26,6 +26,13 @@ import zipfile
 # A half-unpacked directory older than this was left by a start that died;
 # one younger may be another start unpacking right now.
 _STALE_S = 3600
+# Each Python's unpacked versions kept beside the one just unpacked, and how long
+# one must have gone unused before it may go: an upgrade's rollback keeps the
+# version before, and a start marks its version used (main), so a version a
+# process started from within the day is never taken from under it.
+_KEEP_EARLIER = 2
+_UNUSED_S = 86400
+_MARK_EVERY_S = 3600
 # In each unpacked directory: what it holds, {path: [CRC-32, size, mode]}, so
 # that the next version can link the files it has in common (_unpack).
 CONTENTS = ".contents.json"
@@ -175,6 +182,33 @@ def _remove_stale(cache):
                 pass
 
 
+def _prune(cache, final):
+    """Remove this Python's unpacked versions past the newest _KEEP_EARLIER others that have gone unused for
+    _UNUSED_S: each version of llmgw run here left one (120 MB), and nothing else ever removed them."""
+    suffix = final[final.rindex("-"):]
+    now = time.time()
+    found = []
+    try:
+        for name in os.listdir(cache):
+            path = os.path.join(cache, name)
+            if name.startswith("pyz-") and name.endswith(suffix) and path != final:
+                try:
+                    found.append((os.lstat(path).st_mtime, path))
+                except OSError:
+                    pass
+    except OSError:
+        return
+    for used, path in sorted(found, reverse=True)[_KEEP_EARLIER:]:
+        if now - used > _UNUSED_S:
+            # Renamed first, so a start choosing a donor to link from never reads a half-removed tree.
+            gone = os.path.join(cache, ".unpacking-removed-%d-%s" % (os.getpid(), os.path.basename(path)))
+            try:
+                os.rename(path, gone)
+            except OSError:
+                continue
+            shutil.rmtree(gone, ignore_errors=True)
+
+
 def _earlier_version(cache, final):
     """The newest other unpacked directory for this Python here, and its CONTENTS; ("", {}) when there is none."""
     suffix = final[final.rindex("-"):]
@@ -258,12 +292,22 @@ def _unpack(zf, cache, final, dirs):
             json.dump(contents, listed, separators=(",", ":"))
         os.chmod(tmp, 0o755)  # noqa: S103 - a folder of programs every user runs
         os.rename(tmp, final)
+        _prune(cache, final)
     except OSError as error:
         shutil.rmtree(tmp, ignore_errors=True)
         if os.path.isdir(final):
             return  # another start got there first; its copy is as good
         _say("could not unpack the archive into %s: %s" % (cache, error))
         sys.exit(1)
+
+
+def _mark_used(final):
+    """Say this version is in use (its directory's time), at most once an hour: what _prune keeps."""
+    try:
+        if time.time() - os.stat(final).st_mtime > _MARK_EVERY_S:
+            os.utime(final)
+    except OSError:
+        pass
 
 
 def main():
@@ -282,6 +326,8 @@ def main():
         final = os.path.join(cache, "pyz-%s-%s" % (_content_hash(zf), compiled[len("lib-"):]))
         if not os.path.isdir(final):
             _unpack(zf, cache, final, {"lib": "lib", "lib-each": compiled, compiled: compiled})
+        else:
+            _mark_used(final)
 
     # The unpacked tree replaces the archive on the path, so nothing is ever
     # imported from the zip by accident; this version's compiled modules
