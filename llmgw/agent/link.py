@@ -151,7 +151,11 @@ class ClusterLink:
                                      shards=self.shards.statuses(), advertise=self.advertise))
             messages = link.messages()
             try:
-                first = await asyncio.wait_for(anext(messages), WELCOME_WITHIN)
+                # Not wait_for: on Python 3.11 it swallows a cancel that comes as the welcome does (a SIGTERM
+                # just as the agent connects), and the agent then ran on connected, deaf to its stop, until
+                # killed (1 in 40 stops under load, 2026-12-08). asyncio.timeout passes the cancel on.
+                async with asyncio.timeout(WELCOME_WITHIN):
+                    first = await anext(messages)
             except StopAsyncIteration:
                 raise LinkLost(link.closed_because or "closed before answering") from None
             if isinstance(first, NotLeader):

@@ -188,7 +188,8 @@ class BatchRunner:
                 if not tasks:  # every slot is another batch's: wait for one to free
                     self._freed.clear()
                     try:
-                        await asyncio.wait_for(self._freed.wait(), FLUSH_EVERY)
+                        async with asyncio.timeout(FLUSH_EVERY):  # not wait_for: it can swallow stop()'s cancel
+                            await self._freed.wait()
                     except TimeoutError:
                         pass
                     continue

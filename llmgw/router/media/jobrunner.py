@@ -93,7 +93,8 @@ class JobRunner:
                 log.warning("jobs: the store did not answer (%s); looking again in %.0f s", e, POLL)
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), POLL)
+                async with asyncio.timeout(POLL):  # not wait_for, which can swallow stop()'s cancel (agent/link.py)
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
