@@ -35,3 +35,20 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     for task in pending:
         if not task.cancelled():
             task.exception()  # taken, so asyncio does not log it as never retrieved
+
+
+async def event_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds`: the wait of a background loop between its rounds.
+
+    Not asyncio.wait_for(event.wait(), seconds): on Python 3.11 that
+    swallows a cancel that comes in the same turn as the event is set, and
+    a loop stopped by cancelling it (cancel_and_wait) runs on, its stop
+    waiting for ever. An agent did exactly that when stopped as it connected
+    (agent/link.py, 2026-12-08). asyncio.timeout passes the cancel on.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

@@ -38,6 +38,7 @@ from collections import deque
 from itertools import islice
 
 from llmgw.store import StoreError, Usage, UsageStore
+from llmgw.tasks import event_within
 
 log = logging.getLogger("llmgw.accounting")
 
@@ -154,20 +155,14 @@ class UsageWriter:
                 if self._stopping:
                     return
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.interval)
-                except TimeoutError:
-                    pass
+                await event_within(self._wake, self.interval)
                 continue
             if len(self._rows) < self.batch and not self._stopping:
                 # Let a partial batch fill for up to `interval` from its oldest row.
                 wait = self.interval - self.lag()
                 if wait > 0:
                     self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), wait)
-                    except TimeoutError:
-                        pass
+                    await event_within(self._wake, wait)
                     continue
             if not await self._write_one():
                 pause = self._backoff()

@@ -33,7 +33,7 @@ from llmgw.control.settings import ClusterSettingsWatcher, SettingsError
 from llmgw.errors import N_
 from llmgw.protocol import ProtocolError
 from llmgw.store import CatalogStore, StoreError
-from llmgw.tasks import cancel_and_wait
+from llmgw.tasks import cancel_and_wait, event_within
 
 if TYPE_CHECKING:
     from llmgw.control.catalog.service import Catalog
@@ -150,10 +150,7 @@ class Presets:
 
     async def _loop(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.every)
-            except TimeoutError:
-                pass
+            await event_within(self._wake, self.every)
             self._wake.clear()
             if not self.leading():
                 continue

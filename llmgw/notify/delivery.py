@@ -36,6 +36,7 @@ from llmgw.notify.signing import sign
 from llmgw.notify.targets import sessions
 from llmgw.router import TargetRefused
 from llmgw.store import Delivery, StoreError, Webhook, WebhookStore
+from llmgw.tasks import event_within
 from llmgw.trust import FILE_NAME, MasterKey, TrustError, read_master_key
 
 log = logging.getLogger("llmgw.notify")
@@ -155,10 +156,7 @@ class Sender:
 
     async def _run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._due.wait(), float(self._settings().send_every))
-            except TimeoutError:
-                pass
+            await event_within(self._due, float(self._settings().send_every))
             self._due.clear()
             if not self._leading():
                 continue

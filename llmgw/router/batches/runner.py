@@ -38,7 +38,7 @@ from llmgw.router.plane import ClientPlane
 from llmgw.router.wire import JSON
 from llmgw.store import Batch, BatchLine, LineResult, StoredFile, StoreError, Usage
 from llmgw.store.records_batch import OPEN_BATCH
-from llmgw.tasks import cancel_and_wait
+from llmgw.tasks import cancel_and_wait, event_within
 
 log = logging.getLogger("llmgw.batches")
 
@@ -187,11 +187,7 @@ class BatchRunner:
                     tasks.add(task)
                 if not tasks:  # every slot is another batch's: wait for one to free
                     self._freed.clear()
-                    try:
-                        async with asyncio.timeout(FLUSH_EVERY):  # not wait_for: it can swallow stop()'s cancel
-                            await self._freed.wait()
-                    except TimeoutError:
-                        pass
+                    await event_within(self._freed, FLUSH_EVERY)
                     continue
                 done, tasks = await asyncio.wait(tasks, timeout=FLUSH_EVERY, return_when=asyncio.FIRST_COMPLETED)
                 recorded.extend(task.result() for task in done)

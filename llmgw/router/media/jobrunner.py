@@ -38,7 +38,7 @@ from llmgw.router.handlers import Inside, serve
 from llmgw.router.media import MEDIA_PURPOSES
 from llmgw.router.plane import ClientPlane
 from llmgw.store import Job, StoreError
-from llmgw.tasks import cancel_and_wait
+from llmgw.tasks import cancel_and_wait, event_within
 
 log = logging.getLogger("llmgw.jobs")
 
@@ -92,11 +92,7 @@ class JobRunner:
             except StoreError as e:
                 log.warning("jobs: the store did not answer (%s); looking again in %.0f s", e, POLL)
             self._wake.clear()
-            try:
-                async with asyncio.timeout(POLL):  # not wait_for, which can swallow stop()'s cancel (agent/link.py)
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            await event_within(self._wake, POLL)
 
     async def look(self) -> None:
         store = self.plane.store
