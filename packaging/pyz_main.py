@@ -182,11 +182,9 @@ def _remove_stale(cache):
                 pass
 
 
-def _prune(cache, final):
-    """Remove this Python's unpacked versions past the newest _KEEP_EARLIER others that have gone unused for
-    _UNUSED_S: each version of llmgw run here left one (120 MB), and nothing else ever removed them."""
+def _others(cache, final):
+    """(time, path) of each other unpacked directory for final's Python here, the newest first."""
     suffix = final[final.rindex("-"):]
-    now = time.time()
     found = []
     try:
         for name in os.listdir(cache):
@@ -197,8 +195,15 @@ def _prune(cache, final):
                 except OSError:
                     pass
     except OSError:
-        return
-    for used, path in sorted(found, reverse=True)[_KEEP_EARLIER:]:
+        return []
+    return sorted(found, reverse=True)
+
+
+def _prune(cache, final):
+    """Remove this Python's unpacked versions past the newest _KEEP_EARLIER others that have gone unused for
+    _UNUSED_S: each version of llmgw run here left one (120 MB), and nothing else ever removed them."""
+    now = time.time()
+    for used, path in _others(cache, final)[_KEEP_EARLIER:]:
         if now - used > _UNUSED_S:
             # Renamed first, so a start choosing a donor to link from never reads a half-removed tree.
             gone = os.path.join(cache, ".unpacking-removed-%d-%s" % (os.getpid(), os.path.basename(path)))
@@ -211,19 +216,7 @@ def _prune(cache, final):
 
 def _earlier_version(cache, final):
     """The newest other unpacked directory for this Python here, and its CONTENTS; ("", {}) when there is none."""
-    suffix = final[final.rindex("-"):]
-    found = []
-    try:
-        for name in os.listdir(cache):
-            path = os.path.join(cache, name)
-            if name.startswith("pyz-") and name.endswith(suffix) and path != final:
-                try:
-                    found.append((os.lstat(path).st_mtime, path))
-                except OSError:
-                    pass
-    except OSError:
-        return "", {}
-    for _, path in sorted(found, reverse=True):
+    for _, path in _others(cache, final):
         try:
             with open(os.path.join(path, CONTENTS)) as listed:
                 contents = json.load(listed)

@@ -194,7 +194,8 @@ def _content_type(filename: str, content: bytes) -> str:
 
 # -- batches -----------------------------------------------------------------
 
-def _metadata(value: Any) -> dict[str, str]:
+def metadata_of(value: Any) -> dict[str, str]:
+    """A create's `metadata` as OpenAI takes it (a batch's, a workflow run's); Refuse for anything else."""
     if value is None:
         return {}
     if not isinstance(value, dict) or len(value) > MAX_METADATA or not all(
@@ -216,7 +217,7 @@ async def create_batch(request: web.Request, plane: ClientPlane, principal: Prin
     if window != WINDOW:
         raise Refuse(400, f'completion_window must be "{WINDOW}", got {window!r}', "invalid_request",
                      param="completion_window")
-    metadata = _metadata(body.get("metadata"))
+    metadata = metadata_of(body.get("metadata"))
     file_id = body.get("input_file_id")
     if not isinstance(file_id, str) or not file_id:
         raise Refuse(400, 'the batch needs "input_file_id": the id of a file uploaded with purpose batch',

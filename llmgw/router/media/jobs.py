@@ -23,7 +23,7 @@ from llmgw.account import Principal
 from llmgw.config import FILE_TYPES
 from llmgw.engines import WorkflowError
 from llmgw.guard import check_input
-from llmgw.router.batches.api import own_file
+from llmgw.router.batches.api import metadata_of, own_file
 from llmgw.router.batches.keeper import FileKeeper, is_file_id, new_file_id, place_for
 from llmgw.router.body import read_json
 from llmgw.router.call import Refuse
@@ -37,7 +37,6 @@ from llmgw.store import ENDED_JOB, OPEN_JOB, Job, StoredFile
 _refusals = refusing("workflow runs")
 _RUN_ID = re.compile(r"^run_[0-9a-f]{24}$")
 STREAM_POLL = 0.5  # seconds between looks at a followed run
-MAX_METADATA = 16
 
 
 def _json(data: object, status: int = 200) -> web.Response:
@@ -60,16 +59,6 @@ def _int(value: float | None) -> int | None:
 def _base(request: web.Request, plane: ClientPlane) -> str:
     address = str(plane.settings.current.portal.address or "").rstrip("/").removesuffix("/v1")
     return address or f"{request.scheme}://{request.host}"
-
-
-def _metadata(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or len(value) > MAX_METADATA or not all(
-            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512 for k, v in value.items()):
-        raise Refuse(400, f"metadata is at most {MAX_METADATA} pairs of text: keys of up to 64 characters, values of "
-                          "up to 512", "invalid_request", param="metadata")
-    return value
 
 
 def workflow_models(plane: ClientPlane, principal: Principal) -> list[dict[str, Any]]:
@@ -126,7 +115,7 @@ async def submit(plane: ClientPlane, principal: Principal, body: dict[str, Any])
     if not isinstance(given, dict):
         raise Refuse(400, '"inputs" must be an object of the workflow\'s inputs by name', "invalid_request",
                      param="inputs")
-    metadata = _metadata(body.get("metadata"))
+    metadata = metadata_of(body.get("metadata"))
     flow = runs.workflow_of(entry)
     file_names = [k for k in given if k in flow.inputs and flow.inputs[k].type in FILE_TYPES]
     try:
